@@ -1,0 +1,69 @@
+/**
+ * Helpers shared by the benchmarks: timing loops at a fixed concurrency, and a Markdown table with ratios
+ * against a baseline measured in the same run.
+ */
+import { cpus } from 'node:os';
+
+/** One measured row. */
+export interface BenchRow {
+  /** What was measured. */
+  name: string;
+  /** Operations per second. */
+  opsPerSec: number;
+  /** Median latency per operation in µs, when measured. */
+  medianUs?: number;
+  /** Extra columns. */
+  extra?: Record<string, string>;
+}
+
+/**
+ * Run `op` `total` times with `concurrency` calls in flight; return ops/s.
+ * @param op - Receives the operation's index.
+ */
+export async function throughput(
+  total: number,
+  concurrency: number,
+  op: (index: number) => Promise<unknown>,
+): Promise<number> {
+  let next = 0;
+  const started = process.hrtime.bigint();
+  async function lane() {
+    while (next < total) await op(next++);
+  }
+  await Promise.all(Array.from({ length: concurrency }, lane));
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  return total / seconds;
+}
+
+/** Median of a list of numbers. */
+export function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+/** Print a Markdown table; `ratio` is each row's ops/s divided by the first row's (the baseline). */
+export function printTable(title: string, command: string, rows: BenchRow[]): void {
+  const base = rows[0]?.opsPerSec ?? 1;
+  const extraCols = [...new Set(rows.flatMap((r) => Object.keys(r.extra ?? {})))];
+  const header = ['case', 'ops/s', 'ratio vs baseline', 'median µs', ...extraCols];
+  const lines = [
+    `### ${title}`,
+    '',
+    `Command: \`${command}\` · ${new Date().toISOString().slice(0, 10)} · Node ${process.version} · ${cpus().length} cores`,
+    '',
+    `| ${header.join(' | ')} |`,
+    `| ${header.map(() => '---').join(' | ')} |`,
+    ...rows.map((r) =>
+      [
+        r.name,
+        Math.round(r.opsPerSec).toLocaleString('en-US'),
+        `${((r.opsPerSec / base) * 100).toFixed(1)}%`,
+        r.medianUs === undefined ? '–' : r.medianUs.toFixed(2),
+        ...extraCols.map((c) => r.extra?.[c] ?? ''),
+      ].join(' | '),
+    ).map((l) => `| ${l} |`),
+    '',
+  ];
+  console.log(lines.join('\n'));
+}

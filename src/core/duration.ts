@@ -1,0 +1,36 @@
+/**
+ * Durations given as milliseconds or as short strings (`'500ms'`, `'30s'`, `'5m'`, `'24h'`, `'7d'`).
+ * @module
+ */
+import { InvalidOptionsError } from './errors.js';
+
+/** A duration: milliseconds, or a string such as `'30s'` or `'24h'`. */
+export type Duration = number | `${number}${DurationUnit}`;
+
+/** Units accepted in a duration string. */
+export type DurationUnit = 'ms' | 's' | 'm' | 'h' | 'd';
+
+const UNIT_MS: Record<DurationUnit, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+const PATTERN = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)$/;
+
+/**
+ * Convert a {@link Duration} to whole milliseconds.
+ * @param name - The option's name, used in the error message.
+ * @throws InvalidOptionsError when the value is not a positive finite duration.
+ */
+export function toMs(value: Duration, name: string): number {
+  let ms: number;
+  if (typeof value === 'number') {
+    ms = value;
+  } else {
+    const match = PATTERN.exec(value.trim());
+    if (!match) {
+      throw new InvalidOptionsError(`${name}: '${value}' is not a duration like '500ms', '30s' or '24h'`);
+    }
+    ms = Number(match[1]) * UNIT_MS[match[2] as DurationUnit];
+  }
+  if (!Number.isFinite(ms) || ms <= 0) {
+    throw new InvalidOptionsError(`${name}: must be a positive duration, got ${String(value)}`);
+  }
+  return Math.ceil(ms);
+}

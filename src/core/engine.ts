@@ -1,0 +1,333 @@
+/**
+ * The engine: validate the key → derive the storage key → claim → run `fn` under a lease → complete or
+ * release. Knows nothing of HTTP or brokers; adapters turn requests and messages into {@link RunRequest}s.
+ * @module
+ */
+import type { Store } from '../store/store.js';
+import { type Clock, systemClock } from './clock.js';
+import { CompletedCache } from './completed-cache.js';
+import { type Duration, toMs } from './duration.js';
+import {
+  InvalidOptionsError,
+  isIdempotencyError,
+  LeaseLostError,
+  ReplayedError,
+  StoreUnavailableError,
+} from './errors.js';
+import { createFingerprint } from './fingerprint.js';
+import { emit, type HookEvent, type IdempotencyHooks } from './hooks.js';
+import { deriveDownstreamKey, storageKey as toStorageKey, validateKey } from './key.js';
+import { LeaseKeeper } from './lease.js';
+import {
+  decodeOutcome,
+  defaultCodec,
+  encodeErrorOutcome,
+  encodeValueOutcome,
+  type OutcomeCodec,
+} from './outcome.js';
+import { type IdempotencyRecord, RecordStatus } from './record.js';
+
+/** Decides whether a thrown error is a final outcome (stored and replayed) or releases the claim. */
+export type StoreErrorsPolicy = boolean | ((error: unknown) => boolean);
+
+/** Options of {@link createIdempotency}. */
+export interface IdempotencyOptions {
+  /** Where records live. */
+  store: Store;
+  /** Separates applications sharing one store; part of every storage key. @default 'default' */
+  namespace?: string;
+  /** How long a claim is held before another attempt may take over. @default '30s' */
+  leaseMs?: Duration;
+  /** How long a completed outcome is replayed. @default '24h' */
+  retentionMs?: Duration;
+  /** Extend the lease automatically (every third of it) while `fn` runs. @default true */
+  extendLease?: boolean;
+  /** Run `fn` unprotected when the store is unreachable, instead of failing closed. @default false */
+  failOpen?: boolean;
+  /** Store thrown errors as final outcomes (replayed as `ReplayedError`) instead of releasing. @default false */
+  storeErrors?: StoreErrorsPolicy;
+  /** Local LRU of completed records; `false` disables it. @default { maxEntries: 1000 } */
+  cache?: false | { maxEntries?: number };
+  /** Encodes outcomes for storage. @default defaultCodec (JSON, bytes, undefined) */
+  codec?: OutcomeCodec;
+  /** Observation callbacks (metrics, logs, traces). */
+  hooks?: IdempotencyHooks;
+  /** Source of time, for tests. @default systemClock */
+  clock?: Clock;
+}
+
+/** One call to make idempotent. */
+export interface RunRequest {
+  /** The client's idempotency key: 1–255 printable ASCII characters. */
+  key: string;
+  /** Who is calling (tenant, principal): records are never shared across scopes. @default '' */
+  scope?: string;
+  /** Fingerprint of the request; a different one with the same key is a `mismatch`. */
+  fingerprint?: string;
+  /** Data to fingerprint with {@link createFingerprint} when `fingerprint` is not given. */
+  payload?: unknown;
+  /** Overrides the engine's `leaseMs` for this call. */
+  leaseMs?: Duration;
+  /** Overrides the engine's `retentionMs` for this call. */
+  retentionMs?: Duration;
+  /** Overrides the engine's `failOpen` for this call. */
+  failOpen?: boolean;
+  /** Overrides the engine's `storeErrors` for this call. */
+  storeErrors?: StoreErrorsPolicy;
+  /** Overrides the engine's `codec` for this call. */
+  codec?: OutcomeCodec;
+}
+
+/** What `fn` is given. */
+export interface RunContext {
+  /** Aborts, with a `LeaseLostError` reason, when this execution's lease is lost. */
+  signal: AbortSignal;
+  /** Fencing token of this execution; pass it to writes that can check it. */
+  token: number;
+  /** 1 for the first execution of the key, more after takeovers of crashed attempts. */
+  attempt: number;
+  /** The storage key (hashed). */
+  storageKey: string;
+  /** Extend the lease now (default: by the configured lease). Rejects with `LeaseLostError` if lost. */
+  extendLease(leaseMs?: Duration): Promise<void>;
+  /** A stable key for a downstream provider's own deduplication, the same on every attempt. */
+  downstreamKey(step: string): string;
+}
+
+/** The result of {@link Idempotency.run}: an exhaustive union, switch on `status`. */
+export type RunOutcome<T> =
+  | { status: 'executed'; value: T; token: number; attempt: number; failedOpen: boolean }
+  | { status: 'replayed'; value: T }
+  | { status: 'in_progress'; retryAfterMs: number }
+  | { status: 'mismatch' };
+
+/** An engine bound to one store and namespace. */
+export interface Idempotency {
+  /** The store records live in. */
+  readonly store: Store;
+  /** The namespace part of every storage key. */
+  readonly namespace: string;
+  /**
+   * Run `fn` at most once per (scope, key) while its outcome is retained.
+   *
+   * Rejects only with `InvalidKeyError`, `StoreUnavailableError`, `LeaseLostError`, `ReplayedError` (a
+   * stored error outcome) or `fn`'s own error (after the claim was released, or stored as final).
+   */
+  run<T>(request: RunRequest, fn: (context: RunContext) => Promise<T> | T): Promise<RunOutcome<T>>;
+  /** The storage key that `run` would use for (scope, key). */
+  storageKeyFor(key: string, scope?: string): string;
+}
+
+// Completion is retried on store errors a few times within the lease: the side effect already happened,
+// and a lost completion means a retry will wait a whole lease and then run it again.
+const COMPLETE_ATTEMPTS = 3;
+const COMPLETE_BACKOFF_MS = 50;
+
+function shouldStoreError(policy: StoreErrorsPolicy, error: unknown): boolean {
+  return typeof policy === 'function' ? policy(error) : policy;
+}
+
+function asStoreError(store: Store, operation: string, error: unknown): StoreUnavailableError {
+  if (isIdempotencyError(error) && error instanceof StoreUnavailableError) return error;
+  return new StoreUnavailableError(`Store '${store.name}' failed during ${operation}`, {
+    cause: error,
+  });
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Create an idempotency engine.
+ * @example
+ * const idempotency = createIdempotency({ store: memoryStore(), leaseMs: '30s', retentionMs: '24h' });
+ * const outcome = await idempotency.run({ key, payload: body }, async (ctx) => charge(body, ctx.downstreamKey('charge')));
+ * switch (outcome.status) { case 'executed': case 'replayed': return outcome.value; … }
+ */
+export function createIdempotency(options: IdempotencyOptions): Idempotency {
+  const store = options.store;
+  if (store === undefined || store === null) throw new InvalidOptionsError('store is required');
+  const namespace = options.namespace ?? 'default';
+  const defaultLeaseMs = toMs(options.leaseMs ?? '30s', 'leaseMs');
+  const defaultRetentionMs = toMs(options.retentionMs ?? '24h', 'retentionMs');
+  const heartbeat = options.extendLease ?? true;
+  const hooks = options.hooks ?? {};
+  const clock = options.clock ?? systemClock;
+  const cacheOption = options.cache ?? {};
+  const cache =
+    cacheOption === false ? undefined : new CompletedCache(cacheOption.maxEntries ?? 1000);
+
+  function settleExisting<T>(
+    record: IdempotencyRecord,
+    fingerprint: string,
+    codec: OutcomeCodec,
+    event: HookEvent,
+    fromCache: boolean,
+  ): RunOutcome<T> {
+    // Mismatch is checked before in-progress, so misuse is reported even while the first call runs.
+    if (record.fingerprint !== fingerprint) {
+      emit(hooks, 'onMismatch', event);
+      return { status: 'mismatch' };
+    }
+    if (record.status === RecordStatus.InProgress) {
+      const retryAfterMs = Math.max(record.leaseUntil - clock.now(), 1);
+      emit(hooks, 'onConflict', { ...event, retryAfterMs });
+      return { status: 'in_progress', retryAfterMs };
+    }
+    if (!fromCache) cache?.set(event.storageKey, record);
+    emit(hooks, 'onReplayed', { ...event, fromCache });
+    const decoded = decodeOutcome(record.outcome);
+    if (decoded.kind === 'error') throw new ReplayedError(decoded.error);
+    return { status: 'replayed', value: codec.decode(decoded.payload) as T };
+  }
+
+  async function complete(
+    storageKey: string,
+    token: number,
+    outcome: Uint8Array,
+    retentionMs: number,
+    event: HookEvent,
+  ): Promise<boolean> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await store.complete(storageKey, token, outcome, retentionMs);
+      } catch (error) {
+        emit(hooks, 'onStoreError', { ...event, operation: 'complete', error });
+        if (attempt >= COMPLETE_ATTEMPTS) throw asStoreError(store, 'complete', error);
+        await sleep(COMPLETE_BACKOFF_MS * attempt);
+      }
+    }
+  }
+
+  async function run<T>(
+    request: RunRequest,
+    fn: (context: RunContext) => Promise<T> | T,
+  ): Promise<RunOutcome<T>> {
+    validateKey(request.key);
+    const storageKey = toStorageKey(namespace, request.scope ?? '', request.key);
+    const fingerprint =
+      request.fingerprint ??
+      (request.payload === undefined ? '' : createFingerprint(request.payload));
+    const leaseMs = request.leaseMs === undefined ? defaultLeaseMs : toMs(request.leaseMs, 'leaseMs');
+    const retentionMs =
+      request.retentionMs === undefined
+        ? defaultRetentionMs
+        : toMs(request.retentionMs, 'retentionMs');
+    const codec = request.codec ?? options.codec ?? defaultCodec;
+    const storeErrors = request.storeErrors ?? options.storeErrors ?? false;
+    const event: HookEvent = { namespace, storageKey };
+
+    const cached = cache?.get(storageKey, clock.now());
+    if (cached !== undefined) return settleExisting(cached, fingerprint, codec, event, true);
+
+    let claim: Awaited<ReturnType<Store['claim']>>;
+    try {
+      claim = await store.claim(storageKey, { fingerprint, leaseMs });
+    } catch (error) {
+      emit(hooks, 'onStoreError', { ...event, operation: 'claim', error });
+      const unavailable = asStoreError(store, 'claim', error);
+      if (!(request.failOpen ?? options.failOpen ?? false)) throw unavailable;
+      emit(hooks, 'onFailOpen', { ...event, error: unavailable });
+      return runUnprotected(fn, storageKey);
+    }
+    if (!claim.claimed) return settleExisting(claim.record, fingerprint, codec, event, false);
+
+    const { token, attempt } = claim;
+    if (attempt > 1) emit(hooks, 'onTakeover', { ...event, token, attempt });
+    const lease = new LeaseKeeper({
+      store,
+      storageKey,
+      token,
+      leaseMs,
+      leaseUntil: claim.leaseUntil,
+      clock,
+      hooks,
+      event,
+      heartbeat,
+    });
+    const context: RunContext = {
+      signal: lease.signal,
+      token,
+      attempt,
+      storageKey,
+      extendLease: (ms) => lease.extend(ms === undefined ? leaseMs : toMs(ms, 'leaseMs')),
+      downstreamKey: (step) => deriveDownstreamKey(storageKey, step),
+    };
+
+    const startedAt = clock.now();
+    lease.start();
+    let value: T;
+    try {
+      value = await fn(context);
+    } catch (error) {
+      lease.stop();
+      await settleFailure(error, storageKey, token, retentionMs, storeErrors, event);
+      throw error;
+    }
+    lease.stop();
+
+    const outcome = encodeValueOutcome(codec.encode(value));
+    const completed = await complete(storageKey, token, outcome, retentionMs, event);
+    if (!completed) {
+      emit(hooks, 'onLeaseLost', { ...event, token });
+      throw new LeaseLostError(token);
+    }
+    const now = clock.now();
+    cache?.set(storageKey, {
+      status: RecordStatus.Completed,
+      fingerprint,
+      token,
+      outcome,
+      completedAt: now,
+      expiresAt: now + retentionMs,
+    });
+    emit(hooks, 'onExecuted', { ...event, token, attempt, durationMs: now - startedAt });
+    return { status: 'executed', value, token, attempt, failedOpen: false };
+  }
+
+  // After `fn` threw: store the error as final, or release the claim so a retry runs again. Either way the
+  // caller gets `fn`'s own error; a store failure here only means the claim expires on its own.
+  async function settleFailure(
+    error: unknown,
+    storageKey: string,
+    token: number,
+    retentionMs: number,
+    storeErrors: StoreErrorsPolicy,
+    event: HookEvent,
+  ): Promise<void> {
+    try {
+      if (shouldStoreError(storeErrors, error)) {
+        const stored = await complete(storageKey, token, encodeErrorOutcome(error), retentionMs, event);
+        if (!stored) emit(hooks, 'onLeaseLost', { ...event, token });
+      } else {
+        await store.release(storageKey, token);
+      }
+    } catch (storeError) {
+      emit(hooks, 'onStoreError', { ...event, operation: 'release', error: storeError });
+    }
+  }
+
+  async function runUnprotected<T>(
+    fn: (context: RunContext) => Promise<T> | T,
+    storageKey: string,
+  ): Promise<RunOutcome<T>> {
+    const value = await fn({
+      signal: new AbortController().signal,
+      token: 0,
+      attempt: 1,
+      storageKey,
+      extendLease: async () => {},
+      downstreamKey: (step) => deriveDownstreamKey(storageKey, step),
+    });
+    return { status: 'executed', value, token: 0, attempt: 1, failedOpen: true };
+  }
+
+  return {
+    store,
+    namespace,
+    run,
+    storageKeyFor: (key, scope = '') => {
+      validateKey(key);
+      return toStorageKey(namespace, scope, key);
+    },
+  };
+}

@@ -1,0 +1,154 @@
+/**
+ * Every error idempotency-kit throws, with a stable `code` documented in `docs/reference/errors.md`.
+ *
+ * Guards check a brand property rather than `instanceof`, so they keep working when two copies of the
+ * package are loaded (a common state of `node_modules`).
+ * @module
+ */
+
+/** The stable codes of every {@link IdempotencyError}; each one is a heading in `docs/reference/errors.md`. */
+export const ErrorCode = {
+  InvalidKey: 'invalid_key',
+  InvalidOptions: 'invalid_options',
+  StoreUnavailable: 'store_unavailable',
+  LeaseLost: 'lease_lost',
+  ReplayedError: 'replayed_error',
+} as const;
+
+/** One of the {@link ErrorCode} values. */
+export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
+
+/** Where each code is explained; HTTP problem `type` URIs point here too. */
+export const ERRORS_DOC_URL =
+  'https://github.com/idempotency-kit/idempotency-kit/blob/main/docs/reference/errors.md';
+
+/** Base class of every error this package throws. */
+export class IdempotencyError extends Error {
+  /** Brand checked by {@link isIdempotencyError}; survives duplicate package copies. */
+  readonly isIdempotencyError = true;
+  /** Stable machine-readable code. */
+  readonly code: ErrorCode;
+
+  constructor(code: ErrorCode, message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.code = code;
+    this.name = 'IdempotencyError';
+  }
+
+  /** Link to the explanation of this error's code. */
+  get docUrl(): string {
+    return `${ERRORS_DOC_URL}#${this.code}`;
+  }
+}
+
+/** The idempotency key is empty, too long or has characters outside printable ASCII. */
+export class InvalidKeyError extends IdempotencyError {
+  /** Why the key was refused, safe to show to the caller. */
+  readonly reason: string;
+
+  constructor(reason: string, options?: ErrorOptions) {
+    super(ErrorCode.InvalidKey, `Invalid idempotency key: ${reason}`, options);
+    this.name = 'InvalidKeyError';
+    this.reason = reason;
+  }
+}
+
+/** An option passed to a factory is out of range or malformed. */
+export class InvalidOptionsError extends IdempotencyError {
+  constructor(message: string, options?: ErrorOptions) {
+    super(ErrorCode.InvalidOptions, message, options);
+    this.name = 'InvalidOptionsError';
+  }
+}
+
+/**
+ * The store could not be reached or failed. Nothing was executed (fail closed); retry after `retryAfterMs`.
+ */
+export class StoreUnavailableError extends IdempotencyError {
+  /** Suggested wait before retrying. */
+  readonly retryAfterMs: number;
+
+  constructor(message: string, options?: ErrorOptions & { retryAfterMs?: number }) {
+    super(ErrorCode.StoreUnavailable, message, options);
+    this.name = 'StoreUnavailableError';
+    this.retryAfterMs = options?.retryAfterMs ?? 1000;
+  }
+}
+
+/**
+ * This worker's claim expired and was taken over (or removed): its completion was refused by the fencing
+ * token, so the newer attempt's record is intact.
+ */
+export class LeaseLostError extends IdempotencyError {
+  /** The fencing token this worker held. */
+  readonly token: number;
+
+  constructor(token: number, message?: string, options?: ErrorOptions) {
+    super(
+      ErrorCode.LeaseLost,
+      message ?? `Lease lost: claim with token ${token} was taken over or removed`,
+      options,
+    );
+    this.name = 'LeaseLostError';
+    this.token = token;
+  }
+}
+
+/** The shape of an error saved as a final outcome, as it is replayed. */
+export interface StoredErrorInfo {
+  /** The original error's `name`. */
+  name: string;
+  /** The original error's `message`. */
+  message: string;
+  /** The original error's `code`, when it had a string one. */
+  code?: string;
+}
+
+/**
+ * A replay of an error that an earlier execution stored as final (`storeErrors` policy). The original
+ * error's name, message and code are kept in `original`.
+ */
+export class ReplayedError extends IdempotencyError {
+  /** What the original error looked like. */
+  readonly original: StoredErrorInfo;
+
+  constructor(original: StoredErrorInfo) {
+    super(ErrorCode.ReplayedError, `Replayed stored error: ${original.name}: ${original.message}`);
+    this.name = 'ReplayedError';
+    this.original = original;
+  }
+}
+
+function hasCode(error: unknown, code: ErrorCode): boolean {
+  return isIdempotencyError(error) && error.code === code;
+}
+
+/** True for any error thrown by idempotency-kit, from any copy of the package. */
+export function isIdempotencyError(error: unknown): error is IdempotencyError {
+  return typeof error === 'object' && error !== null && 'isIdempotencyError' in error;
+}
+
+/** True for {@link InvalidKeyError}. */
+export function isInvalidKeyError(error: unknown): error is InvalidKeyError {
+  return hasCode(error, ErrorCode.InvalidKey);
+}
+
+/** True for {@link InvalidOptionsError}. */
+export function isInvalidOptionsError(error: unknown): error is InvalidOptionsError {
+  return hasCode(error, ErrorCode.InvalidOptions);
+}
+
+/** True for {@link StoreUnavailableError}. */
+export function isStoreUnavailableError(error: unknown): error is StoreUnavailableError {
+  return hasCode(error, ErrorCode.StoreUnavailable);
+}
+
+/** True for {@link LeaseLostError}. */
+export function isLeaseLostError(error: unknown): error is LeaseLostError {
+  return hasCode(error, ErrorCode.LeaseLost);
+}
+
+/** True for {@link ReplayedError}. */
+export function isReplayedError(error: unknown): error is ReplayedError {
+  return hasCode(error, ErrorCode.ReplayedError);
+}

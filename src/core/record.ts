@@ -1,0 +1,162 @@
+/**
+ * The idempotency record: a discriminated union of its two live states, and the pure transitions every
+ * store implements atomically (stores run these rules in Lua or SQL; the memory store calls them directly).
+ * @module
+ */
+
+/** Record statuses, as `as const` strings (never an `enum`). */
+export const RecordStatus = {
+  InProgress: 'in_progress',
+  Completed: 'completed',
+} as const;
+
+/** One of the {@link RecordStatus} values. */
+export type RecordStatus = (typeof RecordStatus)[keyof typeof RecordStatus];
+
+/** A claim is held: one worker is executing, until `leaseUntil` (store clock, epoch ms). */
+export interface InProgressRecord {
+  status: typeof RecordStatus.InProgress;
+  /** Fingerprint of the request that claimed the key. */
+  fingerprint: string;
+  /** Fencing token of the current holder. */
+  token: number;
+  /** Epoch ms (store clock) after which another attempt may take over. */
+  leaseUntil: number;
+  /** 1 for the first claim, +1 on every takeover. */
+  attempt: number;
+  /** Epoch ms (store clock) of the first claim. */
+  createdAt: number;
+}
+
+/** The execution finished and its encoded outcome is kept until `expiresAt` (store clock, epoch ms). */
+export interface CompletedRecord {
+  status: typeof RecordStatus.Completed;
+  /** Fingerprint of the request that produced the outcome. */
+  fingerprint: string;
+  /** Fencing token of the holder that completed. */
+  token: number;
+  /** Encoded outcome bytes (see `outcome.ts`), replayed byte-for-byte. */
+  outcome: Uint8Array;
+  /** Epoch ms (store clock) of completion. */
+  completedAt: number;
+  /** Epoch ms (store clock) after which the record is gone and the key is new again. */
+  expiresAt: number;
+}
+
+/** A stored idempotency record. */
+export type IdempotencyRecord = InProgressRecord | CompletedRecord;
+
+/**
+ * The next fencing token. Tokens strictly increase on takeover (`previous + 1`) and are also derived from
+ * the store clock in microseconds, so a claim made after a release or an expiry (when no previous record
+ * survives) still carries a larger token than any earlier holder: a zombie can never match it.
+ */
+export function nextToken(previousToken: number | undefined, nowMicros: number): number {
+  const floor = Math.floor(nowMicros);
+  return previousToken === undefined ? floor : Math.max(previousToken + 1, floor);
+}
+
+/** True when a record no longer exists from the store's point of view at `now`. */
+export function isRecordDead(record: IdempotencyRecord, now: number): boolean {
+  return record.status === RecordStatus.InProgress
+    ? record.leaseUntil <= now
+    : record.expiresAt <= now;
+}
+
+/** Result of a claim attempt: the caller holds the key, or gets the record that blocks it. */
+export type ClaimResult =
+  | { claimed: true; token: number; attempt: number; leaseUntil: number }
+  | { claimed: false; record: IdempotencyRecord };
+
+/**
+ * The claim transition, as every store must apply it atomically: create if absent or dead; take over an
+ * in-progress record whose lease expired (token and attempt grow, the new fingerprint is recorded);
+ * otherwise leave the record as is and return it. Tokens of one key strictly increase over its whole
+ * history, releases and expiries included.
+ */
+export function applyClaim(
+  current: IdempotencyRecord | undefined,
+  input: { fingerprint: string; leaseMs: number; now: number; minToken?: number },
+): { result: ClaimResult; next: IdempotencyRecord | undefined } {
+  const { fingerprint, leaseMs, now } = input;
+  if (current !== undefined && !isRecordDead(current, now)) {
+    return { result: { claimed: false, record: current }, next: current };
+  }
+  const takeover = current?.status === RecordStatus.InProgress;
+  // `minToken` lets a store add its own floor (the last token it issued), for clocks too coarse to
+  // separate a release and the next claim.
+  const token = Math.max(nextToken(current?.token, now * 1000), input.minToken ?? 0);
+  const next: InProgressRecord = {
+    status: RecordStatus.InProgress,
+    fingerprint,
+    token,
+    leaseUntil: now + leaseMs,
+    attempt: takeover ? current.attempt + 1 : 1,
+    createdAt: takeover ? current.createdAt : now,
+  };
+  return {
+    result: { claimed: true, token, attempt: next.attempt, leaseUntil: next.leaseUntil },
+    next,
+  };
+}
+
+/**
+ * True when `record` is an in-progress record held by `token` whose lease is still live at `now`: the guard
+ * of complete, release and extend. An expired lease counts as lost even before anyone takes over, so every
+ * store agrees (a Redis lease key is simply gone by then).
+ */
+export function isHeldBy(
+  record: IdempotencyRecord | undefined,
+  token: number,
+  now: number,
+): record is InProgressRecord {
+  return (
+    record?.status === RecordStatus.InProgress && record.token === token && record.leaseUntil > now
+  );
+}
+
+/**
+ * The complete transition: the in-progress record held by `token` with a live lease becomes completed.
+ * Completing again with the same token after success is a no-op that still reports success, so a blind
+ * resend after a timeout is safe. Anything else is fenced out (`ok: false`, record unchanged).
+ */
+export function applyComplete(
+  current: IdempotencyRecord | undefined,
+  input: { token: number; outcome: Uint8Array; retentionMs: number; now: number },
+): { ok: boolean; next: IdempotencyRecord | undefined } {
+  const { token, outcome, retentionMs, now } = input;
+  if (current?.status === RecordStatus.Completed && current.token === token && current.expiresAt > now) {
+    return { ok: true, next: current };
+  }
+  if (!isHeldBy(current, token, now)) return { ok: false, next: current };
+  return {
+    ok: true,
+    next: {
+      status: RecordStatus.Completed,
+      fingerprint: current.fingerprint,
+      token,
+      outcome,
+      completedAt: now,
+      expiresAt: now + retentionMs,
+    },
+  };
+}
+
+/** The release transition: delete the in-progress record held by `token` with a live lease. */
+export function applyRelease(
+  current: IdempotencyRecord | undefined,
+  input: { token: number; now: number },
+): { ok: boolean; next: IdempotencyRecord | undefined } {
+  return isHeldBy(current, input.token, input.now)
+    ? { ok: true, next: undefined }
+    : { ok: false, next: current };
+}
+
+/** The extend transition: push the lease of the record held by `token` to `now + leaseMs`. */
+export function applyExtend(
+  current: IdempotencyRecord | undefined,
+  input: { token: number; leaseMs: number; now: number },
+): { ok: boolean; next: IdempotencyRecord | undefined } {
+  if (!isHeldBy(current, input.token, input.now)) return { ok: false, next: current };
+  return { ok: true, next: { ...current, leaseUntil: input.now + input.leaseMs } };
+}

@@ -1,0 +1,66 @@
+/**
+ * `idempotency-kit`: the engine, the store contract, the memory store, errors and helpers. Imports no peer
+ * library; stores and adapters live in their own subpaths (`idempotency-kit/sqlite`, …).
+ * @module
+ */
+export type { Clock } from './core/clock.js';
+export { systemClock } from './core/clock.js';
+export type { Duration, DurationUnit } from './core/duration.js';
+export { toMs } from './core/duration.js';
+export type {
+  Idempotency,
+  IdempotencyOptions,
+  RunContext,
+  RunOutcome,
+  RunRequest,
+  StoreErrorsPolicy,
+} from './core/engine.js';
+export { createIdempotency } from './core/engine.js';
+export type { StoredErrorInfo } from './core/errors.js';
+export {
+  ERRORS_DOC_URL,
+  ErrorCode,
+  IdempotencyError,
+  InvalidKeyError,
+  InvalidOptionsError,
+  isIdempotencyError,
+  isInvalidKeyError,
+  isInvalidOptionsError,
+  isLeaseLostError,
+  isReplayedError,
+  isStoreUnavailableError,
+  LeaseLostError,
+  ReplayedError,
+  StoreUnavailableError,
+} from './core/errors.js';
+export type { FingerprintInput } from './core/fingerprint.js';
+export { createFingerprint } from './core/fingerprint.js';
+export type { HookEvent, IdempotencyHooks } from './core/hooks.js';
+export { deriveDownstreamKey, MAX_KEY_LENGTH, storageKey, validateKey } from './core/key.js';
+export type { OutcomeCodec } from './core/outcome.js';
+export { defaultCodec } from './core/outcome.js';
+export type {
+  ClaimResult,
+  CompletedRecord,
+  IdempotencyRecord,
+  InProgressRecord,
+} from './core/record.js';
+export {
+  applyClaim,
+  applyComplete,
+  applyExtend,
+  applyRelease,
+  isHeldBy,
+  isRecordDead,
+  nextToken,
+  RecordStatus,
+} from './core/record.js';
+export type { MemoryStore, MemoryStoreOptions } from './store/memory-store.js';
+export { memoryStore } from './store/memory-store.js';
+export type {
+  ClaimOptions,
+  PurgeOptions,
+  Store,
+  StoreCapabilities,
+  StoreStats,
+} from './store/store.js';

@@ -1,0 +1,137 @@
+/**
+ * The in-memory store: the reference implementation of the store contract, for tests and single-process
+ * use. Each transition is synchronous JavaScript, so it is atomic within one process; it is **not** shared
+ * between processes (declared by `capabilities.crossProcess: false`).
+ * @module
+ */
+import { type Clock, systemClock } from '../core/clock.js';
+import {
+  applyClaim,
+  applyComplete,
+  applyExtend,
+  applyRelease,
+  type ClaimResult,
+  type IdempotencyRecord,
+  isRecordDead,
+  RecordStatus,
+} from '../core/record.js';
+import type { ClaimOptions, PurgeOptions, Store, StoreStats } from './store.js';
+
+/** Options of {@link memoryStore}. */
+export interface MemoryStoreOptions {
+  /** Source of time (the store's clock). @default systemClock */
+  clock?: Clock;
+}
+
+/** A {@link Store} kept in this process's memory. */
+export interface MemoryStore extends Store {
+  /** Records held right now, dead ones not yet swept included (for tests and diagnostics). */
+  readonly size: number;
+}
+
+// Dead records are swept once the operations since the last sweep exceed half the map's size (and at least
+// this many), which keeps the cost amortised O(1) per call and the map within about twice its live size.
+const MIN_SWEEP_INTERVAL = 64;
+
+/**
+ * Create an in-memory store.
+ * @example
+ * const idempotency = createIdempotency({ store: memoryStore() });
+ */
+export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
+  const clock = options.clock ?? systemClock;
+  const records = new Map<string, IdempotencyRecord>();
+  let operationsSinceSweep = 0;
+  let lastToken = 0;
+
+  function sweep(now: number, limit = Number.POSITIVE_INFINITY): number {
+    let removed = 0;
+    for (const [key, record] of records) {
+      if (removed >= limit) break;
+      if (isRecordDead(record, now)) {
+        records.delete(key);
+        removed++;
+      }
+    }
+    return removed;
+  }
+
+  function write(key: string, next: IdempotencyRecord | undefined): void {
+    if (next === undefined) records.delete(key);
+    else records.set(key, next);
+    if (++operationsSinceSweep > Math.max(MIN_SWEEP_INTERVAL, records.size / 2)) {
+      operationsSinceSweep = 0;
+      sweep(clock.now());
+    }
+  }
+
+  function live(key: string, now: number): IdempotencyRecord | undefined {
+    const record = records.get(key);
+    return record !== undefined && !isRecordDead(record, now) ? record : undefined;
+  }
+
+  return {
+    name: 'memory',
+    capabilities: { crossProcess: false, purge: true },
+    get size() {
+      return records.size;
+    },
+    async claim(key: string, claimOptions: ClaimOptions): Promise<ClaimResult> {
+      const input = { ...claimOptions, now: clock.now(), minToken: lastToken + 1 };
+      const { result, next } = applyClaim(records.get(key), input);
+      if (result.claimed) {
+        lastToken = result.token;
+        write(key, next);
+      }
+      return result;
+    },
+    async complete(key, token, outcome, retentionMs) {
+      // Copy: the caller may reuse its buffer, and a stored outcome must never change.
+      const input = { token, outcome: Uint8Array.from(outcome), retentionMs, now: clock.now() };
+      const { ok, next } = applyComplete(records.get(key), input);
+      if (ok) write(key, next);
+      return ok;
+    },
+    async release(key, token) {
+      const { ok, next } = applyRelease(records.get(key), { token, now: clock.now() });
+      if (ok) write(key, next);
+      return ok;
+    },
+    async extend(key, token, leaseMs) {
+      const { ok, next } = applyExtend(records.get(key), { token, leaseMs, now: clock.now() });
+      if (ok) write(key, next);
+      return ok;
+    },
+    async get(key) {
+      const record = live(key, clock.now());
+      if (record?.status === RecordStatus.Completed) {
+        return { ...record, outcome: Uint8Array.from(record.outcome) };
+      }
+      return record === undefined ? undefined : { ...record };
+    },
+    async delete(key) {
+      const existed = live(key, clock.now()) !== undefined;
+      records.delete(key);
+      return existed;
+    },
+    async purgeExpired(purgeOptions: PurgeOptions = {}) {
+      return sweep(clock.now(), purgeOptions.limit ?? 1000);
+    },
+    async stats(): Promise<StoreStats> {
+      const now = clock.now();
+      const stats: StoreStats = { inProgress: 0, completed: 0, staleLeases: 0, oldestLeaseAgeMs: null };
+      for (const record of records.values()) {
+        if (record.status === RecordStatus.Completed) {
+          if (record.expiresAt > now) stats.completed++;
+        } else if (record.leaseUntil <= now) {
+          stats.staleLeases++;
+        } else {
+          stats.inProgress++;
+          const age = now - record.createdAt;
+          stats.oldestLeaseAgeMs = Math.max(stats.oldestLeaseAgeMs ?? 0, age);
+        }
+      }
+      return stats;
+    },
+  };
+}

@@ -1,0 +1,94 @@
+/**
+ * The store contract: the one interface every backend implements, and that the conformance suite
+ * (`idempotency-kit/testing`) checks.
+ *
+ * Stores work on storage keys that are already hashed (never raw client keys) and make each transition
+ * **one atomic operation**, judged by the store's own clock where it has one.
+ * @module
+ */
+import type { ClaimResult, IdempotencyRecord } from '../core/record.js';
+
+/** What a claim needs besides the key. */
+export interface ClaimOptions {
+  /** Fingerprint of the request; stored with the claim so a concurrent mismatch is visible in flight. */
+  fingerprint: string;
+  /** Lease length in ms; after it, another attempt may take over. */
+  leaseMs: number;
+}
+
+/** Options for {@link Store.purgeExpired}. */
+export interface PurgeOptions {
+  /** At most this many rows are deleted by one call. @default 1000 */
+  limit?: number;
+}
+
+/** Counts reported by {@link Store.stats}. */
+export interface StoreStats {
+  /** Live in-progress records (lease not expired). */
+  inProgress: number;
+  /** Completed records not yet expired. */
+  completed: number;
+  /** In-progress records whose lease expired and that nobody took over yet. */
+  staleLeases: number;
+  /** Age in ms of the oldest live in-progress record, or `null` if there is none. */
+  oldestLeaseAgeMs: number | null;
+}
+
+/** Capabilities a store declares; the conformance suite adapts to them. */
+export interface StoreCapabilities {
+  /** Several OS processes can share the store safely (false only for the memory store). */
+  crossProcess: boolean;
+  /** The store supports {@link Store.purgeExpired} (SQL stores; Redis and memory expire by themselves). */
+  purge: boolean;
+}
+
+/**
+ * A backend for idempotency records. Every method but `get`, `stats` and `delete` is a state transition and
+ * must be one atomic store operation (one Lua script, one SQL statement, one synchronous SQLite
+ * transaction): never a read, a decision in JavaScript and then a write.
+ *
+ * Failures to reach the backend reject with `StoreUnavailableError`.
+ */
+export interface Store {
+  /** Short name used in logs and errors, e.g. `'redis'`. */
+  readonly name: string;
+  /** What the store can do. */
+  readonly capabilities: StoreCapabilities;
+
+  /**
+   * Create an `in_progress` record if the key is absent (or its record expired); take over an
+   * `in_progress` record whose lease expired (token and attempt grow); otherwise change nothing and
+   * return the existing record.
+   */
+  claim(key: string, options: ClaimOptions): Promise<ClaimResult>;
+
+  /**
+   * Turn the `in_progress` record held by `token` (with a live lease) into `completed` with `outcome`, kept
+   * for `retentionMs`. Returns `false` when fenced out (taken over, expired or removed).
+   */
+  complete(key: string, token: number, outcome: Uint8Array, retentionMs: number): Promise<boolean>;
+
+  /** Delete the `in_progress` record held by `token`. Returns `false` when fenced out. */
+  release(key: string, token: number): Promise<boolean>;
+
+  /** Push the lease of the record held by `token` to now + `leaseMs`. Returns `false` when fenced out. */
+  extend(key: string, token: number, leaseMs: number): Promise<boolean>;
+
+  /** The live record for `key`, or `undefined` (absent or expired). */
+  get(key: string): Promise<IdempotencyRecord | undefined>;
+
+  /** Remove the record whatever its state (admin). Returns whether one existed. */
+  delete(key: string): Promise<boolean>;
+
+  /**
+   * Delete expired completed records and dead leases in one bounded batch; never a live lease. Returns the
+   * number deleted. Present when `capabilities.purge` is true.
+   */
+  purgeExpired?(options?: PurgeOptions): Promise<number>;
+
+  /** Counts by status. */
+  stats(): Promise<StoreStats>;
+
+  /** Release resources the store itself opened (never a client the user passed in). */
+  close?(): Promise<void>;
+}

@@ -1,0 +1,357 @@
+/**
+ * The store conformance checks, as plain async functions that throw on a violation. `defineStoreSuite`
+ * wraps each in a test; keeping them framework-free lets a test run them against a deliberately broken
+ * store and show that they fail it.
+ * @module
+ */
+import assert from 'node:assert/strict';
+import { randomBytes, randomUUID } from 'node:crypto';
+import type { IdempotencyRecord } from '../core/record.js';
+import type { Store } from '../store/store.js';
+import { type CrossProcessOptions, runClaimStorm } from './claim-storm.js';
+
+/** Options of the conformance checks. */
+export interface StoreSuiteOptions {
+  /** Name shown in test titles. */
+  name: string;
+  /**
+   * Build a connected store. Called once per check with a unique `prefix` that the store may use to keep
+   * its keys apart (a Redis key prefix, say); checks also use unique keys of their own.
+   */
+  createStore(prefix: string): Promise<Store> | Store;
+  /** Dispose of a store built by `createStore` (close the clients it opened). */
+  disposeStore?(store: Store): Promise<void> | void;
+  /** Run the cross-process claim storm with this configuration (required when the store is shared). */
+  crossProcess?: CrossProcessOptions;
+  /** Lease used by time-based checks, in ms; raise it for slow stores. @default 250 */
+  shortLeaseMs?: number;
+  /** Largest outcome round-tripped byte-exact. @default 1 MiB */
+  maxOutcomeBytes?: number;
+}
+
+/** One named conformance check. */
+export interface StoreCheck {
+  /** What the check proves, in the test's words. */
+  name: string;
+  /** Runs the check; rejects when the store violates the contract. */
+  run(): Promise<void>;
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+function assertInProgress(record: IdempotencyRecord | undefined, message: string) {
+  assert.ok(record, `${message}: expected a record`);
+  assert.equal(record.status, 'in_progress', message);
+  return record as Extract<IdempotencyRecord, { status: 'in_progress' }>;
+}
+
+function assertCompleted(record: IdempotencyRecord | undefined, message: string) {
+  assert.ok(record, `${message}: expected a record`);
+  assert.equal(record.status, 'completed', message);
+  return record as Extract<IdempotencyRecord, { status: 'completed' }>;
+}
+
+function assertBytesEqual(actual: Uint8Array, expected: Uint8Array, message: string) {
+  assert.equal(actual.byteLength, expected.byteLength, `${message}: length`);
+  assert.ok(Buffer.from(actual).equals(Buffer.from(expected)), `${message}: bytes differ`);
+}
+
+/** Build the list of conformance checks for a store. */
+export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[] {
+  const lease = options.shortLeaseMs ?? 250;
+  const maxBytes = options.maxOutcomeBytes ?? 1024 * 1024;
+  const day = 86_400_000;
+
+  // Every check gets its own store and its own keys, and always disposes of the store.
+  function check(name: string, body: (store: Store, key: (label?: string) => string) => Promise<void>) {
+    return {
+      name,
+      async run() {
+        const prefix = `conf:${process.pid}:${randomUUID().slice(0, 8)}:`;
+        const store = await options.createStore(prefix);
+        const key = (label = 'k') => `${prefix}${label}:${randomUUID()}`;
+        try {
+          await body(store, key);
+        } finally {
+          await options.disposeStore?.(store);
+        }
+      },
+    } satisfies StoreCheck;
+  }
+
+  const checks: StoreCheck[] = [
+    check('claims an absent key with a positive integer token and attempt 1', async (store, key) => {
+      const k = key();
+      const result = await store.claim(k, { fingerprint: 'fp-a', leaseMs: 60_000 });
+      assert.ok(result.claimed, 'first claim must win');
+      assert.ok(Number.isSafeInteger(result.token) && result.token > 0, 'token is a positive integer');
+      assert.equal(result.attempt, 1);
+      const record = assertInProgress(await store.get(k), 'get after claim');
+      assert.equal(record.token, result.token);
+      assert.equal(record.fingerprint, 'fp-a');
+      assert.equal(record.attempt, 1);
+    }),
+
+    check('returns the live in-progress record, with its fingerprint, to a second claim', async (store, key) => {
+      const k = key();
+      const first = await store.claim(k, { fingerprint: 'fp-a', leaseMs: 60_000 });
+      assert.ok(first.claimed);
+      const second = await store.claim(k, { fingerprint: 'fp-other', leaseMs: 60_000 });
+      assert.equal(second.claimed, false, 'a live claim must not be taken');
+      if (second.claimed) return;
+      const record = assertInProgress(second.record, 'blocking record');
+      // The first fingerprint is visible while in flight, so a mismatch is reported, not a conflict.
+      assert.equal(record.fingerprint, 'fp-a');
+      assert.equal(record.token, first.token);
+      assert.ok(record.leaseUntil > Date.now() + 30_000, 'leaseUntil is in the future');
+    }),
+
+    check('gives exactly one winner among 50 concurrent claims on one key', async (store, key) => {
+      const k = key();
+      const results = await Promise.all(
+        Array.from({ length: 50 }, () => store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 })),
+      );
+      assert.equal(results.filter((r) => r.claimed).length, 1, 'exactly one winner');
+    }),
+
+    check('gives exactly one winner per key among interleaved concurrent claims', async (store, key) => {
+      const keys = Array.from({ length: 20 }, (_, i) => key(`multi${i}`));
+      const attempts = keys.flatMap((k) => Array.from({ length: 10 }, () => k));
+      const results = await Promise.all(
+        attempts.map(async (k) => ({ k, r: await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 }) })),
+      );
+      for (const k of keys) {
+        const wins = results.filter((x) => x.k === k && x.r.claimed).length;
+        assert.equal(wins, 1, `exactly one winner for ${k}`);
+      }
+    }),
+
+    check('completes the holder’s claim and replays the outcome to later claims', async (store, key) => {
+      const k = key();
+      const claim = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 });
+      assert.ok(claim.claimed);
+      const outcome = Buffer.from('{"ok":true}');
+      assert.equal(await store.complete(k, claim.token, outcome, day), true);
+      const record = assertCompleted(await store.get(k), 'get after complete');
+      assertBytesEqual(record.outcome, outcome, 'stored outcome');
+      assert.equal(record.fingerprint, 'fp');
+      assert.equal(record.token, claim.token);
+      assert.ok(record.expiresAt > Date.now() + day / 2, 'expiresAt reflects retention');
+      const again = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 });
+      assert.equal(again.claimed, false, 'a completed record is never claimed');
+      if (!again.claimed) assertBytesEqual(assertCompleted(again.record, 'claim').outcome, outcome, 'claim');
+    }),
+
+    check('treats a repeated complete by the same token as success and changes nothing', async (store, key) => {
+      const k = key();
+      const claim = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 });
+      assert.ok(claim.claimed);
+      assert.equal(await store.complete(k, claim.token, Buffer.from('one'), day), true);
+      assert.equal(await store.complete(k, claim.token, Buffer.from('two'), day), true);
+      const record = assertCompleted(await store.get(k), 'after resend');
+      assertBytesEqual(record.outcome, Buffer.from('one'), 'first outcome kept');
+    }),
+
+    check('fences out complete, extend and release with a wrong token', async (store, key) => {
+      const k = key();
+      const claim = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 });
+      assert.ok(claim.claimed);
+      const wrong = claim.token + 1;
+      assert.equal(await store.complete(k, wrong, Buffer.from('x'), day), false, 'complete');
+      assert.equal(await store.extend(k, wrong, 60_000), false, 'extend');
+      assert.equal(await store.release(k, wrong), false, 'release');
+      const record = assertInProgress(await store.get(k), 'record untouched');
+      assert.equal(record.token, claim.token);
+    }),
+
+    check('takes over an expired lease with a larger token and fences the stale holder', async (store, key) => {
+      const k = key();
+      const stale = await store.claim(k, { fingerprint: 'fp', leaseMs: lease });
+      assert.ok(stale.claimed);
+      await sleep(lease + 150);
+      const fresh = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 });
+      assert.ok(fresh.claimed, 'expired lease must be taken over');
+      assert.ok(fresh.token > stale.token, 'token grows on takeover');
+      assert.ok(fresh.attempt >= 1);
+      assert.equal(await store.complete(k, stale.token, Buffer.from('stale'), day), false, 'stale complete');
+      assert.equal(await store.extend(k, stale.token, 60_000), false, 'stale extend');
+      assert.equal(await store.release(k, stale.token), false, 'stale release');
+      const record = assertInProgress(await store.get(k), 'newer attempt intact');
+      assert.equal(record.token, fresh.token);
+      assert.equal(await store.complete(k, fresh.token, Buffer.from('fresh'), day), true);
+      assertBytesEqual(assertCompleted(await store.get(k), 'done').outcome, Buffer.from('fresh'), 'out');
+    }),
+
+    check('counts takeovers in attempt while the record survives', async (store, key) => {
+      const k = key();
+      const first = await store.claim(k, { fingerprint: 'fp', leaseMs: lease });
+      assert.ok(first.claimed);
+      await sleep(lease + 150);
+      const second = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 });
+      assert.ok(second.claimed);
+      // A store that keeps dead leases reports attempt 2; one whose lease keys vanish (Redis) starts at 1.
+      assert.ok(second.attempt === 2 || second.attempt === 1, `attempt was ${second.attempt}`);
+      assert.equal(assertInProgress(await store.get(k), 'record').attempt, second.attempt);
+    }),
+
+    check('refuses completion by a holder whose lease expired, even without a takeover', async (store, key) => {
+      const k = key();
+      const claim = await store.claim(k, { fingerprint: 'fp', leaseMs: lease });
+      assert.ok(claim.claimed);
+      await sleep(lease + 150);
+      assert.equal(await store.complete(k, claim.token, Buffer.from('late'), day), false);
+      assert.equal(await store.get(k), undefined, 'an expired lease is not a live record');
+    }),
+
+    check('extends a held lease so that it outlives its first expiry', async (store, key) => {
+      const k = key();
+      const claim = await store.claim(k, { fingerprint: 'fp', leaseMs: lease });
+      assert.ok(claim.claimed);
+      await sleep(lease / 2);
+      assert.equal(await store.extend(k, claim.token, lease * 4), true);
+      await sleep(lease);
+      const other = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 });
+      assert.equal(other.claimed, false, 'extended lease still holds');
+      assert.equal(await store.complete(k, claim.token, Buffer.from('ok'), day), true);
+    }),
+
+    check('releases the holder’s claim so the next claim wins with a larger token', async (store, key) => {
+      const k = key();
+      const first = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 });
+      assert.ok(first.claimed);
+      assert.equal(await store.release(k, first.token), true);
+      assert.equal(await store.get(k), undefined);
+      const second = await store.claim(k, { fingerprint: 'fp2', leaseMs: 60_000 });
+      assert.ok(second.claimed, 'released key can be claimed again');
+      assert.ok(second.token > first.token, 'a zombie of the first claim can never match');
+      assert.equal(await store.complete(k, first.token, Buffer.from('zombie'), day), false);
+    }),
+
+    check('never releases or extends a completed record', async (store, key) => {
+      const k = key();
+      const claim = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 });
+      assert.ok(claim.claimed);
+      assert.equal(await store.complete(k, claim.token, Buffer.from('done'), day), true);
+      assert.equal(await store.release(k, claim.token), false, 'release');
+      assert.equal(await store.extend(k, claim.token, 60_000), false, 'extend');
+      assertCompleted(await store.get(k), 'still completed');
+    }),
+
+    check('forgets a completed record after its retention', async (store, key) => {
+      const k = key();
+      const claim = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 });
+      assert.ok(claim.claimed);
+      assert.equal(await store.complete(k, claim.token, Buffer.from('short'), lease), true);
+      assertCompleted(await store.get(k), 'before expiry');
+      await sleep(lease + 150);
+      assert.equal(await store.get(k), undefined, 'expired record is gone');
+      const again = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 });
+      assert.ok(again.claimed, 'the key is new again');
+      assert.ok(again.token > claim.token);
+    }),
+
+    check(`round-trips binary outcomes byte-exact up to ${maxBytes} bytes`, async (store, key) => {
+      const everyByte = Uint8Array.from({ length: 256 }, (_, i) => i);
+      const samples = [new Uint8Array(0), Uint8Array.of(0), everyByte, randomBytes(65_536), randomBytes(maxBytes)];
+      for (const [i, outcome] of samples.entries()) {
+        const k = key(`bin${i}`);
+        const claim = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 });
+        assert.ok(claim.claimed);
+        assert.equal(await store.complete(k, claim.token, outcome, day), true);
+        assertBytesEqual(assertCompleted(await store.get(k), 'get').outcome, outcome, `get #${i}`);
+        const replay = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 });
+        assert.equal(replay.claimed, false);
+        if (!replay.claimed) {
+          assertBytesEqual(assertCompleted(replay.record, 'claim').outcome, outcome, `claim #${i}`);
+        }
+      }
+    }),
+
+    check('deletes records of any status on request', async (store, key) => {
+      const live = key('live');
+      const done = key('done');
+      const a = await store.claim(live, { fingerprint: 'fp', leaseMs: 60_000 });
+      const b = await store.claim(done, { fingerprint: 'fp', leaseMs: 60_000 });
+      assert.ok(a.claimed && b.claimed);
+      assert.equal(await store.complete(done, b.token, Buffer.from('x'), day), true);
+      assert.equal(await store.delete(live), true);
+      assert.equal(await store.delete(done), true);
+      assert.equal(await store.get(live), undefined);
+      assert.equal(await store.get(done), undefined);
+      assert.equal(await store.delete(key('absent')), false);
+    }),
+
+    check('reports live, completed and stale records in stats', async (store, key) => {
+      const before = await store.stats();
+      const live = await store.claim(key('live'), { fingerprint: 'fp', leaseMs: 60_000 });
+      const stale = await store.claim(key('stale'), { fingerprint: 'fp', leaseMs: lease });
+      const doneKey = key('done');
+      const done = await store.claim(doneKey, { fingerprint: 'fp', leaseMs: 60_000 });
+      assert.ok(live.claimed && stale.claimed && done.claimed);
+      const mid = await store.stats();
+      assert.equal(mid.inProgress - before.inProgress, 3, 'three live leases');
+      assert.ok(mid.oldestLeaseAgeMs !== null && mid.oldestLeaseAgeMs >= 0, 'oldest lease age');
+      assert.equal(await store.complete(doneKey, done.token, Buffer.from('x'), day), true);
+      await sleep(lease + 150);
+      const after = await store.stats();
+      assert.equal(after.inProgress - before.inProgress, 1, 'one live lease left');
+      assert.equal(after.completed - before.completed, 1, 'one completed');
+      // A store that keeps dead leases counts it as stale; one whose lease keys vanish (Redis) cannot.
+      const staleDelta = after.staleLeases - before.staleLeases;
+      assert.ok(staleDelta === 0 || staleDelta === 1, `stale leases grew by ${staleDelta}`);
+    }),
+  ];
+
+  checks.push(
+    check('purges expired records in bounded batches and never a live lease', async (store, key) => {
+      if (store.purgeExpired === undefined || !store.capabilities.purge) {
+        assert.equal(store.capabilities.purge, false, 'purgeExpired missing but capability claimed');
+        return;
+      }
+      const liveLease = key('live');
+      const liveDone = key('done');
+      const held = await store.claim(liveLease, { fingerprint: 'fp', leaseMs: 60_000 });
+      const doneClaim = await store.claim(liveDone, { fingerprint: 'fp', leaseMs: 60_000 });
+      assert.ok(held.claimed && doneClaim.claimed);
+      await store.complete(liveDone, doneClaim.token, Buffer.from('keep'), day);
+      for (let i = 0; i < 5; i++) {
+        const expiring = key(`exp${i}`);
+        const c = await store.claim(expiring, { fingerprint: 'fp', leaseMs: 60_000 });
+        assert.ok(c.claimed);
+        await store.complete(expiring, c.token, Buffer.from('old'), 50);
+        await store.claim(key(`dead${i}`), { fingerprint: 'fp', leaseMs: 50 });
+      }
+      await sleep(200);
+      const first = await store.purgeExpired({ limit: 2 });
+      assert.ok(first <= 2, `limit respected (deleted ${first})`);
+      let total = first;
+      for (let n = await store.purgeExpired({ limit: 1000 }); n > 0; n = await store.purgeExpired({ limit: 1000 })) {
+        total += n;
+      }
+      assert.ok(total >= 10, `expired records purged (deleted ${total})`);
+      // The live lease is still held by its token, and the live outcome is still replayable.
+      assertInProgress(await store.get(liveLease), 'live lease kept');
+      assert.equal(await store.extend(liveLease, held.token, 60_000), true, 'holder still holds');
+      assertCompleted(await store.get(liveDone), 'live outcome kept');
+    }),
+  );
+
+  if (options.crossProcess !== undefined) {
+    const cp = options.crossProcess;
+    checks.push({
+      name: `gives exactly one winner per key across ${cp.processes ?? 4} OS processes`,
+      async run() {
+        const prefix = `storm:${process.pid}:${randomUUID().slice(0, 8)}:`;
+        const keyCount = cp.keys ?? 200;
+        const keys = Array.from({ length: keyCount }, (_, i) => `${prefix}${i}`);
+        const result = await runClaimStorm(cp, keys);
+        assert.deepEqual(result.errors, [], 'no claim failed');
+        assert.equal(result.totalClaims, (cp.processes ?? 4) * (cp.claimsPerProcess ?? 2000));
+        const wrong = [...result.winnersByKey].filter(([, wins]) => wins !== 1);
+        assert.deepEqual(wrong, [], 'every key has exactly one winner');
+        assert.equal(result.winnersByKey.size, keyCount);
+      },
+    });
+  }
+  return checks;
+}

@@ -1,0 +1,52 @@
+/**
+ * Child process of the claim storm (see `claim-storm.ts`): builds its own store, waits for 'go', claims its
+ * share of keys with many claims in flight, and reports the keys it won.
+ * @module
+ */
+import type { Store } from '../store/store.js';
+import type { StormWorkerConfig, StormWorkerReport } from './claim-storm.js';
+
+const IN_FLIGHT = 32;
+
+async function main(): Promise<void> {
+  const config = JSON.parse(process.env.IDEMPOTENCY_STORM_CONFIG ?? '{}') as StormWorkerConfig;
+  const mod = (await import(config.module)) as Record<string, (arg: unknown) => Promise<Store> | Store>;
+  const factory = mod[config.exportName];
+  if (typeof factory !== 'function') throw new Error(`${config.module} has no ${config.exportName}()`);
+  const store = await factory(config.argument);
+
+  await new Promise<void>((resolve) => {
+    process.send?.('ready');
+    process.once('message', () => resolve());
+  });
+
+  // Each process walks the keys from a different offset, so every key is contended all the time.
+  const order = Array.from(
+    { length: config.claims },
+    (_, i) => config.keys[(i + config.seed * 37) % config.keys.length]!,
+  );
+  const report: StormWorkerReport = { wins: [], claims: 0, errors: [] };
+  let next = 0;
+  async function lane(): Promise<void> {
+    while (next < order.length) {
+      const key = order[next++]!;
+      try {
+        const result = await store.claim(key, { fingerprint: 'storm', leaseMs: 120_000 });
+        report.claims++;
+        if (result.claimed) report.wins.push(key);
+      } catch (error) {
+        report.errors.push(String(error));
+      }
+    }
+  }
+  await Promise.all(Array.from({ length: IN_FLIGHT }, lane));
+  await store.close?.();
+  await new Promise<void>((resolve) => process.send?.(report, () => resolve()));
+  // The factory may have opened clients the store does not own (and so does not close): exit explicitly.
+  process.exit(0);
+}
+
+main().catch((error) => {
+  console.error(error);
+  process.exit(1);
+});

@@ -1,0 +1,10 @@
+/**
+ * `idempotency-kit/testing`: the store conformance suite, for the stores shipped here and for third-party
+ * stores. Needs `vitest` for {@link defineStoreSuite}; the checks themselves are framework-free.
+ * @module
+ */
+export type { ClaimStormResult, CrossProcessOptions } from './claim-storm.js';
+export { runClaimStorm } from './claim-storm.js';
+export type { StoreCheck, StoreSuiteOptions } from './checks.js';
+export { storeConformanceChecks } from './checks.js';
+export { defineStoreSuite } from './suite.js';

@@ -1,0 +1,25 @@
+/**
+ * `defineStoreSuite`: registers every store conformance check as a Vitest test.
+ * @module
+ */
+import { describe, it } from 'vitest';
+import { type StoreSuiteOptions, storeConformanceChecks } from './checks.js';
+
+/**
+ * Register the store conformance suite in the current Vitest file. Every store shipped with
+ * idempotency-kit passes it; a third-party store should too.
+ * @example
+ * import { defineStoreSuite } from 'idempotency-kit/testing';
+ * defineStoreSuite({
+ *   name: 'my-store',
+ *   createStore: (prefix) => myStore({ client, prefix }),
+ *   crossProcess: { module: new URL('./my-store-factory.js', import.meta.url) },
+ * });
+ */
+export function defineStoreSuite(options: StoreSuiteOptions): void {
+  describe(`store conformance: ${options.name}`, () => {
+    for (const check of storeConformanceChecks(options)) {
+      it(check.name, () => check.run(), 60_000);
+    }
+  });
+}

@@ -1,0 +1,36 @@
+/**
+ * A deliberately broken store, to show that the conformance suite catches the bugs peers ship: a claim
+ * that reads, yields, then writes (not atomic), and a completion that ignores the fencing token.
+ */
+import { memoryStore, type Store } from '../../src/index.js';
+
+/** Which bugs to put in. */
+export interface BrokenStoreFaults {
+  /** Claim with a read, an await, then a write: concurrent claims can all win. */
+  nonAtomicClaim?: boolean;
+  /** Complete whatever the token: a stale holder overwrites the newer attempt. */
+  unfencedComplete?: boolean;
+}
+
+/** A memory store with the given faults. */
+export function brokenStore(faults: BrokenStoreFaults): Store {
+  const inner = memoryStore();
+  const store: Store = { ...inner, name: 'broken' };
+  if (faults.nonAtomicClaim) {
+    store.claim = async (key, options) => {
+      const existing = await inner.get(key);
+      await new Promise((resolve) => setImmediate(resolve));
+      if (existing !== undefined) return { claimed: false, record: existing };
+      await inner.delete(key);
+      return inner.claim(key, options);
+    };
+  }
+  if (faults.unfencedComplete) {
+    store.complete = async (key, _token, outcome, retentionMs) => {
+      const record = await inner.get(key);
+      if (record?.status !== 'in_progress') return false;
+      return inner.complete(key, record.token, outcome, retentionMs);
+    };
+  }
+  return store;
+}

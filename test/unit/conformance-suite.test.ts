@@ -1,0 +1,43 @@
+import { describe, expect, it } from 'vitest';
+import { storeConformanceChecks } from '../../src/testing/index.js';
+import { brokenStore } from '../helpers/broken-store.js';
+
+function checkNamed(faults: Parameters<typeof brokenStore>[0], fragment: string) {
+  const check = storeConformanceChecks({ name: 'broken', createStore: () => brokenStore(faults) }).find(
+    (c) => c.name.includes(fragment),
+  );
+  if (check === undefined) throw new Error(`no check named like '${fragment}'`);
+  return check;
+}
+
+describe('the store conformance suite', () => {
+  it('fails a store whose claim is a read followed by a write', async () => {
+    // Arrange
+    const check = checkNamed({ nonAtomicClaim: true }, '50 concurrent claims');
+    // Act / Assert
+    await expect(check.run()).rejects.toThrow(/exactly one winner/);
+  });
+
+  it('fails a store whose claim is not atomic across interleaved keys', async () => {
+    const check = checkNamed({ nonAtomicClaim: true }, 'one winner per key');
+    await expect(check.run()).rejects.toThrow(/exactly one winner/);
+  });
+
+  it('fails a store whose complete ignores the fencing token', async () => {
+    const check = checkNamed({ unfencedComplete: true }, 'fences out complete');
+    await expect(check.run()).rejects.toThrow(/complete/);
+  });
+
+  it('fails a store that lets a stale holder complete after a takeover', async () => {
+    const check = checkNamed({ unfencedComplete: true }, 'takes over an expired lease');
+    await expect(check.run()).rejects.toThrow(/stale complete/);
+  });
+
+  it('passes the same checks on the correct memory store', async () => {
+    const { memoryStore } = await import('../../src/index.js');
+    const checks = storeConformanceChecks({ name: 'memory', createStore: () => memoryStore() });
+    for (const fragment of ['50 concurrent claims', 'fences out complete', 'takes over an expired lease']) {
+      await checks.find((c) => c.name.includes(fragment))!.run();
+    }
+  });
+});
