@@ -17,7 +17,7 @@ function render(folder, files) {
     lines.push('/** Numbered migrations, in the order they are applied. */');
     lines.push('export const migrations: ReadonlyArray<{ id: number; name: string; sql: string }> = [');
     for (const file of files) {
-      const name = basename(file, extname(file));
+      const name = basename(file.name, extname(file.name));
       const id = Number.parseInt(name, 10);
       if (!Number.isInteger(id)) throw new Error(`migration ${file} must start with its number`);
       lines.push(`  { id: ${id}, name: ${JSON.stringify(name)}, sql: ${JSON.stringify(file.text)} },`);

@@ -8,69 +8,68 @@
  * - `Uint8Array` (and `Buffer`) values are hashed as raw bytes, wherever they appear.
  * @module
  */
-import { createHash, type Hash } from 'node:crypto';
+import { createHash, hash } from 'node:crypto';
 import { InvalidOptionsError } from './errors.js';
 
 /** A value that can be fingerprinted. */
 export type FingerprintInput = unknown;
 
 // Each value is written as a one-letter type tag and, for variable-length values, a byte length, so the
-// encoding is prefix-free: two different values can never produce the same byte stream.
-function feed(hash: Hash, value: unknown, depth: number): void {
+// encoding is prefix-free: two different values can never produce the same byte stream. Parts are
+// collected and hashed once (a single one-shot hash is much cheaper than many stream updates).
+function feed(parts: Array<string | Uint8Array>, value: unknown, depth: number): void {
   if (depth > 256) throw new InvalidOptionsError('fingerprint input is nested too deeply');
   if (value === null || value === undefined) {
-    hash.update('n');
+    parts.push('n');
     return;
   }
   if (value instanceof Uint8Array) {
-    hash.update(`b${value.byteLength}:`).update(value);
+    parts.push(`b${value.byteLength}:`, value);
     return;
   }
   switch (typeof value) {
     case 'boolean':
-      hash.update(value ? 't' : 'f');
+      parts.push(value ? 't' : 'f');
       return;
     case 'number':
       // JSON has no NaN or Infinity (they become null) and no negative zero.
-      hash.update(Number.isFinite(value) ? `d${JSON.stringify(value)};` : 'n');
+      parts.push(Number.isFinite(value) ? `d${JSON.stringify(value)};` : 'n');
       return;
-    case 'string': {
-      const bytes = Buffer.from(value, 'utf8');
-      hash.update(`s${bytes.byteLength}:`).update(bytes);
+    case 'string':
+      parts.push(`s${Buffer.byteLength(value, 'utf8')}:`, value);
       return;
-    }
     case 'bigint':
-      hash.update(`i${value.toString()};`);
+      parts.push(`i${value.toString()};`);
       return;
     case 'object':
-      feedObject(hash, value, depth);
+      feedObject(parts, value, depth);
       return;
     default:
       throw new InvalidOptionsError(`cannot fingerprint a value of type ${typeof value}`);
   }
 }
 
-function feedObject(hash: Hash, value: object, depth: number): void {
+function feedObject(parts: Array<string | Uint8Array>, value: object, depth: number): void {
   const withToJSON = value as { toJSON?: () => unknown };
   if (typeof withToJSON.toJSON === 'function') {
-    feed(hash, withToJSON.toJSON(), depth + 1);
+    feed(parts, withToJSON.toJSON(), depth + 1);
     return;
   }
   if (Array.isArray(value)) {
-    hash.update(`[${value.length}:`);
-    for (const item of value) feed(hash, item, depth + 1);
-    hash.update(']');
+    parts.push(`[${value.length}:`);
+    for (const item of value) feed(parts, item, depth + 1);
+    parts.push(']');
     return;
   }
   const entries = Object.entries(value)
     .filter(([, v]) => v !== undefined && typeof v !== 'function' && typeof v !== 'symbol')
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  hash.update(`{${entries.length}:`);
+  parts.push(`{${entries.length}:`);
   for (const [k, v] of entries) {
-    feed(hash, k, depth + 1);
-    feed(hash, v, depth + 1);
+    feed(parts, k, depth + 1);
+    feed(parts, v, depth + 1);
   }
-  hash.update('}');
+  parts.push('}');
 }
 
 /**
@@ -79,7 +78,12 @@ function feedObject(hash: Hash, value: object, depth: number): void {
  * createFingerprint({ amount: 100, currency: 'EUR' }) === createFingerprint({ currency: 'EUR', amount: 100 });
  */
 export function createFingerprint(input: FingerprintInput): string {
-  const hash = createHash('sha256');
-  feed(hash, input, 0);
-  return hash.digest('hex');
+  const parts: Array<string | Uint8Array> = [];
+  feed(parts, input, 0);
+  if (parts.every((part) => typeof part === 'string')) {
+    return hash('sha256', (parts as string[]).join(''), 'hex');
+  }
+  const digest = createHash('sha256');
+  for (const part of parts) digest.update(part);
+  return digest.digest('hex');
 }

@@ -6,7 +6,7 @@
  * user-chosen bytes end up in a Redis key name or SQL value.
  * @module
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { InvalidKeyError } from './errors.js';
 
 /** Longest accepted key, in characters (Stripe's limit, the IETF draft's recommendation). */
@@ -35,7 +35,7 @@ export function validateKey(key: unknown): asserts key is string {
  * array) before hashing so that `('a:b', 'c')` and `('a', 'b:c')` can never collide.
  */
 export function storageKey(namespace: string, scope: string, key: string): string {
-  return createHash('sha256').update(JSON.stringify([namespace, scope, key])).digest('hex');
+  return hash('sha256', JSON.stringify([namespace, scope, key]), 'hex');
 }
 
 /**
@@ -44,6 +44,6 @@ export function storageKey(namespace: string, scope: string, key: string): strin
  * same (storage key, step) always gives the same value, on every attempt and takeover.
  */
 export function deriveDownstreamKey(storageKeyHex: string, step: string): string {
-  const digest = createHash('sha256').update(storageKeyHex).update('\0').update(step).digest('hex');
+  const digest = hash('sha256', `${storageKeyHex}\0${step}`, 'hex');
   return `ik_${digest.slice(0, 40)}`;
 }
