@@ -36,7 +36,9 @@ async function main() {
 
   const direct = await timeEach(N, () => fn());
   const executed = await timeEach(N, () => idempotency.run({ key: `e${counter++}`, payload }, fn));
-  const executedHb = await timeEach(N, () => withHeartbeat.run({ key: `h${counter++}`, payload }, fn));
+  const executedHb = await timeEach(N, () =>
+    withHeartbeat.run({ key: `h${counter++}`, payload }, fn),
+  );
   const replayCached = await timeEach(N, () => idempotency.run({ key: 'hot', payload }, fn));
   const replayStore = await timeEach(N, () => noCache.run({ key: 'hot', payload }, fn));
 
@@ -50,13 +52,17 @@ async function main() {
       extra: { 'overhead µs (median)': (m - base).toFixed(2) },
     };
   };
-  printTable(`run() overhead on the memory store (${N.toLocaleString('en-US')} sequential calls each)`, 'npx tsx bench/core.ts', [
-    row('baseline: fn() called directly', direct),
-    row('run(): new key, executed (heartbeat off)', executed),
-    row('run(): new key, executed (heartbeat on, default)', executedHb),
-    row('run(): replay, local cache hit', replayCached),
-    row('run(): replay from the store (cache off)', replayStore),
-  ]);
+  printTable(
+    `run() overhead on the memory store (${N.toLocaleString('en-US')} sequential calls each)`,
+    'npx tsx bench/core.ts',
+    [
+      row('baseline: fn() called directly', direct),
+      row('run(): new key, executed (heartbeat off)', executed),
+      row('run(): new key, executed (heartbeat on, default)', executedHb),
+      row('run(): replay, local cache hit', replayCached),
+      row('run(): replay from the store (cache off)', replayStore),
+    ],
+  );
 }
 
 await main();

@@ -19,14 +19,18 @@ for (const subpath of subpaths) {
   const expected = { types: `./${base}.d.ts`, import: `./${base}.js`, require: `./${base}.js` };
   for (const [condition, target] of Object.entries(expected)) {
     if (entry?.[condition] !== target) {
-      problems.push(`exports["${subpath}"].${condition} should be ${target}, is ${entry?.[condition]}`);
+      problems.push(
+        `exports["${subpath}"].${condition} should be ${target}, is ${entry?.[condition]}`,
+      );
     }
   }
-  if (Object.keys(entry ?? {})[0] !== 'types') problems.push(`exports["${subpath}"]: "types" must come first`);
+  if (Object.keys(entry ?? {})[0] !== 'types')
+    problems.push(`exports["${subpath}"]: "types" must come first`);
   if (!existsSync(source)) problems.push(`exports["${subpath}"] has no source ${source}`);
   if (built) {
     for (const target of Object.values(expected)) {
-      if (!existsSync(target)) problems.push(`exports["${subpath}"] target ${target} was not built`);
+      if (!existsSync(target))
+        problems.push(`exports["${subpath}"] target ${target} was not built`);
     }
   }
 }
@@ -34,7 +38,8 @@ for (const subpath of subpaths) {
 for (const dir of readdirSync('src', { withFileTypes: true })) {
   if (!dir.isDirectory() || INTERNAL.has(dir.name)) continue;
   if (!existsSync(`src/${dir.name}/index.ts`)) continue;
-  if (!subpaths.includes(`./${dir.name}`)) problems.push(`src/${dir.name}/index.ts has no "./${dir.name}" export`);
+  if (!subpaths.includes(`./${dir.name}`))
+    problems.push(`src/${dir.name}/index.ts has no "./${dir.name}" export`);
 }
 
 if (built && pkg.bin) {
@@ -47,4 +52,6 @@ if (problems.length > 0) {
   console.error(`exports check failed:\n  ${problems.join('\n  ')}`);
   process.exit(1);
 }
-console.log(`exports check: ${subpaths.length} subpaths agree with src/${built ? ' and dist/' : ''}`);
+console.log(
+  `exports check: ${subpaths.length} subpaths agree with src/${built ? ' and dist/' : ''}`,
+);

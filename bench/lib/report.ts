@@ -54,15 +54,17 @@ export function printTable(title: string, command: string, rows: BenchRow[]): vo
     '',
     `| ${header.join(' | ')} |`,
     `| ${header.map(() => '---').join(' | ')} |`,
-    ...rows.map((r) =>
-      [
-        r.name,
-        Math.round(r.opsPerSec).toLocaleString('en-US'),
-        `${((r.opsPerSec / base) * 100).toFixed(1)}%`,
-        r.medianUs === undefined ? '–' : r.medianUs.toFixed(2),
-        ...extraCols.map((c) => r.extra?.[c] ?? ''),
-      ].join(' | '),
-    ).map((l) => `| ${l} |`),
+    ...rows
+      .map((r) =>
+        [
+          r.name,
+          Math.round(r.opsPerSec).toLocaleString('en-US'),
+          `${((r.opsPerSec / base) * 100).toFixed(1)}%`,
+          r.medianUs === undefined ? '–' : r.medianUs.toFixed(2),
+          ...extraCols.map((c) => r.extra?.[c] ?? ''),
+        ].join(' | '),
+      )
+      .map((l) => `| ${l} |`),
     '',
   ];
   console.log(lines.join('\n'));

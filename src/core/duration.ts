@@ -10,7 +10,13 @@ export type Duration = number | `${number}${DurationUnit}`;
 /** Units accepted in a duration string. */
 export type DurationUnit = 'ms' | 's' | 'm' | 'h' | 'd';
 
-const UNIT_MS: Record<DurationUnit, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+const UNIT_MS: Record<DurationUnit, number> = {
+  ms: 1,
+  s: 1000,
+  m: 60_000,
+  h: 3_600_000,
+  d: 86_400_000,
+};
 const PATTERN = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)$/;
 
 /**
@@ -25,7 +31,9 @@ export function toMs(value: Duration, name: string): number {
   } else {
     const match = PATTERN.exec(value.trim());
     if (!match) {
-      throw new InvalidOptionsError(`${name}: '${value}' is not a duration like '500ms', '30s' or '24h'`);
+      throw new InvalidOptionsError(
+        `${name}: '${value}' is not a duration like '500ms', '30s' or '24h'`,
+      );
     }
     ms = Number(match[1]) * UNIT_MS[match[2] as DurationUnit];
   }

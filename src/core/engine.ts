@@ -207,7 +207,8 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     const fingerprint =
       request.fingerprint ??
       (request.payload === undefined ? '' : createFingerprint(request.payload));
-    const leaseMs = request.leaseMs === undefined ? defaultLeaseMs : toMs(request.leaseMs, 'leaseMs');
+    const leaseMs =
+      request.leaseMs === undefined ? defaultLeaseMs : toMs(request.leaseMs, 'leaseMs');
     const retentionMs =
       request.retentionMs === undefined
         ? defaultRetentionMs
@@ -296,7 +297,13 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
   ): Promise<void> {
     try {
       if (shouldStoreError(storeErrors, error)) {
-        const stored = await complete(storageKey, token, encodeErrorOutcome(error), retentionMs, event);
+        const stored = await complete(
+          storageKey,
+          token,
+          encodeErrorOutcome(error),
+          retentionMs,
+          event,
+        );
         if (!stored) emit(hooks, 'onLeaseLost', { ...event, token });
       } else {
         await store.release(storageKey, token);

@@ -13,6 +13,14 @@ export const ErrorCode = {
   StoreUnavailable: 'store_unavailable',
   LeaseLost: 'lease_lost',
   ReplayedError: 'replayed_error',
+  /** HTTP: a route that requires an `Idempotency-Key` got a request without one (400). */
+  MissingKey: 'missing_key',
+  /** HTTP: the key was already used for a different request (422). */
+  KeyMismatch: 'key_mismatch',
+  /** HTTP: the first request with this key is still running (409 + `Retry-After`). */
+  InProgress: 'in_progress',
+  /** HTTP: the first response with this key exceeded `maxBodyBytes` and was not kept (409). */
+  ResponseTooLarge: 'response_too_large',
 } as const;
 
 /** One of the {@link ErrorCode} values. */

@@ -61,7 +61,11 @@ export class LeaseKeeper {
     try {
       held = await store.extend(storageKey, token, leaseMs);
     } catch (error) {
-      emit(this.options.hooks, 'onStoreError', { ...this.options.event, operation: 'extend', error });
+      emit(this.options.hooks, 'onStoreError', {
+        ...this.options.event,
+        operation: 'extend',
+        error,
+      });
       throw new StoreUnavailableError(`Store '${store.name}' failed to extend the lease`, {
         cause: error,
       });

@@ -125,7 +125,11 @@ export function applyComplete(
   input: { token: number; outcome: Uint8Array; retentionMs: number; now: number },
 ): { ok: boolean; next: IdempotencyRecord | undefined } {
   const { token, outcome, retentionMs, now } = input;
-  if (current?.status === RecordStatus.Completed && current.token === token && current.expiresAt > now) {
+  if (
+    current?.status === RecordStatus.Completed &&
+    current.token === token &&
+    current.expiresAt > now
+  ) {
     return { ok: true, next: current };
   }
   if (!isHeldBy(current, token, now)) return { ok: false, next: current };

@@ -119,7 +119,12 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     },
     async stats(): Promise<StoreStats> {
       const now = clock.now();
-      const stats: StoreStats = { inProgress: 0, completed: 0, staleLeases: 0, oldestLeaseAgeMs: null };
+      const stats: StoreStats = {
+        inProgress: 0,
+        completed: 0,
+        staleLeases: 0,
+        oldestLeaseAgeMs: null,
+      };
       for (const record of records.values()) {
         if (record.status === RecordStatus.Completed) {
           if (record.expiresAt > now) stats.completed++;

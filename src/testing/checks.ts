@@ -63,7 +63,10 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
   const day = 86_400_000;
 
   // Every check gets its own store and its own keys, and always disposes of the store.
-  function check(name: string, body: (store: Store, key: (label?: string) => string) => Promise<void>) {
+  function check(
+    name: string,
+    body: (store: Store, key: (label?: string) => string) => Promise<void>,
+  ) {
     return {
       name,
       async run() {
@@ -80,31 +83,40 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
   }
 
   const checks: StoreCheck[] = [
-    check('claims an absent key with a positive integer token and attempt 1', async (store, key) => {
-      const k = key();
-      const result = await store.claim(k, { fingerprint: 'fp-a', leaseMs: 60_000 });
-      assert.ok(result.claimed, 'first claim must win');
-      assert.ok(Number.isSafeInteger(result.token) && result.token > 0, 'token is a positive integer');
-      assert.equal(result.attempt, 1);
-      const record = assertInProgress(await store.get(k), 'get after claim');
-      assert.equal(record.token, result.token);
-      assert.equal(record.fingerprint, 'fp-a');
-      assert.equal(record.attempt, 1);
-    }),
+    check(
+      'claims an absent key with a positive integer token and attempt 1',
+      async (store, key) => {
+        const k = key();
+        const result = await store.claim(k, { fingerprint: 'fp-a', leaseMs: 60_000 });
+        assert.ok(result.claimed, 'first claim must win');
+        assert.ok(
+          Number.isSafeInteger(result.token) && result.token > 0,
+          'token is a positive integer',
+        );
+        assert.equal(result.attempt, 1);
+        const record = assertInProgress(await store.get(k), 'get after claim');
+        assert.equal(record.token, result.token);
+        assert.equal(record.fingerprint, 'fp-a');
+        assert.equal(record.attempt, 1);
+      },
+    ),
 
-    check('returns the live in-progress record, with its fingerprint, to a second claim', async (store, key) => {
-      const k = key();
-      const first = await store.claim(k, { fingerprint: 'fp-a', leaseMs: 60_000 });
-      assert.ok(first.claimed);
-      const second = await store.claim(k, { fingerprint: 'fp-other', leaseMs: 60_000 });
-      assert.equal(second.claimed, false, 'a live claim must not be taken');
-      if (second.claimed) return;
-      const record = assertInProgress(second.record, 'blocking record');
-      // The first fingerprint is visible while in flight, so a mismatch is reported, not a conflict.
-      assert.equal(record.fingerprint, 'fp-a');
-      assert.equal(record.token, first.token);
-      assert.ok(record.leaseUntil > Date.now() + 30_000, 'leaseUntil is in the future');
-    }),
+    check(
+      'returns the live in-progress record, with its fingerprint, to a second claim',
+      async (store, key) => {
+        const k = key();
+        const first = await store.claim(k, { fingerprint: 'fp-a', leaseMs: 60_000 });
+        assert.ok(first.claimed);
+        const second = await store.claim(k, { fingerprint: 'fp-other', leaseMs: 60_000 });
+        assert.equal(second.claimed, false, 'a live claim must not be taken');
+        if (second.claimed) return;
+        const record = assertInProgress(second.record, 'blocking record');
+        // The first fingerprint is visible while in flight, so a mismatch is reported, not a conflict.
+        assert.equal(record.fingerprint, 'fp-a');
+        assert.equal(record.token, first.token);
+        assert.ok(record.leaseUntil > Date.now() + 30_000, 'leaseUntil is in the future');
+      },
+    ),
 
     check('gives exactly one winner among 50 concurrent claims on one key', async (store, key) => {
       const k = key();
@@ -114,43 +126,56 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
       assert.equal(results.filter((r) => r.claimed).length, 1, 'exactly one winner');
     }),
 
-    check('gives exactly one winner per key among interleaved concurrent claims', async (store, key) => {
-      const keys = Array.from({ length: 20 }, (_, i) => key(`multi${i}`));
-      const attempts = keys.flatMap((k) => Array.from({ length: 10 }, () => k));
-      const results = await Promise.all(
-        attempts.map(async (k) => ({ k, r: await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 }) })),
-      );
-      for (const k of keys) {
-        const wins = results.filter((x) => x.k === k && x.r.claimed).length;
-        assert.equal(wins, 1, `exactly one winner for ${k}`);
-      }
-    }),
+    check(
+      'gives exactly one winner per key among interleaved concurrent claims',
+      async (store, key) => {
+        const keys = Array.from({ length: 20 }, (_, i) => key(`multi${i}`));
+        const attempts = keys.flatMap((k) => Array.from({ length: 10 }, () => k));
+        const results = await Promise.all(
+          attempts.map(async (k) => ({
+            k,
+            r: await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 }),
+          })),
+        );
+        for (const k of keys) {
+          const wins = results.filter((x) => x.k === k && x.r.claimed).length;
+          assert.equal(wins, 1, `exactly one winner for ${k}`);
+        }
+      },
+    ),
 
-    check('completes the holder’s claim and replays the outcome to later claims', async (store, key) => {
-      const k = key();
-      const claim = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 });
-      assert.ok(claim.claimed);
-      const outcome = Buffer.from('{"ok":true}');
-      assert.equal(await store.complete(k, claim.token, outcome, day), true);
-      const record = assertCompleted(await store.get(k), 'get after complete');
-      assertBytesEqual(record.outcome, outcome, 'stored outcome');
-      assert.equal(record.fingerprint, 'fp');
-      assert.equal(record.token, claim.token);
-      assert.ok(record.expiresAt > Date.now() + day / 2, 'expiresAt reflects retention');
-      const again = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 });
-      assert.equal(again.claimed, false, 'a completed record is never claimed');
-      if (!again.claimed) assertBytesEqual(assertCompleted(again.record, 'claim').outcome, outcome, 'claim');
-    }),
+    check(
+      'completes the holder’s claim and replays the outcome to later claims',
+      async (store, key) => {
+        const k = key();
+        const claim = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 });
+        assert.ok(claim.claimed);
+        const outcome = Buffer.from('{"ok":true}');
+        assert.equal(await store.complete(k, claim.token, outcome, day), true);
+        const record = assertCompleted(await store.get(k), 'get after complete');
+        assertBytesEqual(record.outcome, outcome, 'stored outcome');
+        assert.equal(record.fingerprint, 'fp');
+        assert.equal(record.token, claim.token);
+        assert.ok(record.expiresAt > Date.now() + day / 2, 'expiresAt reflects retention');
+        const again = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 });
+        assert.equal(again.claimed, false, 'a completed record is never claimed');
+        if (!again.claimed)
+          assertBytesEqual(assertCompleted(again.record, 'claim').outcome, outcome, 'claim');
+      },
+    ),
 
-    check('treats a repeated complete by the same token as success and changes nothing', async (store, key) => {
-      const k = key();
-      const claim = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 });
-      assert.ok(claim.claimed);
-      assert.equal(await store.complete(k, claim.token, Buffer.from('one'), day), true);
-      assert.equal(await store.complete(k, claim.token, Buffer.from('two'), day), true);
-      const record = assertCompleted(await store.get(k), 'after resend');
-      assertBytesEqual(record.outcome, Buffer.from('one'), 'first outcome kept');
-    }),
+    check(
+      'treats a repeated complete by the same token as success and changes nothing',
+      async (store, key) => {
+        const k = key();
+        const claim = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 });
+        assert.ok(claim.claimed);
+        assert.equal(await store.complete(k, claim.token, Buffer.from('one'), day), true);
+        assert.equal(await store.complete(k, claim.token, Buffer.from('two'), day), true);
+        const record = assertCompleted(await store.get(k), 'after resend');
+        assertBytesEqual(record.outcome, Buffer.from('one'), 'first outcome kept');
+      },
+    ),
 
     check('fences out complete, extend and release with a wrong token', async (store, key) => {
       const k = key();
@@ -164,23 +189,34 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
       assert.equal(record.token, claim.token);
     }),
 
-    check('takes over an expired lease with a larger token and fences the stale holder', async (store, key) => {
-      const k = key();
-      const stale = await store.claim(k, { fingerprint: 'fp', leaseMs: lease });
-      assert.ok(stale.claimed);
-      await sleep(lease + 150);
-      const fresh = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 });
-      assert.ok(fresh.claimed, 'expired lease must be taken over');
-      assert.ok(fresh.token > stale.token, 'token grows on takeover');
-      assert.ok(fresh.attempt >= 1);
-      assert.equal(await store.complete(k, stale.token, Buffer.from('stale'), day), false, 'stale complete');
-      assert.equal(await store.extend(k, stale.token, 60_000), false, 'stale extend');
-      assert.equal(await store.release(k, stale.token), false, 'stale release');
-      const record = assertInProgress(await store.get(k), 'newer attempt intact');
-      assert.equal(record.token, fresh.token);
-      assert.equal(await store.complete(k, fresh.token, Buffer.from('fresh'), day), true);
-      assertBytesEqual(assertCompleted(await store.get(k), 'done').outcome, Buffer.from('fresh'), 'out');
-    }),
+    check(
+      'takes over an expired lease with a larger token and fences the stale holder',
+      async (store, key) => {
+        const k = key();
+        const stale = await store.claim(k, { fingerprint: 'fp', leaseMs: lease });
+        assert.ok(stale.claimed);
+        await sleep(lease + 150);
+        const fresh = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 });
+        assert.ok(fresh.claimed, 'expired lease must be taken over');
+        assert.ok(fresh.token > stale.token, 'token grows on takeover');
+        assert.ok(fresh.attempt >= 1);
+        assert.equal(
+          await store.complete(k, stale.token, Buffer.from('stale'), day),
+          false,
+          'stale complete',
+        );
+        assert.equal(await store.extend(k, stale.token, 60_000), false, 'stale extend');
+        assert.equal(await store.release(k, stale.token), false, 'stale release');
+        const record = assertInProgress(await store.get(k), 'newer attempt intact');
+        assert.equal(record.token, fresh.token);
+        assert.equal(await store.complete(k, fresh.token, Buffer.from('fresh'), day), true);
+        assertBytesEqual(
+          assertCompleted(await store.get(k), 'done').outcome,
+          Buffer.from('fresh'),
+          'out',
+        );
+      },
+    ),
 
     check('counts takeovers in attempt while the record survives', async (store, key) => {
       const k = key();
@@ -194,14 +230,17 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
       assert.equal(assertInProgress(await store.get(k), 'record').attempt, second.attempt);
     }),
 
-    check('refuses completion by a holder whose lease expired, even without a takeover', async (store, key) => {
-      const k = key();
-      const claim = await store.claim(k, { fingerprint: 'fp', leaseMs: lease });
-      assert.ok(claim.claimed);
-      await sleep(lease + 150);
-      assert.equal(await store.complete(k, claim.token, Buffer.from('late'), day), false);
-      assert.equal(await store.get(k), undefined, 'an expired lease is not a live record');
-    }),
+    check(
+      'refuses completion by a holder whose lease expired, even without a takeover',
+      async (store, key) => {
+        const k = key();
+        const claim = await store.claim(k, { fingerprint: 'fp', leaseMs: lease });
+        assert.ok(claim.claimed);
+        await sleep(lease + 150);
+        assert.equal(await store.complete(k, claim.token, Buffer.from('late'), day), false);
+        assert.equal(await store.get(k), undefined, 'an expired lease is not a live record');
+      },
+    ),
 
     check('extends a held lease so that it outlives its first expiry', async (store, key) => {
       const k = key();
@@ -215,17 +254,20 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
       assert.equal(await store.complete(k, claim.token, Buffer.from('ok'), day), true);
     }),
 
-    check('releases the holder’s claim so the next claim wins with a larger token', async (store, key) => {
-      const k = key();
-      const first = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 });
-      assert.ok(first.claimed);
-      assert.equal(await store.release(k, first.token), true);
-      assert.equal(await store.get(k), undefined);
-      const second = await store.claim(k, { fingerprint: 'fp2', leaseMs: 60_000 });
-      assert.ok(second.claimed, 'released key can be claimed again');
-      assert.ok(second.token > first.token, 'a zombie of the first claim can never match');
-      assert.equal(await store.complete(k, first.token, Buffer.from('zombie'), day), false);
-    }),
+    check(
+      'releases the holder’s claim so the next claim wins with a larger token',
+      async (store, key) => {
+        const k = key();
+        const first = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 });
+        assert.ok(first.claimed);
+        assert.equal(await store.release(k, first.token), true);
+        assert.equal(await store.get(k), undefined);
+        const second = await store.claim(k, { fingerprint: 'fp2', leaseMs: 60_000 });
+        assert.ok(second.claimed, 'released key can be claimed again');
+        assert.ok(second.token > first.token, 'a zombie of the first claim can never match');
+        assert.equal(await store.complete(k, first.token, Buffer.from('zombie'), day), false);
+      },
+    ),
 
     check('never releases or extends a completed record', async (store, key) => {
       const k = key();
@@ -252,7 +294,13 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
 
     check(`round-trips binary outcomes byte-exact up to ${maxBytes} bytes`, async (store, key) => {
       const everyByte = Uint8Array.from({ length: 256 }, (_, i) => i);
-      const samples = [new Uint8Array(0), Uint8Array.of(0), everyByte, randomBytes(65_536), randomBytes(maxBytes)];
+      const samples = [
+        new Uint8Array(0),
+        Uint8Array.of(0),
+        everyByte,
+        randomBytes(65_536),
+        randomBytes(maxBytes),
+      ];
       for (const [i, outcome] of samples.entries()) {
         const k = key(`bin${i}`);
         const claim = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 });
@@ -303,37 +351,48 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
   ];
 
   checks.push(
-    check('purges expired records in bounded batches and never a live lease', async (store, key) => {
-      if (store.purgeExpired === undefined || !store.capabilities.purge) {
-        assert.equal(store.capabilities.purge, false, 'purgeExpired missing but capability claimed');
-        return;
-      }
-      const liveLease = key('live');
-      const liveDone = key('done');
-      const held = await store.claim(liveLease, { fingerprint: 'fp', leaseMs: 60_000 });
-      const doneClaim = await store.claim(liveDone, { fingerprint: 'fp', leaseMs: 60_000 });
-      assert.ok(held.claimed && doneClaim.claimed);
-      await store.complete(liveDone, doneClaim.token, Buffer.from('keep'), day);
-      for (let i = 0; i < 5; i++) {
-        const expiring = key(`exp${i}`);
-        const c = await store.claim(expiring, { fingerprint: 'fp', leaseMs: 60_000 });
-        assert.ok(c.claimed);
-        await store.complete(expiring, c.token, Buffer.from('old'), 50);
-        await store.claim(key(`dead${i}`), { fingerprint: 'fp', leaseMs: 50 });
-      }
-      await sleep(200);
-      const first = await store.purgeExpired({ limit: 2 });
-      assert.ok(first <= 2, `limit respected (deleted ${first})`);
-      let total = first;
-      for (let n = await store.purgeExpired({ limit: 1000 }); n > 0; n = await store.purgeExpired({ limit: 1000 })) {
-        total += n;
-      }
-      assert.ok(total >= 10, `expired records purged (deleted ${total})`);
-      // The live lease is still held by its token, and the live outcome is still replayable.
-      assertInProgress(await store.get(liveLease), 'live lease kept');
-      assert.equal(await store.extend(liveLease, held.token, 60_000), true, 'holder still holds');
-      assertCompleted(await store.get(liveDone), 'live outcome kept');
-    }),
+    check(
+      'purges expired records in bounded batches and never a live lease',
+      async (store, key) => {
+        if (store.purgeExpired === undefined || !store.capabilities.purge) {
+          assert.equal(
+            store.capabilities.purge,
+            false,
+            'purgeExpired missing but capability claimed',
+          );
+          return;
+        }
+        const liveLease = key('live');
+        const liveDone = key('done');
+        const held = await store.claim(liveLease, { fingerprint: 'fp', leaseMs: 60_000 });
+        const doneClaim = await store.claim(liveDone, { fingerprint: 'fp', leaseMs: 60_000 });
+        assert.ok(held.claimed && doneClaim.claimed);
+        await store.complete(liveDone, doneClaim.token, Buffer.from('keep'), day);
+        for (let i = 0; i < 5; i++) {
+          const expiring = key(`exp${i}`);
+          const c = await store.claim(expiring, { fingerprint: 'fp', leaseMs: 60_000 });
+          assert.ok(c.claimed);
+          await store.complete(expiring, c.token, Buffer.from('old'), 50);
+          await store.claim(key(`dead${i}`), { fingerprint: 'fp', leaseMs: 50 });
+        }
+        await sleep(200);
+        const first = await store.purgeExpired({ limit: 2 });
+        assert.ok(first <= 2, `limit respected (deleted ${first})`);
+        let total = first;
+        for (
+          let n = await store.purgeExpired({ limit: 1000 });
+          n > 0;
+          n = await store.purgeExpired({ limit: 1000 })
+        ) {
+          total += n;
+        }
+        assert.ok(total >= 10, `expired records purged (deleted ${total})`);
+        // The live lease is still held by its token, and the live outcome is still replayable.
+        assertInProgress(await store.get(liveLease), 'live lease kept');
+        assert.equal(await store.extend(liveLease, held.token, 60_000), true, 'holder still holds');
+        assertCompleted(await store.get(liveDone), 'live outcome kept');
+      },
+    ),
   );
 
   if (options.crossProcess !== undefined) {

@@ -98,7 +98,8 @@ export async function runClaimStorm(
     (child) =>
       new Promise<StormWorkerReport>((resolve, reject) => {
         child.on('message', (message) => {
-          if (typeof message === 'object' && message !== null) resolve(message as StormWorkerReport);
+          if (typeof message === 'object' && message !== null)
+            resolve(message as StormWorkerReport);
         });
         child.once('exit', (code) => {
           if (code !== 0) reject(new Error(`storm worker exited with code ${code}`));

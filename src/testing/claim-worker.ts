@@ -10,9 +10,13 @@ const IN_FLIGHT = 32;
 
 async function main(): Promise<void> {
   const config = JSON.parse(process.env.IDEMPOTENCY_STORM_CONFIG ?? '{}') as StormWorkerConfig;
-  const mod = (await import(config.module)) as Record<string, (arg: unknown) => Promise<Store> | Store>;
+  const mod = (await import(config.module)) as Record<
+    string,
+    (arg: unknown) => Promise<Store> | Store
+  >;
   const factory = mod[config.exportName];
-  if (typeof factory !== 'function') throw new Error(`${config.module} has no ${config.exportName}()`);
+  if (typeof factory !== 'function')
+    throw new Error(`${config.module} has no ${config.exportName}()`);
   const store = await factory(config.argument);
 
   await new Promise<void>((resolve) => {

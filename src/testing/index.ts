@@ -3,8 +3,9 @@
  * stores. Needs `vitest` for {@link defineStoreSuite}; the checks themselves are framework-free.
  * @module
  */
-export type { ClaimStormResult, CrossProcessOptions } from './claim-storm.js';
-export { runClaimStorm } from './claim-storm.js';
+
 export type { StoreCheck, StoreSuiteOptions } from './checks.js';
 export { storeConformanceChecks } from './checks.js';
+export type { ClaimStormResult, CrossProcessOptions } from './claim-storm.js';
+export { runClaimStorm } from './claim-storm.js';
 export { defineStoreSuite } from './suite.js';

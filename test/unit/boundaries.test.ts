@@ -5,7 +5,11 @@ import { describe, expect, it } from 'vitest';
 
 function sources(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
-    entry.isDirectory() ? sources(join(dir, entry.name)) : entry.name.endsWith('.ts') ? [join(dir, entry.name)] : [],
+    entry.isDirectory()
+      ? sources(join(dir, entry.name))
+      : entry.name.endsWith('.ts')
+        ? [join(dir, entry.name)]
+        : [],
   );
 }
 
@@ -18,7 +22,10 @@ describe('architecture boundaries', () => {
   it('keeps core/ and store/ free of adapters and peer libraries (only node: built-ins and each other)', () => {
     for (const file of [...sources('src/core'), ...sources('src/store')]) {
       for (const spec of imports(file)) {
-        const allowed = spec.startsWith('node:') || /^\.\.?\/(?:\.\.\/)?(core|store)\//.test(spec) || /^\.\/[\w-]+\.js$/.test(spec);
+        const allowed =
+          spec.startsWith('node:') ||
+          /^\.\.?\/(?:\.\.\/)?(core|store)\//.test(spec) ||
+          /^\.\/[\w-]+\.js$/.test(spec);
         expect(allowed, `${file} imports ${spec}`).toBe(true);
       }
     }
@@ -26,7 +33,10 @@ describe('architecture boundaries', () => {
 
   it('keeps the root entry free of peer libraries', () => {
     for (const spec of imports('src/index.ts')) {
-      expect(spec.startsWith('./core/') || spec.startsWith('./store/'), `src/index.ts imports ${spec}`).toBe(true);
+      expect(
+        spec.startsWith('./core/') || spec.startsWith('./store/'),
+        `src/index.ts imports ${spec}`,
+      ).toBe(true);
     }
   });
 
@@ -51,6 +61,8 @@ describe('architecture boundaries', () => {
 
 describe('generated SQL and Lua modules', () => {
   it('are in sync with their .sql and .lua sources', () => {
-    expect(() => execFileSync(process.execPath, ['scripts/gen-sql.mjs', '--check'], { stdio: 'pipe' })).not.toThrow();
+    expect(() =>
+      execFileSync(process.execPath, ['scripts/gen-sql.mjs', '--check'], { stdio: 'pipe' }),
+    ).not.toThrow();
   });
 });

@@ -3,9 +3,10 @@ import { storeConformanceChecks } from '../../src/testing/index.js';
 import { brokenStore } from '../helpers/broken-store.js';
 
 function checkNamed(faults: Parameters<typeof brokenStore>[0], fragment: string) {
-  const check = storeConformanceChecks({ name: 'broken', createStore: () => brokenStore(faults) }).find(
-    (c) => c.name.includes(fragment),
-  );
+  const check = storeConformanceChecks({
+    name: 'broken',
+    createStore: () => brokenStore(faults),
+  }).find((c) => c.name.includes(fragment));
   if (check === undefined) throw new Error(`no check named like '${fragment}'`);
   return check;
 }
@@ -36,7 +37,11 @@ describe('the store conformance suite', () => {
   it('passes the same checks on the correct memory store', async () => {
     const { memoryStore } = await import('../../src/index.js');
     const checks = storeConformanceChecks({ name: 'memory', createStore: () => memoryStore() });
-    for (const fragment of ['50 concurrent claims', 'fences out complete', 'takes over an expired lease']) {
+    for (const fragment of [
+      '50 concurrent claims',
+      'fences out complete',
+      'takes over an expired lease',
+    ]) {
       await checks.find((c) => c.name.includes(fragment))!.run();
     }
   });

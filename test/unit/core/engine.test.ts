@@ -59,7 +59,11 @@ describe('createIdempotency().run', () => {
     const first = await idempotency.run({ key: 'k1', payload: { amount: 100 } }, fn);
     const second = await idempotency.run({ key: 'k1', payload: { amount: 100 } }, fn);
     // Assert
-    expect(first).toMatchObject({ status: 'executed', value: { id: 'pay_1', amount: 100 }, attempt: 1 });
+    expect(first).toMatchObject({
+      status: 'executed',
+      value: { id: 'pay_1', amount: 100 },
+      attempt: 1,
+    });
     expect(second).toEqual({ status: 'replayed', value: { id: 'pay_1', amount: 100 } });
     expect(fn).toHaveBeenCalledTimes(1);
   });
@@ -110,16 +114,27 @@ describe('createIdempotency().run', () => {
   });
 
   it('stores a thrown error as final when storeErrors says so, and replays it as ReplayedError', async () => {
-    const { idempotency } = setup({ storeErrors: (e) => (e as { code?: string }).code === 'card_declined' });
+    const { idempotency } = setup({
+      storeErrors: (e) => (e as { code?: string }).code === 'card_declined',
+    });
     const declined = Object.assign(new Error('Card declined'), { code: 'card_declined' });
-    await expect(idempotency.run({ key: 'k' }, () => Promise.reject(declined))).rejects.toBe(declined);
+    await expect(idempotency.run({ key: 'k' }, () => Promise.reject(declined))).rejects.toBe(
+      declined,
+    );
     const replay = idempotency.run({ key: 'k' }, () => 'never');
     await expect(replay).rejects.toSatisfy(
-      (e) => isReplayedError(e) && e.original.code === 'card_declined' && e.original.message === 'Card declined',
+      (e) =>
+        isReplayedError(e) &&
+        e.original.code === 'card_declined' &&
+        e.original.message === 'Card declined',
     );
     // Errors the policy does not mark final still release.
-    await expect(idempotency.run({ key: 'k2' }, () => Promise.reject(new Error('x')))).rejects.toThrow('x');
-    await expect(idempotency.run({ key: 'k2' }, () => 'ok')).resolves.toMatchObject({ status: 'executed' });
+    await expect(
+      idempotency.run({ key: 'k2' }, () => Promise.reject(new Error('x'))),
+    ).rejects.toThrow('x');
+    await expect(idempotency.run({ key: 'k2' }, () => 'ok')).resolves.toMatchObject({
+      status: 'executed',
+    });
   });
 
   it('rejects invalid keys with InvalidKeyError before touching the store', async () => {
@@ -291,7 +306,9 @@ describe('createIdempotency().run', () => {
         },
       },
     });
-    await expect(idempotency.run({ key: 'k' }, () => 1)).resolves.toMatchObject({ status: 'executed' });
+    await expect(idempotency.run({ key: 'k' }, () => 1)).resolves.toMatchObject({
+      status: 'executed',
+    });
   });
 
   it('round-trips bytes, undefined and JSON values through the default codec', async () => {
@@ -299,8 +316,14 @@ describe('createIdempotency().run', () => {
     const bytes = Uint8Array.from([0, 255, 1, 128]);
     await idempotency.run({ key: 'b' }, () => bytes);
     await idempotency.run({ key: 'u' }, () => undefined);
-    expect(await idempotency.run({ key: 'b' }, () => null)).toEqual({ status: 'replayed', value: bytes });
-    expect(await idempotency.run({ key: 'u' }, () => null)).toEqual({ status: 'replayed', value: undefined });
+    expect(await idempotency.run({ key: 'b' }, () => null)).toEqual({
+      status: 'replayed',
+      value: bytes,
+    });
+    expect(await idempotency.run({ key: 'u' }, () => null)).toEqual({
+      status: 'replayed',
+      value: undefined,
+    });
   });
 
   it('refuses malformed durations with InvalidOptionsError', () => {

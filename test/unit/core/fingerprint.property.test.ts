@@ -8,7 +8,10 @@ function shuffleKeys(value: unknown, seed: number): unknown {
   if (Array.isArray(value)) return value.map((v, i) => shuffleKeys(v, seed + i));
   if (value === null || typeof value !== 'object') return value;
   const entries = Object.entries(value);
-  entries.sort((a, b) => ((a[0].length * 31 + seed) % 7) - ((b[0].length * 31 + seed) % 7) || (seed % 2 ? 1 : -1));
+  entries.sort(
+    (a, b) =>
+      ((a[0].length * 31 + seed) % 7) - ((b[0].length * 31 + seed) % 7) || (seed % 2 ? 1 : -1),
+  );
   return Object.fromEntries(entries.map(([k, v], i) => [k, shuffleKeys(v, seed + i)]));
 }
 
@@ -32,7 +35,10 @@ describe('createFingerprint', () => {
   it('tells different JSON values apart', () => {
     fc.assert(
       fc.property(fc.jsonValue(), fc.jsonValue(), (a, b) => {
-        const sameJson = isDeepStrictEqual(JSON.parse(JSON.stringify(a)), JSON.parse(JSON.stringify(b)));
+        const sameJson = isDeepStrictEqual(
+          JSON.parse(JSON.stringify(a)),
+          JSON.parse(JSON.stringify(b)),
+        );
         fc.pre(!sameJson);
         expect(createFingerprint(a)).not.toBe(createFingerprint(b));
       }),

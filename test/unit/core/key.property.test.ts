@@ -26,7 +26,10 @@ describe('validateKey', () => {
     fc.assert(
       fc.property(printable, outside, fc.nat(), (key, code, at) => {
         const index = at % (key.length + 1);
-        const bad = `${key.slice(0, index)}${String.fromCharCode(code)}${key.slice(index)}`.slice(0, 255);
+        const bad = `${key.slice(0, index)}${String.fromCharCode(code)}${key.slice(index)}`.slice(
+          0,
+          255,
+        );
         expect(() => validateKey(bad)).toThrow();
         try {
           validateKey(bad);
@@ -55,10 +58,14 @@ describe('storageKey', () => {
 
   it('separates (namespace, scope, key) triples even when their concatenations agree', () => {
     fc.assert(
-      fc.property(fc.tuple(fc.string(), fc.string(), fc.string()), fc.tuple(fc.string(), fc.string(), fc.string()), (a, b) => {
-        fc.pre(a.join('\u0000') !== b.join('\u0000'));
-        expect(storageKey(...a)).not.toBe(storageKey(...b));
-      }),
+      fc.property(
+        fc.tuple(fc.string(), fc.string(), fc.string()),
+        fc.tuple(fc.string(), fc.string(), fc.string()),
+        (a, b) => {
+          fc.pre(a.join('\u0000') !== b.join('\u0000'));
+          expect(storageKey(...a)).not.toBe(storageKey(...b));
+        },
+      ),
     );
     expect(storageKey('a:b', 'c', 'k')).not.toBe(storageKey('a', 'b:c', 'k'));
   });

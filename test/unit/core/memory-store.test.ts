@@ -7,7 +7,13 @@ describe('memoryStore', () => {
     // Arrange: records live 1 s; 50,000 unique keys arrive, 100 per simulated 10 ms.
     const clock = new ManualClock();
     const store = memoryStore({ clock });
-    const idempotency = createIdempotency({ store, clock, retentionMs: 1000, cache: false, extendLease: false });
+    const idempotency = createIdempotency({
+      store,
+      clock,
+      retentionMs: 1000,
+      cache: false,
+      extendLease: false,
+    });
     let peak = 0;
     // Act
     for (let i = 0; i < 50_000; i++) {

@@ -11,10 +11,22 @@ type Op =
   | { kind: 'advance'; ms: number };
 
 const op: fc.Arbitrary<Op> = fc.oneof(
-  fc.record({ kind: fc.constant('claim' as const), leaseMs: fc.integer({ min: 1, max: 500 }), fingerprint: fc.constantFrom('a', 'b') }),
-  fc.record({ kind: fc.constant('complete' as const), holder: fc.nat(), retentionMs: fc.integer({ min: 1, max: 500 }) }),
+  fc.record({
+    kind: fc.constant('claim' as const),
+    leaseMs: fc.integer({ min: 1, max: 500 }),
+    fingerprint: fc.constantFrom('a', 'b'),
+  }),
+  fc.record({
+    kind: fc.constant('complete' as const),
+    holder: fc.nat(),
+    retentionMs: fc.integer({ min: 1, max: 500 }),
+  }),
   fc.record({ kind: fc.constant('release' as const), holder: fc.nat() }),
-  fc.record({ kind: fc.constant('extend' as const), holder: fc.nat(), leaseMs: fc.integer({ min: 1, max: 500 }) }),
+  fc.record({
+    kind: fc.constant('extend' as const),
+    holder: fc.nat(),
+    leaseMs: fc.integer({ min: 1, max: 500 }),
+  }),
   fc.record({ kind: fc.constant('advance' as const), ms: fc.integer({ min: 0, max: 400 }) }),
 );
 
@@ -30,7 +42,10 @@ describe('the record state machine (memory store, random histories)', () => {
           const before = await store.get('k');
           switch (o.kind) {
             case 'claim': {
-              const result = await store.claim('k', { fingerprint: o.fingerprint, leaseMs: o.leaseMs });
+              const result = await store.claim('k', {
+                fingerprint: o.fingerprint,
+                leaseMs: o.leaseMs,
+              });
               // A claim wins exactly when nothing live holds the key.
               expect(result.claimed).toBe(before === undefined);
               if (result.claimed) {
@@ -44,7 +59,12 @@ describe('the record state machine (memory store, random histories)', () => {
             }
             case 'complete': {
               const token = tokens[o.holder % Math.max(tokens.length, 1)] ?? 1;
-              const ok = await store.complete('k', token, Buffer.from(`out-${token}`), o.retentionMs);
+              const ok = await store.complete(
+                'k',
+                token,
+                Buffer.from(`out-${token}`),
+                o.retentionMs,
+              );
               const heldByToken = before?.status === 'in_progress' && before.token === token;
               const resend = before?.status === 'completed' && before.token === token;
               expect(ok).toBe(heldByToken || resend);

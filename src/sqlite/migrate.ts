@@ -1,0 +1,78 @@
+/**
+ * Schema migrations of the SQLite store: the numbered files in `migrations/`, applied in order, each
+ * recorded in a per-table `<table>_migrations` table.
+ * @module
+ */
+import { isIdempotencyError } from '../core/errors.js';
+import { openDatabase, type SqliteDatabase, unavailable } from './client.js';
+import { migrations } from './migrations.gen.js';
+import * as sql from './sql.gen.js';
+import { checkTableName, DEFAULT_TABLE, forTable } from './statements.js';
+
+/** Options of {@link migrate}. */
+export interface MigrateOptions {
+  /** Name of the records table (its companions are `<table>_meta` and `<table>_migrations`). @default 'idempotency_records' */
+  table?: string;
+  /** Busy timeout in ms, used only when `database` is a path that `migrate` opens. @default 5000 */
+  busyTimeoutMs?: number;
+}
+
+/** What {@link migrate} did. */
+export interface MigrateResult {
+  /** Names of the migrations applied by this call (empty when the schema was already current). */
+  applied: string[];
+}
+
+/**
+ * Bring the store's schema up to date. Safe to call on every start, and from several processes at once:
+ * the check and the migrations run in one `BEGIN IMMEDIATE` transaction, so a second process waits for the
+ * first (within the busy timeout) and then finds nothing left to do. A failed migration rolls back whole.
+ *
+ * `database` is an open better-sqlite3 Database (left open) or a file path (opened and closed here).
+ * @example
+ * import Database from 'better-sqlite3';
+ * import { migrate } from 'idempotency-kit/sqlite';
+ * migrate(new Database('idempotency.db'));
+ */
+export function migrate(
+  database: SqliteDatabase | string,
+  options: MigrateOptions = {},
+): MigrateResult {
+  const table = checkTableName(options.table ?? DEFAULT_TABLE);
+  if (typeof database === 'string') {
+    const db = openDatabase(database, options.busyTimeoutMs ?? 5000);
+    try {
+      return migrate(db, { table });
+    } finally {
+      db.close();
+    }
+  }
+  try {
+    return database.transaction(() => applyPending(database, table)).immediate();
+  } catch (error) {
+    if (isIdempotencyError(error)) throw error;
+    throw unavailable(`migrating table ${table}`, error);
+  }
+}
+
+// Runs inside the IMMEDIATE transaction: the statements are prepared here because the migrations table
+// may not exist before.
+function applyPending(db: SqliteDatabase, table: string): MigrateResult {
+  db.exec(forTable(sql.createMigrationsTable, table));
+  const done = new Set(
+    (
+      db.prepare(forTable(sql.selectMigrations, table)).safeIntegers(false).all() as {
+        id: number;
+      }[]
+    ).map((row) => row.id),
+  );
+  const insert = db.prepare(forTable(sql.insertMigration, table));
+  const applied: string[] = [];
+  for (const migration of migrations) {
+    if (done.has(migration.id)) continue;
+    db.exec(forTable(migration.sql, table));
+    insert.run({ id: migration.id, name: migration.name, applied_at: Date.now() });
+    applied.push(migration.name);
+  }
+  return { applied };
+}

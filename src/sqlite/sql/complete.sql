@@ -1,0 +1,7 @@
+-- complete: the in-progress record held by @token, with a live lease, becomes completed.
+-- Params: @key TEXT, @token INTEGER, @outcome BLOB, @now INTEGER (epoch ms), @expires_at INTEGER (epoch ms,
+--         now + retention).
+-- Returns: changes = 1 when completed, 0 when fenced out (or already completed: see is-completed-by.sql).
+UPDATE "idempotency_records"
+SET status = 'completed', outcome = @outcome, completed_at = @now, expires_at = @expires_at
+WHERE key = @key AND status = 'in_progress' AND token = @token AND expires_at > @now;

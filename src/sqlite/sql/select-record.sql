@@ -1,0 +1,6 @@
+-- select-record: the live record of a key (dead rows are invisible, as if already purged).
+-- Params: @key TEXT, @now INTEGER (epoch ms, app clock).
+-- Returns: zero or one row (status, fingerprint, token, attempt, created_at, expires_at, completed_at, outcome).
+SELECT status, fingerprint, token, attempt, created_at, expires_at, completed_at, outcome
+FROM "idempotency_records"
+WHERE key = @key AND expires_at > @now;

@@ -1,0 +1,300 @@
+/**
+ * The SQLite store: records in one table of a SQLite file, shared safely by every process that opens it.
+ * Each transition is one SQL statement, except claim: one `BEGIN IMMEDIATE` transaction (the claim upsert
+ * and the token counter update).
+ * @module
+ */
+import { type Clock, systemClock } from '../core/clock.js';
+import { InvalidOptionsError, isIdempotencyError, StoreUnavailableError } from '../core/errors.js';
+import { type ClaimResult, type IdempotencyRecord, RecordStatus } from '../core/record.js';
+import type { ClaimOptions, PurgeOptions, Store, StoreStats } from '../store/store.js';
+import { openDatabase, type SqliteDatabase, unavailable } from './client.js';
+import { migrate as runMigrations } from './migrate.js';
+import {
+  type ClaimRow,
+  checkTableName,
+  DEFAULT_TABLE,
+  prepareStatements,
+  type RecordRow,
+  type Statements,
+  type StatsRow,
+} from './statements.js';
+
+/** `PRAGMA synchronous` levels the store can set on a file it opens. */
+export const SqliteSynchronous = {
+  /** fsync on every commit: a completed record survives a power loss. */
+  Full: 'full',
+  /** fsync at WAL checkpoints only: survives a process crash, may lose the last commits on power loss. */
+  Normal: 'normal',
+} as const;
+
+/** One of the {@link SqliteSynchronous} values. */
+export type SqliteSynchronous = (typeof SqliteSynchronous)[keyof typeof SqliteSynchronous];
+
+/** Options of {@link sqliteStore}. */
+export interface SqliteStoreOptions {
+  /**
+   * An open better-sqlite3 `Database` (yours: the store never closes it and leaves its pragmas as they
+   * are), or a file path that the store opens with WAL, `busyTimeoutMs` and `synchronous`, and closes in
+   * `close()`.
+   */
+  database: SqliteDatabase | string;
+  /**
+   * Name of the records table; `<table>_meta` and `<table>_migrations` sit beside it.
+   * @default 'idempotency_records'
+   */
+  table?: string;
+  /** Apply pending migrations when the store is created (safe from several processes at once). @default true */
+  migrate?: boolean;
+  /**
+   * How long a write waits for another process's write lock before failing with
+   * `StoreUnavailableError`, in ms. Set only on a file the store opens. Waiting blocks this process's
+   * event loop (better-sqlite3 is synchronous).
+   * @default 5000
+   */
+  busyTimeoutMs?: number;
+  /**
+   * `PRAGMA synchronous` for a file the store opens. `'normal'` (with WAL) loses nothing on a process
+   * crash and never corrupts the file, but a power loss or OS crash may roll back the last commits;
+   * `'full'` makes every acknowledged claim and completion survive that too, at the cost of an fsync per
+   * commit (about 6× slower on the disks we measured). See docs/stores/sqlite.md, Durability.
+   * @default 'normal'
+   */
+  synchronous?: SqliteSynchronous;
+  /** The clock that judges leases and expiry (SQLite has none of its own). @default systemClock */
+  clock?: Clock;
+}
+
+/** A {@link Store} on a SQLite file. */
+export interface SqliteStore extends Store {
+  /** The connection in use (yours, or the one the store opened). */
+  readonly database: SqliteDatabase;
+  /** The records table. */
+  readonly table: string;
+  /**
+   * Delete at most `limit` dead rows (expired leases and expired outcomes), oldest first, in one statement;
+   * never a live lease. Run it from a timer or a cron job until it returns less than `limit`.
+   */
+  purgeExpired(options?: PurgeOptions): Promise<number>;
+  /** Close the connection if the store opened it; later calls reject with `StoreUnavailableError`. */
+  close(): Promise<void>;
+}
+
+function toRecord(row: RecordRow): IdempotencyRecord {
+  if (row.status === RecordStatus.Completed) {
+    return {
+      status: RecordStatus.Completed,
+      fingerprint: row.fingerprint,
+      token: row.token,
+      // A zero-length BLOB may come back as NULL depending on how it was bound.
+      outcome: row.outcome ?? new Uint8Array(0),
+      completedAt: row.completed_at ?? row.created_at,
+      expiresAt: row.expires_at,
+    };
+  }
+  return {
+    status: RecordStatus.InProgress,
+    fingerprint: row.fingerprint,
+    token: row.token,
+    leaseUntil: row.expires_at,
+    attempt: row.attempt,
+    createdAt: row.created_at,
+  };
+}
+
+// better-sqlite3 binds Buffers as BLOBs; a view over the caller's bytes avoids a copy (SQLite copies on bind).
+function toBlob(bytes: Uint8Array): Buffer {
+  return Buffer.isBuffer(bytes)
+    ? bytes
+    : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
+function checkOptions(options: SqliteStoreOptions): void {
+  const { database, busyTimeoutMs, synchronous } = options;
+  if (typeof database !== 'string' && (typeof database !== 'object' || database === null)) {
+    throw new InvalidOptionsError(
+      'sqliteStore: database must be a better-sqlite3 Database or a file path',
+    );
+  }
+  if (busyTimeoutMs !== undefined && !(Number.isSafeInteger(busyTimeoutMs) && busyTimeoutMs >= 0)) {
+    throw new InvalidOptionsError(
+      `sqliteStore: busyTimeoutMs must be an integer ≥ 0, got ${busyTimeoutMs}`,
+    );
+  }
+  if (synchronous !== undefined && !Object.values(SqliteSynchronous).includes(synchronous)) {
+    throw new InvalidOptionsError(
+      `sqliteStore: synchronous must be 'full' or 'normal', got ${synchronous}`,
+    );
+  }
+}
+
+/**
+ * Create a store on a SQLite file through better-sqlite3 12 (an optional peer dependency). Several
+ * processes may open the same file: claims take SQLite's write lock (`BEGIN IMMEDIATE`), so exactly one
+ * wins per key. Leases and expiry are judged by `clock` (the processes of one host share it).
+ * @example
+ * import { createIdempotency } from 'idempotency-kit';
+ * import { sqliteStore } from 'idempotency-kit/sqlite';
+ *
+ * const store = sqliteStore({ database: './idempotency.db' });
+ * const idempotency = createIdempotency({ store, leaseMs: '30s', retentionMs: '24h' });
+ */
+export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
+  checkOptions(options);
+  const table = checkTableName(options.table ?? DEFAULT_TABLE);
+  const clock = options.clock ?? systemClock;
+  const owned = typeof options.database === 'string';
+  const db =
+    typeof options.database === 'string' ? openOwned(options.database, options) : options.database;
+  let closed = false;
+
+  try {
+    if (options.migrate ?? true) runMigrations(db, { table });
+  } catch (error) {
+    if (owned) db.close();
+    throw error;
+  }
+
+  // Prepared on first use, so a store created with `migrate: false` before the schema exists still works
+  // once someone runs `migrate()`.
+  let statements: Statements | undefined;
+
+  // Every operation goes through here: synchronous (so atomic within this process), with driver failures
+  // turned into StoreUnavailableError (fail closed).
+  function use<T>(action: string, body: (s: Statements, now: number) => T): T {
+    if (closed) throw new StoreUnavailableError(`SQLite store: ${action} after close()`);
+    try {
+      statements ??= prepareStatements(db, table);
+      return body(statements, clock.now());
+    } catch (error) {
+      if (isIdempotencyError(error)) throw error;
+      throw unavailable(action, error);
+    }
+  }
+
+  // The write half of claim, in one IMMEDIATE transaction: the claim upsert reads the token counter and
+  // the update raises it, with no other writer in between (in this process or any other). Wrapped once:
+  // better-sqlite3 compiles BEGIN/COMMIT per wrapper.
+  const claimTransaction = db.transaction(
+    (s: Statements, key: string, fingerprint: string, leaseMs: number): ClaimResult => {
+      // Read the clock once the write lock is held: waiting for it must not shorten the lease.
+      const now = clock.now();
+      const won = s.claim.get({
+        key,
+        fingerprint,
+        now,
+        now_micros: Math.floor(now * 1000),
+        lease_until: now + leaseMs,
+      }) as ClaimRow | undefined;
+      if (won !== undefined) {
+        s.bumpToken.run({ token: won.token });
+        return {
+          claimed: true,
+          token: won.token,
+          attempt: won.attempt,
+          leaseUntil: won.lease_until,
+        };
+      }
+      const row = s.selectRecord.get({ key, now }) as RecordRow | undefined;
+      // The upsert left a live row in place, and nothing can change it before COMMIT.
+      if (row === undefined) throw new Error(`claim of ${key} neither won nor found a live record`);
+      return { claimed: false, record: toRecord(row) };
+    },
+  );
+
+  return {
+    name: 'sqlite',
+    capabilities: { crossProcess: true, purge: true },
+    database: db,
+    table,
+
+    async claim(key: string, claimOptions: ClaimOptions): Promise<ClaimResult> {
+      return use('claim', (s, now) => {
+        // Fast path without the write lock: a live record (a replay, or a claim in flight) is returned as
+        // read. It was live at that instant, which is all a losing claim reports.
+        const row = s.selectRecord.get({ key, now }) as RecordRow | undefined;
+        if (row !== undefined) return { claimed: false, record: toRecord(row) };
+        return claimTransaction.immediate(s, key, claimOptions.fingerprint, claimOptions.leaseMs);
+      });
+    },
+
+    async complete(key, token, outcome, retentionMs) {
+      return use('complete', (s, now) => {
+        const params = { key, token, outcome: toBlob(outcome), now, expires_at: now + retentionMs };
+        if (s.complete.run(params).changes === 1) return true;
+        // A resend after success is still a success; anything else was fenced out.
+        return s.isCompletedBy.get({ key, token, now }) !== undefined;
+      });
+    },
+
+    async release(key, token) {
+      return use('release', (s, now) => s.release.run({ key, token, now }).changes === 1);
+    },
+
+    async extend(key, token, leaseMs) {
+      return use(
+        'extend',
+        (s, now) => s.extend.run({ key, token, now, lease_until: now + leaseMs }).changes === 1,
+      );
+    },
+
+    async get(key) {
+      return use('get', (s, now) => {
+        const row = s.selectRecord.get({ key, now }) as RecordRow | undefined;
+        return row === undefined ? undefined : toRecord(row);
+      });
+    },
+
+    async delete(key) {
+      return use('delete', (s, now) => {
+        const row = s.deleteRecord.get({ key, now }) as { live: number } | undefined;
+        return row?.live === 1;
+      });
+    },
+
+    async purgeExpired(purgeOptions: PurgeOptions = {}) {
+      const limit = purgeOptions.limit ?? 1000;
+      if (!(Number.isSafeInteger(limit) && limit > 0)) {
+        throw new InvalidOptionsError(
+          `purgeExpired: limit must be a positive integer, got ${limit}`,
+        );
+      }
+      return use('purgeExpired', (s, now) => s.purgeExpired.run({ now, limit }).changes);
+    },
+
+    async stats(): Promise<StoreStats> {
+      return use('stats', (s, now) => {
+        const row = s.stats.get({ now }) as StatsRow;
+        return {
+          inProgress: row.in_progress,
+          completed: row.completed,
+          staleLeases: row.stale_leases,
+          oldestLeaseAgeMs: row.oldest_created_at === null ? null : now - row.oldest_created_at,
+        };
+      });
+    },
+
+    async close() {
+      if (closed) return;
+      closed = true;
+      if (owned && db.open) db.close();
+    },
+  };
+}
+
+// Open a file for the store and set its connection up: WAL lets readers (the claim fast path, replays)
+// run beside one writer and makes commits cheaper; the busy timeout lets writers of several processes
+// queue for the lock instead of failing at once.
+function openOwned(filename: string, options: SqliteStoreOptions): SqliteDatabase {
+  const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
+  const db = openDatabase(filename, busyTimeoutMs);
+  try {
+    db.pragma(`busy_timeout = ${busyTimeoutMs}`);
+    db.pragma('journal_mode = WAL');
+    db.pragma(`synchronous = ${(options.synchronous ?? SqliteSynchronous.Normal).toUpperCase()}`);
+    return db;
+  } catch (error) {
+    db.close();
+    throw unavailable(`configuring ${filename}`, error);
+  }
+}
