@@ -1,0 +1,85 @@
+/**
+ * Redis store throughput: claim + complete pairs per second at 50 concurrent callers, against the same
+ * number of raw `SET NX PX` + `SET PX` pairs (the physical floor: two round trips with no logic), measured
+ * in the same run on the same client, rounds interleaved. Target: the store at ≥ 80% of the raw pairs.
+ *
+ * Run: `npx tsx bench/redis.ts` (REDIS_URL, default redis://127.0.0.1:6379; PAIRS, default 20000).
+ * Keys expire by themselves within a minute.
+ */
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { createClient } from 'redis';
+import { type RedisClientLike, redisStore } from '../src/redis/index.js';
+import { type BenchRow, median, printTable, throughput } from './lib/report.js';
+
+const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const pairs = Number(process.env.PAIRS ?? 20_000);
+const concurrency = 50;
+const rounds = 3;
+const outcome = Buffer.from(JSON.stringify({ status: 201, body: { id: 'ord_123', total: 4200 } }));
+const ttl = '60000';
+
+type Raw = (args: string[]) => Promise<unknown>;
+
+async function measure(lib: string, client: RedisClientLike, raw: Raw): Promise<BenchRow[]> {
+  const run = randomUUID().slice(0, 8);
+  const store = redisStore({ client, prefix: `bench:${run}:store:` });
+  await store.ready;
+  let round = 0;
+  const rawPairs = () => {
+    const tag = `bench:${run}:raw:${round++}:`;
+    return throughput(pairs, concurrency, async (i) => {
+      await raw(['SET', `${tag}${i}`, 'in_progress', 'NX', 'PX', ttl]);
+      await raw(['SET', `${tag}${i}`, outcome.toString('latin1'), 'PX', ttl]);
+    });
+  };
+  const storePairs = () => {
+    const tag = `${round++}:`;
+    return throughput(pairs, concurrency, async (i) => {
+      const claim = await store.claim(`${tag}${i}`, { fingerprint: 'fp', leaseMs: 60_000 });
+      if (!claim.claimed) throw new Error('bench keys are unique: every claim must win');
+      await store.complete(`${tag}${i}`, claim.token, outcome, 60_000);
+    });
+  };
+  // Warm-up (connections, script cache, JIT), then interleaved rounds so drift hits both sides alike.
+  await rawPairs();
+  await storePairs();
+  const rawRates: number[] = [];
+  const storeRates: number[] = [];
+  for (let r = 0; r < rounds; r++) {
+    rawRates.push(await rawPairs());
+    storeRates.push(await storePairs());
+  }
+  const extra = (rates: number[]) => ({
+    rounds: rates.map((rate) => Math.round(rate).toLocaleString('en-US')).join(' / '),
+  });
+  return [
+    {
+      name: `${lib}: raw SET NX PX + SET PX (floor)`,
+      opsPerSec: median(rawRates),
+      extra: extra(rawRates),
+    },
+    {
+      name: `${lib}: redisStore claim + complete`,
+      opsPerSec: median(storeRates),
+      extra: extra(storeRates),
+    },
+  ];
+}
+
+const command = 'npx tsx bench/redis.ts';
+const nodeRedis = await createClient({ url }).connect();
+printTable(
+  `Redis store vs raw SET pairs, node-redis, ${pairs} pairs × ${rounds} rounds, ${concurrency} concurrent (pairs/s, median)`,
+  command,
+  await measure('node-redis', nodeRedis, (args) => nodeRedis.sendCommand(args)),
+);
+nodeRedis.destroy();
+
+const ioRedis = new Redis(url);
+printTable(
+  `Redis store vs raw SET pairs, ioredis, ${pairs} pairs × ${rounds} rounds, ${concurrency} concurrent (pairs/s, median)`,
+  command,
+  await measure('ioredis', ioRedis, ([name, ...rest]) => ioRedis.call(name!, ...rest)),
+);
+ioRedis.disconnect();

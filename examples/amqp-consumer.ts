@@ -1,0 +1,64 @@
+/**
+ * An idempotent RabbitMQ consumer with the Redis store: the same order published three times is shipped
+ * once; the duplicates are acked without running the handler.
+ * Run: npx tsx examples/amqp-consumer.ts (needs RabbitMQ and Redis on loopback). In your code, import from
+ * `idempotency-kit/amqp` and `idempotency-kit/redis`.
+ * @module
+ */
+import { connect } from 'amqplib';
+import { createClient } from 'redis';
+import { idempotentConsumer } from '../src/amqp/index.js';
+import { createIdempotency } from '../src/index.js';
+import { redisStore } from '../src/redis/index.js';
+
+const connection = await connect(process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672');
+// A confirm channel: retry and dead-letter copies are confirmed before the original is acked.
+const channel = await connection.createConfirmChannel();
+const queue = `example.orders.${process.pid}`;
+await channel.assertQueue(queue, { durable: true });
+
+const redis = createClient({ url: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' });
+await redis.connect();
+const idempotency = createIdempotency({
+  store: redisStore({ client: redis, prefix: `example:${process.pid}:` }),
+  leaseMs: '30s',
+  retentionMs: '7d', // longer than any redelivery or manual replay from the DLQ
+});
+
+let shipped = 0;
+let settled = 0;
+const consumer = await idempotentConsumer(
+  channel,
+  async (message, context) => {
+    const order = JSON.parse(message.content.toString()) as { id: string };
+    shipped++;
+    console.log(`shipping ${order.id} (delivery ${context.deliveryCount}, token ${context.token})`);
+  },
+  {
+    queue,
+    name: 'shipping', // the scope of this consumer's keys
+    idempotency,
+    maxDeliveries: 5,
+    prefetch: 20,
+    hooks: {
+      onExecuted: () => void settled++,
+      onDuplicate: ({ key }) => {
+        settled++;
+        console.log(`duplicate of ${key} acked`);
+      },
+    },
+  },
+);
+
+// The publisher sets a stable message id: the key the consumer deduplicates on.
+for (let i = 0; i < 3; i++) {
+  channel.sendToQueue(queue, Buffer.from('{"id":"order-1001"}'), { messageId: 'order-1001' });
+}
+await channel.waitForConfirms();
+while (settled < 3) await new Promise((resolve) => setTimeout(resolve, 50));
+console.log(`shipped ${shipped} time(s)`);
+
+await consumer.close(); // drains in-flight messages
+for (const name of [queue, `${queue}.retry`, `${queue}.dlq`]) await channel.deleteQueue(name);
+await connection.close();
+redis.destroy();

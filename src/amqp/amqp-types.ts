@@ -1,0 +1,50 @@
+/**
+ * The small structural slice of amqplib this adapter uses, so it works with any amqplib version that has
+ * the promise channel API (0.10, 1.x, 2.x) without importing the library.
+ * @module
+ */
+
+/** Message properties the adapter reads and copies (amqplib `MessageProperties`). */
+export interface AmqpMessageProperties {
+  messageId?: unknown;
+  headers?: Record<string, unknown> | undefined;
+}
+
+/** A delivered message (amqplib `ConsumeMessage`). */
+export interface AmqpMessage {
+  content: Buffer;
+  fields: { deliveryTag: number; redelivered: boolean; exchange: string; routingKey: string };
+  properties: AmqpMessageProperties;
+}
+
+/** Publish options the adapter sets (amqplib `Options.Publish`). */
+export interface AmqpPublishOptions {
+  headers?: Record<string, unknown>;
+  expiration?: string | number;
+  messageId?: string;
+}
+
+/**
+ * A **confirm** channel (amqplib `ConfirmChannel`, from `connection.createConfirmChannel()`): a copy sent
+ * to the retry or dead-letter queue must be confirmed by the broker before the original is acked,
+ * otherwise a crash in between would lose the message.
+ */
+export interface AmqpConfirmChannel {
+  assertQueue(queue: string, options?: object): Promise<unknown>;
+  prefetch(count: number, global?: boolean): Promise<unknown>;
+  consume(
+    queue: string,
+    onMessage: (message: AmqpMessage | null) => void,
+    options?: object,
+  ): Promise<{ consumerTag: string }>;
+  cancel(consumerTag: string): Promise<unknown>;
+  ack(message: AmqpMessage, allUpTo?: boolean): void;
+  nack(message: AmqpMessage, allUpTo?: boolean, requeue?: boolean): void;
+  sendToQueue(
+    queue: string,
+    content: Buffer,
+    options?: object,
+    callback?: (error: unknown, ok: unknown) => void,
+  ): boolean;
+  waitForConfirms(): Promise<void>;
+}

@@ -1,0 +1,81 @@
+/**
+ * Headers the RabbitMQ adapter reads and writes: the delivery counter it carries across retry copies, the
+ * default key extractor, and the copy of a message sent to the retry or dead-letter queue.
+ * @module
+ */
+import type { DeadLetter } from '../consumer/index.js';
+import type { AmqpMessage, AmqpPublishOptions } from './amqp-types.js';
+
+/** Deliveries made before this copy was published to the retry queue (our own counter). */
+export const DELIVERIES_HEADER = 'x-idempotency-deliveries';
+/** The default idempotency-key header. */
+export const KEY_HEADER = 'x-idempotency-key';
+/** On a dead letter: why, as a {@link DeadLetterReason}. */
+export const DEAD_LETTER_REASON_HEADER = 'x-idempotency-dead-letter-reason';
+/** On a dead letter: the last error, as JSON `{ name, message, code? }`. */
+export const ERROR_HEADER = 'x-idempotency-error';
+/** On a dead letter: the consumer that gave up. */
+export const CONSUMER_HEADER = 'x-idempotency-consumer';
+/** On a dead letter: when, ISO 8601. */
+export const FAILED_AT_HEADER = 'x-idempotency-failed-at';
+
+// Headers RabbitMQ adds when dead-lettering (from the retry queue). Dropped from our copies so they do not
+// pile up across retries; the broker adds them afresh.
+const BROKER_HEADERS = /^x-(death|first-death-|last-death-|delivery-count)/;
+
+function toInteger(value: unknown): number | undefined {
+  const n =
+    typeof value === 'number' ? value : typeof value === 'string' ? Number(value) : Number.NaN;
+  return Number.isSafeInteger(n) && n >= 0 ? n : undefined;
+}
+
+/**
+ * Deliveries of this message so far, this one included. Classic queues have no delivery counter, and a
+ * retry copy starts a new message anyway, so the adapter carries its own count in
+ * `x-idempotency-deliveries` and adds this copy's broker redeliveries: `x-delivery-count` on quorum
+ * queues, else 1 if the `redelivered` flag is set (a crash or lost connection; a lower bound).
+ */
+export function deliveryCount(message: AmqpMessage): number {
+  const headers = message.properties.headers ?? {};
+  const before = toInteger(headers[DELIVERIES_HEADER]) ?? 0;
+  const redeliveries =
+    toInteger(headers['x-delivery-count']) ?? (message.fields.redelivered ? 1 : 0);
+  return before + redeliveries + 1;
+}
+
+/** The default key: the AMQP `message-id` property, else the `x-idempotency-key` header. */
+export function defaultAmqpKey(message: AmqpMessage): string | undefined {
+  const id = message.properties.messageId;
+  if (typeof id === 'string' && id !== '') return id;
+  const header = message.properties.headers?.[KEY_HEADER];
+  if (header === undefined || header === null) return undefined;
+  return Buffer.isBuffer(header) ? header.toString('utf8') : String(header);
+}
+
+/** Publish options for a copy of `message`: its properties and headers, plus `extra` headers. */
+export function copyOptions(
+  message: AmqpMessage,
+  extra: Record<string, unknown>,
+): AmqpPublishOptions {
+  const headers: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(message.properties.headers ?? {})) {
+    if (!BROKER_HEADERS.test(name)) headers[name] = value;
+  }
+  const options: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(message.properties)) {
+    // `expiration` belongs to the copy, `headers` is rebuilt; amqplib reports absent properties as undefined.
+    if (value !== undefined && name !== 'headers' && name !== 'expiration') options[name] = value;
+  }
+  return { ...options, headers: { ...headers, ...extra } };
+}
+
+/** Headers recording a dead letter. */
+export function deadLetterHeaders(letter: DeadLetter): Record<string, unknown> {
+  return {
+    [DELIVERIES_HEADER]: letter.deliveryCount,
+    [DEAD_LETTER_REASON_HEADER]: letter.reason,
+    [ERROR_HEADER]: JSON.stringify(letter.error),
+    [CONSUMER_HEADER]: letter.consumer,
+    [FAILED_AT_HEADER]: letter.failedAt,
+  };
+}

@@ -1,0 +1,33 @@
+/**
+ * `idempotency-kit/amqp`: an idempotent RabbitMQ consumer over amqplib (a peer dependency; pass a confirm
+ * channel you created).
+ * @module
+ */
+export type {
+  BackoffOptions,
+  ConsumerContext,
+  ConsumerEvent,
+  ConsumerHandler,
+  ConsumerHooks,
+  DeadLetter,
+  KeyExtractor,
+} from '../consumer/index.js';
+export { DeadLetterReason, RetryReason } from '../consumer/index.js';
+export type { AmqpConsumer, AmqpConsumerOptions } from './amqp-consumer.js';
+export { idempotentConsumer } from './amqp-consumer.js';
+export type {
+  AmqpConfirmChannel,
+  AmqpMessage,
+  AmqpMessageProperties,
+  AmqpPublishOptions,
+} from './amqp-types.js';
+export {
+  CONSUMER_HEADER,
+  DEAD_LETTER_REASON_HEADER,
+  DELIVERIES_HEADER,
+  defaultAmqpKey,
+  deliveryCount,
+  ERROR_HEADER,
+  FAILED_AT_HEADER,
+  KEY_HEADER,
+} from './headers.js';

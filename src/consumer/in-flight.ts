@@ -1,0 +1,83 @@
+/**
+ * Flow control and graceful shutdown: a counting limit on messages handled at once, and a drain that
+ * waits for the ones in flight before a consumer closes.
+ * @module
+ */
+
+/** Tracks in-flight deliveries, bounded by `limit`. */
+export class InFlight {
+  private active = 0;
+  private readonly waiters: Array<() => void> = [];
+  private readonly idle: Array<() => void> = [];
+
+  constructor(private readonly limit: number) {}
+
+  /** Deliveries being handled now. */
+  get size(): number {
+    return this.active;
+  }
+
+  /** Free slots right now. */
+  get free(): number {
+    return Math.max(this.limit - this.active, 0);
+  }
+
+  /** Wait for a free slot and take it. */
+  async acquire(): Promise<void> {
+    while (this.active >= this.limit) {
+      await new Promise<void>((resolve) => this.waiters.push(resolve));
+    }
+    this.active++;
+  }
+
+  /** Run `task` in a slot already taken with {@link acquire} (or over the limit, for push brokers). */
+  run(task: () => Promise<unknown>): void {
+    void task()
+      .catch(() => {
+        // Tasks report their own failures; a rejection here must not crash the process.
+      })
+      .finally(() => this.release());
+  }
+
+  /** Take a slot without waiting (the broker's prefetch already bounds deliveries) and run `task`. */
+  start(task: () => Promise<unknown>): void {
+    this.active++;
+    this.run(task);
+  }
+
+  /** Resolve once nothing is in flight, or after `timeoutMs`; resolves to whether it drained. */
+  async drain(timeoutMs: number): Promise<boolean> {
+    if (this.active === 0) return true;
+    let timer: NodeJS.Timeout | undefined;
+    const drained = new Promise<boolean>((resolve) => this.idle.push(() => resolve(true)));
+    const timedOut = new Promise<boolean>((resolve) => {
+      timer = setTimeout(() => resolve(false), timeoutMs);
+    });
+    try {
+      return await Promise.race([drained, timedOut]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Give back a slot taken with {@link acquire} without running a task. */
+  release(): void {
+    this.active--;
+    this.waiters.shift()?.();
+    if (this.active === 0) for (const resolve of this.idle.splice(0)) resolve();
+  }
+}
+
+/** Sleep `ms`, unless `signal` aborts first. */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    }
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}

@@ -1,0 +1,23 @@
+/**
+ * Internal module shared by the broker adapters (`amqp`, `nats`, `redis-streams`): key extraction and
+ * scoping, the decision policy, the runner that carries decisions out, flow control and draining. Not a
+ * public subpath; adapters re-export the types users need.
+ * @module
+ */
+export type { Backoff, BackoffOptions } from './backoff.js';
+export { createBackoff } from './backoff.js';
+export type { AttemptResult, Decision, DecisionPolicy } from './decision.js';
+export { DeadLetterReason, decide, describeError, RetryReason } from './decision.js';
+export { InFlight, sleep } from './in-flight.js';
+export type {
+  ConsumerContext,
+  ConsumerEvent,
+  ConsumerHandler,
+  ConsumerHooks,
+  ConsumerOptions,
+  KeyExtractor,
+  ResolvedConsumerOptions,
+} from './options.js';
+export { consumerScope, resolveConsumerOptions } from './options.js';
+export type { DeadLetter, Delivery } from './process.js';
+export { processDelivery } from './process.js';

@@ -1,0 +1,191 @@
+/**
+ * The options every idempotent consumer shares (RabbitMQ, NATS JetStream, Redis Streams), the handler's
+ * signature and context, the hooks, and their validation into one resolved form.
+ * @module
+ */
+import { type Duration, toMs } from '../core/duration.js';
+import {
+  createIdempotency,
+  type Idempotency,
+  type IdempotencyOptions,
+  type RunContext,
+} from '../core/engine.js';
+import type { StoredErrorInfo } from '../core/errors.js';
+import { InvalidOptionsError } from '../core/errors.js';
+import { type Backoff, type BackoffOptions, createBackoff } from './backoff.js';
+import type { DeadLetterReason, DecisionPolicy, RetryReason } from './decision.js';
+
+/** Extracts the idempotency key of a message; `undefined` when it has none (it is then dead-lettered). */
+export type KeyExtractor<M> = (message: M) => string | undefined;
+
+/** What a consumer's handler receives besides the message. */
+export interface ConsumerContext {
+  /** The idempotency key of the message (before scoping). */
+  key: string;
+  /** Deliveries of this message so far, this one included. */
+  deliveryCount: number;
+  /** Aborts, with a `LeaseLostError` reason, when this execution's lease is lost: stop side effects. */
+  signal: AbortSignal;
+  /** Fencing token of this execution; pass it to writes that can check it. */
+  token: number;
+  /** 1 for the first execution of the key, more after takeovers of crashed attempts. */
+  attempt: number;
+  /** Extend the lease now (it is also extended automatically). */
+  extendLease: RunContext['extendLease'];
+  /** A stable key for a downstream provider's own deduplication, the same on every attempt. */
+  downstreamKey(step: string): string;
+}
+
+/** The user's message handler. Its return value is not stored: consumers only need "done". */
+export type ConsumerHandler<M> = (
+  message: M,
+  context: ConsumerContext,
+) => Promise<unknown> | unknown;
+
+/** What each consumer hook receives. */
+export interface ConsumerEvent<M> {
+  /** The consumer's name (the scope of its keys). */
+  consumer: string;
+  /** The broker's message. */
+  message: M;
+  /** The extracted key, when there is one. */
+  key: string | undefined;
+  /** Deliveries of this message so far, this one included. */
+  deliveryCount: number;
+}
+
+/** Observation callbacks; a hook that throws is ignored. */
+export interface ConsumerHooks<M> {
+  /** The handler ran, its completion is durable, and the message was acked. */
+  onExecuted?(event: ConsumerEvent<M>): void;
+  /** A duplicate of a completed message was acked without running the handler. */
+  onDuplicate?(event: ConsumerEvent<M>): void;
+  /** The message will be redelivered after `delayMs`. */
+  onRetry?(
+    event: ConsumerEvent<M> & { reason: RetryReason; delayMs: number; error?: unknown },
+  ): void;
+  /** The message was dead-lettered with `error` recorded. */
+  onDeadLetter?(
+    event: ConsumerEvent<M> & { reason: DeadLetterReason; error: StoredErrorInfo },
+  ): void;
+  /** A broker operation (ack, redelivery, dead-letter publish) failed; the broker will redeliver. */
+  onBrokerError?(event: ConsumerEvent<M> & { operation: string; error: unknown }): void;
+}
+
+/** Options shared by every idempotent consumer. */
+export interface ConsumerOptions<M> {
+  /** An engine from `createIdempotency`, or the options to create one (`{ store, ... }`). */
+  idempotency: Idempotency | IdempotencyOptions;
+  /**
+   * The consumer's name. Keys are scoped by it, so the same key in an HTTP API's records, or in another
+   * consumer's, never collides with this consumer's.
+   */
+  name: string;
+  /** How to get a message's idempotency key. @default the adapter's (message id, then a header) */
+  key?: KeyExtractor<M>;
+  /**
+   * Fingerprint of a message: the same key with a different fingerprint is dead-lettered as misuse.
+   * Payload hashing is opt-in. @default no fingerprint (the key alone identifies a message)
+   */
+  fingerprint?: (message: M) => string | undefined;
+  /**
+   * Deliveries allowed before a message whose handler keeps failing is dead-lettered. Counts every delivery
+   * the broker reports, redeliveries while another consumer held the key included. @default 5
+   */
+  maxDeliveries?: number;
+  /** Delay before redelivering after a handler error. @default { initial: '1s', factor: 2, max: '1m' } */
+  backoff?: BackoffOptions | Backoff;
+  /** Shortest delay of an in-progress or store-unavailable redelivery. @default '100ms' */
+  minRetryDelay?: Duration;
+  /** Longest delay of an in-progress or store-unavailable redelivery. @default '30s' */
+  maxRetryDelay?: Duration;
+  /** Errors to dead-letter at once, without retries (validation errors, say). @default none */
+  isPermanentError?: (error: unknown) => boolean;
+  /** Messages handled at the same time (and the broker prefetch). @default 10 */
+  concurrency?: number;
+  /** The store lease of one execution; overrides the engine's. @default the engine's ('30s') */
+  lease?: Duration;
+  /** How long a completed key is remembered; must exceed the longest redelivery and DLQ replay horizon. @default the engine's ('24h') */
+  retention?: Duration;
+  /** How long `close()` waits for in-flight messages. @default '30s' */
+  drainTimeout?: Duration;
+  /** Observation callbacks. */
+  hooks?: ConsumerHooks<M>;
+}
+
+/** {@link ConsumerOptions} validated and with defaults applied. */
+export interface ResolvedConsumerOptions<M> {
+  engine: Idempotency;
+  name: string;
+  scope: string;
+  key: KeyExtractor<M>;
+  fingerprint: ((message: M) => string | undefined) | undefined;
+  policy: DecisionPolicy;
+  concurrency: number;
+  leaseMs: number | undefined;
+  retentionMs: number | undefined;
+  drainTimeoutMs: number;
+  hooks: ConsumerHooks<M>;
+}
+
+/** True when `value` is an engine rather than engine options. */
+function isEngine(value: Idempotency | IdempotencyOptions): value is Idempotency {
+  return typeof (value as Partial<Idempotency>).run === 'function';
+}
+
+function positiveInteger(value: number, name: string): number {
+  if (!Number.isSafeInteger(value) || value < 1) {
+    throw new InvalidOptionsError(`${name}: must be a positive integer, got ${String(value)}`);
+  }
+  return value;
+}
+
+/** The scope every key of consumer `name` is stored under. */
+export function consumerScope(name: string): string {
+  return `consumer:${name}`;
+}
+
+/**
+ * Validate `options` and apply defaults.
+ * @throws InvalidOptionsError when an option is missing or out of range.
+ */
+export function resolveConsumerOptions<M>(
+  options: ConsumerOptions<M>,
+  defaultKey: KeyExtractor<M>,
+): ResolvedConsumerOptions<M> {
+  if (options?.idempotency === undefined || options.idempotency === null) {
+    throw new InvalidOptionsError('idempotency: an engine or { store } is required');
+  }
+  if (typeof options.name !== 'string' || options.name.length === 0) {
+    throw new InvalidOptionsError(
+      'name: every consumer needs a non-empty name (the scope of its keys)',
+    );
+  }
+  const engine = isEngine(options.idempotency)
+    ? options.idempotency
+    : createIdempotency(options.idempotency);
+  const minRetryDelayMs = toMs(options.minRetryDelay ?? '100ms', 'minRetryDelay');
+  const maxRetryDelayMs = toMs(options.maxRetryDelay ?? '30s', 'maxRetryDelay');
+  if (maxRetryDelayMs < minRetryDelayMs) {
+    throw new InvalidOptionsError('maxRetryDelay: must not be shorter than minRetryDelay');
+  }
+  return {
+    engine,
+    name: options.name,
+    scope: consumerScope(options.name),
+    key: options.key ?? defaultKey,
+    fingerprint: options.fingerprint,
+    policy: {
+      maxDeliveries: positiveInteger(options.maxDeliveries ?? 5, 'maxDeliveries'),
+      backoff: createBackoff(options.backoff),
+      minRetryDelayMs,
+      maxRetryDelayMs,
+      isPermanentError: options.isPermanentError ?? (() => false),
+    },
+    concurrency: positiveInteger(options.concurrency ?? 10, 'concurrency'),
+    leaseMs: options.lease === undefined ? undefined : toMs(options.lease, 'lease'),
+    retentionMs: options.retention === undefined ? undefined : toMs(options.retention, 'retention'),
+    drainTimeoutMs: toMs(options.drainTimeout ?? '30s', 'drainTimeout'),
+    hooks: options.hooks ?? {},
+  };
+}

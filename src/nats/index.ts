@@ -1,0 +1,24 @@
+/**
+ * `idempotency-kit/nats`: an idempotent NATS JetStream consumer over `@nats-io/jetstream` v3 (a peer
+ * dependency; pass a pull consumer you got from `js.consumers.get()`).
+ * @module
+ */
+export type {
+  BackoffOptions,
+  ConsumerContext,
+  ConsumerEvent,
+  ConsumerHandler,
+  ConsumerHooks,
+  DeadLetter,
+  KeyExtractor,
+} from '../consumer/index.js';
+export { DeadLetterReason, RetryReason } from '../consumer/index.js';
+export type { NatsConsumer, NatsConsumerOptions } from './nats-consumer.js';
+export { defaultNatsKey, idempotentConsumer, KEY_HEADER, MSG_ID_HEADER } from './nats-consumer.js';
+export type {
+  NatsConsumerMessages,
+  NatsHeaders,
+  NatsJsMsg,
+  NatsPublisher,
+  NatsPullConsumer,
+} from './nats-types.js';

@@ -1,0 +1,45 @@
+/**
+ * The structural slice of `@nats-io/jetstream` (v3) this adapter uses, so the library is never imported at
+ * runtime here (the dead-letter headers load `@nats-io/transport-node` lazily).
+ * @module
+ */
+
+/** Message headers (`MsgHdrs`). */
+export interface NatsHeaders extends Iterable<[string, string[]]> {
+  get(key: string): string;
+  set(key: string, value: string): void;
+  has(key: string): boolean;
+}
+
+/** A JetStream message (`JsMsg`). */
+export interface NatsJsMsg {
+  subject: string;
+  data: Uint8Array;
+  headers: NatsHeaders | undefined;
+  seq: number;
+  info: { deliveryCount: number; stream: string; streamSequence: number };
+  ack(): void;
+  nak(millis?: number): void;
+  working(): void;
+  term(reason?: string): void;
+}
+
+/** The iterator `consumer.consume()` returns (`ConsumerMessages`). */
+export interface NatsConsumerMessages extends AsyncIterable<NatsJsMsg> {
+  close(): Promise<unknown>;
+}
+
+/** A pull consumer (`js.consumers.get(stream, name)`). */
+export interface NatsPullConsumer {
+  consume(options?: { max_messages?: number }): Promise<NatsConsumerMessages>;
+  info(cached?: boolean): Promise<{ config: { ack_wait?: number; max_deliver?: number } }>;
+}
+
+/** What publishes dead letters: a JetStream client (`jetstream(nc)`), awaited for its PubAck. */
+export interface NatsPublisher {
+  publish(
+    subject: string,
+    payload?: Uint8Array,
+    options?: { headers?: NatsHeaders },
+  ): Promise<unknown>;
+}

@@ -1,0 +1,21 @@
+/**
+ * `idempotency-kit/redis-streams`: an idempotent Redis Streams consumer-group reader over node-redis or
+ * ioredis (peer dependencies; pass a client you connected).
+ * @module
+ */
+export type {
+  BackoffOptions,
+  ConsumerContext,
+  ConsumerEvent,
+  ConsumerHandler,
+  ConsumerHooks,
+  DeadLetter,
+  KeyExtractor,
+} from '../consumer/index.js';
+export { DeadLetterReason, RetryReason } from '../consumer/index.js';
+export type { RedisStreamsClient, StreamEntry } from './redis-client.js';
+export type {
+  RedisStreamsConsumer,
+  RedisStreamsConsumerOptions,
+} from './redis-streams-consumer.js';
+export { defaultStreamKey, idempotentConsumer, KEY_FIELD } from './redis-streams-consumer.js';

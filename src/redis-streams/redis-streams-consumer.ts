@@ -1,0 +1,246 @@
+/**
+ * The idempotent Redis Streams consumer (consumer groups): thin over the shared consumer module.
+ * Redelivery later leaves the entry pending and lets `XAUTOCLAIM` reclaim it once idle; the entry's idle
+ * time is set so that this happens after the decided delay, and is reset while a handler runs.
+ * @module
+ */
+import { hostname } from 'node:os';
+import {
+  type ConsumerHandler,
+  type ConsumerOptions,
+  type DeadLetter,
+  InFlight,
+  processDelivery,
+  sleep,
+} from '../consumer/index.js';
+import { resolveConsumerOptions } from '../consumer/options.js';
+import { type Duration, toMs } from '../core/duration.js';
+import { InvalidOptionsError } from '../core/errors.js';
+import {
+  command,
+  isStreamsClient,
+  parseAutoClaim,
+  parsePendingCounts,
+  parseReadGroup,
+  type RedisStreamsClient,
+  type StreamEntry,
+} from './redis-client.js';
+
+/** The default key field. */
+export const KEY_FIELD = 'x-idempotency-key';
+
+/** Options of {@link idempotentConsumer} for Redis Streams. */
+export interface RedisStreamsConsumerOptions extends ConsumerOptions<StreamEntry> {
+  /** The stream key. */
+  stream: string;
+  /** The consumer group (created at `'0'` with `MKSTREAM` if missing). */
+  group: string;
+  /** This process's consumer name within the group. @default `${name}-${hostname}-${pid}` */
+  consumer?: string;
+  /**
+   * A second connection for the blocking `XREADGROUP … BLOCK`, so acks never wait behind it. Without
+   * one, the consumer polls `client` every `pollInterval`.
+   */
+  blockingClient?: RedisStreamsClient;
+  /** Longest wait of one blocking read. @default '1s' */
+  block?: Duration;
+  /** Wait between empty reads when there is no `blockingClient`. @default '50ms' */
+  pollInterval?: Duration;
+  /**
+   * A pending entry idle this long is reclaimed (`XAUTOCLAIM`) by any consumer of the group: how a crashed
+   * consumer's messages come back, and the longest redelivery delay. @default '30s'
+   */
+  minIdle?: Duration;
+  /** How often this consumer looks for reclaimable entries. @default '1s' */
+  claimInterval?: Duration;
+  /** Where dead letters are added (fields + error fields). @default `${stream}:dlq` */
+  deadLetterStream?: string;
+}
+
+/** A running consumer. */
+export interface RedisStreamsConsumer {
+  /** This consumer's name within the group. */
+  readonly consumer: string;
+  /** Stop reading, then wait (up to `drainTimeout`) for in-flight entries; resolves to whether it drained. */
+  close(): Promise<boolean>;
+  /** Resolves when the read loop ends. */
+  readonly done: Promise<void>;
+}
+
+/** The default key: the `x-idempotency-key` field, else the entry id (which dedups redeliveries only). */
+export function defaultStreamKey(entry: StreamEntry): string | undefined {
+  return entry.fields[KEY_FIELD] ?? entry.id;
+}
+
+/**
+ * Consume a Redis Stream through a consumer group so that each entry's effect happens once per key.
+ *
+ * - executed or duplicate → `XACK` (after the completion is durable in the store);
+ * - in progress elsewhere, store unavailable, or a handler error with deliveries left → the entry stays
+ *   pending; its idle time is set to `minIdle − delay` so `XAUTOCLAIM` reclaims it after the delay;
+ * - a handler error on the last allowed delivery (the `XPENDING` delivery count) → `XADD` to the dead-letter
+ *   stream with the error recorded, then `XACK`.
+ *
+ * Delays are capped at `minIdle`. A handler running longer than `minIdle` keeps its entry from being
+ * reclaimed by resetting its idle time every `minIdle / 3`.
+ * @example
+ * const consumer = await idempotentConsumer(client, async (entry) => ship(entry.fields), {
+ *   stream: 'orders', group: 'shipping', name: 'shipping', idempotency: { store },
+ *   blockingClient: client.duplicate(),
+ * });
+ */
+export async function idempotentConsumer(
+  client: RedisStreamsClient,
+  handler: ConsumerHandler<StreamEntry>,
+  options: RedisStreamsConsumerOptions,
+): Promise<RedisStreamsConsumer> {
+  const resolved = resolveConsumerOptions(options, defaultStreamKey);
+  if (!isStreamsClient(client)) {
+    throw new InvalidOptionsError('client: pass a connected node-redis or ioredis client');
+  }
+  if (options.blockingClient !== undefined && !isStreamsClient(options.blockingClient)) {
+    throw new InvalidOptionsError('blockingClient: pass a connected node-redis or ioredis client');
+  }
+  const { stream, group, blockingClient } = options;
+  if (!stream || !group) throw new InvalidOptionsError('stream and group are required');
+  const consumer = options.consumer ?? `${options.name}-${hostname()}-${process.pid}`;
+  const blockMs = toMs(options.block ?? '1s', 'block');
+  const pollMs = toMs(options.pollInterval ?? '50ms', 'pollInterval');
+  const minIdleMs = toMs(options.minIdle ?? '30s', 'minIdle');
+  const claimMs = toMs(options.claimInterval ?? '1s', 'claimInterval');
+  const deadLetterStream = options.deadLetterStream ?? `${stream}:dlq`;
+
+  try {
+    await command(client, ['XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM']);
+  } catch (error) {
+    if (!String((error as Error)?.message).includes('BUSYGROUP')) throw error;
+  }
+
+  const ack = (id: string) => command(client, ['XACK', stream, group, id]);
+  // Re-own the entry and set its idle time: XAUTOCLAIM takes it once idle reaches `minIdle`. JUSTID keeps
+  // the delivery count as it is.
+  const setIdle = (id: string, idleMs: number) =>
+    command(client, ['XCLAIM', stream, group, consumer, '0', id, 'IDLE', String(idleMs), 'JUSTID']);
+
+  const deadLetter = async (entry: StreamEntry, letter: DeadLetter) => {
+    const fields: string[] = [];
+    for (const [name, value] of Object.entries(entry.fields)) fields.push(name, value);
+    fields.push(
+      'x-idempotency-dead-letter-reason',
+      letter.reason,
+      'x-idempotency-error',
+      JSON.stringify(letter.error),
+      'x-idempotency-deliveries',
+      String(letter.deliveryCount),
+      'x-idempotency-consumer',
+      letter.consumer,
+      'x-idempotency-failed-at',
+      letter.failedAt,
+      'x-idempotency-entry-id',
+      entry.id,
+    );
+    await command(client, ['XADD', deadLetterStream, '*', ...fields]);
+    await ack(entry.id);
+  };
+
+  const inFlight = new InFlight(resolved.concurrency);
+  const start = async (entry: StreamEntry, deliveryCount: number) => {
+    await inFlight.acquire();
+    inFlight.run(() =>
+      processDelivery(resolved, handler, {
+        message: entry,
+        deliveryCount,
+        ack: async () => {
+          await ack(entry.id);
+        },
+        retry: async (delayMs) => {
+          await setIdle(entry.id, Math.max(minIdleMs - Math.ceil(delayMs), 0));
+        },
+        deadLetter: (letter) => deadLetter(entry, letter),
+        touch: async () => {
+          await setIdle(entry.id, 0);
+        },
+        touchIntervalMs: Math.max(Math.floor(minIdleMs / 3), 10),
+      }),
+    );
+  };
+
+  const stop = new AbortController();
+  let cursor = '0-0';
+  let nextClaimAt = 0;
+
+  async function reclaim(count: number): Promise<void> {
+    const reply = await command(client, [
+      'XAUTOCLAIM',
+      stream,
+      group,
+      consumer,
+      String(minIdleMs),
+      cursor,
+      'COUNT',
+      String(count),
+    ]);
+    const claimed = parseAutoClaim(stream, reply);
+    cursor = claimed.cursor;
+    // Trimmed while pending: nothing left to deliver.
+    for (const id of claimed.deleted) await ack(id);
+    const counts = await Promise.all(
+      claimed.entries.map(async (entry) =>
+        parsePendingCounts(
+          await command(client, ['XPENDING', stream, group, entry.id, entry.id, '1']),
+        ),
+      ),
+    );
+    for (const [index, entry] of claimed.entries.entries()) {
+      await start(entry, counts[index]?.get(entry.id) ?? 2);
+    }
+    if (cursor === '0-0') nextClaimAt = Date.now() + claimMs;
+  }
+
+  async function loop(): Promise<void> {
+    while (!stop.signal.aborted) {
+      await inFlight.acquire();
+      inFlight.release();
+      const free = Math.max(inFlight.free, 1);
+      try {
+        if (Date.now() >= nextClaimAt) await reclaim(free);
+        if (stop.signal.aborted) break;
+        const reader = blockingClient ?? client;
+        const reply = await command(reader, [
+          'XREADGROUP',
+          'GROUP',
+          group,
+          consumer,
+          'COUNT',
+          String(Math.max(inFlight.free, 1)),
+          ...(blockingClient === undefined ? [] : ['BLOCK', String(blockMs)]),
+          'STREAMS',
+          stream,
+          '>',
+        ]);
+        const read = parseReadGroup(stream, reply);
+        for (const entry of read.entries) await start(entry, 1);
+        if (read.entries.length === 0 && blockingClient === undefined)
+          await sleep(pollMs, stop.signal);
+      } catch {
+        // A lost connection: wait and try again; pending entries are reclaimed once idle.
+        await sleep(Math.min(claimMs, 1000), stop.signal);
+      }
+    }
+  }
+
+  const done = loop();
+  let closing: Promise<boolean> | undefined;
+  return {
+    consumer,
+    done,
+    close: () => {
+      closing ??= (async () => {
+        stop.abort();
+        await done;
+        return inFlight.drain(resolved.drainTimeoutMs);
+      })();
+      return closing;
+    },
+  };
+}

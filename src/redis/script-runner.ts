@@ -1,0 +1,51 @@
+/**
+ * Runs the store's Lua scripts: `EVALSHA` with the SHA1 computed once per script, and a transparent `EVAL`
+ * when the server answers `NOSCRIPT` (its script cache is empty after a restart, a failover or
+ * `SCRIPT FLUSH`). The `EVAL` also puts the script back in the cache, so the next call is an `EVALSHA` again.
+ * @module
+ */
+import { createHash } from 'node:crypto';
+import type { RedisArg, RedisCommander } from './client.js';
+
+/** A script as `npm run gen` inlines it: source and number of KEYS. */
+export interface ScriptSource {
+  /** The Lua source. */
+  readonly source: string;
+  /** How many of the arguments are keys. */
+  readonly numberOfKeys: number;
+}
+
+/** A script ready to run: its source and its SHA1, computed once. */
+export interface LoadedScript extends ScriptSource {
+  /** SHA1 hex digest of the source, as Redis names cached scripts. */
+  readonly sha: string;
+}
+
+/** Compute a script's SHA1 once, at load. */
+export function loadScript(script: ScriptSource): LoadedScript {
+  return { ...script, sha: createHash('sha1').update(script.source).digest('hex') };
+}
+
+/** True for Redis's `NOSCRIPT` error (both libraries keep the server's message as is). */
+export function isNoScriptError(error: unknown): boolean {
+  return error instanceof Error && error.message.startsWith('NOSCRIPT');
+}
+
+/**
+ * Run `script` with its keys and arguments in one round trip (two only right after the server lost its
+ * script cache). Resending after `NOSCRIPT` is safe: the script did not run.
+ */
+export async function runScript(
+  commander: RedisCommander,
+  script: LoadedScript,
+  keys: ReadonlyArray<string>,
+  args: ReadonlyArray<RedisArg>,
+): Promise<unknown> {
+  const rest = [String(keys.length), ...keys, ...args];
+  try {
+    return await commander.send(keys[0], ['EVALSHA', script.sha, ...rest]);
+  } catch (error) {
+    if (!isNoScriptError(error)) throw error;
+    return commander.send(keys[0], ['EVAL', script.source, ...rest]);
+  }
+}

@@ -1,0 +1,3 @@
+import { defineConsumerSuite } from './consumer-suite.js';
+
+defineConsumerSuite('redis-streams');

@@ -1,0 +1,279 @@
+/**
+ * The consumer conformance suite: one script, run against every broker with real servers on loopback.
+ * Each case gets its own queue / stream / subject and its own store prefix; everything is deleted in
+ * afterAll. Records live in the Redis store, so consumers in other processes share them.
+ */
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ConsumerContext } from '../../src/consumer/index.js';
+import { createIdempotency, type Idempotency } from '../../src/index.js';
+import { type RedisStore, redisStore } from '../../src/redis/index.js';
+import {
+  type BrokerCase,
+  type BrokerName,
+  openBrokerCase,
+  type RunningConsumer,
+} from '../helpers/consumer-brokers.js';
+import { spawnChildConsumer } from '../helpers/consumer-process.js';
+import { env, requireService } from '../helpers/env.js';
+import { connectClient, deleteKeys, type TestRedisClient } from '../helpers/redis-clients.js';
+
+const SERVICE: Record<BrokerName, [string, string]> = {
+  amqp: ['RabbitMQ', env.amqpUrl],
+  nats: ['NATS', env.natsUrl],
+  'redis-streams': ['Redis', env.redisUrl],
+};
+
+/** Poll `predicate` until it holds, or fail after `timeoutMs` with `what`. */
+async function waitUntil(
+  what: string,
+  predicate: () => boolean | Promise<boolean>,
+  timeoutMs = 30_000,
+) {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await predicate())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Counts what consumers of one case did. */
+function tally() {
+  const counts = { executed: 0, duplicate: 0, inProgress: 0, deadLetter: 0, handlerCalls: 0 };
+  const contexts: ConsumerContext[] = [];
+  const hooks = {
+    onExecuted: () => void counts.executed++,
+    onDuplicate: () => void counts.duplicate++,
+    onRetry: (event: { reason: string }) => {
+      if (event.reason === 'in_progress') counts.inProgress++;
+    },
+    onDeadLetter: () => void counts.deadLetter++,
+  };
+  return { counts, contexts, hooks };
+}
+
+/** Define the suite for `broker`. */
+export function defineConsumerSuite(broker: BrokerName): void {
+  describe(`consumer conformance: ${broker}`, () => {
+    const run = randomUUID().slice(0, 8);
+    const prefix = `idemtest:consumer:${broker}:${run}:`;
+    const cases: BrokerCase[] = [];
+    const consumers: RunningConsumer[] = [];
+    let redis: TestRedisClient;
+    let store: RedisStore;
+
+    beforeAll(async () => {
+      await requireService(...SERVICE[broker]);
+      await requireService('Redis', env.redisUrl);
+      redis = await connectClient('node-redis', env.redisUrl);
+      store = redisStore({ client: redis.client, prefix, checkEvictionPolicy: false });
+    });
+
+    afterAll(async () => {
+      for (const consumer of consumers) await consumer.close().catch(() => {});
+      for (const brokerCase of cases) await brokerCase.destroy().catch(() => {});
+      if (redis !== undefined) {
+        await deleteKeys(redis.client, prefix);
+        await redis.close();
+      }
+    });
+
+    // Each case has its own resources and its own consumer name, hence its own key scope.
+    async function newCase(
+      name: string,
+    ): Promise<{ id: string; brokerCase: BrokerCase; worker: string }> {
+      const id = `${run}-${name}`;
+      const brokerCase = await openBrokerCase(broker, id);
+      cases.push(brokerCase);
+      return { id, brokerCase, worker: `worker-${name}` };
+    }
+
+    function engine(leaseMs = 10_000): Idempotency {
+      return createIdempotency({ store, leaseMs });
+    }
+
+    async function start(brokerCase: BrokerCase, ...args: Parameters<BrokerCase['start']>) {
+      const consumer = await brokerCase.start(...args);
+      consumers.push(consumer);
+      return consumer;
+    }
+
+    it('executes a message published 20 times once and acks every copy', async () => {
+      const { brokerCase, worker } = await newCase('twenty');
+      const { counts, hooks } = tally();
+      for (let i = 0; i < 20; i++) await brokerCase.publish('order-1', `copy ${i}`);
+
+      await start(
+        brokerCase,
+        async () => {
+          counts.handlerCalls++;
+          await sleep(50);
+        },
+        { idempotency: engine(), name: worker, concurrency: 10, hooks },
+      );
+
+      await waitUntil('20 settled copies', () => counts.executed + counts.duplicate === 20);
+      expect(counts.handlerCalls).toBe(1);
+      expect(counts.executed).toBe(1);
+      expect(counts.duplicate).toBe(19);
+    });
+
+    it('executes concurrent duplicates on 2 consumers once per key', async () => {
+      const { brokerCase, worker } = await newCase('two');
+      const { counts, hooks } = tally();
+      const calls = new Map<string, number>();
+      const handler = async (_message: unknown, context: ConsumerContext) => {
+        calls.set(context.key, (calls.get(context.key) ?? 0) + 1);
+        await sleep(200);
+      };
+      const options = { name: worker, concurrency: 5, hooks };
+      await start(brokerCase, handler, { ...options, idempotency: engine() });
+      await start(brokerCase, handler, { ...options, idempotency: engine() });
+
+      for (let copy = 0; copy < 4; copy++) {
+        for (let key = 0; key < 5; key++) await brokerCase.publish(`order-${key}`, `copy ${copy}`);
+      }
+
+      await waitUntil('20 settled copies', () => counts.executed + counts.duplicate === 20);
+      expect([...calls.values()]).toEqual([1, 1, 1, 1, 1]);
+      expect(counts.executed).toBe(5);
+    });
+
+    it('still executes a key the HTTP API already completed: scopes never collide', async () => {
+      const { brokerCase, worker } = await newCase('scope');
+      const { counts, hooks } = tally();
+      const idempotency = engine();
+      await idempotency.run({ key: 'shared-key', scope: 'tenant-1' }, () => 'api response');
+      await idempotency.run({ key: 'shared-key' }, () => 'api response, no scope');
+
+      await brokerCase.publish('shared-key', 'work');
+      await start(brokerCase, async () => void counts.handlerCalls++, {
+        idempotency,
+        name: worker,
+        hooks,
+      });
+
+      await waitUntil('the worker execution', () => counts.executed === 1);
+      expect(counts.handlerCalls).toBe(1);
+    });
+
+    it('retries a failing handler, then dead-letters it after maxDeliveries with the error', async () => {
+      const { brokerCase, worker } = await newCase('poison');
+      const { counts, hooks } = tally();
+      const deliveries: number[] = [];
+      await brokerCase.publish('poison-1', 'bad');
+
+      await start(
+        brokerCase,
+        async (_message, context) => {
+          deliveries.push(context.deliveryCount);
+          throw new Error('boom');
+        },
+        {
+          idempotency: engine(),
+          name: worker,
+          maxDeliveries: 3,
+          backoff: { initial: 50, max: 200, jitter: false },
+          hooks,
+        },
+      );
+
+      await waitUntil('the dead letter', () => counts.deadLetter === 1);
+      expect(deliveries).toEqual([1, 2, 3]);
+      const letters = await brokerCase.deadLetters();
+      expect(letters).toHaveLength(1);
+      expect(letters[0]).toMatchObject({
+        key: 'poison-1',
+        reason: 'handler_error',
+        deliveries: 3,
+        error: { name: 'Error', message: 'boom' },
+      });
+      // The claim was released, so a replay from the dead-letter queue runs the handler again.
+      const storageKey = engine().storageKeyFor('poison-1', `consumer:${worker}`);
+      expect(await store.get(storageKey)).toBeUndefined();
+      await sleep(300);
+      expect(deliveries).toHaveLength(3);
+    });
+
+    it('redelivers the message of a consumer killed mid-handler and executes it once, after the lease', async () => {
+      const { id, brokerCase, worker } = await newCase('kill');
+      const { counts, contexts, hooks } = tally();
+      const leaseMs = 3000;
+      await brokerCase.publish('crash-1', 'work');
+      const child = spawnChildConsumer({ broker, id, prefix, name: worker, leaseMs });
+      await child.waitFor('STARTED crash-1');
+      const claimedAt = Date.now();
+      await child.kill9();
+
+      let executedAt = 0;
+      await start(
+        brokerCase,
+        async (_message, context) => {
+          counts.handlerCalls++;
+          contexts.push(context);
+          executedAt = Date.now();
+        },
+        { idempotency: engine(leaseMs), name: worker, hooks },
+      );
+
+      await waitUntil('the takeover execution', () => counts.executed === 1);
+      expect(counts.handlerCalls).toBe(1);
+      // The redelivery first met the dead child's live claim (in progress, not acked), and ran only once
+      // that claim's lease had run out.
+      expect(counts.inProgress).toBeGreaterThan(0);
+      expect(executedAt - claimedAt).toBeGreaterThanOrEqual(leaseMs - 500);
+      expect(contexts[0]?.token).toBeGreaterThan(0);
+    });
+
+    it('does not lose an in-progress duplicate when the holder crashes: the duplicate is executed', async () => {
+      const { id, brokerCase, worker } = await newCase('dup-crash');
+      const { counts, hooks } = tally();
+      const leaseMs = 3000;
+      await brokerCase.publish('held-1', 'copy 1');
+      const child = spawnChildConsumer({ broker, id, prefix, name: worker, leaseMs });
+      await child.waitFor('STARTED held-1');
+
+      await start(brokerCase, async () => void counts.handlerCalls++, {
+        idempotency: engine(leaseMs),
+        name: worker,
+        hooks,
+      });
+      await brokerCase.publish('held-1', 'copy 2');
+      // The live holder makes the duplicate wait (redelivered later, never acked)…
+      await waitUntil('an in-progress redelivery', () => counts.inProgress > 0);
+      expect(counts.handlerCalls).toBe(0);
+      await child.kill9();
+
+      // …and once the holder is gone, the key is executed once and both copies are settled.
+      await waitUntil('both copies settled', () => counts.executed + counts.duplicate === 2);
+      expect(counts.handlerCalls).toBe(1);
+      expect(counts.executed).toBe(1);
+      expect(counts.deadLetter).toBe(0);
+    });
+
+    it('drains in-flight messages on close before resolving', async () => {
+      const { brokerCase, worker } = await newCase('drain');
+      const { counts, hooks } = tally();
+      let started = false;
+      await brokerCase.publish('slow-1', 'work');
+      const consumer = await start(
+        brokerCase,
+        async () => {
+          started = true;
+          await sleep(500);
+          counts.handlerCalls++;
+        },
+        { idempotency: engine(), name: worker, hooks },
+      );
+      await waitUntil('the handler to start', () => started);
+
+      const drained = await consumer.close();
+
+      expect(drained).toBe(true);
+      expect(counts.handlerCalls).toBe(1);
+      expect(counts.executed).toBe(1);
+    });
+  });
+}

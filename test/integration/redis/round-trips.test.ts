@@ -1,0 +1,115 @@
+import { connect, type Socket } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createIdempotency } from '../../../src/index.js';
+import { redisStore } from '../../../src/redis/index.js';
+import { env, requireService } from '../../helpers/env.js';
+import { connectClient, type RedisLib } from '../../helpers/redis-clients.js';
+import { freePorts, PORT_SLICES, PrivateRedis } from '../../helpers/redis-servers.js';
+
+// Round trips are counted by the server itself (MONITOR) on a private server, where every command comes
+// from the client under test.
+let server: PrivateRedis;
+
+/** A MONITOR connection that records the name of every command the server executes. */
+class CommandLog {
+  private buffer = '';
+  readonly commands: string[] = [];
+  private constructor(private readonly socket: Socket) {
+    socket.on('data', (data) => {
+      this.buffer += data.toString('latin1');
+      const lines = this.buffer.split('\r\n');
+      this.buffer = lines.pop() ?? '';
+      for (const line of lines) {
+        // Commands a script runs are reported too, from client `lua`: only client commands are round trips.
+        const match = /^\+\d+\.\d+ \[\d+ ([^\]]*)\] "([^"]+)"(?: "([^"]*)")?/.exec(line);
+        if (match === null || match[1] === 'lua') continue;
+        const name = match[2]!.toLowerCase();
+        this.commands.push(name === 'echo' ? `echo ${match[3]}` : name);
+      }
+    });
+  }
+
+  static async open(port: number): Promise<CommandLog> {
+    const socket = connect({ port, host: '127.0.0.1' });
+    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+    socket.write('MONITOR\r\n');
+    const log = new CommandLog(socket);
+    await new Promise<void>((resolve) => socket.once('data', () => resolve()));
+    return log;
+  }
+
+  /** Wait until the server has reported `ECHO <marker>` (sent by the caller after its commands). */
+  async until(marker: string): Promise<void> {
+    const deadline = Date.now() + 10_000;
+    while (!this.commands.includes(`echo ${marker}`)) {
+      if (Date.now() > deadline)
+        throw new Error(`MONITOR never showed ${marker}: ${this.commands.join(',')}`);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  }
+
+  close(): void {
+    this.socket.destroy();
+  }
+}
+
+beforeAll(async () => {
+  await requireService('Redis', env.redisUrl);
+  const [port] = await freePorts(PORT_SLICES.roundTrips);
+  server = new PrivateRedis(port!);
+  await server.start();
+});
+
+afterAll(async () => {
+  await server?.dispose();
+});
+
+describe.each<RedisLib>(['node-redis', 'ioredis'])('redis store round trips (%s)', (lib) => {
+  it('uses 2 commands per new key, 1 per replay, and 0 when the local cache hits', async () => {
+    // Arrange: warm the script cache, then watch the server.
+    const connection = await connectClient(lib, server.url);
+    const echo = (marker: string) =>
+      lib === 'node-redis'
+        ? (connection.client as { sendCommand(a: string[]): Promise<unknown> }).sendCommand([
+            'ECHO',
+            marker,
+          ])
+        : (connection.client as unknown as { call(...a: string[]): Promise<unknown> }).call(
+            'ECHO',
+            marker,
+          );
+    const store = redisStore({ client: connection.client, prefix: `rt:${lib}:` });
+    await store.ready;
+    const cached = createIdempotency({ store, namespace: `rt-${lib}` });
+    const uncached = createIdempotency({ store, namespace: `rt-${lib}`, cache: false });
+    await uncached.run({ key: 'warm-up' }, () => 'warm');
+    const log = await CommandLog.open(server.port);
+    const keys = Array.from({ length: 10 }, (_, i) => `order-${i}`);
+
+    // Act 1: ten new keys.
+    for (const key of keys) await cached.run({ key }, () => ({ key }));
+    await echo('new-keys');
+    await log.until('new-keys');
+    const newKeys = log.commands.splice(0);
+
+    // Act 2: ten replays without the local cache.
+    for (const key of keys)
+      expect((await uncached.run({ key }, () => 'x')).status).toBe('replayed');
+    await echo('replays');
+    await log.until('replays');
+    const replays = log.commands.splice(0);
+
+    // Act 3: ten replays by the engine that completed them: its local cache of completed records answers.
+    for (const key of keys) expect((await cached.run({ key }, () => 'x')).status).toBe('replayed');
+    await echo('cache');
+    await log.until('cache');
+    const cacheHits = log.commands.splice(0);
+    log.close();
+    await connection.close();
+
+    // Assert: claim + complete per new key, one claim per replay, nothing on a cache hit.
+    expect(newKeys).toEqual([...keys.flatMap(() => ['evalsha', 'evalsha']), 'echo new-keys']);
+    expect(replays).toEqual([...keys.map(() => 'evalsha'), 'echo replays']);
+    expect(cacheHits).toEqual(['echo cache']);
+  });
+});

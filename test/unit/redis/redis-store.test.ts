@@ -1,0 +1,131 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { isInvalidOptionsError, isStoreUnavailableError } from '../../../src/core/errors.js';
+import { redisStore } from '../../../src/redis/index.js';
+
+// Structural stand-ins for a node-redis client (no I/O): they check the store's own behaviour around the
+// client — timeouts, error mapping, the NOSCRIPT fallback and option validation.
+type Send = (args: ReadonlyArray<string | Buffer>) => Promise<unknown>;
+const client = (send: Send) => ({
+  sendCommand: (args: ReadonlyArray<string | Buffer>) => send(args),
+});
+const quiet = { checkEvictionPolicy: false } as const;
+
+describe('redis store without a server', () => {
+  beforeEach(() => {
+    vi.useFakeTimers();
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('rejects with StoreUnavailableError after timeoutMs when Redis never answers', async () => {
+    // Arrange
+    const store = redisStore({
+      client: client(() => new Promise(() => {})),
+      timeoutMs: 2000,
+      ...quiet,
+    });
+    // Act
+    const pending = store.claim('k', { fingerprint: 'fp', leaseMs: 1000 }).catch((e: unknown) => e);
+    await vi.advanceTimersByTimeAsync(1999);
+    const early = await Promise.race([pending, Promise.resolve('still pending')]);
+    await vi.advanceTimersByTimeAsync(1);
+    const error = await pending;
+    // Assert
+    expect(early).toBe('still pending');
+    expect(isStoreUnavailableError(error)).toBe(true);
+    expect((error as Error).message).toMatch(/claim got no answer within 2000 ms/);
+  });
+
+  it('keeps a late failure of a timed-out call from becoming an unhandled rejection', async () => {
+    // Arrange
+    let fail: (error: Error) => void = () => {};
+    const store = redisStore({
+      client: client(() => new Promise((_, reject) => (fail = reject))),
+      timeoutMs: 10,
+      ...quiet,
+    });
+    const unhandled: unknown[] = [];
+    const listener = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', listener);
+    // Act
+    const error = store.get('k').catch((e: unknown) => e);
+    await vi.advanceTimersByTimeAsync(10);
+    await error;
+    fail(new Error('connection reset'));
+    await vi.advanceTimersByTimeAsync(0);
+    vi.useRealTimers();
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    process.off('unhandledRejection', listener);
+    // Assert
+    expect(isStoreUnavailableError(await error)).toBe(true);
+    expect(unhandled).toEqual([]);
+  });
+
+  it('wraps a client error in StoreUnavailableError with the cause', async () => {
+    // Arrange
+    const cause = new Error('ECONNREFUSED');
+    const store = redisStore({ client: client(() => Promise.reject(cause)), ...quiet });
+    // Act
+    const error = await store.complete('k', 1, Uint8Array.of(1), 1000).catch((e: unknown) => e);
+    // Assert
+    expect(isStoreUnavailableError(error)).toBe(true);
+    expect((error as Error).cause).toBe(cause);
+  });
+
+  it('falls back from EVALSHA to EVAL on NOSCRIPT, once, with the same keys and arguments', async () => {
+    // Arrange
+    const sent: Array<ReadonlyArray<string | Buffer>> = [];
+    const store = redisStore({
+      client: client(async (args) => {
+        sent.push(args);
+        if (args[0] === 'EVALSHA') throw new Error('NOSCRIPT No matching script. Please use EVAL.');
+        return 1;
+      }),
+      prefix: 'p:',
+      ...quiet,
+    });
+    // Act
+    const released = await store.release('key', 7);
+    // Assert
+    expect(released).toBe(true);
+    expect(sent.map((args) => args[0])).toEqual(['EVALSHA', 'EVAL']);
+    expect(sent[0]?.slice(2)).toEqual(['1', 'p:{key}', '7', '60000']);
+    expect(sent[1]?.slice(2)).toEqual(sent[0]?.slice(2));
+  });
+
+  it('refuses bad options and non-positive durations with InvalidOptionsError', async () => {
+    // Arrange
+    const ok = client(async () => 1);
+    // Act + Assert
+    for (const options of [
+      { prefix: 'a{b}' },
+      { timeoutMs: 0 },
+      { timeoutMs: Number.NaN },
+      { tokenFloorMs: -1 },
+    ]) {
+      let error: unknown;
+      try {
+        redisStore({ client: ok, ...quiet, ...options });
+      } catch (e) {
+        error = e;
+      }
+      expect(isInvalidOptionsError(error), JSON.stringify(options)).toBe(true);
+    }
+    const store = redisStore({ client: ok, ...quiet });
+    await expect(store.claim('k', { fingerprint: '', leaseMs: 0 })).rejects.toMatchObject({
+      code: 'invalid_options',
+    });
+  });
+
+  it('fences out a token that is not a safe integer without asking Redis', async () => {
+    // Arrange
+    const sent: unknown[] = [];
+    const store = redisStore({ client: client(async (args) => sent.push(args)), ...quiet });
+    // Act
+    const results = [await store.release('k', 1.5), await store.extend('k', Number.NaN, 1000)];
+    // Assert
+    expect(results).toEqual([false, false]);
+    expect(sent).toEqual([]);
+  });
+});
