@@ -3,6 +3,7 @@
  * release. Knows nothing of HTTP or brokers; adapters turn requests and messages into {@link RunRequest}s.
  * @module
  */
+import { withBatching } from '../store/batching.js';
 import type { Store } from '../store/store.js';
 import { type Clock, systemClock } from './clock.js';
 import { CompletedCache } from './completed-cache.js';
@@ -46,6 +47,12 @@ export interface IdempotencyOptions {
   failOpen?: boolean;
   /** Store thrown errors as final outcomes (replayed as `ReplayedError`) instead of releasing. @default false */
   storeErrors?: StoreErrorsPolicy;
+  /**
+   * Coalesce concurrent claims and completions into one store round trip per batch, when the store supports
+   * batches (`capabilities.batch`). Each item keeps single-call semantics. `false` sends every call alone.
+   * @default { maxBatch: 100 }
+   */
+  batch?: false | { maxBatch?: number };
   /** Local LRU of completed records; `false` disables it. @default { maxEntries: 1000 } */
   cache?: false | { maxEntries?: number };
   /** Encodes outcomes for storage. @default defaultCodec (JSON, bytes, undefined) */
@@ -144,8 +151,11 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
  * switch (outcome.status) { case 'executed': case 'replayed': return outcome.value; … }
  */
 export function createIdempotency(options: IdempotencyOptions): Idempotency {
-  const store = options.store;
-  if (store === undefined || store === null) throw new InvalidOptionsError('store is required');
+  if (options.store === undefined || options.store === null) {
+    throw new InvalidOptionsError('store is required');
+  }
+  const store =
+    options.batch === false ? options.store : withBatching(options.store, options.batch ?? {});
   const namespace = options.namespace ?? 'default';
   const defaultLeaseMs = toMs(options.leaseMs ?? '30s', 'leaseMs');
   const defaultRetentionMs = toMs(options.retentionMs ?? '24h', 'retentionMs');
@@ -329,7 +339,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
   }
 
   return {
-    store,
+    store: options.store,
     namespace,
     run,
     storageKeyFor: (key, scope = '') => {

@@ -15,7 +15,14 @@ import {
   isRecordDead,
   RecordStatus,
 } from '../core/record.js';
-import type { ClaimOptions, PurgeOptions, Store, StoreStats } from './store.js';
+import type {
+  ClaimOptions,
+  ClaimRequest,
+  CompleteRequest,
+  PurgeOptions,
+  Store,
+  StoreStats,
+} from './store.js';
 
 /** Options of {@link memoryStore}. */
 export interface MemoryStoreOptions {
@@ -27,6 +34,12 @@ export interface MemoryStoreOptions {
 export interface MemoryStore extends Store {
   /** Records held right now, dead ones not yet swept included (for tests and diagnostics). */
   readonly size: number;
+  /** Delete dead records, at most `limit` (default 1000) per call. */
+  purgeExpired(options?: PurgeOptions): Promise<number>;
+  /** Claim several keys, each as `claim` would, in order. */
+  claimMany(requests: readonly ClaimRequest[]): Promise<ClaimResult[]>;
+  /** Complete several records, each as `complete` would, in order. */
+  completeMany(requests: readonly CompleteRequest[]): Promise<boolean[]>;
 }
 
 // Dead records are swept once the operations since the last sweep exceed half the map's size (and at least
@@ -65,6 +78,25 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     }
   }
 
+  function claimNow(key: string, claimOptions: ClaimOptions): ClaimResult {
+    const input = { ...claimOptions, now: clock.now(), minToken: lastToken + 1 };
+    const { result, next } = applyClaim(records.get(key), input);
+    if (result.claimed) {
+      lastToken = result.token;
+      write(key, next);
+    }
+    return result;
+  }
+
+  function completeNow(request: CompleteRequest): boolean {
+    const { key, token, outcome, retentionMs } = request;
+    // Copy: the caller may reuse its buffer, and a stored outcome must never change.
+    const input = { token, outcome: Uint8Array.from(outcome), retentionMs, now: clock.now() };
+    const { ok, next } = applyComplete(records.get(key), input);
+    if (ok) write(key, next);
+    return ok;
+  }
+
   function live(key: string, now: number): IdempotencyRecord | undefined {
     const record = records.get(key);
     return record !== undefined && !isRecordDead(record, now) ? record : undefined;
@@ -72,25 +104,21 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
 
   return {
     name: 'memory',
-    capabilities: { crossProcess: false, purge: true },
+    capabilities: { crossProcess: false, purge: true, batch: true },
     get size() {
       return records.size;
     },
     async claim(key: string, claimOptions: ClaimOptions): Promise<ClaimResult> {
-      const input = { ...claimOptions, now: clock.now(), minToken: lastToken + 1 };
-      const { result, next } = applyClaim(records.get(key), input);
-      if (result.claimed) {
-        lastToken = result.token;
-        write(key, next);
-      }
-      return result;
+      return claimNow(key, claimOptions);
+    },
+    async claimMany(requests: readonly ClaimRequest[]): Promise<ClaimResult[]> {
+      return requests.map(({ key, ...claimOptions }) => claimNow(key, claimOptions));
     },
     async complete(key, token, outcome, retentionMs) {
-      // Copy: the caller may reuse its buffer, and a stored outcome must never change.
-      const input = { token, outcome: Uint8Array.from(outcome), retentionMs, now: clock.now() };
-      const { ok, next } = applyComplete(records.get(key), input);
-      if (ok) write(key, next);
-      return ok;
+      return completeNow({ key, token, outcome, retentionMs });
+    },
+    async completeMany(requests: readonly CompleteRequest[]): Promise<boolean[]> {
+      return requests.map(completeNow);
     },
     async release(key, token) {
       const { ok, next } = applyRelease(records.get(key), { token, now: clock.now() });

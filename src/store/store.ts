@@ -16,6 +16,24 @@ export interface ClaimOptions {
   leaseMs: number;
 }
 
+/** One claim of a batch ({@link Store.claimMany}). */
+export interface ClaimRequest extends ClaimOptions {
+  /** The storage key. */
+  key: string;
+}
+
+/** One completion of a batch ({@link Store.completeMany}). */
+export interface CompleteRequest {
+  /** The storage key. */
+  key: string;
+  /** The holder's fencing token. */
+  token: number;
+  /** Encoded outcome bytes. */
+  outcome: Uint8Array;
+  /** How long the outcome is kept, in ms. */
+  retentionMs: number;
+}
+
 /** Options for {@link Store.purgeExpired}. */
 export interface PurgeOptions {
   /** At most this many rows are deleted by one call. @default 1000 */
@@ -40,6 +58,11 @@ export interface StoreCapabilities {
   crossProcess: boolean;
   /** The store supports {@link Store.purgeExpired} (SQL stores; Redis and memory expire by themselves). */
   purge: boolean;
+  /**
+   * The store implements {@link Store.claimMany} and {@link Store.completeMany}: many transitions in one
+   * round trip. The engine then coalesces concurrent calls into batches. @default false
+   */
+  batch?: boolean;
 }
 
 /**
@@ -88,6 +111,19 @@ export interface Store {
 
   /** Counts by status. */
   stats(): Promise<StoreStats>;
+
+  /**
+   * Claim several keys in one round trip. Each item is applied exactly as {@link Store.claim} would apply
+   * it, atomically, in array order (a key that appears twice sees the first item's result); the batch as a
+   * whole need not be atomic. Results come back in input order. Present when `capabilities.batch` is true.
+   */
+  claimMany?(requests: readonly ClaimRequest[]): Promise<ClaimResult[]>;
+
+  /**
+   * Complete several records in one round trip, each exactly as {@link Store.complete} would, in array
+   * order. Results come back in input order. Present when `capabilities.batch` is true.
+   */
+  completeMany?(requests: readonly CompleteRequest[]): Promise<boolean[]>;
 
   /** Release resources the store itself opened (never a client the user passed in). */
   close?(): Promise<void>;

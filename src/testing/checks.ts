@@ -395,6 +395,89 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
     ),
   );
 
+  checks.push(
+    check('claims a batch exactly as sequential claims would', async (store, key) => {
+      if (!store.capabilities.batch) return;
+      assert.ok(
+        store.claimMany && store.completeMany,
+        'capabilities.batch needs claimMany and completeMany',
+      );
+      const [a, b, live] = [key('a'), key('b'), key('live')];
+      const held = await store.claim(live, { fingerprint: 'fp-live', leaseMs: 60_000 });
+      assert.ok(held.claimed);
+      const results = await store.claimMany([
+        { key: a, fingerprint: 'fp-a', leaseMs: 60_000 },
+        { key: b, fingerprint: 'fp-b', leaseMs: 60_000 },
+        { key: a, fingerprint: 'fp-other', leaseMs: 60_000 },
+        { key: live, fingerprint: 'fp-x', leaseMs: 60_000 },
+      ]);
+      assert.equal(results.length, 4, 'one result per item, in order');
+      const [ra, rb, ra2, rlive] = results;
+      assert.ok(ra?.claimed && rb?.claimed, 'absent keys are claimed');
+      assert.ok(ra2 && !ra2.claimed, 'the repeated key sees the first item of the batch');
+      if (ra2 && !ra2.claimed) {
+        assert.equal(assertInProgress(ra2.record, 'repeat').fingerprint, 'fp-a');
+        assert.equal(ra2.record.token, ra.token);
+      }
+      assert.ok(rlive && !rlive.claimed, 'a live claim is not taken');
+      if (rlive && !rlive.claimed) assert.equal(rlive.record.token, held.token);
+      assert.equal(assertInProgress(await store.get(b), 'b').token, rb.token);
+    }),
+  );
+
+  checks.push(
+    check('gives exactly one winner per key among concurrent batches', async (store, key) => {
+      if (!store.capabilities.batch || !store.claimMany) return;
+      const keys = Array.from({ length: 30 }, (_, i) => key(`batch${i}`));
+      const batches = Array.from({ length: 8 }, (_, b) =>
+        keys.map((_, i) => keys[(i * 7 + b * 11) % keys.length]!),
+      );
+      const results = await Promise.all(
+        batches.map((batch) =>
+          store.claimMany!(batch.map((k) => ({ key: k, fingerprint: 'fp', leaseMs: 60_000 }))),
+        ),
+      );
+      const wins = new Map<string, number>();
+      for (const [b, batch] of batches.entries()) {
+        for (const [i, k] of batch.entries()) {
+          if (results[b]?.[i]?.claimed) wins.set(k, (wins.get(k) ?? 0) + 1);
+        }
+      }
+      for (const k of keys) assert.equal(wins.get(k), 1, `exactly one winner for ${k}`);
+    }),
+  );
+
+  checks.push(
+    check('completes a batch with per-item fencing', async (store, key) => {
+      if (!store.capabilities.batch || !store.completeMany) return;
+      const [a, b, c] = [key('a'), key('b'), key('c')];
+      const ca = await store.claim(a, { fingerprint: 'fp', leaseMs: 60_000 });
+      const cb = await store.claim(b, { fingerprint: 'fp', leaseMs: 60_000 });
+      const cc = await store.claim(c, { fingerprint: 'fp', leaseMs: 60_000 });
+      assert.ok(ca.claimed && cb.claimed && cc.claimed);
+      assert.equal(await store.complete(c, cc.token, Buffer.from('c1'), day), true);
+      const results = await store.completeMany([
+        { key: a, token: ca.token, outcome: Buffer.from('a1'), retentionMs: day },
+        { key: b, token: cb.token + 1, outcome: Buffer.from('wrong'), retentionMs: day },
+        { key: c, token: cc.token, outcome: Buffer.from('c2'), retentionMs: day },
+        { key: key('absent'), token: 1, outcome: Buffer.from('x'), retentionMs: day },
+        { key: a, token: ca.token, outcome: Buffer.from('a2'), retentionMs: day },
+      ]);
+      assert.deepEqual(results, [true, false, true, false, true]);
+      assertBytesEqual(
+        assertCompleted(await store.get(a), 'a').outcome,
+        Buffer.from('a1'),
+        'a kept its first outcome',
+      );
+      assert.equal(assertInProgress(await store.get(b), 'b').token, cb.token, 'b untouched');
+      assertBytesEqual(
+        assertCompleted(await store.get(c), 'c').outcome,
+        Buffer.from('c1'),
+        'c kept its outcome',
+      );
+    }),
+  );
+
   if (options.crossProcess !== undefined) {
     const cp = options.crossProcess;
     checks.push({

@@ -7,6 +7,7 @@ import type { Store } from '../store/store.js';
 import type { StormWorkerConfig, StormWorkerReport } from './claim-storm.js';
 
 const IN_FLIGHT = 32;
+const BATCH = 25;
 
 async function main(): Promise<void> {
   const config = JSON.parse(process.env.IDEMPOTENCY_STORM_CONFIG ?? '{}') as StormWorkerConfig;
@@ -43,7 +44,26 @@ async function main(): Promise<void> {
       }
     }
   }
-  await Promise.all(Array.from({ length: IN_FLIGHT }, lane));
+  // A store that takes batches gets half its lanes' claims as batches, so single and batched claims race.
+  async function batchLane(): Promise<void> {
+    while (next < order.length) {
+      const keys = order.slice(next, next + BATCH);
+      next += keys.length;
+      try {
+        const results = await store.claimMany!(
+          keys.map((key) => ({ key, fingerprint: 'storm', leaseMs: 120_000 })),
+        );
+        report.claims += results.length;
+        for (const [i, result] of results.entries()) if (result.claimed) report.wins.push(keys[i]!);
+      } catch (error) {
+        report.errors.push(String(error));
+      }
+    }
+  }
+  const batched = store.capabilities.batch === true && typeof store.claimMany === 'function';
+  await Promise.all(
+    Array.from({ length: IN_FLIGHT }, (_, i) => (batched && i % 2 === 1 ? batchLane() : lane())),
+  );
   await store.close?.();
   await new Promise<void>((resolve) => process.send?.(report, () => resolve()));
   // The factory may have opened clients the store does not own (and so does not close): exit explicitly.

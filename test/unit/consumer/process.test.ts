@@ -137,12 +137,10 @@ describe('processDelivery', () => {
 
   it('redelivers later, without running anything, when the store is down', async () => {
     // Arrange
-    const down: Store = {
-      ...memoryStore(),
-      claim: async () => {
-        throw new Error('ECONNREFUSED');
-      },
+    const refused = async (): Promise<never> => {
+      throw new Error('ECONNREFUSED');
     };
+    const down: Store = { ...memoryStore(), claim: refused, claimMany: refused };
     const { options } = setup({}, down);
     let calls = 0;
     const { delivery, actions } = fakeDelivery({ id: 'k1', body: 'a' }, 9);

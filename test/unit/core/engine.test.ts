@@ -37,13 +37,21 @@ function failingStore(inner: Store, failing: Partial<Record<keyof Store, number>
       }
       return (inner[name] as (...a: unknown[]) => unknown)(...args);
     };
+  // Batching off (no claimMany/completeMany), so every call goes through the failing wrappers.
+  const { claimMany: _claimMany, completeMany: _completeMany, ...rest } = inner;
   return {
-    ...inner,
+    ...rest,
+    capabilities: { ...inner.capabilities, batch: false },
     claim: wrap('claim') as Store['claim'],
     complete: wrap('complete') as Store['complete'],
     release: wrap('release') as Store['release'],
     extend: wrap('extend') as Store['extend'],
   };
+}
+
+/** Let a started run reach the store: claims are batched on the next turn of the event loop. */
+async function claimLands() {
+  for (let i = 0; i < 3; i++) await new Promise((resolve) => setImmediate(resolve));
 }
 
 afterEach(() => {
@@ -72,7 +80,7 @@ describe('createIdempotency().run', () => {
     const { idempotency, clock } = setup({ leaseMs: '10s', cache: false });
     const hold = gate();
     const running = idempotency.run({ key: 'k' }, () => hold.promise);
-    await Promise.resolve();
+    await claimLands();
     clock.advance(4000);
     const second = await idempotency.run({ key: 'k' }, () => 'never');
     expect(second).toEqual({ status: 'in_progress', retryAfterMs: 6000 });
@@ -84,7 +92,7 @@ describe('createIdempotency().run', () => {
     const { idempotency } = setup();
     const hold = gate();
     const running = idempotency.run({ key: 'k', payload: { amount: 100 } }, () => hold.promise);
-    await Promise.resolve();
+    await claimLands();
     expect(await idempotency.run({ key: 'k', payload: { amount: 999 } }, () => 1)).toEqual({
       status: 'mismatch',
     });
@@ -140,11 +148,13 @@ describe('createIdempotency().run', () => {
   it('rejects invalid keys with InvalidKeyError before touching the store', async () => {
     const { store } = setup();
     const claim = vi.spyOn(store, 'claim');
+    const claimMany = vi.spyOn(store, 'claimMany');
     const idempotency = createIdempotency({ store });
     for (const key of ['', 'x'.repeat(256), 'tab\there', 'café', 'line\n']) {
       await expect(idempotency.run({ key }, () => 1)).rejects.toSatisfy(isInvalidKeyError);
     }
     expect(claim).not.toHaveBeenCalled();
+    expect(claimMany).not.toHaveBeenCalled();
   });
 
   it('fails closed when the store is unreachable: StoreUnavailableError and fn never runs', async () => {
@@ -187,7 +197,7 @@ describe('createIdempotency().run', () => {
   it('serves hot replays from the local cache without a store round trip', async () => {
     const { idempotency, store, clock } = setup();
     await idempotency.run({ key: 'k' }, () => 'v');
-    const claim = vi.spyOn(store, 'claim');
+    const claim = vi.spyOn(store, 'claimMany');
     const onReplayed = vi.fn();
     const cached = createIdempotency({ store, clock, hooks: { onReplayed } });
     await cached.run({ key: 'k' }, () => 'x'); // fills this engine's cache from the store
@@ -204,7 +214,7 @@ describe('createIdempotency().run', () => {
       return new Promise(() => {}); // never finishes: the holder "crashed"
     });
     void crashed;
-    await Promise.resolve();
+    await claimLands();
     clock.advance(1001);
     const takeover = await idempotency.run({ key: 'k' }, (ctx) => {
       seen.push(ctx.downstreamKey('charge'));
@@ -229,7 +239,7 @@ describe('createIdempotency().run', () => {
     });
     const hold = gate<string>();
     const zombie = slow.run({ key: 'k' }, () => hold.promise);
-    await Promise.resolve();
+    await claimLands();
     clock.advance(1500);
     await expect(idempotency.run({ key: 'k' }, () => 'fresh')).resolves.toMatchObject({
       status: 'executed',
