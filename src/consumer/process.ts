@@ -107,7 +107,10 @@ async function attempt<M>(
           await handler(delivery.message, {
             key,
             deliveryCount: delivery.deliveryCount,
-            signal: context.signal,
+            // A getter, so the engine only creates the AbortSignal for handlers that use it.
+            get signal() {
+              return context.signal;
+            },
             token: context.token,
             attempt: context.attempt,
             extendLease: context.extendLease,

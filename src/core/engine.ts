@@ -3,7 +3,7 @@
  * release. Knows nothing of HTTP or brokers; adapters turn requests and messages into {@link RunRequest}s.
  * @module
  */
-import { withBatching } from '../store/batching.js';
+import { type BatchingOptions, withBatching } from '../store/batching.js';
 import type { Store } from '../store/store.js';
 import { type Clock, systemClock } from './clock.js';
 import { CompletedCache } from './completed-cache.js';
@@ -48,11 +48,12 @@ export interface IdempotencyOptions {
   /** Store thrown errors as final outcomes (replayed as `ReplayedError`) instead of releasing. @default false */
   storeErrors?: StoreErrorsPolicy;
   /**
-   * Coalesce concurrent claims and completions into one store round trip per batch, when the store supports
-   * batches (`capabilities.batch`). Each item keeps single-call semantics. `false` sends every call alone.
-   * @default { maxBatch: 100 }
+   * When the store supports batches (`capabilities.batch`): calls are sent alone while fewer than
+   * `maxInFlight` are outstanding, and calls that arrive while the store is busy go together as one batch.
+   * Each item keeps single-call semantics. `false` sends every call alone.
+   * @default { maxBatch: 100, maxInFlight: 4 }
    */
-  batch?: false | { maxBatch?: number };
+  batch?: false | BatchingOptions;
   /** Local LRU of completed records; `false` disables it. @default { maxEntries: 1000 } */
   cache?: false | { maxEntries?: number };
   /** Encodes outcomes for storage. @default defaultCodec (JSON, bytes, undefined) */
@@ -256,7 +257,9 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       heartbeat,
     });
     const context: RunContext = {
-      signal: lease.signal,
+      get signal() {
+        return lease.signal;
+      },
       token,
       attempt,
       storageKey,

@@ -1,7 +1,8 @@
 /**
  * Coalesces concurrent `claim` and `complete` calls into `claimMany` / `completeMany` batches, so that a
  * burst of deliveries (a consumer's prefetch, a busy API) costs one store round trip per batch instead of
- * one per key. Semantics are unchanged: each item is applied exactly as a single call would be.
+ * one per key, while a lone call is still sent at once. Semantics are unchanged: each item is applied
+ * exactly as a single call would be.
  * @module
  */
 import type { ClaimResult } from '../core/record.js';
@@ -9,8 +10,13 @@ import type { ClaimRequest, CompleteRequest, Store } from './store.js';
 
 /** Options of {@link withBatching}. */
 export interface BatchingOptions {
-  /** Most items in one batch; a full batch is sent at once. @default 100 */
+  /** Most items in one batch. @default 100 */
   maxBatch?: number;
+  /**
+   * Store calls (single or batch) outstanding at once before further calls wait and are grouped. Below
+   * this, a call is sent alone at once, so a quiet service pays no latency for batching. @default 4
+   */
+  maxInFlight?: number;
 }
 
 interface Pending<Req, Res> {
@@ -20,50 +26,57 @@ interface Pending<Req, Res> {
 }
 
 /**
- * Collects calls made in the same turn of the event loop and sends them as one batch on the next
- * (`setImmediate`), or as soon as `maxBatch` items are waiting.
+ * Natural batching: while fewer than `maxInFlight` store calls are outstanding, a call is sent alone and at
+ * once; calls that arrive while the store is busy wait, and go together as one batch as soon as a call
+ * returns. Under load the batches grow by themselves; at rest nothing waits.
  */
 class Batcher<Req, Res> {
   private pending: Pending<Req, Res>[] = [];
-  private scheduled = false;
+  private inFlight = 0;
 
   constructor(
-    private readonly send: (requests: Req[]) => Promise<Res[]>,
+    private readonly sendOne: (request: Req) => Promise<Res>,
+    private readonly sendMany: (requests: Req[]) => Promise<Res[]>,
     private readonly maxBatch: number,
+    private readonly maxInFlight: number,
   ) {}
 
   add(request: Req): Promise<Res> {
     return new Promise<Res>((resolve, reject) => {
       this.pending.push({ request, resolve, reject });
-      if (this.pending.length >= this.maxBatch) {
-        this.flush();
-      } else if (!this.scheduled) {
-        this.scheduled = true;
-        setImmediate(() => this.flush());
-      }
+      this.pump();
     });
   }
 
-  private flush(): void {
-    this.scheduled = false;
-    const batch = this.pending;
-    if (batch.length === 0) return;
-    this.pending = [];
-    this.send(batch.map((p) => p.request)).then(
-      (results) => {
-        if (results.length !== batch.length) {
-          const error = new Error(
-            `batch returned ${results.length} results for ${batch.length} items`,
-          );
-          for (const p of batch) p.reject(error);
-          return;
-        }
-        for (const [i, p] of batch.entries()) p.resolve(results[i] as Res);
-      },
-      (error: unknown) => {
-        for (const p of batch) p.reject(error);
-      },
-    );
+  private pump(): void {
+    while (this.pending.length > 0 && this.inFlight < this.maxInFlight) {
+      const batch = this.pending.splice(0, this.maxBatch);
+      this.inFlight++;
+      const sent =
+        batch.length === 1
+          ? this.sendOne(batch[0]!.request).then((result) => [result])
+          : this.sendMany(batch.map((p) => p.request));
+      sent
+        .then(
+          (results) => {
+            if (results.length !== batch.length) {
+              const error = new Error(
+                `batch returned ${results.length} results for ${batch.length} items`,
+              );
+              for (const p of batch) p.reject(error);
+              return;
+            }
+            for (const [i, p] of batch.entries()) p.resolve(results[i] as Res);
+          },
+          (error: unknown) => {
+            for (const p of batch) p.reject(error);
+          },
+        )
+        .finally(() => {
+          this.inFlight--;
+          this.pump();
+        });
+    }
   }
 }
 
@@ -79,14 +92,26 @@ export function supportsBatching(
 }
 
 /**
- * A view of `store` whose `claim` and `complete` are coalesced into batches. Other methods pass through.
+ * A view of `store` whose concurrent `claim` and `complete` calls are coalesced into batches under load.
+ * Other methods pass through.
  * Returns `store` itself when it cannot take batches.
  */
 export function withBatching(store: Store, options: BatchingOptions = {}): Store {
   if (!supportsBatching(store)) return store;
   const maxBatch = options.maxBatch ?? 100;
-  const claims = new Batcher<ClaimRequest, ClaimResult>((r) => store.claimMany(r), maxBatch);
-  const completes = new Batcher<CompleteRequest, boolean>((r) => store.completeMany(r), maxBatch);
+  const maxInFlight = options.maxInFlight ?? 4;
+  const claims = new Batcher<ClaimRequest, ClaimResult>(
+    ({ key, ...claimOptions }) => store.claim(key, claimOptions),
+    (requests) => store.claimMany(requests),
+    maxBatch,
+    maxInFlight,
+  );
+  const completes = new Batcher<CompleteRequest, boolean>(
+    ({ key, token, outcome, retentionMs }) => store.complete(key, token, outcome, retentionMs),
+    (requests) => store.completeMany(requests),
+    maxBatch,
+    maxInFlight,
+  );
   // Explicit delegation, bound to the store: a class-based store may rely on `this` (private fields).
   const view: Store = {
     name: store.name,

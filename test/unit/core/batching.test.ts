@@ -3,13 +3,14 @@ import { createIdempotency, memoryStore, type Store } from '../../../src/index.j
 import { withBatching } from '../../../src/store/batching.js';
 
 describe('batching of claims and completions', () => {
-  it('sends concurrent runs to the store as one claimMany and one completeMany', async () => {
+  it('sends the first call alone and the calls that arrive meanwhile as one batch', async () => {
     // Arrange
     const store = memoryStore();
     const claimMany = vi.spyOn(store, 'claimMany');
     const completeMany = vi.spyOn(store, 'completeMany');
     const claim = vi.spyOn(store, 'claim');
-    const idempotency = createIdempotency({ store, extendLease: false });
+    const complete = vi.spyOn(store, 'complete');
+    const idempotency = createIdempotency({ store, extendLease: false, batch: { maxInFlight: 1 } });
     // Act
     const outcomes = await Promise.all(
       Array.from({ length: 50 }, (_, i) => idempotency.run({ key: `k${i % 25}` }, () => i)),
@@ -17,19 +18,50 @@ describe('batching of claims and completions', () => {
     // Assert: 25 keys, each executed once; the second copy of each key saw the first one's claim.
     expect(outcomes.filter((o) => o.status === 'executed')).toHaveLength(25);
     expect(outcomes.filter((o) => o.status === 'in_progress')).toHaveLength(25);
+    expect(claim).toHaveBeenCalledTimes(1);
     expect(claimMany).toHaveBeenCalledTimes(1);
-    expect(claimMany.mock.calls[0]?.[0]).toHaveLength(50);
-    expect(completeMany).toHaveBeenCalledTimes(1);
-    expect(claim).not.toHaveBeenCalled();
+    expect(claimMany.mock.calls[0]?.[0]).toHaveLength(49);
+    expect(complete.mock.calls.length + completeMany.mock.calls.length).toBeLessThanOrEqual(3);
+  });
+
+  it('sends calls alone, with no added wait, while the store is not busy', async () => {
+    const store = memoryStore();
+    const claimMany = vi.spyOn(store, 'claimMany');
+    const claim = vi.spyOn(store, 'claim');
+    const idempotency = createIdempotency({ store, extendLease: false });
+    for (let i = 0; i < 5; i++) await idempotency.run({ key: `seq${i}` }, () => i);
+    expect(claim).toHaveBeenCalledTimes(5);
+    expect(claimMany).not.toHaveBeenCalled();
+  });
+
+  it('keeps store calls far below the number of runs under a burst', async () => {
+    const store = memoryStore();
+    const calls = [
+      vi.spyOn(store, 'claim'),
+      vi.spyOn(store, 'claimMany'),
+      vi.spyOn(store, 'complete'),
+      vi.spyOn(store, 'completeMany'),
+    ];
+    const idempotency = createIdempotency({ store, extendLease: false });
+    await Promise.all(
+      Array.from({ length: 200 }, (_, i) => idempotency.run({ key: `b${i}` }, () => i)),
+    );
+    const total = calls.reduce((sum, spy) => sum + spy.mock.calls.length, 0);
+    expect(total).toBeLessThanOrEqual(20);
   });
 
   it('splits bursts into batches of at most maxBatch', async () => {
     const store = memoryStore();
     const claimMany = vi.spyOn(store, 'claimMany');
-    const idempotency = createIdempotency({ store, batch: { maxBatch: 8 }, extendLease: false });
+    const idempotency = createIdempotency({
+      store,
+      batch: { maxBatch: 8, maxInFlight: 1 },
+      extendLease: false,
+    });
     await Promise.all(
-      Array.from({ length: 20 }, (_, i) => idempotency.run({ key: `k${i}` }, () => i)),
+      Array.from({ length: 21 }, (_, i) => idempotency.run({ key: `k${i}` }, () => i)),
     );
+    // The first call goes alone; the 20 that arrived meanwhile go in batches of at most 8.
     expect(claimMany.mock.calls.map(([batch]) => batch.length)).toEqual([8, 8, 4]);
   });
 
@@ -45,6 +77,7 @@ describe('batching of claims and completions', () => {
 
   it('rejects every caller of a failed batch with the store error, and nothing runs', async () => {
     const store = memoryStore();
+    vi.spyOn(store, 'claim').mockRejectedValue(new Error('connection reset'));
     vi.spyOn(store, 'claimMany').mockRejectedValue(new Error('connection reset'));
     const fn = vi.fn();
     const idempotency = createIdempotency({ store });
@@ -58,10 +91,13 @@ describe('batching of claims and completions', () => {
   it('rejects a batch whose result count does not match', async () => {
     const store = memoryStore();
     vi.spyOn(store, 'claimMany').mockResolvedValue([]);
-    const batched = withBatching(store);
-    await expect(batched.claim('k', { fingerprint: '', leaseMs: 1000 })).rejects.toThrow(
-      /0 results for 1/,
-    );
+    const batched = withBatching(store, { maxInFlight: 1 });
+    const first = batched.claim('a', { fingerprint: '', leaseMs: 1000 });
+    const second = batched.claim('b', { fingerprint: '', leaseMs: 1000 });
+    const third = batched.claim('c', { fingerprint: '', leaseMs: 1000 });
+    await expect(first).resolves.toMatchObject({ claimed: true });
+    await expect(second).rejects.toThrow(/0 results for 2/);
+    await expect(third).rejects.toThrow(/0 results for 2/);
   });
 
   it('leaves a store without batch support untouched', () => {
