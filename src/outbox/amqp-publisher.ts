@@ -1,0 +1,124 @@
+/**
+ * RabbitMQ publisher on a **confirm channel**: a publish resolves when the broker acknowledged the message,
+ * with the stable id as the AMQP `messageId` property. No runtime import of amqplib.
+ * @module
+ */
+import { InvalidOptionsError } from '../core/errors.js';
+import type { OutboxMessage } from './message.js';
+import type { Publisher } from './publisher.js';
+
+/** The slice of an amqplib `ConfirmChannel` (`connection.createConfirmChannel()`) the publisher uses. */
+export interface AmqpConfirmChannelLike {
+  /** Publish; `callback` runs when the broker acks (error `null`) or nacks the message. */
+  publish(
+    exchange: string,
+    routingKey: string,
+    content: Buffer,
+    options: Record<string, unknown>,
+    callback: (error: unknown, ok?: unknown) => void,
+  ): boolean;
+  /** Subscribe to `return` (mandatory messages the broker could not route). */
+  on(
+    event: 'return',
+    listener: (message: { properties: { messageId?: unknown } }) => void,
+  ): unknown;
+}
+
+/** Options of {@link amqpPublisher}. */
+export interface AmqpPublisherOptions {
+  /** A confirm channel; a plain channel never calls the confirm callback and is refused. */
+  channel: AmqpConfirmChannelLike;
+  /** Exchange to publish to; `''` is the default exchange (routing key = queue name). @default '' */
+  exchange?: string;
+  /** Routing key of a message. @default (message) => message.topic */
+  routingKey?: (message: OutboxMessage) => string;
+  /** Persistent (delivery mode 2), so a broker restart keeps queued messages. @default true */
+  persistent?: boolean;
+  /**
+   * Publish as mandatory and fail a publish the broker returns as unroutable (no queue bound): the row stays
+   * unsent and is retried, instead of being marked sent while the message was dropped. @default true
+   */
+  mandatory?: boolean;
+}
+
+/** Header carrying the message's business key (AMQP has no property for it). */
+export const AMQP_KEY_HEADER = 'x-outbox-key';
+
+/**
+ * Create a RabbitMQ publisher. Each message is sent with `messageId` = the outbox message id (the amqp
+ * idempotent consumer reads it as the dedup key), `type` = topic, its content type and headers, and
+ * `x-outbox-key` = its key.
+ * @example
+ * const channel = await connection.createConfirmChannel();
+ * const publisher = amqpPublisher({ channel, exchange: 'events' });
+ */
+export function amqpPublisher(options: AmqpPublisherOptions): Publisher {
+  const channel = options?.channel;
+  if (typeof channel?.publish !== 'function' || typeof channel.on !== 'function') {
+    throw new InvalidOptionsError('amqpPublisher: `channel` must be an amqplib confirm channel');
+  }
+  const exchange = options.exchange ?? '';
+  const routingKey = options.routingKey ?? ((message: OutboxMessage) => message.topic);
+  const persistent = options.persistent ?? true;
+  const mandatory = options.mandatory ?? true;
+  // RabbitMQ sends basic.return before the basic.ack of the same message, so by the time the confirm
+  // callback runs, a returned message is already recorded here.
+  const returned = new Map<string, number>();
+  if (mandatory) {
+    channel.on('return', (message) => {
+      const id = message?.properties?.messageId;
+      if (typeof id === 'string') returned.set(id, (returned.get(id) ?? 0) + 1);
+    });
+  }
+  const takeReturned = (id: string) => {
+    const count = returned.get(id);
+    if (count === undefined) return false;
+    if (count <= 1) returned.delete(id);
+    else returned.set(id, count - 1);
+    return true;
+  };
+
+  return {
+    publish(message) {
+      const headers: Record<string, unknown> = { ...message.headers };
+      if (message.key !== null) headers[AMQP_KEY_HEADER] = message.key;
+      const properties = {
+        messageId: message.id,
+        type: message.topic,
+        contentType: message.contentType,
+        timestamp: Math.floor(message.createdAt / 1000),
+        persistent,
+        mandatory,
+        headers,
+      };
+      const content = Buffer.from(
+        message.payload.buffer,
+        message.payload.byteOffset,
+        message.payload.byteLength,
+      );
+      const key = routingKey(message);
+      return new Promise<void>((resolve, reject) => {
+        try {
+          channel.publish(exchange, key, content, properties, (error) => {
+            if (error !== null && error !== undefined) {
+              reject(
+                error instanceof Error ? error : new Error(`broker nacked message ${message.id}`),
+              );
+            } else if (mandatory && takeReturned(message.id)) {
+              reject(
+                new Error(
+                  `unroutable: no queue bound for ${JSON.stringify(key)} on exchange ${JSON.stringify(exchange)}`,
+                ),
+              );
+            } else {
+              resolve();
+            }
+          });
+        } catch (error) {
+          // A closed channel throws synchronously.
+          reject(error);
+        }
+      });
+    },
+  };
+}

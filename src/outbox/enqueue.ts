@@ -1,0 +1,132 @@
+/**
+ * `enqueue` and `migrateOutbox`: one entry point for both dialects, chosen from the handle the caller passes
+ * (a better-sqlite3 `Database`, or anything with a PostgreSQL `query(text, values)`).
+ * @module
+ */
+import { type Clock, systemClock } from '../core/clock.js';
+import { InvalidOptionsError } from '../core/errors.js';
+import {
+  isPgQueryable,
+  isSqliteDatabase,
+  type PgQueryable,
+  type SqliteDatabaseLike,
+} from './clients.js';
+import { type EnqueueMessage, type EnqueueResult, prepareMessage } from './message.js';
+import { postgresOutboxNames, sqliteOutboxNames } from './names.js';
+import {
+  enqueuePostgres,
+  type MigrateOutboxResult,
+  migratePostgresOutbox,
+} from './postgres-outbox.js';
+import { enqueueSqlite, migrateSqliteOutbox } from './sqlite-outbox.js';
+
+/** Where the outbox table is. The same options must be given to `enqueue`, `migrateOutbox` and the source. */
+export interface OutboxTableOptions {
+  /** PostgreSQL schema of the table (ignored by SQLite). @default 'public' */
+  schema?: string;
+  /** Name of the outbox table. @default 'idempotency_outbox' */
+  table?: string;
+  /** Source of time for SQLite's timestamps (PostgreSQL uses its own `now()`). @default systemClock */
+  clock?: Clock;
+  /**
+   * PostgreSQL: check that `enqueue` runs inside a transaction block, at the cost of one extra statement
+   * (`SET LOCAL`). Turn it off only where the handle is known to be inside one (the store's transactional
+   * `tx`). SQLite always checks (`db.inTransaction`, free). @default true
+   */
+  verifyTransaction?: boolean;
+}
+
+/**
+ * Add a message to the outbox **inside the caller's open transaction**, so it commits, or rolls back,
+ * together with the business writes. A relay publishes it after the commit, with `messageId` as the stable id.
+ *
+ * - PostgreSQL: pass anything with `query(text, values)` that is inside the transaction (a `PoolClient` after
+ *   `BEGIN`, or the PostgreSQL store's transactional `tx`). Returns a promise. Refused (`InvalidOptionsError`,
+ *   nothing inserted) when the statement would run in autocommit (see `verifyTransaction`).
+ * - SQLite: pass the better-sqlite3 `Database` from inside `db.transaction(fn)`. Synchronous (better-sqlite3
+ *   transactions cannot await). Refused when no transaction is open.
+ *
+ * @throws InvalidOptionsError on a bad message, outside a transaction, or for a `messageId` already used by a
+ * different message.
+ * @throws StoreUnavailableError when the database fails (the caller's transaction should roll back).
+ * @example
+ * // PostgreSQL
+ * await client.query('BEGIN');
+ * await client.query('INSERT INTO payments (id, amount) VALUES ($1, $2)', [id, amount]);
+ * const { messageId } = await enqueue(client, { topic: 'payment.initiated', key: id, payload: { id, amount } });
+ * await client.query('COMMIT');
+ *
+ * // SQLite
+ * db.transaction(() => {
+ *   db.prepare('INSERT INTO payments (id, amount) VALUES (?, ?)').run(id, amount);
+ *   enqueue(db, { topic: 'payment.initiated', key: id, payload: { id, amount } });
+ * })();
+ */
+export function enqueue(
+  tx: SqliteDatabaseLike,
+  message: EnqueueMessage,
+  options?: OutboxTableOptions,
+): EnqueueResult;
+export function enqueue(
+  tx: PgQueryable,
+  message: EnqueueMessage,
+  options?: OutboxTableOptions,
+): Promise<EnqueueResult>;
+export function enqueue(
+  tx: SqliteDatabaseLike | PgQueryable,
+  message: EnqueueMessage,
+  options: OutboxTableOptions = {},
+): EnqueueResult | Promise<EnqueueResult> {
+  if (isSqliteDatabase(tx)) {
+    const names = sqliteOutboxNames(options.table);
+    return enqueueSqlite(tx, prepareMessage(message), names, options.clock ?? systemClock);
+  }
+  if (isPgQueryable(tx)) {
+    // Validation errors reject the promise rather than throwing synchronously, like every async API.
+    return (async () => {
+      const names = postgresOutboxNames(options.schema, options.table);
+      return enqueuePostgres(tx, prepareMessage(message), names, options.verifyTransaction ?? true);
+    })();
+  }
+  throw new InvalidOptionsError(
+    'enqueue: expected a better-sqlite3 Database or a PostgreSQL client with query(text, values)',
+  );
+}
+
+/**
+ * Create or update the outbox table: the numbered migrations it has not seen yet, each recorded in
+ * `<table>_migrations`. Safe on every start and from several processes at once.
+ *
+ * - PostgreSQL: pass a `Pool` (a connection is checked out) or a client not inside a transaction; runs in
+ *   one transaction under an advisory lock. Returns a promise.
+ * - SQLite: pass a `Database`; runs in one `BEGIN IMMEDIATE` transaction. Synchronous.
+ *
+ * @throws StoreUnavailableError when the database fails (nothing is applied then).
+ * @throws InvalidOptionsError for a bad schema or table name.
+ * @example
+ * await migrateOutbox(pool, { schema: 'billing' });
+ * migrateOutbox(new Database('app.db'));
+ */
+export function migrateOutbox(
+  db: SqliteDatabaseLike,
+  options?: OutboxTableOptions,
+): MigrateOutboxResult;
+export function migrateOutbox(
+  db: PgQueryable,
+  options?: OutboxTableOptions,
+): Promise<MigrateOutboxResult>;
+export function migrateOutbox(
+  db: SqliteDatabaseLike | PgQueryable,
+  options: OutboxTableOptions = {},
+): MigrateOutboxResult | Promise<MigrateOutboxResult> {
+  if (isSqliteDatabase(db)) {
+    return migrateSqliteOutbox(db, sqliteOutboxNames(options.table), options.clock ?? systemClock);
+  }
+  if (isPgQueryable(db)) {
+    return (async () =>
+      migratePostgresOutbox(db, postgresOutboxNames(options.schema, options.table)))();
+  }
+  throw new InvalidOptionsError(
+    'migrateOutbox: expected a better-sqlite3 Database or a PostgreSQL pool or client',
+  );
+}

@@ -1,0 +1,105 @@
+/**
+ * NATS JetStream publisher: a publish resolves on the stream's PubAck, and carries the stable id as
+ * `Nats-Msg-Id` so JetStream drops a re-send within the stream's duplicate window. No static import of the
+ * NATS libraries.
+ * @module
+ */
+import { InvalidOptionsError } from '../core/errors.js';
+import type { OutboxMessage } from './message.js';
+import type { Publisher } from './publisher.js';
+
+/** NATS message headers (`MsgHdrs` from `@nats-io/transport-node`'s `headers()`). */
+export interface NatsHeadersLike {
+  /** Set a header value. */
+  set(name: string, value: string): void;
+}
+
+/** A JetStream PubAck. */
+export interface NatsPubAckLike {
+  /** The stream that stored the message. */
+  stream: string;
+  /** Its sequence number in the stream. */
+  seq: number;
+  /** True when the stream already had a message with this `Nats-Msg-Id` (within its duplicate window). */
+  duplicate: boolean;
+}
+
+/** The slice of a JetStream client (`jetstream(nc)` from `@nats-io/jetstream`) the publisher uses. */
+export interface JetStreamClientLike {
+  /** Publish and wait for the stream's acknowledgement. */
+  publish(
+    subject: string,
+    payload: Uint8Array,
+    options?: { msgID?: string; headers?: unknown; timeout?: number },
+  ): Promise<NatsPubAckLike>;
+}
+
+/** Options of {@link natsPublisher}. */
+export interface NatsPublisherOptions {
+  /** A JetStream client. A stream must capture the subjects published to. */
+  js: JetStreamClientLike;
+  /** Subject of a message. @default (message) => message.topic */
+  subject?: (message: OutboxMessage) => string;
+  /**
+   * The `headers` factory of `@nats-io/transport-node` (or `@nats-io/nats-core`), used to send the message's
+   * headers, key and content type. @default loaded lazily from `@nats-io/transport-node`
+   */
+  headers?: () => NatsHeadersLike;
+  /** Wait for the PubAck at most this long. @default the client's own timeout */
+  timeoutMs?: number;
+  /** Called when the stream reported the publish as a duplicate (a re-send it had already stored). */
+  onDuplicate?: (message: OutboxMessage, ack: NatsPubAckLike) => void;
+}
+
+/** Header carrying the message's business key. */
+export const NATS_KEY_HEADER = 'Outbox-Key';
+
+let loadedHeaders: Promise<() => NatsHeadersLike> | undefined;
+
+// The peer is imported on first use only, so `idempotency-kit/outbox` loads without it.
+function defaultHeaders(): Promise<() => NatsHeadersLike> {
+  loadedHeaders ??= import('@nats-io/transport-node').then(
+    (module) => (module as { headers: () => NatsHeadersLike }).headers,
+    (error) => {
+      loadedHeaders = undefined;
+      throw new InvalidOptionsError(
+        'natsPublisher: pass `headers` (from @nats-io/transport-node), or install it',
+        { cause: error },
+      );
+    },
+  );
+  return loadedHeaders;
+}
+
+/**
+ * Create a NATS JetStream publisher: `msgID` = the outbox message id (sent as `Nats-Msg-Id`), plus the
+ * message's headers, `Content-Type`, `Outbox-Topic` and `Outbox-Key`. A PubAck marked `duplicate` counts as
+ * confirmed: the stream already holds the message.
+ * @example
+ * import { headers } from '@nats-io/transport-node';
+ * import { jetstream } from '@nats-io/jetstream';
+ * const publisher = natsPublisher({ js: jetstream(nc), headers });
+ */
+export function natsPublisher(options: NatsPublisherOptions): Publisher {
+  const js = options?.js;
+  if (typeof js?.publish !== 'function') {
+    throw new InvalidOptionsError('natsPublisher: `js` must be a JetStream client');
+  }
+  const subject = options.subject ?? ((message: OutboxMessage) => message.topic);
+  return {
+    async publish(message) {
+      const make = options.headers ?? (await defaultHeaders());
+      const headers = make();
+      for (const [name, value] of Object.entries(message.headers)) headers.set(name, value);
+      headers.set('Content-Type', message.contentType);
+      headers.set('Outbox-Topic', message.topic);
+      if (message.key !== null) headers.set(NATS_KEY_HEADER, message.key);
+      const ack = await js.publish(subject(message), message.payload, {
+        msgID: message.id,
+        headers,
+        ...(options.timeoutMs === undefined ? {} : { timeout: options.timeoutMs }),
+      });
+      if (ack.duplicate) options.onDuplicate?.(message, ack);
+    },
+  };
+}

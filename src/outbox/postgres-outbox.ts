@@ -1,0 +1,162 @@
+/**
+ * PostgreSQL side of `enqueue` and `migrateOutbox`: the insert that runs in the caller's transaction, and the
+ * numbered migrations applied under a transaction-level advisory lock.
+ * @module
+ */
+import { InvalidOptionsError } from '../core/errors.js';
+import { isPgPool, type PgPoolClient, type PgQueryable } from './clients.js';
+import { outboxStoreError } from './errors.js';
+import type { EnqueueResult, PreparedMessage } from './message.js';
+import { migrations } from './migrations.gen.js';
+import { type OutboxNames, renderOutboxSql } from './names.js';
+import * as sql from './sql.gen.js';
+
+/** What {@link migratePostgresOutbox} and `migrateOutbox` report. */
+export interface MigrateOutboxResult {
+  /** Names of the migrations applied by this call, in order (empty when already up to date). */
+  applied: string[];
+  /** Id of the newest migration now in place. */
+  version: number;
+}
+
+const SET_IN_TRANSACTION = "SET LOCAL idempotency_kit.outbox_in_transaction = 'on'";
+
+const postgresMigrations = migrations.filter((m) => m.name.endsWith('.postgres'));
+
+/** Insert `message` on `tx`, which must be inside the caller's open transaction. */
+export async function enqueuePostgres(
+  tx: PgQueryable,
+  message: PreparedMessage,
+  names: OutboxNames,
+  verifyTransaction: boolean,
+): Promise<EnqueueResult> {
+  let result: { in_transaction: boolean; id: string | null } | undefined;
+  try {
+    // Ignored (with a warning) outside a transaction block: the insert's guard then refuses. One extra
+    // round trip, no subtransaction (a SAVEPOINT would cost two and a subtransaction id).
+    if (verifyTransaction) await tx.query(SET_IN_TRANSACTION);
+    const { rows } = await tx.query(renderOutboxSql(sql.postgresEnqueue, names), [
+      message.messageId,
+      message.topic,
+      message.key,
+      message.payload,
+      message.contentType,
+      message.headers,
+      !verifyTransaction,
+    ]);
+    result = rows[0] as typeof result;
+  } catch (error) {
+    throw outboxStoreError('enqueue', error);
+  }
+  if (result === undefined || result.in_transaction !== true) {
+    throw new InvalidOptionsError(
+      'enqueue must run inside the caller’s open transaction (BEGIN first, or use the store’s ' +
+        'transactional mode): in autocommit the message would commit apart from the business writes',
+    );
+  }
+  if (result.id !== null)
+    return { messageId: message.messageId, rowId: result.id, duplicate: false };
+  return duplicateOf(tx, message, names);
+}
+
+// The message id already exists: a retry of the same enqueue is fine, another message under the same id
+// is a bug that must be loud (its events would be deduplicated away downstream).
+async function duplicateOf(
+  tx: PgQueryable,
+  message: PreparedMessage,
+  names: OutboxNames,
+): Promise<EnqueueResult> {
+  let existing:
+    | {
+        id: string;
+        topic: string;
+        message_key: string | null;
+        payload: Buffer;
+        content_type: string;
+      }
+    | undefined;
+  try {
+    const { rows } = await tx.query(renderOutboxSql(sql.postgresSelectMessage, names), [
+      message.messageId,
+    ]);
+    existing = rows[0] as typeof existing;
+  } catch (error) {
+    throw outboxStoreError('enqueue', error);
+  }
+  if (existing === undefined) {
+    // Conflicted with a row that was purged or rolled back meanwhile: the caller may retry.
+    throw outboxStoreError('enqueue', new Error(`message id ${message.messageId} conflicted`));
+  }
+  assertSameMessage(message, existing);
+  return { messageId: message.messageId, rowId: String(existing.id), duplicate: true };
+}
+
+/** Throw unless a stored row carries the same topic, key and payload as `message`. */
+export function assertSameMessage(
+  message: PreparedMessage,
+  existing: {
+    topic: string;
+    message_key: string | null;
+    payload: Uint8Array;
+    content_type: string;
+  },
+): void {
+  const same =
+    existing.topic === message.topic &&
+    existing.message_key === message.key &&
+    existing.content_type === message.contentType &&
+    Buffer.compare(Buffer.from(existing.payload), message.payload) === 0;
+  if (!same) {
+    throw new InvalidOptionsError(
+      `enqueue: message id ${JSON.stringify(message.messageId)} was already enqueued with a different ` +
+        'topic, key or payload',
+    );
+  }
+}
+
+/**
+ * Bring a PostgreSQL outbox table up to date, in one transaction under an advisory lock keyed by schema and
+ * table: concurrent migrators wait, then find everything applied.
+ */
+export async function migratePostgresOutbox(
+  db: PgQueryable,
+  names: OutboxNames,
+): Promise<MigrateOutboxResult> {
+  let checkedOut: PgPoolClient | undefined;
+  try {
+    checkedOut = isPgPool(db) ? await db.connect() : undefined;
+  } catch (error) {
+    throw outboxStoreError('migrate', error);
+  }
+  const client: PgQueryable = checkedOut ?? db;
+  let failure: unknown;
+  try {
+    await client.query('BEGIN');
+    // Released at COMMIT/ROLLBACK, so it also works behind a transaction-mode pooler.
+    await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [
+      `idempotency-kit:migrate-outbox:${names.schemaName}.${names.tableName}`,
+    ]);
+    await client.query(renderOutboxSql(sql.postgresCreateMigrationsTable, names));
+    const { rows } = await client.query(`SELECT id FROM ${names.migrationsTable}`);
+    const done = new Set((rows as Array<{ id: number }>).map((row) => row.id));
+    const applied: string[] = [];
+    for (const migration of postgresMigrations) {
+      if (done.has(migration.id)) continue;
+      await client.query(renderOutboxSql(migration.sql, names));
+      await client.query(`INSERT INTO ${names.migrationsTable} (id, name) VALUES ($1, $2)`, [
+        migration.id,
+        migration.name,
+      ]);
+      applied.push(migration.name);
+    }
+    await client.query('COMMIT');
+    return { applied, version: Math.max(0, ...postgresMigrations.map((m) => m.id)) };
+  } catch (error) {
+    failure = error;
+    await client.query('ROLLBACK').catch(() => {});
+    throw outboxStoreError('migrate', error);
+  } finally {
+    // A connection that failed mid-transaction is discarded rather than reused.
+    checkedOut?.release(failure instanceof Error ? failure : undefined);
+  }
+}

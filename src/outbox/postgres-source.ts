@@ -1,0 +1,228 @@
+/**
+ * The PostgreSQL {@link OutboxSource}: claims with `FOR UPDATE SKIP LOCKED` plus a lease column, marks rows
+ * sent by id, purges sent rows past retention, and wakes relays with LISTEN/NOTIFY.
+ * @module
+ */
+import { InvalidOptionsError } from '../core/errors.js';
+import { isPgPool, isPgQueryable, type PgPoolClient, type PgQueryable } from './clients.js';
+import { outboxStoreError } from './errors.js';
+import { type OutboxMessage, parseHeaders } from './message.js';
+import { postgresOutboxNames, renderOutboxSql } from './names.js';
+import type { OutboxSource, OutboxStats } from './source.js';
+import * as sql from './sql.gen.js';
+
+/** Options of {@link postgresOutboxSource}. */
+export interface PostgresOutboxSourceOptions {
+  /**
+   * A node-postgres `Pool` (or anything with `query`). Claims, marks and purges are single statements in
+   * autocommit, so no connection is held between them. LISTEN needs a `Pool` to check one connection out.
+   */
+  pool: PgQueryable;
+  /** Schema of the outbox table. @default 'public' */
+  schema?: string;
+  /** Name of the outbox table. @default 'idempotency_outbox' */
+  table?: string;
+  /**
+   * Hold one pooled connection in `LISTEN` so a commit wakes the relay at once. With `false` the relay only
+   * polls (every `pollIntervalMs`). @default true
+   */
+  listen?: boolean;
+  /** Wait before re-establishing a broken LISTEN connection. @default 1000 */
+  reconnectDelayMs?: number;
+}
+
+interface ClaimedRow {
+  row_id: string;
+  message_id: string;
+  topic: string;
+  message_key: string | null;
+  payload: Buffer;
+  content_type: string;
+  headers: unknown;
+  attempts: number;
+  created_at: Date | string;
+}
+
+/**
+ * The outbox table in PostgreSQL as a relay's source.
+ *
+ * Claiming: one statement locks up to `limit` unsent rows with `FOR UPDATE SKIP LOCKED` and pushes their
+ * `available_at` forward by the lease, then commits. The publish happens outside any transaction, so a slow
+ * broker holds no locks or connections; other relays skip the rows until the lease ends, and take them over
+ * if this relay dies.
+ * @example
+ * const source = postgresOutboxSource({ pool, schema: 'billing' });
+ * const relay = createRelay({ source, publisher: amqpPublisher({ channel }) });
+ * relay.start();
+ */
+export function postgresOutboxSource(options: PostgresOutboxSourceOptions): OutboxSource {
+  if (options === null || typeof options !== 'object' || !isPgQueryable(options.pool)) {
+    throw new InvalidOptionsError('postgresOutboxSource: `pool` must have query(text, values)');
+  }
+  const { pool } = options;
+  const names = postgresOutboxNames(options.schema, options.table);
+  const listen = options.listen ?? true;
+  const reconnectDelayMs = options.reconnectDelayMs ?? 1000;
+  if (listen && !isPgPool(pool)) {
+    throw new InvalidOptionsError(
+      'postgresOutboxSource: `listen` needs a Pool (to hold one connection in LISTEN); pass listen: false to poll only',
+    );
+  }
+  const text = {
+    claim: renderOutboxSql(sql.postgresClaim, names),
+    markSent: renderOutboxSql(sql.postgresMarkSent, names),
+    markFailed: renderOutboxSql(sql.postgresMarkFailed, names),
+    purgeSent: renderOutboxSql(sql.postgresPurgeSent, names),
+    stats: renderOutboxSql(sql.postgresStats, names),
+  };
+
+  async function run(operation: string, query: string, values: unknown[] = []) {
+    try {
+      return await pool.query(query, values);
+    } catch (error) {
+      throw outboxStoreError(operation, error);
+    }
+  }
+
+  const source: OutboxSource = {
+    async claim(limit, leaseMs) {
+      const { rows } = await run('claim', text.claim, [limit, Math.ceil(leaseMs)]);
+      return (rows as ClaimedRow[]).map(toMessage).sort(byRowId);
+    },
+    async markSent(rowIds) {
+      if (rowIds.length === 0) return 0;
+      const result = await run('markSent', text.markSent, [rowIds]);
+      return result.rowCount ?? 0;
+    },
+    async markFailed(rowId, retryInMs, error) {
+      await run('markFailed', text.markFailed, [rowId, Math.ceil(retryInMs), error]);
+    },
+    async purgeSent(retentionMs, limit) {
+      const result = await run('purgeSent', text.purgeSent, [Math.floor(retentionMs), limit]);
+      return result.rowCount ?? 0;
+    },
+    async stats(): Promise<OutboxStats> {
+      const { rows } = await run('stats', text.stats);
+      const row = rows[0] as Record<string, number | null>;
+      return {
+        unsent: Number(row.unsent ?? 0),
+        failing: Number(row.failing ?? 0),
+        sent: Number(row.sent ?? 0),
+        maxAttempts: Number(row.max_attempts ?? 0),
+        oldestUnsentAgeMs: row.oldest_unsent_ms === null ? null : Number(row.oldest_unsent_ms),
+      };
+    },
+  };
+  if (listen && isPgPool(pool)) {
+    source.subscribe = (wake, onError) =>
+      subscribe(
+        pool.connect.bind(pool),
+        names.channel,
+        names.channelIdentifier,
+        reconnectDelayMs,
+        wake,
+        onError,
+      );
+  }
+  return source;
+}
+
+function toMessage(row: ClaimedRow): OutboxMessage {
+  return {
+    id: row.message_id,
+    topic: row.topic,
+    key: row.message_key,
+    payload: row.payload,
+    contentType: row.content_type,
+    headers: parseHeaders(row.headers),
+    rowId: String(row.row_id),
+    attempt: Number(row.attempts),
+    createdAt: new Date(row.created_at).getTime(),
+  };
+}
+
+function byRowId(a: OutboxMessage, b: OutboxMessage): number {
+  const x = BigInt(a.rowId);
+  const y = BigInt(b.rowId);
+  return x < y ? -1 : x > y ? 1 : 0;
+}
+
+// Holds one connection in LISTEN; when it breaks (server restart, pg_terminate_backend) the connection is
+// destroyed and a new one is set up after `delayMs`. Polling covers the gap, and a wake after every
+// (re)subscribe picks up whatever committed while nobody listened.
+async function subscribe(
+  connect: () => Promise<PgPoolClient>,
+  channel: string,
+  channelIdentifier: string,
+  delayMs: number,
+  wake: () => void,
+  onError: (error: unknown) => void,
+): Promise<() => Promise<void>> {
+  let closed = false;
+  let client: PgPoolClient | undefined;
+  let timer: NodeJS.Timeout | undefined;
+
+  const onNotification = (message: unknown) => {
+    if ((message as { channel?: unknown } | null)?.channel === channel) wake();
+  };
+  const drop = (error: unknown) => {
+    const current = client;
+    if (current === undefined) return;
+    client = undefined;
+    current.removeListener('notification', onNotification);
+    current.removeListener('error', drop);
+    // A broken connection must not go back into the pool.
+    current.release(error instanceof Error ? error : true);
+    if (closed) return;
+    onError(outboxStoreError('listen', error));
+    timer = setTimeout(() => void establish(), delayMs);
+  };
+  const establish = async () => {
+    timer = undefined;
+    if (closed) return;
+    let next: PgPoolClient;
+    try {
+      next = await connect();
+    } catch (error) {
+      onError(outboxStoreError('listen', error));
+      if (!closed) timer = setTimeout(() => void establish(), delayMs);
+      return;
+    }
+    // An 'error' listener is attached first: an unhandled 'error' event would crash the process.
+    next.on('error', drop);
+    next.on('notification', onNotification);
+    client = next;
+    try {
+      await next.query(`LISTEN ${channelIdentifier}`);
+    } catch (error) {
+      drop(error);
+      return;
+    }
+    if (closed) {
+      await unlisten();
+      return;
+    }
+    wake();
+  };
+  const unlisten = async () => {
+    const current = client;
+    if (current === undefined) return;
+    client = undefined;
+    current.removeListener('notification', onNotification);
+    let failure: unknown;
+    try {
+      await current.query(`UNLISTEN ${channelIdentifier}`);
+    } catch (error) {
+      failure = error;
+    }
+    current.removeListener('error', drop);
+    current.release(failure instanceof Error ? failure : undefined);
+  };
+
+  await establish();
+  return async () => {
+    closed = true;
+    if (timer !== undefined) clearTimeout(timer);
+    await unlisten();
+  };
+}

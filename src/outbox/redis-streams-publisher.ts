@@ -1,0 +1,96 @@
+/**
+ * Redis Streams publisher: `XADD` with the stable id in a field. Redis has no broker-side dedup, so a
+ * re-send appends a second entry with the same `x-idempotency-key`: the idempotent consumer deduplicates it. No
+ * runtime import of node-redis or ioredis.
+ * @module
+ */
+import { InvalidOptionsError } from '../core/errors.js';
+import type { OutboxMessage } from './message.js';
+import type { Publisher } from './publisher.js';
+
+/** A connected node-redis (v5+) client: `createClient(…)` after `connect()`. */
+export interface NodeRedisLike {
+  /** Send a raw command. */
+  sendCommand(args: ReadonlyArray<string | Buffer>): Promise<unknown>;
+}
+
+/** A connected ioredis (v5+) client: `new Redis(…)`. */
+export interface IoRedisLike {
+  /** Send a raw command. */
+  call(command: string, ...args: Array<string | Buffer | number>): Promise<unknown>;
+}
+
+/** Options of {@link redisStreamsPublisher}. */
+export interface RedisStreamsPublisherOptions {
+  /** A connected node-redis or ioredis client (not a cluster client: pass one node's client there). */
+  client: NodeRedisLike | IoRedisLike;
+  /** Stream a message is appended to. @default (message) => message.topic */
+  stream?: (message: OutboxMessage) => string;
+  /** Cap each stream at about this many entries (`MAXLEN ~`); unbounded when absent. */
+  maxLen?: number;
+}
+
+/** The field names of each stream entry. */
+export const RedisStreamField = {
+  /**
+   * The stable message id: the field the Redis Streams idempotent consumer reads its key from by default
+   * (the entry id, its fallback, differs on every re-send and would not deduplicate).
+   */
+  MessageId: 'x-idempotency-key',
+  Topic: 'topic',
+  /** Present only when the message has a key. */
+  Key: 'key',
+  ContentType: 'content-type',
+  /** The message's headers as a JSON object. */
+  Headers: 'headers',
+  /** The payload bytes. */
+  Payload: 'payload',
+} as const;
+
+/**
+ * Create a Redis Streams publisher. A publish resolves with Redis's reply to `XADD` (the entry id): the
+ * entry is in the primary's memory; like every Redis write it may be lost on a failover before replication.
+ * @example
+ * const publisher = redisStreamsPublisher({ client: redis, maxLen: 100_000 });
+ */
+export function redisStreamsPublisher(options: RedisStreamsPublisherOptions): Publisher {
+  const client = options?.client as Partial<NodeRedisLike & IoRedisLike> | undefined;
+  // ioredis has a `sendCommand` of its own with another signature, so it is recognised by `call` first.
+  const send =
+    typeof client?.call === 'function'
+      ? (args: Array<string | Buffer>) =>
+          (client as IoRedisLike).call(args[0] as string, ...args.slice(1))
+      : typeof client?.sendCommand === 'function'
+        ? (args: Array<string | Buffer>) => (client as NodeRedisLike).sendCommand(args)
+        : undefined;
+  if (send === undefined) {
+    throw new InvalidOptionsError(
+      'redisStreamsPublisher: `client` must be a node-redis or ioredis client',
+    );
+  }
+  const stream = options.stream ?? ((message: OutboxMessage) => message.topic);
+  const maxLen = options.maxLen;
+  if (maxLen !== undefined && !(Number.isInteger(maxLen) && maxLen > 0)) {
+    throw new InvalidOptionsError('redisStreamsPublisher: maxLen must be a positive integer');
+  }
+  return {
+    async publish(message) {
+      const args: Array<string | Buffer> = ['XADD', stream(message)];
+      if (maxLen !== undefined) args.push('MAXLEN', '~', String(maxLen));
+      args.push('*', RedisStreamField.MessageId, message.id, RedisStreamField.Topic, message.topic);
+      if (message.key !== null) args.push(RedisStreamField.Key, message.key);
+      args.push(
+        RedisStreamField.ContentType,
+        message.contentType,
+        RedisStreamField.Headers,
+        JSON.stringify(message.headers),
+        RedisStreamField.Payload,
+        Buffer.from(message.payload.buffer, message.payload.byteOffset, message.payload.byteLength),
+      );
+      const reply = await send(args);
+      if (reply === null || reply === undefined) {
+        throw new Error(`XADD to ${stream(message)} returned no entry id`);
+      }
+    },
+  };
+}

@@ -1,0 +1,327 @@
+/**
+ * The relay: claims unsent outbox rows, publishes each with its stable id, marks the published ones sent by
+ * id, retries failures with backoff, and purges sent rows after the retention period. Several relays (in one
+ * process or many) may run over the same table.
+ * @module
+ */
+import { performance } from 'node:perf_hooks';
+import { InvalidOptionsError } from '../core/errors.js';
+import { type Backoff, type BackoffOptions, exponentialBackoff } from './backoff.js';
+import { describeError } from './errors.js';
+import type { OutboxMessage } from './message.js';
+import type { Publisher } from './publisher.js';
+import type { OutboxSource, OutboxStats } from './source.js';
+
+/** Options of {@link createRelay}. */
+export interface RelayOptions {
+  /** Where the rows are: `postgresOutboxSource(…)` or `sqliteOutboxSource(…)`. */
+  source: OutboxSource;
+  /** Where they go: a broker publisher or the in-process bus. */
+  publisher: Publisher;
+  /** Rows claimed per round. @default 100 */
+  batchSize?: number;
+  /** Publishes in flight at once within a batch. @default 10 */
+  concurrency?: number;
+  /**
+   * Wait between rounds when the outbox is empty and no notification arrives. It is also how fast a relay
+   * notices new rows when notifications are off or broken. @default 1000
+   */
+  pollIntervalMs?: number;
+  /**
+   * How long a claim keeps rows away from other relays. A relay that dies mid-batch delays its rows by this
+   * much; a batch still publishing when it ends could be published twice, so the relay stops starting
+   * publishes once `publishTimeoutMs` no longer fits in what is left of it. @default 30000
+   */
+  leaseMs?: number;
+  /** A publish not confirmed within this time counts as failed (and is retried). @default 10000 */
+  publishTimeoutMs?: number;
+  /** Delays between attempts of a failing row, as options or a function of the attempt number. @default exponential 1 s → 60 s, ×2, 20 % jitter */
+  backoff?: BackoffOptions | Backoff;
+  /** How long sent rows are kept before purging (for audit and debugging). @default 604800000 (7 days) */
+  retentionMs?: number;
+  /** How often the running relay purges. `0` turns purging off (call `purge()` yourself). @default 60000 */
+  purgeIntervalMs?: number;
+  /** Rows deleted per purge statement (purge loops until nothing is left). @default 1000 */
+  purgeBatchSize?: number;
+  /** Wait after the database failed before the next round. @default pollIntervalMs */
+  errorDelayMs?: number;
+  /** Called after each confirmed publish (before the batch is marked sent). */
+  onPublished?: (message: OutboxMessage) => void;
+  /** Called after each failed publish, with the delay before its next attempt. */
+  onPublishFailed?: (message: OutboxMessage, error: unknown, retryInMs: number) => void;
+  /** Called when the database or the notification channel fails; the relay keeps going. */
+  onError?: (error: unknown) => void;
+}
+
+/** What one round did. */
+export interface RelayRoundResult {
+  /** Rows claimed. */
+  claimed: number;
+  /** Rows published and marked sent. */
+  published: number;
+  /** Rows whose publish failed (kept, retried after the backoff). */
+  failed: number;
+  /** Rows claimed but not attempted because the lease was running out (retried after the lease). */
+  deferred: number;
+}
+
+/** A running or stopped relay. */
+export interface Relay {
+  /** Start the background loop (idempotent). */
+  start(): void;
+  /**
+   * Stop gracefully: no new round starts, the round in flight finishes (publishes confirmed and marked sent),
+   * the notification subscription ends. Resolves when all of that is done.
+   */
+  stop(): Promise<void>;
+  /** Run one round now: claim, publish, mark. For tests and custom schedulers. */
+  runOnce(): Promise<RelayRoundResult>;
+  /**
+   * Run rounds until a round claims nothing, and return the totals. Rows waiting out a backoff or a lease are
+   * not waited for.
+   */
+  drain(): Promise<RelayRoundResult>;
+  /** Delete sent rows older than the retention, in batches; never an unsent row. Resolves to the count. */
+  purge(): Promise<number>;
+  /** Backlog figures from the source (unsent rows, the oldest one's age, …). */
+  stats(): Promise<OutboxStats>;
+  /** Whether the background loop is running. */
+  readonly running: boolean;
+}
+
+function positive(
+  name: string,
+  value: number | undefined,
+  fallback: number,
+  allowZero = false,
+): number {
+  const result = value ?? fallback;
+  if (!Number.isFinite(result) || result < 0 || (!allowZero && result === 0)) {
+    throw new InvalidOptionsError(
+      `createRelay: ${name} must be a ${allowZero ? 'non-negative' : 'positive'} number`,
+    );
+  }
+  return result;
+}
+
+/**
+ * Create a relay from an outbox source to a publisher. Nothing happens until `start()` (or `runOnce()`).
+ *
+ * Guarantees: every committed row is published until a publisher confirms it (at-least-once); rows are
+ * marked sent by id, so a late-committing row is never skipped; unsent rows are never deleted. Not
+ * guaranteed: exactly-once delivery (a crash between the broker's confirm and the mark re-publishes, with the
+ * same id, for the consumer to deduplicate) and ordering (a batch is published concurrently, and a failed row
+ * is retried later).
+ * @example
+ * const relay = createRelay({
+ *   source: postgresOutboxSource({ pool }),
+ *   publisher: amqpPublisher({ channel, exchange: 'events' }),
+ *   retentionMs: 24 * 3600_000,
+ * });
+ * relay.start();
+ * process.on('SIGTERM', () => void relay.stop());
+ */
+export function createRelay(options: RelayOptions): Relay {
+  if (options === null || typeof options !== 'object') {
+    throw new InvalidOptionsError('createRelay: expected options { source, publisher }');
+  }
+  const { source, publisher } = options;
+  if (typeof source?.claim !== 'function') {
+    throw new InvalidOptionsError('createRelay: `source` must be an OutboxSource');
+  }
+  if (typeof publisher?.publish !== 'function') {
+    throw new InvalidOptionsError('createRelay: `publisher` must have publish(message)');
+  }
+  const batchSize = Math.floor(positive('batchSize', options.batchSize, 100));
+  const concurrency = Math.floor(positive('concurrency', options.concurrency, 10));
+  const pollIntervalMs = positive('pollIntervalMs', options.pollIntervalMs, 1000);
+  const leaseMs = positive('leaseMs', options.leaseMs, 30_000);
+  const publishTimeoutMs = positive('publishTimeoutMs', options.publishTimeoutMs, 10_000);
+  const retentionMs = positive('retentionMs', options.retentionMs, 7 * 24 * 3600_000, true);
+  const purgeIntervalMs = positive('purgeIntervalMs', options.purgeIntervalMs, 60_000, true);
+  const purgeBatchSize = Math.floor(positive('purgeBatchSize', options.purgeBatchSize, 1000));
+  const errorDelayMs = positive('errorDelayMs', options.errorDelayMs, pollIntervalMs, true);
+  if (publishTimeoutMs >= leaseMs) {
+    throw new InvalidOptionsError('createRelay: publishTimeoutMs must be shorter than leaseMs');
+  }
+  const backoff: Backoff =
+    typeof options.backoff === 'function' ? options.backoff : exponentialBackoff(options.backoff);
+  const report = (error: unknown) => {
+    try {
+      options.onError?.(error);
+    } catch {
+      // A throwing hook must not stop the relay.
+    }
+  };
+
+  let loop: Promise<void> | undefined;
+  let stopping = false;
+  let pendingWake = false;
+  let wakeWaiter: (() => void) | undefined;
+  let lastPurge = performance.now();
+  const inFlight = new Set<Promise<unknown>>();
+
+  const wake = () => {
+    pendingWake = true;
+    wakeWaiter?.();
+  };
+
+  // Resolves on a wake-up, a stop, or after `ms`.
+  const pause = (ms: number) =>
+    new Promise<void>((resolve) => {
+      if (pendingWake || stopping) return resolve();
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        wakeWaiter = undefined;
+        resolve();
+      }
+      wakeWaiter = done;
+    });
+
+  async function publishOne(message: OutboxMessage): Promise<unknown> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new Error(`publish not confirmed within ${publishTimeoutMs} ms`)),
+        publishTimeoutMs,
+      );
+    });
+    try {
+      await Promise.race([publisher.publish(message), timeout]);
+      return undefined;
+    } catch (error) {
+      return error ?? new Error('publish rejected');
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async function round(): Promise<RelayRoundResult> {
+    const claimedAt = performance.now();
+    const messages = await source.claim(batchSize, leaseMs);
+    const sent: string[] = [];
+    const failures: Array<{ message: OutboxMessage; error: unknown }> = [];
+    let deferred = 0;
+    let next = 0;
+    const worker = async () => {
+      while (next < messages.length) {
+        const message = messages[next++]!;
+        // Only start a publish that is sure to end (confirm or timeout) before the lease does; otherwise
+        // another relay could claim the row while it is still being published.
+        if (performance.now() - claimedAt + publishTimeoutMs > leaseMs) {
+          deferred++;
+          continue;
+        }
+        const error = await publishOne(message);
+        if (error === undefined) {
+          sent.push(message.rowId);
+          try {
+            options.onPublished?.(message);
+          } catch {
+            // Monitoring hooks never change the outcome.
+          }
+        } else {
+          failures.push({ message, error });
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(concurrency, messages.length) }, worker));
+    // Marked by id: exactly the rows this round published, whatever their ids relative to others.
+    await source.markSent(sent);
+    for (const { message, error } of failures) {
+      const retryInMs = backoff(message.attempt);
+      await source.markFailed(message.rowId, retryInMs, describeError(error));
+      try {
+        options.onPublishFailed?.(message, error, retryInMs);
+      } catch {
+        // Monitoring hooks never change the outcome.
+      }
+    }
+    return { claimed: messages.length, published: sent.length, failed: failures.length, deferred };
+  }
+
+  function runOnce(): Promise<RelayRoundResult> {
+    const promise = round();
+    inFlight.add(promise);
+    const forget = () => inFlight.delete(promise);
+    promise.then(forget, forget);
+    return promise;
+  }
+
+  // The background loop gives up between batches when asked to stop; an explicit purge() runs to the end.
+  async function purge(untilStopped = false): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const deleted = await source.purgeSent(retentionMs, purgeBatchSize);
+      total += deleted;
+      if (deleted < purgeBatchSize || (untilStopped && stopping)) return total;
+    }
+  }
+
+  async function run(): Promise<void> {
+    let unsubscribe: (() => Promise<void>) | undefined;
+    if (source.subscribe !== undefined) {
+      try {
+        unsubscribe = await source.subscribe(wake, report);
+      } catch (error) {
+        report(error); // Polling still works.
+      }
+    }
+    try {
+      while (!stopping) {
+        pendingWake = false;
+        let result: RelayRoundResult;
+        try {
+          if (purgeIntervalMs > 0 && performance.now() - lastPurge >= purgeIntervalMs) {
+            lastPurge = performance.now();
+            await purge(true);
+          }
+          result = await runOnce();
+        } catch (error) {
+          report(error);
+          await pause(errorDelayMs);
+          continue;
+        }
+        // A full batch means more may be waiting: go again without sleeping.
+        if (result.claimed >= batchSize) continue;
+        await pause(pollIntervalMs);
+      }
+    } finally {
+      await unsubscribe?.().catch(report);
+    }
+  }
+
+  return {
+    start() {
+      if (loop !== undefined) return;
+      stopping = false;
+      loop = run().finally(() => {
+        loop = undefined;
+      });
+    },
+    async stop() {
+      stopping = true;
+      wakeWaiter?.();
+      await loop;
+      await Promise.allSettled([...inFlight]);
+    },
+    runOnce,
+    async drain() {
+      const total: RelayRoundResult = { claimed: 0, published: 0, failed: 0, deferred: 0 };
+      for (;;) {
+        const result = await runOnce();
+        total.claimed += result.claimed;
+        total.published += result.published;
+        total.failed += result.failed;
+        total.deferred += result.deferred;
+        if (result.claimed === 0) return total;
+      }
+    },
+    purge: () => purge(),
+    stats: () => source.stats(),
+    get running() {
+      return loop !== undefined;
+    },
+  };
+}

@@ -1,0 +1,43 @@
+/**
+ * The `OutboxSource` contract: what a relay needs from the database holding the outbox table. The
+ * PostgreSQL and SQLite sources implement it; a test or another database can too.
+ * @module
+ */
+import type { OutboxMessage } from './message.js';
+
+/** Backlog figures, for dashboards and alerts. */
+export interface OutboxStats {
+  /** Rows not yet confirmed by the broker (never deleted). */
+  unsent: number;
+  /** Unsent rows whose last publish failed. */
+  failing: number;
+  /** Sent rows not yet purged. */
+  sent: number;
+  /** Highest attempt count among unsent rows (0 when none). */
+  maxAttempts: number;
+  /** Age of the oldest unsent row in ms, or `null` when none: the relay's lag. */
+  oldestUnsentAgeMs: number | null;
+}
+
+/** What a relay calls on the database. Every method must be safe to call from several relays at once. */
+export interface OutboxSource {
+  /**
+   * Claim up to `limit` unsent rows that are available now and make them unavailable to other relays for
+   * `leaseMs` (the lease), counting one attempt each. Never two relays the same row while its lease runs.
+   */
+  claim(limit: number, leaseMs: number): Promise<OutboxMessage[]>;
+  /** Mark these rows sent, by row id. Resolves to the number of rows newly marked. */
+  markSent(rowIds: readonly string[]): Promise<number>;
+  /** Record a failed publish: keep the row, store `error`, make it claimable again in `retryInMs`. */
+  markFailed(rowId: string, retryInMs: number, error: string): Promise<void>;
+  /** Delete up to `limit` rows sent more than `retentionMs` ago; never an unsent row. Resolves to the count. */
+  purgeSent(retentionMs: number, limit: number): Promise<number>;
+  /** Backlog figures. */
+  stats(): Promise<OutboxStats>;
+  /**
+   * Optional push notification of new rows (PostgreSQL LISTEN/NOTIFY, in-process signals for SQLite).
+   * `wake` is called after a commit that added rows; `onError` reports a broken subscription, which the
+   * source re-establishes itself. Resolves to the function that ends the subscription.
+   */
+  subscribe?(wake: () => void, onError: (error: unknown) => void): Promise<() => Promise<void>>;
+}

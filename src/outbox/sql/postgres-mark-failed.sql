@@ -1,0 +1,6 @@
+-- postgres-mark-failed: record a failed publish and make the row claimable again after the backoff.
+-- Placeholders: {{table}}. $1 id bigint, $2 backoff milliseconds integer, $3 error text.
+-- Returns: nothing. The row is kept: unsent rows are never deleted.
+UPDATE {{table}}
+SET available_at = now() + $2 * interval '1 millisecond', last_error = $3
+WHERE id = $1 AND sent_at IS NULL;

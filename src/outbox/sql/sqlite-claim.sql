@@ -1,0 +1,16 @@
+-- sqlite-claim: claim up to @limit unsent, available rows until @lease_until (the lease).
+-- Placeholders: {{table}}. Parameters: @now (epoch ms), @lease_until (epoch ms), @limit.
+-- Returns the claimed rows: row_id, message_id, topic, message_key, payload, content_type, headers, attempts
+-- (including this one), created_at.
+-- Run inside BEGIN IMMEDIATE: the write lock is taken first, so two relays (processes) never claim the same
+-- row. Every unsent row is a candidate (no watermark), whatever order the transactions committed in.
+UPDATE {{table}}
+SET available_at = @lease_until, attempts = attempts + 1, last_attempt_at = @now
+WHERE id IN (
+  SELECT id FROM {{table}}
+  WHERE sent_at IS NULL AND available_at <= @now
+  ORDER BY id
+  LIMIT @limit
+)
+RETURNING id AS row_id, message_id, topic, message_key, payload, content_type, headers, attempts,
+  created_at;

@@ -1,0 +1,257 @@
+import { fork } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import Database from 'better-sqlite3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isInvalidOptionsError } from '../../../src/core/errors.js';
+import {
+  createInProcessBus,
+  createRelay,
+  decodePayload,
+  enqueue,
+  migrateOutbox,
+  type Relay,
+  sqliteOutboxSource,
+} from '../../../src/outbox/index.js';
+import { type SqliteTransactionContext, sqliteTransactional } from '../../../src/sqlite/index.js';
+import { recordingPublisher, waitFor } from '../../helpers/outbox-recorder.js';
+
+let dir: string;
+let file: string;
+let db: Database.Database;
+const relays: Relay[] = [];
+
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), 'outbox-sqlite-'));
+  file = join(dir, 'app.db');
+  db = new Database(file, { timeout: 5000 });
+  db.pragma('journal_mode = WAL');
+  db.exec('CREATE TABLE payments (id TEXT PRIMARY KEY, amount INTEGER NOT NULL)');
+  migrateOutbox(db);
+});
+
+afterAll(async () => {
+  await Promise.all(relays.map((relay) => relay.stop()));
+  db?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const rows = () =>
+  db
+    .prepare('SELECT message_id, attempts, last_error, sent_at FROM idempotency_outbox ORDER BY id')
+    .all() as Array<{
+    message_id: string;
+    attempts: number;
+    last_error: string | null;
+    sent_at: number | null;
+  }>;
+
+function relayOf(
+  options: Partial<Parameters<typeof createRelay>[0]> &
+    Pick<Parameters<typeof createRelay>[0], 'publisher'>,
+  database = db,
+) {
+  const relay = createRelay({
+    source: sqliteOutboxSource({ database }),
+    pollIntervalMs: 200,
+    purgeIntervalMs: 0,
+    ...options,
+  });
+  relays.push(relay);
+  return relay;
+}
+
+describe('outbox on SQLite', () => {
+  it('migrates once (a second call applies nothing)', () => {
+    expect(migrateOutbox(db).applied).toEqual([]);
+  });
+
+  it('leaves no row when the transaction rolls back, and publishes a committed one once with its stable id', async () => {
+    const publisher = recordingPublisher();
+    const relay = relayOf({ publisher });
+    expect(() =>
+      db.transaction(() => {
+        db.prepare('INSERT INTO payments VALUES (?, ?)').run('p-0', 5);
+        enqueue(db, { topic: 'payment.initiated', payload: { id: 'p-0' } });
+        throw new Error('business failure');
+      })(),
+    ).toThrow('business failure');
+    const result = db.transaction(() => {
+      db.prepare('INSERT INTO payments VALUES (?, ?)').run('p-1', 10);
+      return enqueue(db, {
+        topic: 'payment.initiated',
+        key: 'p-1',
+        payload: { id: 'p-1' },
+        messageId: 'idem-p-1',
+      });
+    })();
+
+    await relay.drain();
+
+    expect(result).toMatchObject({ messageId: 'idem-p-1', duplicate: false });
+    expect(publisher.messages.map((m) => [m.id, m.key, decodePayload(m)])).toEqual([
+      ['idem-p-1', 'p-1', { id: 'p-1' }],
+    ]);
+    expect(rows()).toEqual([
+      expect.objectContaining({ message_id: 'idem-p-1', attempts: 1, sent_at: expect.any(Number) }),
+    ]);
+  });
+
+  it('refuses to enqueue outside a transaction', () => {
+    expect(() => enqueue(db, { topic: 't', payload: 1 })).toThrow(
+      expect.toSatisfy(isInvalidOptionsError),
+    );
+  });
+
+  it('wakes an embedded relay on the same connection at once, and the in-process bus delivers to the worker', async () => {
+    const bus = createInProcessBus();
+    const seen: unknown[] = [];
+    bus.subscribe('order.placed', (message) => {
+      seen.push(decodePayload(message));
+    });
+    const relay = relayOf({ publisher: bus, pollIntervalMs: 60_000 });
+    relay.start();
+    await sleep(100);
+    db.transaction(() => enqueue(db, { topic: 'order.placed', payload: 'o-1' }))();
+    await waitFor('the in-process delivery', () => seen.length === 1, 10_000);
+    await relay.stop();
+    expect(seen).toEqual(['o-1']);
+  });
+
+  it('two relays on separate connections publish each of 1,000 rows once', async () => {
+    const other = new Database(file, { timeout: 5000 });
+    const publisher = recordingPublisher({ delayMs: 1 });
+    const two = [
+      relayOf({ publisher, batchSize: 50 }),
+      relayOf({ publisher, batchSize: 50 }, other),
+    ];
+    for (const relay of two) relay.start();
+    const ids: string[] = [];
+    for (let t = 0; t < 20; t++) {
+      ids.push(
+        ...db.transaction(() =>
+          Array.from(
+            { length: 50 },
+            (_, i) => enqueue(db, { topic: 'storm', payload: { t, i } }).messageId,
+          ),
+        )(),
+      );
+      await sleep(5);
+    }
+    await waitFor('1,000 publishes', () => ids.every((id) => publisher.counts.has(id)), 60_000);
+    await Promise.all(two.map((relay) => relay.stop()));
+    other.close();
+    expect(ids.filter((id) => publisher.counts.get(id) !== 1)).toEqual([]);
+  });
+
+  it('retries a failing publish with backoff and keeps the row until it is sent; purges it only after the retention', async () => {
+    const publisher = recordingPublisher({ failTimes: 2 });
+    const relay = relayOf({ publisher, backoff: { initialMs: 50, jitter: 0 }, retentionMs: 200 });
+    const { messageId } = db.transaction(() =>
+      enqueue(db, { topic: 'flaky', payload: new Uint8Array([1, 2, 3]) }),
+    )();
+    const row = () => rows().find((r) => r.message_id === messageId);
+
+    await relay.runOnce();
+    await relay.purge();
+    expect(row()).toMatchObject({
+      attempts: 1,
+      sent_at: null,
+      last_error: expect.stringContaining('broker down'),
+    });
+    relay.start();
+    await waitFor('the third attempt', () => publisher.counts.get(messageId) === 1);
+    await relay.stop();
+    expect(row()).toMatchObject({ attempts: 3, last_error: null, sent_at: expect.any(Number) });
+    expect([...(decodePayload(publisher.messages.at(-1)!) as Uint8Array)]).toEqual([1, 2, 3]);
+
+    await sleep(300);
+    await relay.purge();
+    expect(row()).toBeUndefined();
+  });
+});
+
+describe('outbox on SQLite, relays in several processes', () => {
+  it('three relay processes claiming in IMMEDIATE transactions publish each of 600 rows once', async () => {
+    const ids = db.transaction(() =>
+      Array.from({ length: 600 }, (_, i) => enqueue(db, { topic: 'multi', payload: i }).messageId),
+    )();
+    const script = fileURLToPath(new URL('./sqlite-relay-child.ts', import.meta.url));
+    const children = [1, 2, 3].map(() =>
+      fork(script, [file], {
+        execArgv: ['--import', 'tsx'],
+        stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      }),
+    );
+    try {
+      await Promise.all(
+        children.map((child) => new Promise((resolve) => child.once('message', resolve))),
+      );
+      const reports = children.map(
+        (child) =>
+          new Promise<string[]>((resolve, reject) => {
+            child.once('message', (message) => resolve(message as string[]));
+            child.once('exit', (code) => reject(new Error(`relay child exited with ${code}`)));
+          }),
+      );
+      for (const child of children) child.send('go');
+      const perChild = await Promise.all(reports);
+      const published = perChild.flat();
+
+      const counts = new Map<string, number>();
+      for (const id of published) counts.set(id, (counts.get(id) ?? 0) + 1);
+      expect(ids.filter((id) => counts.get(id) !== 1)).toEqual([]);
+      expect(perChild.filter((list) => list.length > 0).length).toBeGreaterThan(1); // they did overlap
+      expect(rows().filter((row) => ids.includes(row.message_id) && row.sent_at === null)).toEqual(
+        [],
+      );
+    } finally {
+      for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
+    }
+  });
+});
+
+describe('enqueue with the SQLite transactional mode', () => {
+  it('commits the record, the payment and the message together; a retried request enqueues nothing new', async () => {
+    const transactional = sqliteTransactional({ database: db });
+    const key = `pay-${Date.now()}`;
+    const handler = (tx: SqliteTransactionContext) => {
+      tx.database
+        .prepare('INSERT INTO payments VALUES (@id, @amount)')
+        .run({ id: key, amount: 700 });
+      return enqueue(tx.database, {
+        topic: 'payment.initiated',
+        key,
+        payload: { key },
+        messageId: tx.downstreamKey('payment.initiated'),
+      });
+    };
+
+    const first = transactional.runInTransactionSync({ key, payload: { amount: 700 } }, handler);
+    const retry = transactional.runInTransactionSync({ key, payload: { amount: 700 } }, handler);
+    expect(() =>
+      transactional.runInTransactionSync({ key: `${key}-declined`, payload: {} }, (tx) => {
+        enqueue(tx.database, {
+          topic: 'payment.initiated',
+          payload: 'declined',
+          messageId: `${key}-declined`,
+        });
+        throw new Error('card declined');
+      }),
+    ).toThrow('card declined');
+
+    expect(first.status).toBe('executed');
+    expect(retry).toEqual({
+      status: 'replayed',
+      value: first.status === 'executed' ? first.value : undefined,
+    });
+    const ids = rows().map((row) => row.message_id);
+    expect(
+      ids.filter((id) => id === (first.status === 'executed' ? first.value.messageId : '')),
+    ).toHaveLength(1);
+    expect(ids).not.toContain(`${key}-declined`);
+  });
+});

@@ -1,0 +1,104 @@
+import { describe, expect, it } from 'vitest';
+import { isInvalidOptionsError } from '../../../src/core/errors.js';
+import { exponentialBackoff } from '../../../src/outbox/backoff.js';
+import {
+  ContentType,
+  decodePayload,
+  encodePayload,
+  prepareMessage,
+} from '../../../src/outbox/message.js';
+import { postgresOutboxNames, renderOutboxSql } from '../../../src/outbox/names.js';
+
+describe('payload encoding', () => {
+  it('round-trips JSON, text and bytes with the matching content type', () => {
+    // Arrange
+    const cases: Array<[unknown, string]> = [
+      [{ a: [1, 'x'] }, ContentType.Json],
+      ['héllo', ContentType.Text],
+      [new Uint8Array([0, 255, 7]), ContentType.Binary],
+    ];
+
+    for (const [payload, type] of cases) {
+      // Act
+      const encoded = encodePayload(payload);
+      const decoded = decodePayload({ payload: encoded.bytes, contentType: encoded.contentType });
+
+      // Assert
+      expect(encoded.contentType).toBe(type);
+      expect(payload instanceof Uint8Array ? [...(decoded as Uint8Array)] : decoded).toEqual(
+        payload instanceof Uint8Array ? [...payload] : payload,
+      );
+    }
+  });
+
+  it('refuses payloads JSON cannot represent', () => {
+    // Arrange
+    const cyclic: Record<string, unknown> = {};
+    cyclic.self = cyclic;
+
+    // Act / Assert
+    expect(() => encodePayload(undefined)).toThrow(expect.toSatisfy(isInvalidOptionsError));
+    expect(() => encodePayload(cyclic)).toThrow(expect.toSatisfy(isInvalidOptionsError));
+  });
+});
+
+describe('prepareMessage', () => {
+  it('keeps a given messageId and generates a distinct one otherwise', () => {
+    // Arrange / Act
+    const given = prepareMessage({ topic: 't', payload: 1, messageId: 'idem-1' });
+    const a = prepareMessage({ topic: 't', payload: 1 });
+    const b = prepareMessage({ topic: 't', payload: 1 });
+
+    // Assert
+    expect(given.messageId).toBe('idem-1');
+    expect(a.messageId).not.toBe(b.messageId);
+    expect(a.headers).toBe('{}');
+  });
+
+  it('refuses an empty topic, an oversized id and non-string headers', () => {
+    // Arrange
+    const bad = [
+      { topic: '', payload: 1 },
+      { topic: 't', payload: 1, messageId: 'x'.repeat(256) },
+      { topic: 't', payload: 1, headers: { n: 1 as unknown as string } },
+    ];
+
+    // Act / Assert
+    for (const message of bad)
+      expect(() => prepareMessage(message)).toThrow(expect.toSatisfy(isInvalidOptionsError));
+  });
+});
+
+describe('exponentialBackoff', () => {
+  it('doubles from initialMs, caps at maxMs and takes off at most the jitter fraction', () => {
+    // Arrange
+    const exact = exponentialBackoff({ initialMs: 100, maxMs: 1000, jitter: 0 });
+    const jittered = exponentialBackoff({ initialMs: 100, maxMs: 1000, jitter: 0.5 }, () => 1);
+
+    // Act / Assert
+    expect([1, 2, 3, 4, 5, 10].map(exact)).toEqual([100, 200, 400, 800, 1000, 1000]);
+    expect(jittered(2)).toBe(100);
+    expect(() => exponentialBackoff({ multiplier: 0.5 })).toThrow(
+      expect.toSatisfy(isInvalidOptionsError),
+    );
+  });
+});
+
+describe('outbox names', () => {
+  it('quotes validated identifiers into the SQL and refuses anything else', () => {
+    // Arrange
+    const names = postgresOutboxNames('billing', 'outbox');
+
+    // Act
+    const sql = renderOutboxSql('SELECT 1 FROM {{table}} -- {{channelLiteral}}', names);
+
+    // Assert
+    expect(sql).toBe(`SELECT 1 FROM "billing"."outbox" -- 'billing.outbox'`);
+    expect(() => postgresOutboxNames('x"; DROP', 'outbox')).toThrow(
+      expect.toSatisfy(isInvalidOptionsError),
+    );
+    expect(postgresOutboxNames('s'.repeat(40), 't'.repeat(40)).channel).toMatch(
+      /^outbox_[0-9a-f]{32}$/,
+    );
+  });
+});
