@@ -3,6 +3,8 @@
  * raw baseline on the same connection (a plain INSERT then UPDATE on a table of the same shape, with the
  * same expires_at index), for both
  * `synchronous` levels. Also the run() path on top, and a replay (a claim that finds a completed record).
+ * Then the transactional mode (claim, handler and completion in one commit) against the store's
+ * claim+complete, with and without a business INSERT in the handler.
  * Run: npx tsx bench/sqlite.ts   (BENCH_N=… to change the pair count)
  */
 import { createHash } from 'node:crypto';
@@ -10,7 +12,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createIdempotency } from '../src/index.js';
-import { type SqliteSynchronous, sqliteStore } from '../src/sqlite/index.js';
+import { type SqliteSynchronous, sqliteStore, sqliteTransactional } from '../src/sqlite/index.js';
 import { type BenchRow, median, printTable, throughput } from './lib/report.js';
 
 const N = Number(process.env.BENCH_N ?? 20_000);
@@ -94,11 +96,90 @@ async function measure(synchronous: SqliteSynchronous): Promise<BenchRow[]> {
   return rows;
 }
 
+// The transactional mode on the same kind of file: one BEGIN IMMEDIATE … COMMIT per call (claim, handler,
+// completion), against the store's claim + complete (two commits), and with a business INSERT in the
+// handler against run() doing the same INSERT in autocommit (three commits).
+async function measureTransactional(synchronous: SqliteSynchronous): Promise<BenchRow[]> {
+  const store = sqliteStore({ database: join(dir, `tx-${synchronous}.db`), synchronous });
+  const db = store.database;
+  db.exec(
+    'CREATE TABLE payments (id INTEGER PRIMARY KEY, idempotency_key TEXT NOT NULL, amount INTEGER)',
+  );
+  const insertPayment = db.prepare(
+    'INSERT INTO payments (idempotency_key, amount) VALUES (@key, 4200)',
+  );
+  const transactional = sqliteTransactional({ database: db });
+  const idempotency = createIdempotency({ store, extendLease: false, cache: false });
+  const payload = { amount: 4200, currency: 'EUR' };
+  const pair = async (i: number) => {
+    const key = storageKey(`tx-store-${synchronous}`, i);
+    const claim = await store.claim(key, { fingerprint: 'fp', leaseMs: 30_000 });
+    if (!claim.claimed) throw new Error('claim lost');
+    if (!(await store.complete(key, claim.token, outcome, day)))
+      throw new Error('complete refused');
+  };
+  const tx = async (i: number) => {
+    const result = transactional.runInTransactionSync({ key: `tx-${i}`, payload }, () => ({
+      id: i,
+    }));
+    if (result.status !== 'executed') throw new Error(result.status);
+  };
+  const runWrite = async (i: number) => {
+    const key = `run-write-${i}`;
+    const result = await idempotency.run({ key, payload }, () => {
+      insertPayment.run({ key });
+      return { id: i };
+    });
+    if (result.status !== 'executed') throw new Error(result.status);
+  };
+  const txWrite = async (i: number) => {
+    const key = `tx-write-${i}`;
+    const result = transactional.runInTransactionSync({ key, payload }, () => {
+      insertPayment.run({ key });
+      return { id: i };
+    });
+    if (result.status !== 'executed') throw new Error(result.status);
+  };
+  const cases: [string, (i: number) => Promise<unknown>][] = [
+    ['baseline: store claim + complete (2 commits)', pair],
+    ['transactional: runInTransaction (1 commit)', tx],
+    ['engine: run() + business INSERT in fn (3 commits)', runWrite],
+    ['transactional: runInTransaction + business INSERT (1 commit)', txWrite],
+  ];
+  const warm = Math.min(1000, N / 10);
+  for (const [, op] of cases) await throughput(warm, CONCURRENCY, (i) => op(-1 - i));
+  const perRound = Math.ceil(N / ROUNDS);
+  const samples = cases.map((): number[] => []);
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const [index, [, op]] of cases.entries()) {
+      samples[index]!.push(
+        await throughput(perRound, CONCURRENCY, (i) => op(round * perRound + i)),
+      );
+    }
+  }
+  await store.close();
+  return cases.map(([name], index) => ({
+    name,
+    opsPerSec: median(samples[index]!),
+    extra: {
+      'min–max of rounds': `${Math.round(Math.min(...samples[index]!))}–${Math.round(Math.max(...samples[index]!))}`,
+    },
+  }));
+}
+
 try {
   for (const synchronous of ['normal', 'full'] as const) {
     const rows = await measure(synchronous);
     printTable(
       `SQLite store, synchronous=${synchronous.toUpperCase()}${synchronous === 'normal' ? ' (the default)' : ''}, WAL, one process, ${N.toLocaleString('en-US')} pairs per case in ${ROUNDS} interleaved rounds (ops/s = pairs/s, median of rounds)`,
+      COMMAND,
+      rows,
+    );
+  }
+  for (const synchronous of ['normal', 'full'] as const) {
+    const rows = await measureTransactional(synchronous);
+    printTable(
+      `SQLite transactional mode, synchronous=${synchronous.toUpperCase()}, WAL, one process, ${N.toLocaleString('en-US')} calls per case in ${ROUNDS} interleaved rounds (ops/s = executed calls/s, median of rounds)`,
       COMMAND,
       rows,
     );

@@ -80,7 +80,8 @@ export interface SqliteStore extends Store {
   close(): Promise<void>;
 }
 
-function toRecord(row: RecordRow): IdempotencyRecord {
+/** The record a row of `select-record.sql` holds (shared with the transactional mode). */
+export function toRecord(row: RecordRow): IdempotencyRecord {
   if (row.status === RecordStatus.Completed) {
     return {
       status: RecordStatus.Completed,
@@ -102,8 +103,11 @@ function toRecord(row: RecordRow): IdempotencyRecord {
   };
 }
 
-// better-sqlite3 binds Buffers as BLOBs; a view over the caller's bytes avoids a copy (SQLite copies on bind).
-function toBlob(bytes: Uint8Array): Buffer {
+/**
+ * `bytes` as a Buffer, which better-sqlite3 binds as a BLOB; a view over the caller's bytes avoids a copy
+ * (SQLite copies on bind). Shared with the transactional mode.
+ */
+export function toBlob(bytes: Uint8Array): Buffer {
   return Buffer.isBuffer(bytes)
     ? bytes
     : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);

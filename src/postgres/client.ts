@@ -1,0 +1,124 @@
+/**
+ * The structural client types the PostgreSQL store accepts, and the mapping of driver errors. Nothing here
+ * imports `pg` at run time: a node-postgres `Pool`, `Client` or `PoolClient` fits these shapes as is, and
+ * postgres.js, Kysely or Drizzle users wrap their client in a `{ query(text, params) }` object.
+ * @module
+ */
+import { StoreUnavailableError } from '../core/errors.js';
+
+/** What a query resolves to: the rows, the affected row count and, for node-postgres, the command tag. */
+export interface PgQueryResult {
+  /** Result rows, as plain objects keyed by column name. */
+  rows: unknown[];
+  /** Rows affected (INSERT/UPDATE/DELETE) or returned; `null` when the driver does not know. */
+  rowCount: number | null;
+  /** The command tag (`'COMMIT'`, `'ROLLBACK'`, …) when the driver reports it (node-postgres does). */
+  command?: string;
+}
+
+/**
+ * Anything that runs one parameterised statement (`$1`, `$2`, …): a node-postgres `Pool`, `Client` or
+ * `PoolClient`, or an adapter around another driver.
+ */
+export interface PgQueryable {
+  /** Run `text` with `values` bound to `$1…$n`. */
+  query(text: string, values?: unknown[]): Promise<PgQueryResult>;
+}
+
+/** A connection checked out of a pool; `release(error)` destroys it instead of returning it. */
+export interface PgPoolClient extends PgQueryable {
+  /** Return the connection to its pool; pass `true` or an error to discard it. */
+  release(destroy?: boolean | Error): void;
+}
+
+/**
+ * A pool that hands out dedicated connections, as node-postgres's `Pool` does. Needed for transactions
+ * (`migrate()`, `postgresTransactional()`), where every statement must run on the same connection.
+ */
+export interface PgPool extends PgQueryable {
+  /** Check out one connection; the caller must `release()` it. */
+  connect(): Promise<PgPoolClient>;
+}
+
+/**
+ * Keep a checked-out node-postgres connection from crashing the process when its backend dies while no
+ * query is running (pg emits `'error'`, and a pool only listens on idle connections). Calls `onError`
+ * instead; returns the function that removes the listener. A no-op for clients without `on`.
+ */
+export function guardConnection(client: PgQueryable, onError: (error: Error) => void): () => void {
+  const emitter = client as {
+    on?: (event: 'error', listener: (error: Error) => void) => unknown;
+    removeListener?: (event: 'error', listener: (error: Error) => void) => unknown;
+  };
+  if (typeof emitter.on !== 'function' || typeof emitter.removeListener !== 'function') {
+    return () => {};
+  }
+  emitter.on('error', onError);
+  return () => emitter.removeListener?.('error', onError);
+}
+
+/** The subset of a node-postgres `DatabaseError` we read. */
+interface PgErrorLike {
+  code?: unknown;
+  message?: unknown;
+}
+
+/** SQLSTATE codes the store and the transactional mode react to. */
+export const SqlState = {
+  SerializationFailure: '40001',
+  DeadlockDetected: '40P01',
+  LockNotAvailable: '55P03',
+  UndefinedTable: '42P01',
+  InFailedTransaction: '25P02',
+} as const;
+
+/** The SQLSTATE of a driver error, if it has one. */
+export function sqlState(error: unknown): string | undefined {
+  const code = (error as PgErrorLike | null)?.code;
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
+}
+
+/** True when retrying the whole transaction may succeed (40001 serialization failure, 40P01 deadlock). */
+export function isRetryableTransactionError(error: unknown): boolean {
+  const state = sqlState(error);
+  return state === SqlState.SerializationFailure || state === SqlState.DeadlockDetected;
+}
+
+/**
+ * Wrap a driver error as `StoreUnavailableError` (fail closed), keeping it as `cause`. A missing table gets
+ * a message that names the fix.
+ */
+export function toStoreError(operation: string, error: unknown): StoreUnavailableError {
+  if (error instanceof StoreUnavailableError) return error;
+  const message = String((error as PgErrorLike | null)?.message ?? error);
+  const hint =
+    sqlState(error) === SqlState.UndefinedTable
+      ? ' (run migrate() or `idempotency-kit migrate` first)'
+      : '';
+  return new StoreUnavailableError(
+    `PostgreSQL store failed during ${operation}: ${message}${hint}`,
+    {
+      cause: error,
+    },
+  );
+}
+
+/**
+ * True when `value` is a node-postgres `Pool`, `Client` or `PoolClient`, which also accept a
+ * `{ name, text, values }` query config for named prepared statements.
+ */
+export function isNodePostgres(value: PgQueryable): boolean {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    ('totalCount' in value || 'connectionParameters' in value)
+  );
+}
+
+/** True when `value` looks like a pool that can hand out dedicated connections. */
+export function isPool(value: PgQueryable): value is PgPool {
+  // A node-postgres Client also has connect(), but it resolves to nothing and may only be called once;
+  // pools expose their counters, clients do not.
+  const candidate = value as Partial<PgPool> & { totalCount?: unknown };
+  return typeof candidate.connect === 'function' && typeof candidate.totalCount === 'number';
+}

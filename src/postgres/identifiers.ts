@@ -1,0 +1,83 @@
+/**
+ * Schema and table names: validated, double-quoted identifiers substituted into the SQL files'
+ * `{{placeholders}}`. Names are never taken from request data, but they still come from configuration, so
+ * they are checked strictly (letters, digits, underscores) rather than escaped: no injection is possible.
+ * @module
+ */
+import { InvalidOptionsError } from '../core/errors.js';
+
+/** Default schema of the records table. */
+export const DEFAULT_SCHEMA = 'public';
+/** Default name of the records table. */
+export const DEFAULT_TABLE = 'idempotency_records';
+
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
+// PostgreSQL truncates identifiers at 63 bytes; the table name leaves room for the longest derived
+// name (`<table>_expires_at_idx`), so two tables can never collide after truncation.
+const MAX_SCHEMA_LENGTH = 63;
+const MAX_TABLE_LENGTH = 48;
+
+/** Where the store's objects live, as quoted SQL identifiers. */
+export interface TableNames {
+  /** Unquoted schema name (for messages and advisory-lock keys). */
+  schemaName: string;
+  /** Unquoted table name. */
+  tableName: string;
+  /** `"schema"` */
+  schema: string;
+  /** `"schema"."table"` */
+  table: string;
+  /** `"schema"."table_token_seq"` */
+  sequence: string;
+  /** `"table_expires_at_idx"` (an index always lives in its table's schema) */
+  expiresIndex: string;
+  /** `"schema"."table_migrations"`: the schema-version table */
+  migrationsTable: string;
+}
+
+function checkIdentifier(option: string, value: unknown, maxLength: number): string {
+  if (typeof value !== 'string' || !IDENTIFIER.test(value) || value.length > maxLength) {
+    throw new InvalidOptionsError(
+      `${option} must be 1-${maxLength} letters, digits or underscores, not starting with a digit; got ${JSON.stringify(value)}`,
+    );
+  }
+  return value;
+}
+
+const quote = (name: string) => `"${name}"`;
+
+/**
+ * Validate `schema` and `table` and build every quoted name the SQL needs.
+ * @throws InvalidOptionsError when a name is not a plain identifier.
+ */
+export function tableNames(
+  schema: unknown = DEFAULT_SCHEMA,
+  table: unknown = DEFAULT_TABLE,
+): TableNames {
+  const schemaName = checkIdentifier('schema', schema, MAX_SCHEMA_LENGTH);
+  const tableName = checkIdentifier('table', table, MAX_TABLE_LENGTH);
+  const qualified = (name: string) => `${quote(schemaName)}.${quote(name)}`;
+  return {
+    schemaName,
+    tableName,
+    schema: quote(schemaName),
+    table: qualified(tableName),
+    sequence: qualified(`${tableName}_token_seq`),
+    expiresIndex: quote(`${tableName}_expires_at_idx`),
+    migrationsTable: qualified(`${tableName}_migrations`),
+  };
+}
+
+/**
+ * Fill a SQL file's `{{placeholders}}` with quoted names.
+ * @throws Error when the SQL names a placeholder that does not exist (a bug in a .sql file).
+ */
+export function renderSql(sql: string, names: TableNames): string {
+  return sql.replace(/\{\{(\w+)\}\}/g, (_, name: string) => {
+    const value = (names as unknown as Record<string, unknown>)[name];
+    if (typeof value !== 'string' || name === 'schemaName' || name === 'tableName') {
+      throw new Error(`unknown SQL placeholder {{${name}}}`);
+    }
+    return value;
+  });
+}

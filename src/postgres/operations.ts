@@ -1,0 +1,155 @@
+/**
+ * The store's statements, bound to one table and runnable on any {@link PgQueryable}: the pool (one
+ * autocommit statement per call) or a transaction's own connection (the transactional mode). Each state
+ * change is exactly one SQL statement.
+ * @module
+ */
+import { createHash } from 'node:crypto';
+import { StoreUnavailableError } from '../core/errors.js';
+import type { ClaimResult, IdempotencyRecord } from '../core/record.js';
+import type { ClaimOptions, StoreStats } from '../store/store.js';
+import { isNodePostgres, type PgQueryable, type PgQueryResult } from './client.js';
+import { renderSql, type TableNames } from './identifiers.js';
+import { type RecordRow, rowToClaimResult, rowToRecord, toBuffer, toSafeInteger } from './row.js';
+import * as sql from './sql.gen.js';
+
+// A claim returns no row only when the blocking row committed after the statement's snapshot; the next
+// run sees it. More than a handful in a row means something else is wrong.
+const CLAIM_ATTEMPTS = 10;
+
+/** The statements of one records table. */
+export interface Operations {
+  /** Quoted names the statements were rendered with. */
+  readonly names: TableNames;
+  /** `claim.sql`, re-run when the blocking row committed after its snapshot. */
+  claim(db: PgQueryable, key: string, options: ClaimOptions): Promise<ClaimResult>;
+  /** `complete.sql`: true when completed now or already by this token. */
+  complete(
+    db: PgQueryable,
+    key: string,
+    token: number,
+    outcome: Uint8Array,
+    retentionMs: number,
+  ): Promise<boolean>;
+  /** `release.sql`: true when this token's live lease was deleted. */
+  release(db: PgQueryable, key: string, token: number): Promise<boolean>;
+  /** `extend.sql`: true when this token's live lease was pushed. */
+  extend(db: PgQueryable, key: string, token: number, leaseMs: number): Promise<boolean>;
+  /** `get.sql`: the live record, if any. */
+  get(db: PgQueryable, key: string): Promise<IdempotencyRecord | undefined>;
+  /** `delete-record.sql`: true when a live record was removed. */
+  delete(db: PgQueryable, key: string): Promise<boolean>;
+  /** `purge.sql`: rows deleted in one batch of at most `limit`. */
+  purge(db: PgQueryable, limit: number): Promise<number>;
+  /** `stats.sql`: counts by status. */
+  stats(db: PgQueryable): Promise<StoreStats>;
+}
+
+/** How statements are sent. */
+export interface OperationsOptions {
+  /**
+   * Send statements as named prepared statements on node-postgres clients (planned once per
+   * connection instead of on every call). `'auto'` prepares on node-postgres and sends plain text to
+   * anything else. @default 'auto'
+   */
+  prepare?: boolean | 'auto';
+}
+
+type NamedQuery = (config: {
+  name: string;
+  text: string;
+  values?: unknown[];
+}) => Promise<PgQueryResult>;
+
+/** Render every statement for `names`. */
+export function createOperations(names: TableNames, options: OperationsOptions = {}): Operations {
+  const prepare = options.prepare ?? 'auto';
+  // The name is derived from the text, so two stores on different tables sharing a connection never
+  // reuse one name for two statements (node-postgres refuses that).
+  const statementName = (sqlText: string) =>
+    `ik_${createHash('sha256').update(sqlText).digest('hex').slice(0, 24)}`;
+  const rendered = {
+    claim: renderSql(sql.claim, names),
+    complete: renderSql(sql.complete, names),
+    release: renderSql(sql.release, names),
+    extend: renderSql(sql.extend, names),
+    get: renderSql(sql.get, names),
+    deleteRecord: renderSql(sql.deleteRecord, names),
+    purge: renderSql(sql.purge, names),
+    stats: renderSql(sql.stats, names),
+  };
+  const statements = Object.fromEntries(
+    Object.entries(rendered).map(([op, sqlText]) => [
+      op,
+      { text: sqlText, name: statementName(sqlText) },
+    ]),
+  ) as Record<keyof typeof rendered, { text: string; name: string }>;
+
+  function run(
+    db: PgQueryable,
+    op: keyof typeof rendered,
+    values?: unknown[],
+  ): Promise<PgQueryResult> {
+    const statement = statements[op];
+    if (prepare === true || (prepare === 'auto' && isNodePostgres(db))) {
+      const named = db.query as unknown as NamedQuery;
+      return named.call(db, { name: statement.name, text: statement.text, values: values ?? [] });
+    }
+    return db.query(statement.text, values);
+  }
+
+  return {
+    names,
+    async claim(db, key, { fingerprint, leaseMs }) {
+      for (let attempt = 1; attempt <= CLAIM_ATTEMPTS; attempt++) {
+        const { rows } = await run(db, 'claim', [key, fingerprint, leaseMs]);
+        const row = rows[0] as RecordRow | undefined;
+        if (row !== undefined) return rowToClaimResult(row);
+      }
+      throw new StoreUnavailableError(
+        `PostgreSQL claim did not settle after ${CLAIM_ATTEMPTS} attempts (the row kept changing)`,
+      );
+    },
+    async complete(db, key, token, outcome, retentionMs) {
+      const { rows } = await run(db, 'complete', [key, token, toBuffer(outcome), retentionMs]);
+      return (rows[0] as { ok?: boolean } | undefined)?.ok === true;
+    },
+    async release(db, key, token) {
+      const { rowCount } = await run(db, 'release', [key, token]);
+      return rowCount === 1;
+    },
+    async extend(db, key, token, leaseMs) {
+      const { rowCount } = await run(db, 'extend', [key, token, leaseMs]);
+      return rowCount === 1;
+    },
+    async get(db, key) {
+      const { rows } = await run(db, 'get', [key]);
+      const row = rows[0] as RecordRow | undefined;
+      return row === undefined ? undefined : rowToRecord(row);
+    },
+    async delete(db, key) {
+      const { rows } = await run(db, 'deleteRecord', [key]);
+      return (rows as Array<{ live: boolean }>).some((row) => row.live);
+    },
+    async purge(db, limit) {
+      const { rows } = await run(db, 'purge', [limit]);
+      return toSafeInteger((rows[0] as { deleted: string }).deleted, 'deleted');
+    },
+    async stats(db) {
+      const { rows } = await run(db, 'stats');
+      const row = rows[0] as {
+        in_progress: string;
+        completed: string;
+        stale_leases: string;
+        oldest_lease_age_ms: number | null;
+      };
+      return {
+        inProgress: toSafeInteger(row.in_progress, 'in_progress'),
+        completed: toSafeInteger(row.completed, 'completed'),
+        staleLeases: toSafeInteger(row.stale_leases, 'stale_leases'),
+        oldestLeaseAgeMs:
+          row.oldest_lease_age_ms === null ? null : Math.max(0, row.oldest_lease_age_ms),
+      };
+    },
+  };
+}

@@ -1,0 +1,97 @@
+/**
+ * `postgresStore()`: the store contract over PostgreSQL. Each transition is one SQL statement judged by the
+ * database clock (`now()`); tokens come from a sequence, so they strictly increase for a key over its whole
+ * history. Every driver error becomes a `StoreUnavailableError` (fail closed) with the error as `cause`;
+ * node-postgres's pool discards the broken connection, so the next call recovers on its own.
+ * @module
+ */
+import { InvalidOptionsError } from '../core/errors.js';
+import type { PurgeOptions, Store } from '../store/store.js';
+import { type PgQueryable, toStoreError } from './client.js';
+import { DEFAULT_SCHEMA, DEFAULT_TABLE, tableNames } from './identifiers.js';
+import { createOperations } from './operations.js';
+
+/** Options of {@link postgresStore}. */
+export interface PostgresStoreOptions {
+  /**
+   * A node-postgres `Pool` (recommended), or any client with `query(text, params)` resolving to
+   * `{ rows, rowCount }`. The store never connects or closes it: that stays with you.
+   */
+  pool: PgQueryable;
+  /** Schema of the records table, as created by `migrate()`. @default 'public' */
+  schema?: string;
+  /** Name of the records table, as created by `migrate()`. @default 'idempotency_records' */
+  table?: string;
+  /**
+   * Send the store's statements as named prepared statements, so PostgreSQL plans each once per
+   * connection (about twice the throughput of re-planning the claim statement on every call). `'auto'`
+   * prepares on node-postgres clients only; set `false` behind a transaction-mode pooler (PgBouncer before
+   * 1.21) that cannot keep prepared statements. @default 'auto'
+   */
+  prepare?: boolean | 'auto';
+}
+
+/** A {@link Store} backed by PostgreSQL. */
+export interface PostgresStore extends Store {
+  /** The client the store runs its statements on. */
+  readonly pool: PgQueryable;
+  /** The validated schema name. */
+  readonly schema: string;
+  /** The validated table name. */
+  readonly table: string;
+  /** Delete one bounded batch of dead rows (never a live lease); returns how many were deleted. */
+  purgeExpired(options?: PurgeOptions): Promise<number>;
+}
+
+/**
+ * Create a PostgreSQL store. Run `migrate()` (or `idempotency-kit migrate`) once beforehand.
+ * @example
+ * import pg from 'pg';
+ * import { migrate, postgresStore } from 'idempotency-kit/postgres';
+ * const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL });
+ * await migrate(pool);
+ * const idempotency = createIdempotency({ store: postgresStore({ pool }) });
+ */
+export function postgresStore(options: PostgresStoreOptions): PostgresStore {
+  const pool = options?.pool;
+  if (pool === undefined || pool === null || typeof pool.query !== 'function') {
+    throw new InvalidOptionsError('postgresStore: `pool` must have a query(text, params) method');
+  }
+  const names = tableNames(options.schema ?? DEFAULT_SCHEMA, options.table ?? DEFAULT_TABLE);
+  const ops = createOperations(names, { prepare: options.prepare ?? 'auto' });
+
+  // Every call goes through here, so no driver error escapes unwrapped.
+  async function guarded<T>(operation: string, body: () => Promise<T>): Promise<T> {
+    try {
+      return await body();
+    } catch (error) {
+      throw toStoreError(operation, error);
+    }
+  }
+
+  const store: PostgresStore = {
+    name: 'postgres',
+    capabilities: { crossProcess: true, purge: true },
+    pool,
+    schema: names.schemaName,
+    table: names.tableName,
+    claim: (key, claimOptions) => guarded('claim', () => ops.claim(pool, key, claimOptions)),
+    complete: (key, token, outcome, retentionMs) =>
+      guarded('complete', () => ops.complete(pool, key, token, outcome, retentionMs)),
+    release: (key, token) => guarded('release', () => ops.release(pool, key, token)),
+    extend: (key, token, leaseMs) => guarded('extend', () => ops.extend(pool, key, token, leaseMs)),
+    get: (key) => guarded('get', () => ops.get(pool, key)),
+    delete: (key) => guarded('delete', () => ops.delete(pool, key)),
+    purgeExpired: (purgeOptions: PurgeOptions = {}) => {
+      const limit = purgeOptions.limit ?? 1000;
+      if (!Number.isSafeInteger(limit) || limit < 1) {
+        return Promise.reject(
+          new InvalidOptionsError(`purgeExpired: limit must be a positive integer, got ${limit}`),
+        );
+      }
+      return guarded('purgeExpired', () => ops.purge(pool, limit));
+    },
+    stats: () => guarded('stats', () => ops.stats(pool)),
+  };
+  return store;
+}

@@ -1,0 +1,374 @@
+/**
+ * Transactional mode: the key is claimed inside the caller's transaction, on the same connection the
+ * handler writes through, and the record is completed in that transaction before COMMIT. The record, the
+ * business rows and any outbox rows therefore commit together or not at all: a crash at any point before
+ * COMMIT leaves nothing, and a retry executes once.
+ *
+ * A concurrent duplicate's INSERT waits on the unique index until the first transaction ends, then replays
+ * its outcome (or claims the key, if the first rolled back). With `lockTimeoutMs` it answers `in_progress`
+ * instead. Under REPEATABLE READ and SERIALIZABLE, serialization failures (40001) and deadlocks (40P01)
+ * retry the whole transaction a bounded number of times.
+ * @module
+ */
+import { type Duration, toMs } from '../core/duration.js';
+import type { RunOutcome, RunRequest } from '../core/engine.js';
+import { InvalidOptionsError, LeaseLostError, ReplayedError } from '../core/errors.js';
+import { createFingerprint } from '../core/fingerprint.js';
+import { emit, type HookEvent, type IdempotencyHooks } from '../core/hooks.js';
+import { deriveDownstreamKey, storageKey as toStorageKey, validateKey } from '../core/key.js';
+import {
+  decodeOutcome,
+  defaultCodec,
+  encodeValueOutcome,
+  type OutcomeCodec,
+} from '../core/outcome.js';
+import { type IdempotencyRecord, RecordStatus } from '../core/record.js';
+import {
+  guardConnection,
+  isRetryableTransactionError,
+  type PgPool,
+  type PgPoolClient,
+  type PgQueryable,
+  type PgQueryResult,
+  SqlState,
+  sqlState,
+  toStoreError,
+} from './client.js';
+import { DEFAULT_SCHEMA, DEFAULT_TABLE, tableNames } from './identifiers.js';
+import { createOperations } from './operations.js';
+
+/** Isolation levels a transactional run may use. */
+export const IsolationLevel = {
+  ReadCommitted: 'read committed',
+  RepeatableRead: 'repeatable read',
+  Serializable: 'serializable',
+} as const;
+
+/** One of the {@link IsolationLevel} values. */
+export type IsolationLevel = (typeof IsolationLevel)[keyof typeof IsolationLevel];
+
+/** Options of {@link postgresTransactional}. */
+export interface PostgresTransactionalOptions {
+  /** A node-postgres `Pool` (or anything whose `connect()` hands out a dedicated connection). */
+  pool: PgPool;
+  /** Schema of the records table. @default 'public' */
+  schema?: string;
+  /** Name of the records table. @default 'idempotency_records' */
+  table?: string;
+  /** Named prepared statements, as in `postgresStore`. @default 'auto' */
+  prepare?: boolean | 'auto';
+  /** Must equal the engine's `namespace` for records to be shared with `createIdempotency().run`. @default 'default' */
+  namespace?: string;
+  /** How long a completed outcome is replayed. @default '24h' */
+  retentionMs?: Duration;
+  /** Encodes outcomes for storage (same envelope as the engine). @default defaultCodec */
+  codec?: OutcomeCodec;
+  /** Isolation level of every transaction. @default 'read committed' */
+  isolationLevel?: IsolationLevel;
+  /** Extra attempts after a serialization failure (40001) or deadlock (40P01). @default 3 */
+  maxRetries?: number;
+  /**
+   * How long a concurrent duplicate waits for the first transaction before answering `in_progress`
+   * (PostgreSQL `lock_timeout`). `0` answers at once (NOWAIT). `undefined` waits until the first
+   * transaction ends, then replays its outcome. @default undefined
+   */
+  lockTimeoutMs?: number;
+  /** The `retryAfterMs` reported when a duplicate gives up waiting. @default 1000 */
+  busyRetryAfterMs?: number;
+  /** Observation callbacks (the engine's hook set). */
+  hooks?: IdempotencyHooks;
+  /** Called before a transaction is retried after a serialization failure or deadlock. */
+  onRetry?(event: { attempt: number; error: unknown }): void;
+}
+
+/** A request to run in a transaction: the engine's request without lease or fail-open settings. */
+export type TransactionalRequest = Pick<
+  RunRequest,
+  'key' | 'scope' | 'fingerprint' | 'payload' | 'retentionMs' | 'codec'
+> & {
+  /** Overrides the option of the same name for this call. */
+  lockTimeoutMs?: number;
+  /** Overrides the option of the same name for this call. */
+  isolationLevel?: IsolationLevel;
+};
+
+/**
+ * What the handler is given: a queryable bound to the transaction (write your rows through it, and pass it
+ * to anything else that must commit with them, such as an outbox), plus the claim's details.
+ */
+export interface TransactionContext extends PgQueryable {
+  /**
+   * Run a statement in the transaction. `R` types the rows: `tx.query<{ id: number }>('INSERT … RETURNING id')`.
+   */
+  query<R = Record<string, unknown>>(
+    text: string,
+    values?: unknown[],
+  ): Promise<PgQueryResult & { rows: R[] }>;
+  /** The transaction's own connection. Never COMMIT, ROLLBACK or release it yourself. */
+  readonly client: PgPoolClient;
+  /** Fencing token of this execution. */
+  readonly token: number;
+  /** Record attempt: 1, or more after takeovers of crashed non-transactional attempts. */
+  readonly attempt: number;
+  /** 1 for the first transaction, more after serialization retries (the handler runs again then). */
+  readonly transactionAttempt: number;
+  /** The storage key (hashed). */
+  readonly storageKey: string;
+  /** The isolation level in force. */
+  readonly isolationLevel: IsolationLevel;
+  /** A stable key for a downstream provider's own deduplication, the same on every attempt. */
+  downstreamKey(step: string): string;
+}
+
+/** Runs handlers with their idempotency record in the same transaction. */
+export interface PostgresTransactional {
+  /**
+   * Run `fn` at most once per (scope, key) while its outcome is retained, with the record committed in
+   * the same transaction as `fn`'s writes through `tx`.
+   *
+   * Rejects with `InvalidKeyError`, `StoreUnavailableError` (database unreachable, or serialization
+   * failures beyond `maxRetries`), `ReplayedError`, or `fn`'s own error after rolling everything back.
+   */
+  runInTransaction<T>(
+    request: TransactionalRequest,
+    fn: (tx: TransactionContext) => Promise<T> | T,
+    options?: { beforeCommit?: (tx: TransactionContext) => Promise<void> | void },
+  ): Promise<RunOutcome<T>>;
+  /** The storage key `runInTransaction` uses for (scope, key). */
+  storageKeyFor(key: string, scope?: string): string;
+}
+
+// The record is invisible to others until COMMIT, and by then it is completed: the lease never governs
+// a takeover here. It only has to outlast the transaction for complete's live-lease check (now() is the
+// transaction's start time).
+const TRANSACTION_LEASE_MS = 3_600_000;
+const RETRY_BACKOFF_MS = 20;
+
+class RetryableTransaction extends Error {
+  constructor(readonly original: unknown) {
+    super('retryable transaction failure');
+  }
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+function checkLockTimeout(value: number | undefined): number | undefined {
+  if (value !== undefined && (!Number.isFinite(value) || value < 0)) {
+    throw new InvalidOptionsError(`lockTimeoutMs must be a non-negative number, got ${value}`);
+  }
+  return value;
+}
+
+function checkIsolation(value: string): IsolationLevel {
+  if (!Object.values(IsolationLevel).includes(value as IsolationLevel)) {
+    throw new InvalidOptionsError(
+      `isolationLevel must be one of ${Object.values(IsolationLevel).join(', ')}`,
+    );
+  }
+  return value as IsolationLevel;
+}
+
+/**
+ * Create the transactional mode over a pool. Use the same schema, table and namespace as the engine's
+ * store to share records between both modes.
+ * @example
+ * const transactional = postgresTransactional({ pool });
+ * const outcome = await transactional.runInTransaction({ key, payload: order }, async (tx) => {
+ *   const { rows } = await tx.query<{ id: number }>('INSERT INTO orders (total) VALUES ($1) RETURNING id', [order.total]);
+ *   return { orderId: rows[0].id };
+ * });
+ */
+export function postgresTransactional(
+  options: PostgresTransactionalOptions,
+): PostgresTransactional {
+  const pool = options?.pool;
+  if (pool === undefined || pool === null || typeof pool.connect !== 'function') {
+    throw new InvalidOptionsError(
+      'postgresTransactional: `pool` must have a connect() method (a pg Pool)',
+    );
+  }
+  const ops = createOperations(
+    tableNames(options.schema ?? DEFAULT_SCHEMA, options.table ?? DEFAULT_TABLE),
+    { prepare: options.prepare ?? 'auto' },
+  );
+  const namespace = options.namespace ?? 'default';
+  const defaultRetentionMs = toMs(options.retentionMs ?? '24h', 'retentionMs');
+  const defaultIsolation = checkIsolation(options.isolationLevel ?? IsolationLevel.ReadCommitted);
+  const defaultLockTimeout = checkLockTimeout(options.lockTimeoutMs);
+  const maxRetries = options.maxRetries ?? 3;
+  if (!Number.isSafeInteger(maxRetries) || maxRetries < 0) {
+    throw new InvalidOptionsError(`maxRetries must be a non-negative integer, got ${maxRetries}`);
+  }
+  const busyRetryAfterMs = options.busyRetryAfterMs ?? 1000;
+  const hooks = options.hooks ?? {};
+
+  function settleExisting<T>(
+    record: IdempotencyRecord,
+    fingerprint: string,
+    codec: OutcomeCodec,
+    event: HookEvent,
+  ): RunOutcome<T> {
+    // Same order as the engine: a mismatch is reported even while the first call runs.
+    if (record.fingerprint !== fingerprint) {
+      emit(hooks, 'onMismatch', event);
+      return { status: 'mismatch' };
+    }
+    if (record.status === RecordStatus.InProgress) {
+      const retryAfterMs = Math.max(record.leaseUntil - Date.now(), 1);
+      emit(hooks, 'onConflict', { ...event, retryAfterMs });
+      return { status: 'in_progress', retryAfterMs };
+    }
+    emit(hooks, 'onReplayed', { ...event, fromCache: false });
+    const decoded = decodeOutcome(record.outcome);
+    if (decoded.kind === 'error') throw new ReplayedError(decoded.error);
+    return { status: 'replayed', value: codec.decode(decoded.payload) as T };
+  }
+
+  async function runInTransaction<T>(
+    request: TransactionalRequest,
+    fn: (tx: TransactionContext) => Promise<T> | T,
+    runOptions: { beforeCommit?: (tx: TransactionContext) => Promise<void> | void } = {},
+  ): Promise<RunOutcome<T>> {
+    validateKey(request.key);
+    const storageKey = toStorageKey(namespace, request.scope ?? '', request.key);
+    const fingerprint =
+      request.fingerprint ??
+      (request.payload === undefined ? '' : createFingerprint(request.payload));
+    const retentionMs =
+      request.retentionMs === undefined
+        ? defaultRetentionMs
+        : toMs(request.retentionMs, 'retentionMs');
+    const codec = request.codec ?? options.codec ?? defaultCodec;
+    const isolationLevel = checkIsolation(request.isolationLevel ?? defaultIsolation);
+    const lockTimeoutMs = checkLockTimeout(request.lockTimeoutMs ?? defaultLockTimeout);
+    const event: HookEvent = { namespace, storageKey };
+    // lock_timeout = 0 would mean "no timeout" to PostgreSQL; 1 ms is as close to NOWAIT as it gets.
+    const begin =
+      lockTimeoutMs === undefined
+        ? `BEGIN ISOLATION LEVEL ${isolationLevel.toUpperCase()}`
+        : `BEGIN ISOLATION LEVEL ${isolationLevel.toUpperCase()}; SET LOCAL lock_timeout = ${Math.max(1, Math.ceil(lockTimeoutMs))}`;
+
+    async function once(
+      client: PgPoolClient,
+      transactionAttempt: number,
+      connection: { broken: boolean },
+    ): Promise<RunOutcome<T>> {
+      let phase: 'begin' | 'claim' | 'settle' | 'handler' | 'complete' | 'commit' = 'begin';
+      try {
+        await client.query(begin);
+        phase = 'claim';
+        let claim: Awaited<ReturnType<typeof ops.claim>>;
+        try {
+          claim = await ops.claim(client, storageKey, {
+            fingerprint,
+            leaseMs: TRANSACTION_LEASE_MS,
+          });
+        } catch (error) {
+          if (sqlState(error) !== SqlState.LockNotAvailable) throw error;
+          // Another transaction holds the key and we were told not to wait for it.
+          await client.query('ROLLBACK');
+          emit(hooks, 'onConflict', { ...event, retryAfterMs: busyRetryAfterMs });
+          return { status: 'in_progress', retryAfterMs: busyRetryAfterMs };
+        }
+        if (!claim.claimed) {
+          await client.query('ROLLBACK');
+          // Ended: a replayed error thrown from here is the caller's outcome, not a store failure.
+          phase = 'settle';
+          return settleExisting<T>(claim.record, fingerprint, codec, event);
+        }
+        // The short lock timeout was for the claim only; the handler's own statements wait normally.
+        if (lockTimeoutMs !== undefined) await client.query('SET LOCAL lock_timeout TO DEFAULT');
+
+        const { token, attempt } = claim;
+        const startedAt = Date.now();
+        const context: TransactionContext = {
+          client,
+          token,
+          attempt,
+          transactionAttempt,
+          storageKey,
+          isolationLevel,
+          query: ((text: string, values?: unknown[]) =>
+            client.query(text, values)) as TransactionContext['query'],
+          downstreamKey: (step) => deriveDownstreamKey(storageKey, step),
+        };
+        phase = 'handler';
+        const value = await fn(context);
+        const outcome = encodeValueOutcome(codec.encode(value));
+        phase = 'complete';
+        // Also the canary for a handler that swallowed a statement error: the aborted transaction makes
+        // this statement fail (25P02) instead of letting COMMIT silently roll back.
+        if (!(await ops.complete(client, storageKey, token, outcome, retentionMs))) {
+          throw new LeaseLostError(token);
+        }
+        await runOptions.beforeCommit?.(context);
+        phase = 'commit';
+        const committed: PgQueryResult = await client.query('COMMIT');
+        if (committed.command !== undefined && committed.command !== 'COMMIT') {
+          throw new Error(`COMMIT answered ${committed.command}: the transaction had failed`);
+        }
+        emit(hooks, 'onExecuted', { ...event, token, attempt, durationMs: Date.now() - startedAt });
+        return { status: 'executed', value, token, attempt, failedOpen: false };
+      } catch (error) {
+        if (phase === 'settle') throw error;
+        if (phase === 'commit') {
+          // COMMIT failing with a SQLSTATE ended the transaction; without one, the connection is gone.
+          if (sqlState(error) === undefined) connection.broken = true;
+        } else {
+          await client.query('ROLLBACK').catch(() => {
+            connection.broken = true;
+          });
+        }
+        if (isRetryableTransactionError(error)) throw new RetryableTransaction(error);
+        // The handler's own error is rethrown as is, unless the connection died under it: then nothing
+        // was committed and the caller should retry, exactly as for any other store outage.
+        if ((phase === 'handler' && !connection.broken) || error instanceof LeaseLostError)
+          throw error;
+        if (phase === 'complete' && sqlState(error) === SqlState.InFailedTransaction) throw error;
+        emit(hooks, 'onStoreError', { ...event, operation: `transaction ${phase}`, error });
+        throw toStoreError(`transaction ${phase}`, error);
+      }
+    }
+
+    for (let transactionAttempt = 1; ; transactionAttempt++) {
+      let client: PgPoolClient;
+      try {
+        client = await pool.connect();
+      } catch (error) {
+        emit(hooks, 'onStoreError', { ...event, operation: 'connect', error });
+        throw toStoreError('connect', error);
+      }
+      const connection = { broken: false };
+      const unguard = guardConnection(client, () => {
+        connection.broken = true;
+      });
+      try {
+        return await once(client, transactionAttempt, connection);
+      } catch (error) {
+        if (!(error instanceof RetryableTransaction)) throw error;
+        if (transactionAttempt > maxRetries) {
+          throw toStoreError(
+            `transaction (gave up after ${transactionAttempt} attempts)`,
+            error.original,
+          );
+        }
+        options.onRetry?.({ attempt: transactionAttempt, error: error.original });
+        await sleep(RETRY_BACKOFF_MS * transactionAttempt * Math.random());
+      } finally {
+        unguard();
+        // A connection whose ROLLBACK failed, or that broke, is discarded instead of reused.
+        client.release(
+          connection.broken ? new Error('connection broken during a transaction') : undefined,
+        );
+      }
+    }
+  }
+
+  return {
+    runInTransaction,
+    storageKeyFor: (key, scope = '') => {
+      validateKey(key);
+      return toStorageKey(namespace, scope, key);
+    },
+  };
+}

@@ -1,0 +1,368 @@
+/**
+ * Transactional mode on SQLite: the key is claimed inside one `BEGIN IMMEDIATE` transaction on the
+ * caller's own better-sqlite3 connection, the handler writes its rows through that connection, and the
+ * record is completed before COMMIT. The record, the business rows and any outbox rows therefore commit
+ * together or not at all: a crash at any point before COMMIT leaves nothing, and a retry executes once.
+ *
+ * better-sqlite3 is synchronous and its transactions cannot span an `await`, so the handler must be
+ * synchronous. A duplicate from another process waits for SQLite's write lock (the busy timeout), then
+ * finds the committed record and replays it. Records are the `sqliteStore`'s: same table, same storage
+ * keys, same token counter, so both modes share them.
+ * @module
+ */
+import { type Clock, systemClock } from '../core/clock.js';
+import { type Duration, toMs } from '../core/duration.js';
+import type { RunOutcome, RunRequest } from '../core/engine.js';
+import { InvalidOptionsError, isIdempotencyError, ReplayedError } from '../core/errors.js';
+import { createFingerprint } from '../core/fingerprint.js';
+import { emit, type HookEvent, type IdempotencyHooks } from '../core/hooks.js';
+import { deriveDownstreamKey, storageKey as toStorageKey, validateKey } from '../core/key.js';
+import {
+  decodeOutcome,
+  defaultCodec,
+  encodeValueOutcome,
+  type OutcomeCodec,
+} from '../core/outcome.js';
+import { type IdempotencyRecord, RecordStatus } from '../core/record.js';
+import { type SqliteDatabase, unavailable } from './client.js';
+import { migrate as runMigrations } from './migrate.js';
+import { toBlob, toRecord } from './sqlite-store.js';
+import {
+  type ClaimRow,
+  checkTableName,
+  DEFAULT_TABLE,
+  prepareStatements,
+  type RecordRow,
+  type Statements,
+} from './statements.js';
+
+/** Options of {@link sqliteTransactional}. */
+export interface SqliteTransactionalOptions {
+  /**
+   * Your open better-sqlite3 `Database`: the handler writes through it, so the record must live on the
+   * same connection. Never closed, and its pragmas are left as they are (WAL and a busy timeout are
+   * recommended: see docs/stores/sqlite.md).
+   */
+  database: SqliteDatabase;
+  /** Name of the records table; use the `sqliteStore`'s to share records with the engine. @default 'idempotency_records' */
+  table?: string;
+  /** Apply pending migrations of the records table when created. @default true */
+  migrate?: boolean;
+  /** Must equal the engine's `namespace` for records to be shared with `createIdempotency().run`. @default 'default' */
+  namespace?: string;
+  /** How long a completed outcome is replayed. @default '24h' */
+  retentionMs?: Duration;
+  /** Encodes outcomes for storage (same envelope as the engine). @default defaultCodec */
+  codec?: OutcomeCodec;
+  /** Observation callbacks (the engine's hook set). */
+  hooks?: IdempotencyHooks;
+  /** Judges leases and expiry, as the store's `clock` does (SQLite has none of its own). @default systemClock */
+  clock?: Clock;
+}
+
+/** A request to run in a transaction: the engine's request without lease or fail-open settings. */
+export type SqliteTransactionalRequest = Pick<
+  RunRequest,
+  'key' | 'scope' | 'fingerprint' | 'payload' | 'retentionMs' | 'codec'
+>;
+
+/**
+ * What the handler is given: the connection the transaction is open on (write your rows through it, and
+ * pass it to anything else that must commit with them, such as the outbox's `enqueue`), plus the claim's
+ * details.
+ */
+export interface SqliteTransactionContext {
+  /** The connection, inside the open transaction. Never COMMIT, ROLLBACK or close it yourself. */
+  readonly database: SqliteDatabase;
+  /** Fencing token of this execution (from the same counter as the store's claims). */
+  readonly token: number;
+  /** Record attempt: 1, or more after a takeover of a crashed non-transactional attempt. */
+  readonly attempt: number;
+  /** The storage key (hashed). */
+  readonly storageKey: string;
+  /** A stable key for a downstream provider's own deduplication, the same on every attempt. */
+  downstreamKey(step: string): string;
+}
+
+/** Extra hooks of one call. */
+export interface SqliteRunInTransactionOptions {
+  /** Runs after the record is completed, right before COMMIT, on the same transaction. Synchronous. */
+  beforeCommit?: (tx: SqliteTransactionContext) => void;
+}
+
+/**
+ * The type a synchronous handler may return: anything but a promise. An `async` handler does not
+ * type-check (and is refused at run time): better-sqlite3 cannot keep a transaction open across `await`.
+ */
+export type SyncResult<T> = T extends PromiseLike<unknown> ? never : T;
+
+/** Runs synchronous handlers with their idempotency record in the same SQLite transaction. */
+export interface SqliteTransactional {
+  /** The connection in use (yours). */
+  readonly database: SqliteDatabase;
+  /** The records table. */
+  readonly table: string;
+  /**
+   * Run `fn` at most once per (scope, key) while its outcome is retained, with the record committed in
+   * the same transaction as `fn`'s writes through `tx.database`. The work happens synchronously, during
+   * the call; the promise only carries the result, for symmetry with the PostgreSQL mode.
+   *
+   * Rejects with `InvalidKeyError`, `InvalidOptionsError` (`fn` returned a promise, or a transaction is
+   * already open on the connection), `StoreUnavailableError` (the database failed or stayed locked past
+   * the busy timeout; nothing was committed), `ReplayedError`, or `fn`'s own error after rolling
+   * everything back.
+   */
+  runInTransaction<T>(
+    request: SqliteTransactionalRequest,
+    fn: (tx: SqliteTransactionContext) => SyncResult<T>,
+    options?: SqliteRunInTransactionOptions,
+  ): Promise<RunOutcome<T>>;
+  /** {@link SqliteTransactional.runInTransaction}, returning the outcome directly and throwing its errors. */
+  runInTransactionSync<T>(
+    request: SqliteTransactionalRequest,
+    fn: (tx: SqliteTransactionContext) => SyncResult<T>,
+    options?: SqliteRunInTransactionOptions,
+  ): RunOutcome<T>;
+  /** The storage key `runInTransaction` uses for (scope, key). */
+  storageKeyFor(key: string, scope?: string): string;
+}
+
+// The record is invisible to other connections until COMMIT, and by then it is completed: the lease
+// never governs a takeover here. It only has to outlast the transaction for complete's live-lease check.
+const TRANSACTION_LEASE_MS = 3_600_000;
+
+// Where a failure happened decides what the caller gets: the handler's own error as is, anything else as
+// a store outage (nothing was committed, retry).
+type Phase = 'begin' | 'claim' | 'handler' | 'complete' | 'beforeCommit' | 'commit';
+
+// What the transaction body hands back; settled after the transaction has ended.
+type BodyResult<T> =
+  | { claimed: true; value: T; token: number; attempt: number; startedAt: number }
+  | { claimed: false; record: IdempotencyRecord };
+
+const isThenable = (value: unknown): value is PromiseLike<unknown> =>
+  (typeof value === 'object' || typeof value === 'function') &&
+  value !== null &&
+  typeof (value as { then?: unknown }).then === 'function';
+
+const driverCode = (error: unknown): string | undefined =>
+  typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : undefined;
+
+/**
+ * Create the transactional mode on your better-sqlite3 connection. Use the same table and namespace as
+ * the engine's `sqliteStore` to share records between both modes.
+ * @example
+ * import Database from 'better-sqlite3';
+ * import { sqliteTransactional } from 'idempotency-kit/sqlite';
+ *
+ * const db = new Database('app.db');
+ * db.pragma('journal_mode = WAL');
+ * const transactional = sqliteTransactional({ database: db });
+ * const insertOrder = db.prepare('INSERT INTO orders (total) VALUES (?)');
+ * const outcome = await transactional.runInTransaction({ key, payload: order }, (tx) => {
+ *   const { lastInsertRowid } = insertOrder.run(order.total);
+ *   return { orderId: Number(lastInsertRowid) };
+ * });
+ */
+export function sqliteTransactional(options: SqliteTransactionalOptions): SqliteTransactional {
+  const db = options?.database;
+  if (
+    typeof db !== 'object' ||
+    db === null ||
+    typeof db.prepare !== 'function' ||
+    typeof db.transaction !== 'function'
+  ) {
+    throw new InvalidOptionsError(
+      'sqliteTransactional: `database` must be an open better-sqlite3 Database (the handler writes through it)',
+    );
+  }
+  const table = checkTableName(options.table ?? DEFAULT_TABLE);
+  const namespace = options.namespace ?? 'default';
+  const defaultRetentionMs = toMs(options.retentionMs ?? '24h', 'retentionMs');
+  const hooks = options.hooks ?? {};
+  const clock = options.clock ?? systemClock;
+  if (options.migrate ?? true) runMigrations(db, { table });
+
+  // Prepared on first use (the same cached statements as a sqliteStore on this connection), so an
+  // instance created with `migrate: false` before the schema exists works once it does.
+  let statements: Statements | undefined;
+  const prepared = () => {
+    statements ??= prepareStatements(db, table);
+    return statements;
+  };
+
+  // One wrapper for every call: better-sqlite3 runs `BEGIN IMMEDIATE`, the body, then `COMMIT`, and rolls
+  // back if the body (or COMMIT) throws.
+  const transaction = db.transaction((body: (s: Statements) => unknown) => body(prepared()));
+
+  function settleExisting<T>(
+    record: IdempotencyRecord,
+    fingerprint: string,
+    codec: OutcomeCodec,
+    event: HookEvent,
+  ): RunOutcome<T> {
+    // Same order as the engine: a mismatch is reported even while the first call runs.
+    if (record.fingerprint !== fingerprint) {
+      emit(hooks, 'onMismatch', event);
+      return { status: 'mismatch' };
+    }
+    if (record.status === RecordStatus.InProgress) {
+      const retryAfterMs = Math.max(record.leaseUntil - clock.now(), 1);
+      emit(hooks, 'onConflict', { ...event, retryAfterMs });
+      return { status: 'in_progress', retryAfterMs };
+    }
+    emit(hooks, 'onReplayed', { ...event, fromCache: false });
+    const decoded = decodeOutcome(record.outcome);
+    if (decoded.kind === 'error') throw new ReplayedError(decoded.error);
+    return { status: 'replayed', value: codec.decode(decoded.payload) as T };
+  }
+
+  function readLive(key: string): IdempotencyRecord | undefined {
+    const row = prepared().selectRecord.get({ key, now: clock.now() }) as RecordRow | undefined;
+    return row === undefined ? undefined : toRecord(row);
+  }
+
+  function runInTransactionSync<T>(
+    request: SqliteTransactionalRequest,
+    fn: (tx: SqliteTransactionContext) => SyncResult<T>,
+    runOptions: SqliteRunInTransactionOptions = {},
+  ): RunOutcome<T> {
+    validateKey(request.key);
+    if (typeof fn !== 'function') {
+      throw new InvalidOptionsError('runInTransaction: the handler must be a function');
+    }
+    const storageKey = toStorageKey(namespace, request.scope ?? '', request.key);
+    const fingerprint =
+      request.fingerprint ??
+      (request.payload === undefined ? '' : createFingerprint(request.payload));
+    const retentionMs =
+      request.retentionMs === undefined
+        ? defaultRetentionMs
+        : toMs(request.retentionMs, 'retentionMs');
+    const codec = request.codec ?? options.codec ?? defaultCodec;
+    const event: HookEvent = { namespace, storageKey };
+
+    // Nesting would make `executed` mean "will commit if your outer transaction does", and a deferred
+    // outer transaction does not hold the write lock the claim relies on.
+    if (db.inTransaction) {
+      throw new InvalidOptionsError(
+        'runInTransaction opens its own BEGIN IMMEDIATE transaction: call it while no transaction is open ' +
+          'on this connection (not from inside db.transaction() nor another runInTransaction)',
+      );
+    }
+
+    // An object, so that TypeScript does not narrow it across the transaction body's assignments.
+    const at: { phase: Phase } = { phase: 'claim' };
+    try {
+      // Fast path without the write lock, as the store's claim: a committed record (a replay, an engine
+      // claim in flight, a mismatch) is answered from a read, so replays never queue for the lock.
+      const existing = readLive(storageKey);
+      if (existing !== undefined) return settleExisting(existing, fingerprint, codec, event);
+
+      at.phase = 'begin';
+      const result = transaction.immediate((s: Statements): BodyResult<T> => {
+        at.phase = 'claim';
+        // Read the clock once the write lock is held: waiting for it must not count against the lease.
+        const now = clock.now();
+        const won = s.claim.get({
+          key: storageKey,
+          fingerprint,
+          now,
+          now_micros: Math.floor(now * 1000),
+          lease_until: now + TRANSACTION_LEASE_MS,
+        }) as ClaimRow | undefined;
+        if (won === undefined) {
+          // Committed by another process while we waited for the lock: nothing was written, the empty
+          // transaction commits.
+          const row = s.selectRecord.get({ key: storageKey, now }) as RecordRow | undefined;
+          if (row === undefined) throw new Error('claim neither won nor found a live record');
+          return { claimed: false, record: toRecord(row) };
+        }
+        s.bumpToken.run({ token: won.token });
+        const { token, attempt } = won;
+        const context: SqliteTransactionContext = {
+          database: db,
+          token,
+          attempt,
+          storageKey,
+          downstreamKey: (step) => deriveDownstreamKey(storageKey, step),
+        };
+
+        at.phase = 'handler';
+        const startedAt = clock.now();
+        const value: unknown = fn(context);
+        if (isThenable(value)) {
+          // Whatever the async handler does after its first await runs outside this transaction; keep
+          // its eventual rejection from crashing the process, the caller gets this error instead.
+          Promise.resolve(value).catch(() => {});
+          throw new InvalidOptionsError(
+            'runInTransaction: the handler returned a promise. SQLite transactions cannot span an await ' +
+              '(better-sqlite3 is synchronous), so the handler must be synchronous: do async work (HTTP ' +
+              'calls…) before or after runInTransaction. Everything was rolled back.',
+          );
+        }
+        const outcome = encodeValueOutcome(codec.encode(value));
+
+        at.phase = 'complete';
+        // A handler that swallowed an error which rolled the whole transaction back (SQLITE_FULL, an I/O
+        // error…) would otherwise have us complete, and COMMIT, in autocommit mode.
+        if (!db.inTransaction) {
+          throw new Error('the transaction was rolled back under the handler');
+        }
+        const completedAt = clock.now();
+        const done = s.complete.run({
+          key: storageKey,
+          token,
+          outcome: toBlob(outcome),
+          now: completedAt,
+          expires_at: completedAt + retentionMs,
+        });
+        if (done.changes !== 1) throw new Error('the record claimed in this transaction is gone');
+        at.phase = 'beforeCommit';
+        runOptions.beforeCommit?.(context);
+        at.phase = 'commit';
+        return { claimed: true, value: value as T, token, attempt, startedAt };
+      }) as BodyResult<T>;
+
+      if (!result.claimed) return settleExisting(result.record, fingerprint, codec, event);
+      const { value, token, attempt, startedAt } = result;
+      if (attempt > 1) emit(hooks, 'onTakeover', { ...event, token, attempt });
+      emit(hooks, 'onExecuted', { ...event, token, attempt, durationMs: clock.now() - startedAt });
+      return { status: 'executed', value, token, attempt, failedOpen: false };
+    } catch (error) {
+      // The wrapper has rolled back by now (everything, record included). The handler's own errors, and
+      // ours, pass through unchanged.
+      if (at.phase === 'handler' || at.phase === 'beforeCommit' || isIdempotencyError(error)) {
+        throw error;
+      }
+      if (at.phase === 'begin' && driverCode(error) === 'SQLITE_BUSY') {
+        // Locked past the busy timeout: if the holder committed this key meanwhile, answer from it.
+        const committed = safeRead(storageKey);
+        if (committed !== undefined) return settleExisting(committed, fingerprint, codec, event);
+      }
+      emit(hooks, 'onStoreError', { ...event, operation: `transaction ${at.phase}`, error });
+      throw unavailable(`transaction ${at.phase}`, error);
+    }
+  }
+
+  function safeRead(key: string): IdempotencyRecord | undefined {
+    try {
+      return readLive(key);
+    } catch {
+      return undefined;
+    }
+  }
+
+  return {
+    database: db,
+    table,
+    runInTransactionSync,
+    async runInTransaction(request, fn, runOptions) {
+      return runInTransactionSync(request, fn, runOptions);
+    },
+    storageKeyFor: (key, scope = '') => {
+      validateKey(key);
+      return toStorageKey(namespace, scope, key);
+    },
+  };
+}

@@ -1,0 +1,51 @@
+/**
+ * PostgreSQL test helpers: a pool per test file, a fresh schema per run (migrated, and dropped in
+ * afterAll), all against the real server named by DATABASE_URL.
+ */
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
+import { migrate } from '../../src/postgres/index.js';
+import { env, requireService } from './env.js';
+
+/** A pool on the test database. Pool errors on idle clients (a terminated backend) must not crash the run. */
+export function testPool(options: { max?: number; applicationName?: string } = {}): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString: env.databaseUrl,
+    max: options.max ?? 5,
+    application_name: options.applicationName ?? 'idempotency-kit-test',
+  });
+  pool.on('error', () => {});
+  return pool;
+}
+
+/** A unique schema name for one test run. */
+export function uniqueSchema(label: string): string {
+  return `ik_${label}_${process.pid}_${randomUUID().slice(0, 8)}`;
+}
+
+/** Everything a PostgreSQL test file needs, created in beforeAll and torn down in afterAll. */
+export interface PostgresFixture {
+  pool: pg.Pool;
+  schema: string;
+  /** Drop the schema (cascade) and end the pool. */
+  dispose(): Promise<void>;
+}
+
+/** Check the server is up, create a pool and a migrated schema of its own (or the one named). */
+export async function setupPostgres(
+  label: string,
+  options: { max?: number; schema?: string } = {},
+): Promise<PostgresFixture> {
+  await requireService('PostgreSQL', env.databaseUrl);
+  const pool = testPool({ max: options.max ?? 5 });
+  const schema = options.schema ?? uniqueSchema(label);
+  await migrate(pool, { schema });
+  return {
+    pool,
+    schema,
+    async dispose() {
+      await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await pool.end();
+    },
+  };
+}

@@ -1,0 +1,62 @@
+import { describe, expect, it } from 'vitest';
+import { parseCli, UsageError } from '../../../src/cli/args.js';
+
+const url = 'postgres://u@h/db';
+
+describe('parseCli', () => {
+  it('parses migrate with schema and table', () => {
+    // Act
+    const command = parseCli(
+      ['migrate', '--database-url', url, '--schema', 's', '--table', 't'],
+      {},
+    );
+    // Assert
+    expect(command).toEqual({ command: 'migrate', databaseUrl: url, schema: 's', table: 't' });
+  });
+
+  it('reads DATABASE_URL when --database-url is absent', () => {
+    // Act
+    const command = parseCli(['purge'], { DATABASE_URL: url });
+    // Assert
+    expect(command).toEqual({
+      command: 'purge',
+      databaseUrl: url,
+      limit: 1000,
+      batches: Number.MAX_SAFE_INTEGER,
+    });
+  });
+
+  it('parses purge limits', () => {
+    // Act
+    const command = parseCli(
+      ['purge', '--database-url', url, '--limit', '50', '--batches', '3'],
+      {},
+    );
+    // Assert
+    expect(command).toMatchObject({ limit: 50, batches: 3 });
+  });
+
+  it('returns help for -h whatever else is given', () => {
+    // Act / Assert
+    expect(parseCli(['-h'], {})).toEqual({ command: 'help' });
+    expect(parseCli(['purge', '--help'], {})).toEqual({ command: 'help' });
+  });
+
+  it.each([
+    [[], /missing command/],
+    [['frob'], /unknown command 'frob'/],
+    [['migrate'], /missing --database-url/],
+    [['migrate', '--database-url', url, 'extra'], /unexpected argument 'extra'/],
+    [['migrate', '--database-url', url, '--limit', '5'], /purge only/],
+    [['purge', '--database-url', url, '--limit=-1'], /--limit must be a positive integer/],
+    [['purge', '--database-url', url, '--batches', '1.5'], /--batches must be a positive integer/],
+    [['purge', '--database-url', url, '--nope'], /nope/],
+    [['purge', '--database-url'], /database-url/],
+  ])('refuses %j with a UsageError', (argv, message) => {
+    // Act
+    const attempt = () => parseCli(argv as string[], {});
+    // Assert
+    expect(attempt).toThrow(UsageError);
+    expect(attempt).toThrow(message);
+  });
+});
