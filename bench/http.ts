@@ -1,0 +1,195 @@
+/**
+ * HTTP overhead of the Express middleware: autocannon at 50 connections against a baseline Express app (no
+ * idempotency) and the same app behind `idempotency()` on each store, measured side by side in one run.
+ *
+ * - S1: 50 ms handler, a unique key per request;
+ * - S2: 0 ms handler, a unique key per request;
+ * - S3: 0 ms handler, replays of 100 completed keys.
+ *
+ * Run: `npx tsx bench/http.ts` (DURATION seconds per measurement, default 3; ROUNDS, default 3, interleaved
+ * and reported as the median; STORES, default
+ * `memory,sqlite,redis,postgres`; REDIS_URL and DATABASE_URL as in the tests). Each server runs in its own
+ * child process; the Markdown table is printed and written to `bench/results/http.md`.
+ */
+import { fork } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import autocannon from 'autocannon';
+import type { BenchServerConfig } from './lib/http-server.js';
+import { type BenchRow, median, printTable } from './lib/report.js';
+
+const duration = Number(process.env.DURATION ?? 3);
+const rounds = Number(process.env.ROUNDS ?? 3);
+const stores = (process.env.STORES ?? 'memory,sqlite,redis,postgres').split(',') as Array<
+  BenchServerConfig['store']
+>;
+const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const run = randomUUID().slice(0, 8);
+const sqliteDir = mkdtempSync(join(tmpdir(), 'ik-bench-http-'));
+const pgSchema = `ik_bench_http_${run}`;
+const body = JSON.stringify({ amount: 4200, currency: 'EUR' });
+
+async function startServer(config: BenchServerConfig) {
+  const child = fork(fileURLToPath(new URL('./lib/http-server.ts', import.meta.url)), [], {
+    execArgv: ['--import', 'tsx'],
+    env: { ...process.env, IK_BENCH_HTTP: JSON.stringify(config) },
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const port = await new Promise<number>((resolve, reject) => {
+    child.once('message', (m: { port: number }) => resolve(m.port));
+    child.once('exit', (code) => reject(new Error(`bench server exited (${code})`)));
+  });
+  return { url: `http://127.0.0.1:${port}/orders`, stop: () => child.kill('SIGKILL') };
+}
+
+/** One autocannon run; `keyOf` gives the key of the n-th request. */
+async function load(url: string, seconds: number, keyOf: (n: number) => string) {
+  let n = 0;
+  const result = await autocannon({
+    url,
+    connections: 50,
+    duration: seconds,
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body,
+    requests: [
+      {
+        setupRequest: (request) => ({
+          ...request,
+          headers: { ...request.headers, 'idempotency-key': keyOf(n++) },
+        }),
+      },
+    ],
+  });
+  const bad = result.non2xx + result.errors + result.timeouts;
+  const statuses = Object.entries(result.statusCodeStats ?? {})
+    .filter(([code]) => !code.startsWith('2'))
+    .map(([code, stat]) => `${code}×${stat.count}`);
+  return {
+    rps: result.requests.average,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    bad,
+    statuses,
+  };
+}
+
+async function prepare(): Promise<void> {
+  if (stores.includes('postgres')) {
+    const pg = (await import('pg')).default;
+    const { migrate } = await import('../src/postgres/index.js');
+    const pool = new pg.Pool({ connectionString: databaseUrl, max: 2 });
+    await migrate(pool, { schema: pgSchema });
+    await pool.end();
+  }
+}
+
+async function cleanup(): Promise<void> {
+  rmSync(sqliteDir, { recursive: true, force: true });
+  if (stores.includes('postgres')) {
+    const pg = (await import('pg')).default;
+    const pool = new pg.Pool({ connectionString: databaseUrl, max: 1 });
+    await pool.query(`DROP SCHEMA IF EXISTS "${pgSchema}" CASCADE`);
+    await pool.end();
+  }
+  if (stores.includes('redis')) {
+    const { createClient } = await import('redis');
+    const client = createClient({ url: redisUrl });
+    await client.connect();
+    for await (const keys of client.scanIterator({ MATCH: `bench:http:${run}:*`, COUNT: 1000 })) {
+      if (keys.length > 0) await client.del(keys);
+    }
+    await client.quit();
+  }
+}
+
+const SCENARIOS = [
+  { id: 'S1', title: 'S1: 50 ms handler, unique keys', delayMs: 50, replay: false },
+  { id: 'S2', title: 'S2: 0 ms handler, unique keys', delayMs: 0, replay: false },
+  { id: 'S3', title: 'S3: 0 ms handler, replays of 100 completed keys', delayMs: 0, replay: true },
+] as const;
+
+await prepare();
+const command = `DURATION=${duration} ROUNDS=${rounds} npx tsx bench/http.ts`;
+const tables: string[] = [];
+const originalLog = console.log;
+try {
+  for (const scenario of SCENARIOS) {
+    const names = ['none', ...stores] as const;
+    // One server per row for the whole scenario; rows are measured in interleaved rounds so that the
+    // drift of a shared, noisy machine hits every row alike. Each row reports the median of its rounds.
+    const servers = await Promise.all(
+      names.map((store) =>
+        startServer({
+          store,
+          delayMs: scenario.delayMs,
+          sqliteFile: join(sqliteDir, `${scenario.id}.db`),
+          redisUrl,
+          redisPrefix: `bench:http:${run}:${scenario.id}:`,
+          databaseUrl,
+          pgSchema,
+        }),
+      ),
+    );
+    const results = names.map(() => [] as Array<Awaited<ReturnType<typeof load>>>);
+    try {
+      const prefix = `${scenario.id}-${randomUUID()}`;
+      for (const [index, server] of servers.entries()) {
+        if (scenario.replay && names[index] !== 'none') {
+          // Complete the 100 keys first, so the measured runs only replay.
+          for (let i = 0; i < 100; i++) {
+            await fetch(server.url, {
+              method: 'POST',
+              headers: { 'content-type': 'application/json', 'idempotency-key': `${prefix}-${i}` },
+              body,
+            });
+          }
+        }
+        await load(server.url, 1, (n) => `warm-${prefix}-${n}`);
+      }
+      for (let round = 0; round < rounds; round++) {
+        for (const [index, server] of servers.entries()) {
+          // The baseline gets the same headers (and the same client-side work); it just ignores them.
+          const keyOf = scenario.replay
+            ? (n: number) => `${prefix}-${n % 100}`
+            : (n: number) => `${prefix}-${round}-${index}-${n}`;
+          results[index]!.push(await load(server.url, duration, keyOf));
+        }
+      }
+    } finally {
+      for (const server of servers) server.stop();
+    }
+    const rows: BenchRow[] = names.map((store, index) => {
+      const runs = results[index]!;
+      const rps = runs.map((r) => r.rps);
+      const mid = runs[rps.indexOf(median(rps))] ?? runs[0]!;
+      return {
+        name: store === 'none' ? 'baseline (no idempotency)' : `idempotency-kit, ${store}`,
+        opsPerSec: median(rps),
+        extra: {
+          rounds: rps.map((r) => Math.round(r).toLocaleString('en-US')).join(' / '),
+          'p50 ms': String(mid.p50),
+          'p99 ms': String(mid.p99),
+          'non-2xx/errors': String(runs.reduce((sum, r) => sum + r.bad, 0)),
+          'non-2xx statuses': [...new Set(runs.flatMap((r) => r.statuses))].join(' ') || '–',
+        },
+      };
+    });
+    const lines: string[] = [];
+    console.log = (line: string) => lines.push(line);
+    printTable(`HTTP (Express, autocannon, 50 connections): ${scenario.title}`, command, rows);
+    console.log = originalLog;
+    tables.push(lines.join('\n'));
+    originalLog(lines.join('\n'));
+  }
+} finally {
+  console.log = originalLog;
+  await cleanup();
+}
+mkdirSync(fileURLToPath(new URL('./results/', import.meta.url)), { recursive: true });
+writeFileSync(new URL('./results/http.md', import.meta.url), `${tables.join('\n')}\n`);
+process.exit(0);

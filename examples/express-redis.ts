@@ -1,0 +1,64 @@
+/**
+ * Express + Redis: `POST /orders` requires an `Idempotency-Key`; the same request sent twice runs the
+ * handler once and the second response is a replay (`Idempotent-Replayed: true`).
+ *
+ * Run: `npx tsx examples/express-redis.ts` (REDIS_URL, default redis://127.0.0.1:6379).
+ * @module
+ */
+import { randomUUID } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import express from 'express';
+import { createClient } from 'redis';
+import { idempotency } from '../src/express/index.js';
+import { redisStore } from '../src/redis/index.js';
+
+const client = createClient({ url: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' });
+client.on('error', (error: Error) => console.error('redis:', error.message));
+await client.connect();
+
+const idem = idempotency({
+  // A short timeout makes an outage a fast 503 instead of a hanging request.
+  store: redisStore({ client, prefix: 'example:http:', timeoutMs: 500 }),
+  namespace: 'orders-api',
+  retentionMs: '24h',
+});
+
+let executions = 0;
+const app = express();
+// Authentication and body parsing come first: their 401/400 responses are never stored.
+app.use(express.json());
+app.post('/orders', idem.route({ key: 'required' }), (req, res) => {
+  executions++;
+  const order = { id: `ord_${executions}`, ...req.body };
+  // Hand the derived key to a payment provider so a retry after a crash deduplicates there too.
+  const paymentKey = req.idempotency?.downstreamKey('charge');
+  res.status(201).location(`/orders/${order.id}`).json({ order, paymentKey });
+});
+
+const server = app.listen(0, '127.0.0.1');
+await new Promise((resolve) => server.once('listening', resolve));
+const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/orders`;
+
+const key = randomUUID();
+for (let i = 0; i < 2; i++) {
+  const response = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'idempotency-key': `"${key}"` },
+    body: JSON.stringify({ sku: 'book', qty: 1 }),
+  });
+  console.log(
+    response.status,
+    response.headers.get('idempotent-replayed') ?? '-',
+    await response.text(),
+  );
+}
+const missing = await fetch(url, {
+  method: 'POST',
+  headers: { 'content-type': 'application/json' },
+  body: '{}',
+});
+console.log(missing.status, await missing.text());
+console.log(`handler ran ${executions} time(s)`);
+
+server.close();
+await client.quit();

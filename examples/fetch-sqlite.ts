@@ -1,0 +1,50 @@
+/**
+ * A fetch-style handler (Next.js route handler, Bun/Deno server, …) on the SQLite store: the same request
+ * twice runs the handler once; a different body with the same key is a 422 problem.
+ *
+ * Run: `npx tsx examples/fetch-sqlite.ts` (writes a temporary database file).
+ * @module
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { idempotencyOf, withIdempotency } from '../src/fetch/index.js';
+import { sqliteStore } from '../src/sqlite/index.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'ik-example-'));
+const store = sqliteStore({ database: join(dir, 'idempotency.db') });
+
+let executions = 0;
+export const POST = withIdempotency(
+  async (request: Request) => {
+    executions++;
+    const body = (await request.json()) as { amount: number };
+    const ctx = idempotencyOf(request);
+    return Response.json(
+      { charged: body.amount, providerKey: ctx?.downstreamKey('charge') },
+      { status: 201 },
+    );
+  },
+  { store, namespace: 'payments', key: 'required' },
+);
+
+const send = (amount: number) =>
+  POST(
+    new Request('http://localhost/payments', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'idempotency-key': 'pay-2026-0001' },
+      body: JSON.stringify({ amount }),
+    }),
+  );
+for (const amount of [4200, 4200, 9900]) {
+  const response = await send(amount);
+  console.log(
+    response.status,
+    response.headers.get('idempotent-replayed') ?? '-',
+    await response.text(),
+  );
+}
+console.log(`handler ran ${executions} time(s)`);
+
+await store.close?.();
+rmSync(dir, { recursive: true, force: true });

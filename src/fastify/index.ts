@@ -1,0 +1,177 @@
+/**
+ * `idempotency-kit/fastify`: a Fastify 5 plugin. Routes opt out or change their policy with
+ * `config: { idempotency: { key: 'required' } }` (or `false`).
+ *
+ * Thin by design: the shared HTTP module decides; this file reads the request in `preHandler` (after
+ * authentication, body parsing and validation, which are never stored) and captures what `reply.send`
+ * produced (objects, strings, buffers and streams) in `onSend`.
+ * @module
+ */
+import { Readable } from 'node:stream';
+import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import {
+  type CapturedResponse,
+  collectBody,
+  credentialScope,
+  decide,
+  type EngineSource,
+  type Execution,
+  type HttpRouteOptions,
+  type IdempotencyContext,
+  type RequestFacts,
+  type RoutePolicy,
+  resolveEngine,
+  resolvePolicy,
+  routeOptionsOf,
+} from '../http/index.js';
+
+export type { IdempotencyContext } from '../http/index.js';
+export { currentIdempotency } from '../http/index.js';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** This route's idempotency policy over the plugin's defaults; `false` turns the layer off. */
+    idempotency?: HttpRouteOptions | false;
+  }
+  interface FastifyRequest {
+    /** The idempotency context while the handler runs under a claim, else `undefined`. */
+    idempotency?: IdempotencyContext;
+  }
+}
+
+/** Options of the plugin: the default route policy, the scope, and the engine (or its options). */
+export type FastifyIdempotencyOptions = HttpRouteOptions &
+  EngineSource & {
+    /**
+     * Who is calling: records are never shared across scopes.
+     * @default a digest of the Authorization and Cookie headers
+     */
+    scope?: (request: FastifyRequest) => string | Promise<string>;
+  };
+
+interface Running {
+  execution: Execution;
+  error?: unknown;
+}
+
+function facts(request: FastifyRequest, options: FastifyIdempotencyOptions): RequestFacts {
+  const url = request.raw.url ?? request.url;
+  const q = url.indexOf('?');
+  return {
+    method: request.method,
+    path: q === -1 ? url : url.slice(0, q),
+    query: q === -1 ? '' : url.slice(q + 1),
+    // Node joins repeated lines of an unknown header with ', ', which the key parser refuses as a list.
+    header: (name) => request.headers[name],
+    body: () => request.body,
+    scope: () =>
+      options.scope?.(request) ??
+      credentialScope(request.headers.authorization, request.headers.cookie),
+  };
+}
+
+const isStream = (payload: unknown): payload is AsyncIterable<Uint8Array | string> =>
+  typeof payload === 'object' &&
+  payload !== null &&
+  typeof (payload as Readable).pipe === 'function';
+
+// Hand the sent payload to the execution; returns the payload to send on (re-created for streams).
+async function capturePayload(reply: FastifyReply, running: Running, payload: unknown) {
+  const { execution } = running;
+  const base = { status: reply.statusCode, headers: Object.entries(reply.getHeaders()) };
+  const finish = (response: CapturedResponse) =>
+    running.error === undefined || execution.policy.storeServerErrors
+      ? execution.finish(response)
+      : execution.fail(running.error);
+  if (!isStream(payload)) {
+    const body =
+      payload === undefined || payload === null
+        ? new Uint8Array(0)
+        : typeof payload === 'string'
+          ? Buffer.from(payload, 'utf8')
+          : (payload as Uint8Array);
+    const limit = execution.policy.maxBodyBytes;
+    const kept = body.byteLength <= limit ? body : undefined;
+    await finish({ ...base, body: kept, bytes: body.byteLength });
+    return payload;
+  }
+  const collected = await collectBody(payload, execution.policy.maxBodyBytes);
+  if (collected.complete) {
+    await finish({ ...base, body: collected.body, bytes: collected.body.byteLength });
+    return Buffer.from(collected.body);
+  }
+  await finish({ ...base, body: undefined, bytes: collected.bytes });
+  const { head, rest } = collected;
+  return Readable.from(
+    (async function* () {
+      yield* head;
+      for (let next = await rest.next(); !next.done; next = await rest.next()) yield next.value;
+    })(),
+  );
+}
+
+const plugin: FastifyPluginCallback<FastifyIdempotencyOptions> = (fastify, options, done) => {
+  const engine = resolveEngine(options);
+  const base = routeOptionsOf(options);
+  const defaults = resolvePolicy(base);
+  const policies = new WeakMap<HttpRouteOptions, RoutePolicy>();
+  const running = new WeakMap<FastifyRequest, Running>();
+
+  const policyOf = (route: HttpRouteOptions | false | undefined): RoutePolicy => {
+    if (route === undefined) return defaults;
+    if (route === false) return { ...defaults, key: 'off' };
+    let policy = policies.get(route);
+    if (policy === undefined) {
+      policy = resolvePolicy(base, route);
+      policies.set(route, policy);
+    }
+    return policy;
+  };
+
+  // Callback style on purpose: the handler runs inside `done()`, so it inherits the context.
+  fastify.addHook('preHandler', (request, reply, next) => {
+    const policy = policyOf(request.routeOptions.config?.idempotency);
+    decide(engine, policy, facts(request, options)).then((decision) => {
+      if (decision.action === 'pass') return next();
+      if (decision.action === 'respond') {
+        const { status, headers, body } = decision.response;
+        reply.code(status);
+        for (const [name, value] of headers) {
+          const existing = reply.getHeader(name);
+          reply.header(name, existing === undefined ? value : [existing, value].flat().map(String));
+        }
+        void reply.send(body.byteLength === 0 ? undefined : Buffer.from(body));
+        return;
+      }
+      running.set(request, { execution: decision.execution });
+      request.idempotency = decision.execution.context;
+      decision.execution.enter(() => next());
+    }, next);
+  });
+
+  fastify.addHook('onError', (request, _reply, error, next) => {
+    const current = running.get(request);
+    if (current !== undefined) current.error = error;
+    next();
+  });
+
+  fastify.addHook('onSend', async (request, reply, payload) => {
+    const current = running.get(request);
+    if (current === undefined) return payload;
+    running.delete(request);
+    return capturePayload(reply, current, payload);
+  });
+
+  done();
+};
+
+/**
+ * The plugin. Register it before the routes it protects; authentication hooks (`onRequest`,
+ * `preValidation`, earlier `preHandler`s) run before it and their replies are never stored.
+ * @example
+ * await app.register(idempotencyPlugin, { store: postgresStore({ pool }), key: 'required' });
+ * app.post('/orders', async (req, reply) => reply.code(201).send(await createOrder(req.body)));
+ * app.post('/ping', { config: { idempotency: false } }, async () => ({ ok: true }));
+ */
+export const idempotencyPlugin = fp(plugin, { name: 'idempotency-kit', fastify: '5.x' });

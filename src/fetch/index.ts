@@ -1,0 +1,111 @@
+/**
+ * `idempotency-kit/fetch`: make any fetch-style handler `(request: Request) => Response` idempotent
+ * (Next.js route handlers, Deno/Bun servers, Cloudflare-style workers with Node compatibility, Hono's
+ * `app.fetch`…).
+ *
+ * Thin by design: the shared HTTP module decides; this file reads the `Request` and captures the
+ * `Response` body.
+ * @module
+ */
+import {
+  captureWebResponse,
+  credentialScope,
+  decide,
+  type EngineSource,
+  type HttpRouteOptions,
+  type IdempotencyContext,
+  type RequestFacts,
+  resolveEngine,
+  resolvePolicy,
+  routeOptionsOf,
+  toWebResponse,
+} from '../http/index.js';
+
+export type { IdempotencyContext } from '../http/index.js';
+export { currentIdempotency } from '../http/index.js';
+
+/** A fetch-style handler; extra arguments (a context, an env) are passed through untouched. */
+export type FetchHandler<Args extends unknown[] = []> = (
+  request: Request,
+  ...args: Args
+) => Response | Promise<Response>;
+
+/** Options of {@link withIdempotency}: the route policy, the scope, and the engine (or its options). */
+export type FetchIdempotencyOptions = HttpRouteOptions &
+  EngineSource & {
+    /**
+     * Who is calling: records are never shared across scopes.
+     * @default a digest of the Authorization and Cookie headers
+     */
+    scope?: (request: Request) => string | Promise<string>;
+  };
+
+/** The request's facts, reading the body from a clone so the handler still gets an unread body. */
+export function requestFacts(
+  request: Request,
+  scope: (request: Request) => string | Promise<string>,
+): RequestFacts {
+  const url = new URL(request.url);
+  return {
+    method: request.method,
+    path: url.pathname,
+    query: url.search,
+    header: (name) => request.headers.get(name) ?? undefined,
+    body: async () =>
+      request.body === null ? undefined : new Uint8Array(await request.clone().arrayBuffer()),
+    scope: () => scope(request),
+  };
+}
+
+const contexts = new WeakMap<Request, IdempotencyContext>();
+
+/**
+ * The idempotency context of `request` while the wrapped handler runs under a claim, else `undefined`.
+ * Free of cost, unlike `currentIdempotency()`, which needs `asyncContext: true`.
+ * @example
+ * const handler = withIdempotency(async (req) => {
+ *   const ctx = idempotencyOf(req);
+ *   await charge({ idempotencyKey: ctx?.downstreamKey('charge') });
+ *   return new Response(null, { status: 204 });
+ * }, { store });
+ */
+export function idempotencyOf(request: Request): IdempotencyContext | undefined {
+  return contexts.get(request);
+}
+
+/** The default scope of a `Request`: a digest of its credentials. */
+export const defaultScope = (request: Request): string =>
+  credentialScope(request.headers.get('authorization'), request.headers.get('cookie'));
+
+/**
+ * Wrap a handler. The response body is read (up to `maxBodyBytes`) and stored before the response is
+ * returned, so an immediate retry gets the replay.
+ * @example
+ * const handler = withIdempotency(async (req) => Response.json(await createOrder(await req.json()), { status: 201 }),
+ *   { store: sqliteStore({ database }), key: 'required' });
+ */
+export function withIdempotency<Args extends unknown[]>(
+  handler: FetchHandler<Args>,
+  options: FetchIdempotencyOptions,
+): (request: Request, ...args: Args) => Promise<Response> {
+  const engine = resolveEngine(options);
+  const policy = resolvePolicy(routeOptionsOf(options));
+  const scope = options.scope ?? defaultScope;
+  return async (request, ...args) => {
+    const decision = await decide(engine, policy, requestFacts(request, scope));
+    if (decision.action === 'pass') return handler(request, ...args);
+    if (decision.action === 'respond') return toWebResponse(decision.response);
+    const { execution } = decision;
+    contexts.set(request, execution.context);
+    let response: Response;
+    try {
+      response = await execution.enter(() => handler(request, ...args));
+    } catch (error) {
+      await execution.fail(error);
+      throw error;
+    } finally {
+      contexts.delete(request);
+    }
+    return captureWebResponse(response, execution);
+  };
+}

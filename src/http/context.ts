@@ -1,0 +1,66 @@
+/**
+ * `currentIdempotency()`: the key, scope and derived downstream keys of the request being handled, reachable
+ * from anywhere in the handler's asynchronous call tree (AsyncLocalStorage), so the handler can carry the
+ * key into the messages it publishes and the providers it calls.
+ *
+ * Opt-in (`asyncContext: true`): on Node 20 and 22 an active AsyncLocalStorage installs promise hooks that
+ * slow down every promise in the process (measured: about 3× fewer requests per second for a 0 ms Express
+ * handler). The same context is always available for free on the framework's own request object.
+ * @module
+ */
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type { Duration } from '../core/duration.js';
+import { InvalidOptionsError } from '../core/errors.js';
+
+/** What a handler running under the idempotency layer can learn about its execution. */
+export interface IdempotencyContext {
+  /** The client's key, as parsed from the header. */
+  readonly key: string;
+  /** The scope the key lives in (the default is a digest of the caller's credentials). */
+  readonly scope: string;
+  /** The hashed storage key. */
+  readonly storageKey: string;
+  /** Fencing token of this execution (0 when it runs unprotected because the store failed open). */
+  readonly token: number;
+  /** 1 for the first execution, more after takeovers of crashed attempts. */
+  readonly attempt: number;
+  /** Aborts when this execution's lease is lost. */
+  readonly signal: AbortSignal;
+  /** A stable key for a downstream system's own deduplication, the same on every attempt. */
+  downstreamKey(step: string): string;
+  /** Extend the lease now (long handlers; a heartbeat already does it by default). */
+  extendLease(leaseMs?: Duration): Promise<void>;
+}
+
+const storage = new AsyncLocalStorage<IdempotencyContext>();
+let enabled = false;
+
+/** Called when an adapter is created with `asyncContext: true`. */
+export function enableAsyncContext(): void {
+  enabled = true;
+}
+
+/** Run `fn` with `context` as the current idempotency context. */
+export function runWithContext<T>(context: IdempotencyContext, fn: () => T): T {
+  return storage.run(context, fn);
+}
+
+/**
+ * The idempotency context of the request being handled, or `undefined` outside one (no key, a method the
+ * layer ignores, or code not running under a request).
+ * @throws InvalidOptionsError when no adapter was created with `asyncContext: true` (the context would
+ *   silently be missing otherwise).
+ * @example
+ * const ctx = currentIdempotency();
+ * await publish('order.created', order, { messageId: ctx?.downstreamKey('order.created') });
+ */
+export function currentIdempotency(): IdempotencyContext | undefined {
+  if (!enabled) {
+    throw new InvalidOptionsError(
+      'currentIdempotency() needs `asyncContext: true` in the idempotency middleware options ' +
+        '(or read the context from the request: req.idempotency, request.idempotency, ' +
+        "idempotencyOf(request), c.get('idempotency'))",
+    );
+  }
+  return storage.getStore();
+}

@@ -1,0 +1,77 @@
+/**
+ * Which response headers are stored and replayed: an allow-list (content-type, location, cache-control,
+ * etag, plus what the route adds), minus a deny-list that no option can override (cookies, credentials,
+ * hop-by-hop and framing headers).
+ * @module
+ */
+import { InvalidOptionsError } from '../core/errors.js';
+
+/** Headers replayed by default. */
+export const DEFAULT_REPLAYED_HEADERS = [
+  'content-type',
+  'location',
+  'cache-control',
+  'etag',
+] as const;
+
+/** The header that marks a replay. */
+export const REPLAYED_HEADER = 'Idempotent-Replayed';
+
+// Never replayed: a cookie or credential belongs to the original exchange, and hop-by-hop or framing
+// headers describe one connection (the framework recomputes length and encoding for the replay).
+const NEVER_REPLAYED = new Set([
+  'set-cookie',
+  'set-cookie2',
+  'authorization',
+  'proxy-authorization',
+  'www-authenticate',
+  'proxy-authenticate',
+  'cookie',
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'content-length',
+  'content-encoding',
+  'date',
+  REPLAYED_HEADER.toLowerCase(),
+]);
+
+/**
+ * The set of lower-case header names to store for a route.
+ * @throws InvalidOptionsError when `extra` names a header that must never be replayed.
+ */
+export function replayedHeaderSet(extra: readonly string[] = []): ReadonlySet<string> {
+  const names = new Set<string>(DEFAULT_REPLAYED_HEADERS);
+  for (const name of extra) {
+    const lower = name.toLowerCase();
+    if (NEVER_REPLAYED.has(lower)) {
+      throw new InvalidOptionsError(
+        `replayHeaders: '${name}' is never replayed (cookies, credentials and hop-by-hop headers)`,
+      );
+    }
+    names.add(lower);
+  }
+  return names;
+}
+
+/** A header value as frameworks hold them. */
+export type HeaderValue = string | number | readonly string[] | undefined;
+
+/** Keep the allowed headers of `headers`, as `[lower-case name, value]` pairs (one pair per value). */
+export function pickHeaders(
+  headers: Iterable<readonly [string, HeaderValue]>,
+  allowed: ReadonlySet<string>,
+): Array<[string, string]> {
+  const out: Array<[string, string]> = [];
+  for (const [name, value] of headers) {
+    const lower = name.toLowerCase();
+    if (value === undefined || !allowed.has(lower)) continue;
+    if (typeof value === 'string' || typeof value === 'number') out.push([lower, String(value)]);
+    else for (const v of value) out.push([lower, v]);
+  }
+  return out;
+}

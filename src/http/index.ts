@@ -1,0 +1,37 @@
+/**
+ * The internal HTTP module shared by every adapter (`express`, `fastify`, `fetch`, `hono`): every policy
+ * decision lives here, adapters only translate. Not a public subpath.
+ * @module
+ */
+export type { BodyCollector } from './capture.js';
+export { collectBody, createBodyCollector } from './capture.js';
+export type { IdempotencyContext } from './context.js';
+export { currentIdempotency, runWithContext } from './context.js';
+export type { CapturedResponse, Decision, Execution, RequestFacts } from './execution.js';
+export { decide, replayResponse } from './execution.js';
+export type { FingerprintParts } from './fingerprint.js';
+export { canonicalQuery, httpFingerprint } from './fingerprint.js';
+export type { HeaderValue } from './headers.js';
+export {
+  DEFAULT_REPLAYED_HEADERS,
+  pickHeaders,
+  REPLAYED_HEADER,
+  replayedHeaderSet,
+} from './headers.js';
+export type { KeyHeaderResult } from './key-header.js';
+export { parseKeyHeader, parseKeyValue } from './key-header.js';
+export type { EngineSource, HttpRouteOptions, RoutePolicy } from './options.js';
+export {
+  DEFAULT_MAX_BODY_BYTES,
+  KeyMode,
+  resolveEngine,
+  resolvePolicy,
+  routeOptionsOf,
+} from './options.js';
+export type { HttpResponseData, ProblemCode, ProblemOptions } from './problem.js';
+export { PROBLEM_STATUS, problemResponse, problemType } from './problem.js';
+export type { HttpOutcome, StoredResponse, TooLargeMarker } from './response-codec.js';
+export { httpResponseCodec } from './response-codec.js';
+export { credentialScope } from './scope.js';
+export type { WebCaptureResult } from './web.js';
+export { captureWebResponse, toWebResponse } from './web.js';

@@ -1,0 +1,157 @@
+/**
+ * Options shared by every HTTP adapter, and their resolution into one per-route policy.
+ * @module
+ */
+
+import { type Duration, toMs } from '../core/duration.js';
+import { createIdempotency, type Idempotency, type IdempotencyOptions } from '../core/engine.js';
+import { InvalidOptionsError } from '../core/errors.js';
+import { enableAsyncContext } from './context.js';
+import { replayedHeaderSet } from './headers.js';
+
+/** Whether a route needs an `Idempotency-Key`: `'required'` (missing → 400), `'optional'`, or `'off'`. */
+export type KeyMode = 'required' | 'optional' | 'off';
+
+/** Key modes, as constants. */
+export const KeyMode = { Required: 'required', Optional: 'optional', Off: 'off' } as const;
+
+/** The policy of one route (or the defaults of every route). */
+export interface HttpRouteOptions {
+  /** Whether the key is required, optional or ignored. @default 'optional' */
+  key?: KeyMode;
+  /** Methods the layer applies to; the key is ignored on every other method. @default ['POST', 'PATCH'] */
+  methods?: readonly string[];
+  /** Request header carrying the key. @default 'Idempotency-Key' */
+  headerName?: string;
+  /**
+   * Response headers to store and replay besides content-type, location, cache-control and etag.
+   * Set-Cookie, credentials and hop-by-hop headers are refused. @default []
+   */
+  replayHeaders?: readonly string[];
+  /** Request headers that are part of the fingerprint (e.g. an API version). @default [] */
+  fingerprintHeaders?: readonly string[];
+  /**
+   * Largest response body kept for replay, in bytes. A larger response is sent once and not kept; a retry
+   * gets a `response_too_large` problem (409) and is never re-run. @default 1048576 (1 MiB)
+   */
+  maxBodyBytes?: number;
+  /** Store 5xx responses and thrown errors (Stripe's behaviour) instead of releasing the key. @default false */
+  storeServerErrors?: boolean;
+  /** Run the handler unprotected when the store is unreachable, instead of answering 503. @default false */
+  failOpen?: boolean;
+  /** Lease of a claim for this route. @default the engine's leaseMs ('30s') */
+  leaseMs?: Duration;
+  /** How long responses of this route are replayed. @default the engine's retentionMs ('24h') */
+  retentionMs?: Duration;
+  /**
+   * Make `currentIdempotency()` work anywhere in the handler (AsyncLocalStorage). Off by default because
+   * on Node 20/22 it slows every promise in the process; the context is always on the request object.
+   * @default false
+   */
+  asyncContext?: boolean;
+}
+
+/** Where the engine comes from: an engine you built, or the options to build one. */
+export type EngineSource =
+  | { /** An engine from `createIdempotency()`, shared with other adapters. */ engine: Idempotency }
+  | (IdempotencyOptions & { engine?: undefined });
+
+/** The resolved policy of one route. */
+export interface RoutePolicy {
+  key: KeyMode;
+  methods: ReadonlySet<string>;
+  headerName: string;
+  replayHeaders: ReadonlySet<string>;
+  fingerprintHeaders: readonly string[];
+  maxBodyBytes: number;
+  storeServerErrors: boolean;
+  failOpen: boolean;
+  leaseMs: number | undefined;
+  retentionMs: number | undefined;
+  asyncContext: boolean;
+}
+
+/** Default `maxBodyBytes`: 1 MiB. */
+export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
+
+/** The engine of `source`: the one given, or a new one. */
+export function resolveEngine(source: EngineSource): Idempotency {
+  if (source.engine !== undefined) return source.engine;
+  if ((source as { store?: unknown }).store === undefined) {
+    throw new InvalidOptionsError('pass either `engine` (from createIdempotency) or `store`');
+  }
+  return createIdempotency(source);
+}
+
+const KEY_MODES: ReadonlySet<string> = new Set(Object.values(KeyMode));
+
+/**
+ * Merge route options over defaults and validate them.
+ * @throws InvalidOptionsError for an unknown key mode, a bad size or a header that may not be replayed.
+ */
+export function resolvePolicy(base: HttpRouteOptions, route: HttpRouteOptions = {}): RoutePolicy {
+  const merged: HttpRouteOptions = { ...base, ...stripUndefined(route) };
+  const key = merged.key ?? 'optional';
+  if (!KEY_MODES.has(key))
+    throw new InvalidOptionsError(`key: '${key}' is not required, optional or off`);
+  const maxBodyBytes = merged.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  if (!Number.isSafeInteger(maxBodyBytes) || maxBodyBytes < 0) {
+    throw new InvalidOptionsError(
+      `maxBodyBytes: must be a non-negative integer, got ${maxBodyBytes}`,
+    );
+  }
+  const asyncContext = merged.asyncContext ?? false;
+  if (asyncContext) enableAsyncContext();
+  const headerName = (merged.headerName ?? 'Idempotency-Key').toLowerCase();
+  if (!/^[!#$%&'*+.^_`|~0-9a-z-]+$/.test(headerName)) {
+    throw new InvalidOptionsError(`headerName: '${merged.headerName}' is not a header name`);
+  }
+  return {
+    key,
+    methods: new Set((merged.methods ?? ['POST', 'PATCH']).map((m) => m.toUpperCase())),
+    headerName,
+    replayHeaders: replayedHeaderSet(merged.replayHeaders),
+    fingerprintHeaders: (merged.fingerprintHeaders ?? []).map((h) => h.toLowerCase()),
+    maxBodyBytes,
+    storeServerErrors: merged.storeServerErrors ?? false,
+    failOpen: merged.failOpen ?? false,
+    leaseMs: merged.leaseMs === undefined ? undefined : toMs(merged.leaseMs, 'leaseMs'),
+    retentionMs:
+      merged.retentionMs === undefined ? undefined : toMs(merged.retentionMs, 'retentionMs'),
+    asyncContext,
+  };
+}
+
+function stripUndefined<T extends object>(value: T): Partial<T> {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+/** Pick the route options out of an adapter's options object (which also carries engine options). */
+export function routeOptionsOf(options: HttpRouteOptions): HttpRouteOptions {
+  const {
+    key,
+    methods,
+    headerName,
+    replayHeaders,
+    fingerprintHeaders,
+    maxBodyBytes,
+    storeServerErrors,
+    failOpen,
+    leaseMs,
+    retentionMs,
+    asyncContext,
+  } = options;
+  return stripUndefined({
+    key,
+    methods,
+    headerName,
+    replayHeaders,
+    fingerprintHeaders,
+    maxBodyBytes,
+    storeServerErrors,
+    failOpen,
+    leaseMs,
+    retentionMs,
+    asyncContext,
+  });
+}

@@ -1,0 +1,76 @@
+/**
+ * Every response the HTTP layer produces itself: RFC 9457 `application/problem+json` bodies whose `type`
+ * links to the code's section of `docs/reference/errors.md`, with the status the IETF draft assigns.
+ * @module
+ */
+import { ERRORS_DOC_URL, type ErrorCode } from '../core/errors.js';
+
+/** A response the layer sends itself (a problem or a replay), framework-neutral. */
+export interface HttpResponseData {
+  /** HTTP status. */
+  status: number;
+  /** Headers, one pair per value. */
+  headers: Array<[string, string]>;
+  /** Body bytes. */
+  body: Uint8Array;
+}
+
+/** Status of each problem the layer answers with. */
+export const PROBLEM_STATUS = {
+  invalid_key: 400,
+  missing_key: 400,
+  in_progress: 409,
+  response_too_large: 409,
+  key_mismatch: 422,
+  store_unavailable: 503,
+} as const satisfies Partial<Record<ErrorCode, number>>;
+
+/** A code the layer can answer with. */
+export type ProblemCode = keyof typeof PROBLEM_STATUS;
+
+const TITLES: Record<ProblemCode, string> = {
+  invalid_key: 'Invalid Idempotency-Key header',
+  missing_key: 'Idempotency-Key header required',
+  in_progress: 'A request with this Idempotency-Key is still being processed',
+  response_too_large: 'The response to this Idempotency-Key was too large to keep',
+  key_mismatch: 'Idempotency-Key reused with a different request',
+  store_unavailable: 'Idempotency store unavailable',
+};
+
+/** Options of {@link problemResponse}. */
+export interface ProblemOptions {
+  /** Human-readable explanation of this occurrence. */
+  detail?: string;
+  /** Sets `Retry-After`, rounded up to whole seconds (at least 1). */
+  retryAfterMs?: number;
+}
+
+/** The problem document's URI for `code`. */
+export function problemType(code: ProblemCode): string {
+  return `${ERRORS_DOC_URL}#${code}`;
+}
+
+/**
+ * Build a problem response for `code`.
+ * @example
+ * problemResponse('in_progress', { retryAfterMs: 2500 }); // 409, Retry-After: 3
+ */
+export function problemResponse(code: ProblemCode, options: ProblemOptions = {}): HttpResponseData {
+  const status = PROBLEM_STATUS[code];
+  const document = {
+    type: problemType(code),
+    title: TITLES[code],
+    status,
+    code,
+    ...(options.detail === undefined ? {} : { detail: options.detail }),
+  };
+  const headers: Array<[string, string]> = [
+    ['content-type', 'application/problem+json'],
+    ['cache-control', 'no-store'],
+    ['link', `<${ERRORS_DOC_URL}>; rel="describedby"`],
+  ];
+  if (options.retryAfterMs !== undefined) {
+    headers.push(['retry-after', String(Math.max(1, Math.ceil(options.retryAfterMs / 1000)))]);
+  }
+  return { status, headers, body: Buffer.from(JSON.stringify(document), 'utf8') };
+}

@@ -1,0 +1,532 @@
+/**
+ * The HTTP conformance suite: one script run against every adapter (Express, Fastify, fetch, Hono) and
+ * every store. Each check drives a real server on loopback with real HTTP requests.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ERRORS_DOC_URL } from '../../src/core/errors.js';
+import { createIdempotency } from '../../src/index.js';
+import {
+  countingStore,
+  gate,
+  type HttpAdapterHarness,
+  type HttpStoreFactory,
+  type RunningServer,
+  rawRequest,
+  type TestRequest,
+  type TestRoute,
+} from '../helpers/http-harness.js';
+
+interface Sent {
+  status: number;
+  headers: Headers;
+  bytes: Buffer;
+  json(): unknown;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Define the suite for one adapter on one store. */
+export function describeHttpSuite(
+  harness: HttpAdapterHarness,
+  storeFactory: HttpStoreFactory,
+): void {
+  describe(`HTTP conformance: ${harness.name} on ${storeFactory.name}`, () => {
+    const executions = new Map<string, number>();
+    const gates = new Map<string, ReturnType<typeof gate>>();
+    let server: RunningServer;
+    let store: Awaited<ReturnType<typeof countingStore>>;
+
+    const count = (req: TestRequest): number => {
+      const tag = req.header('x-tag') ?? '';
+      const n = (executions.get(tag) ?? 0) + 1;
+      executions.set(tag, n);
+      return n;
+    };
+    const ran = (tag: string) => executions.get(tag) ?? 0;
+    const gateFor = (tag: string) => {
+      let g = gates.get(tag);
+      if (g === undefined) {
+        g = gate();
+        gates.set(tag, g);
+      }
+      return g;
+    };
+
+    const jsonHandler = async (req: TestRequest) => {
+      const n = count(req);
+      return {
+        status: 201,
+        headers: {
+          location: `/orders/${n}`,
+          'x-custom': `custom-${n}`,
+          'x-secret': 'secret',
+          'set-cookie': 'session=abc; HttpOnly',
+        },
+        body: {
+          kind: 'json' as const,
+          value: {
+            n,
+            caller: req.header('authorization') ?? null,
+            echo: req.body ?? null,
+            id: randomUUID(),
+          },
+        },
+      };
+    };
+    const routes: TestRoute[] = [
+      { method: 'POST', path: '/json', handle: jsonHandler },
+      { method: 'PATCH', path: '/json', handle: jsonHandler },
+      { method: 'GET', path: '/json', handle: jsonHandler },
+      { method: 'PUT', path: '/json', handle: jsonHandler },
+      { method: 'POST', path: '/required', options: { key: 'required' }, handle: jsonHandler },
+      { method: 'POST', path: '/off', options: { key: 'off' }, handle: jsonHandler },
+      {
+        method: 'POST',
+        path: '/binary',
+        handle: async (req) => {
+          count(req);
+          return {
+            status: 200,
+            body: {
+              kind: 'bytes',
+              value: randomBytes(64 * 1024),
+              contentType: 'application/octet-stream',
+            },
+          };
+        },
+      },
+      {
+        method: 'POST',
+        path: '/empty',
+        handle: async (req) => {
+          count(req);
+          return { status: 204, body: { kind: 'empty' } };
+        },
+      },
+      {
+        method: 'POST',
+        path: '/stream',
+        handle: async (req) => {
+          count(req);
+          const chunks = [randomBytes(1000), randomBytes(1000), randomBytes(1000)];
+          return {
+            status: 200,
+            body: { kind: 'stream', chunks, contentType: 'application/x-ndjson', delayMs: 5 },
+          };
+        },
+      },
+      {
+        method: 'POST',
+        path: '/fail',
+        handle: async (req) => {
+          if (count(req) === 1) throw new Error('first attempt fails');
+          return { status: 201, body: { kind: 'json', value: { ok: true } } };
+        },
+      },
+      {
+        method: 'POST',
+        path: '/server-error',
+        handle: async (req) => {
+          const n = count(req);
+          return n === 1
+            ? { status: 503, body: { kind: 'json', value: { error: 'busy' } } }
+            : { status: 201, body: { kind: 'json', value: { n } } };
+        },
+      },
+      {
+        method: 'POST',
+        path: '/client-error',
+        handle: async (req) => ({ status: 404, body: { kind: 'json', value: { n: count(req) } } }),
+      },
+      {
+        method: 'POST',
+        path: '/slow',
+        handle: async (req) => {
+          const n = count(req);
+          await gateFor(req.header('x-tag') ?? '').promise;
+          return { status: 201, body: { kind: 'json', value: { n, id: randomUUID() } } };
+        },
+      },
+      {
+        method: 'POST',
+        path: '/big',
+        options: { maxBodyBytes: 1024 },
+        handle: async (req) => {
+          count(req);
+          return {
+            status: 200,
+            body: {
+              kind: 'bytes',
+              value: randomBytes(4096),
+              contentType: 'application/octet-stream',
+            },
+          };
+        },
+      },
+      {
+        method: 'POST',
+        path: '/context',
+        handle: async (req) => {
+          count(req);
+          const ctx = req.context;
+          return {
+            status: 201,
+            body: {
+              kind: 'json',
+              value: {
+                key: ctx?.key,
+                downstream: ctx?.downstreamKey('charge'),
+                attempt: ctx?.attempt,
+              },
+            },
+          };
+        },
+      },
+    ];
+
+    beforeAll(async () => {
+      store = countingStore(await storeFactory.create());
+      const engine = createIdempotency({
+        store,
+        namespace: `http-${randomUUID()}`,
+        leaseMs: '10s',
+      });
+      server = await harness.start({
+        engine,
+        defaults: { replayHeaders: ['x-custom'], asyncContext: true },
+        routes,
+      });
+    });
+    afterAll(async () => {
+      for (const g of gates.values()) g.open();
+      await server?.close();
+      await store?.close?.();
+      await storeFactory.cleanup?.();
+    });
+
+    async function send(
+      path: string,
+      options: {
+        key?: string;
+        tag: string;
+        body?: unknown;
+        method?: string;
+        headers?: Record<string, string>;
+      },
+    ): Promise<Sent> {
+      const headers: Record<string, string> = { 'x-tag': options.tag, ...options.headers };
+      if (options.key !== undefined) headers['idempotency-key'] = options.key;
+      const method = options.method ?? 'POST';
+      const hasBody = method !== 'GET';
+      if (hasBody) headers['content-type'] = 'application/json';
+      const response = await fetch(`${server.url}${path}`, {
+        method,
+        headers,
+        ...(hasBody
+          ? { body: JSON.stringify(options.body ?? { amount: 1, currency: 'EUR' }) }
+          : {}),
+      });
+      const bytes = Buffer.from(await response.arrayBuffer());
+      return {
+        status: response.status,
+        headers: response.headers,
+        bytes,
+        json: () => JSON.parse(bytes.toString()),
+      };
+    }
+    const fresh = () => ({ key: `k-${randomUUID()}`, tag: randomUUID() });
+
+    function expectProblem(
+      response: Sent | { status: number; headers: Headers },
+      status: number,
+      code: string,
+    ) {
+      expect(response.status).toBe(status);
+      expect(response.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      if ('json' in response) {
+        const problem = response.json() as { type: string; status: number; code: string };
+        expect(problem.type).toBe(`${ERRORS_DOC_URL}#${code}`);
+        expect(problem.status).toBe(status);
+      }
+    }
+
+    it('replays a JSON response byte for byte with the allow-listed headers, and marks only the replay', async () => {
+      const { key, tag } = fresh();
+      const first = await send('/json', { key, tag, body: { a: 1, b: { c: 2, d: 3 } } });
+      // Same payload with another key order: the fingerprint is canonical.
+      const second = await send('/json', { key, tag, body: { b: { d: 3, c: 2 }, a: 1 } });
+      expect(first.status).toBe(201);
+      expect(first.headers.get('idempotent-replayed')).toBeNull();
+      expect(first.headers.get('set-cookie')).not.toBeNull();
+      expect(second.status).toBe(201);
+      expect(second.bytes.equals(first.bytes)).toBe(true);
+      expect(second.headers.get('idempotent-replayed')).toBe('true');
+      expect(second.headers.get('content-type')).toBe(first.headers.get('content-type'));
+      expect(second.headers.get('location')).toBe('/orders/1');
+      expect(second.headers.get('x-custom')).toBe('custom-1');
+      expect(second.headers.get('x-secret')).toBeNull();
+      expect(second.headers.get('set-cookie')).toBeNull();
+      expect(ran(tag)).toBe(1);
+    });
+
+    it('replays a binary body byte-exact', async () => {
+      const { key, tag } = fresh();
+      const first = await send('/binary', { key, tag });
+      const second = await send('/binary', { key, tag });
+      expect(first.bytes.length).toBe(64 * 1024);
+      expect(second.bytes.equals(first.bytes)).toBe(true);
+      expect(second.headers.get('content-type')).toBe('application/octet-stream');
+      expect(second.headers.get('idempotent-replayed')).toBe('true');
+      expect(ran(tag)).toBe(1);
+    });
+
+    it('replays an empty 204', async () => {
+      const { key, tag } = fresh();
+      const first = await send('/empty', { key, tag });
+      const second = await send('/empty', { key, tag });
+      expect([first.status, second.status]).toEqual([204, 204]);
+      expect(second.bytes.length).toBe(0);
+      expect(second.headers.get('idempotent-replayed')).toBe('true');
+      expect(ran(tag)).toBe(1);
+    });
+
+    it('replays a streamed body as the concatenation of its chunks', async () => {
+      const { key, tag } = fresh();
+      const first = await send('/stream', { key, tag });
+      const second = await send('/stream', { key, tag });
+      expect(first.bytes.length).toBe(3000);
+      expect(second.bytes.equals(first.bytes)).toBe(true);
+      expect(second.headers.get('content-type')).toBe('application/x-ndjson');
+      expect(ran(tag)).toBe(1);
+    });
+
+    it('answers 422 key_mismatch on every retry with a different payload, path or query', async () => {
+      const { key, tag } = fresh();
+      await send('/json', { key, tag, body: { amount: 1 } });
+      const retries = [
+        await send('/json', { key, tag, body: { amount: 2 } }),
+        await send('/json', { key, tag, body: { amount: 2 } }),
+        await send('/json?x=1', { key, tag, body: { amount: 1 } }),
+        await send('/json', { key, tag, body: { amount: 1 }, method: 'PATCH' }),
+      ];
+      for (const retry of retries) expectProblem(retry, 422, 'key_mismatch');
+      expect(ran(tag)).toBe(1);
+    });
+
+    it('answers 400 invalid_key for malformed keys and never reaches the store', async () => {
+      const tag = randomUUID();
+      const claimsBefore = store.claims;
+      const bad: Array<Array<[string, string]>> = [
+        [['Idempotency-Key', '']],
+        [['Idempotency-Key', '""']],
+        [['Idempotency-Key', 'a'.repeat(256)]],
+        [['Idempotency-Key', `"${'a'.repeat(256)}"`]],
+        [['Idempotency-Key', '"a\tb"']],
+        [['Idempotency-Key', 'a\x01b']],
+        [['Idempotency-Key', 'cl\xc3\xa9']],
+        [['Idempotency-Key', '"cl\xc3\xa9"']],
+        [['Idempotency-Key', 'has space']],
+        [['Idempotency-Key', '"a", "b"']],
+        [
+          ['Idempotency-Key', 'one'],
+          ['Idempotency-Key', 'two'],
+        ],
+      ];
+      for (const headers of bad) {
+        const response = await rawRequest(
+          server.url,
+          'POST',
+          '/json',
+          [['X-Tag', tag], ...headers],
+          '{}',
+        );
+        expect(response.status, JSON.stringify(headers)).toBe(400);
+        // Node's HTTP parser refuses control characters itself (a plain 400); every other case is ours.
+        if (!headers.some(([, v]) => v.includes('\x01'))) {
+          expect(response.headers['content-type']).toMatch(/^application\/problem\+json/);
+          expect(JSON.parse(response.body.toString()).type).toBe(`${ERRORS_DOC_URL}#invalid_key`);
+        }
+      }
+      expect(ran(tag)).toBe(0);
+      expect(store.claims).toBe(claimsBefore);
+    });
+
+    it('accepts a 255-character key, quoted or bare, as the same key', async () => {
+      const tag = randomUUID();
+      const key = 'k'.repeat(255);
+      const first = await send('/json', {
+        key,
+        tag: tag,
+        headers: { authorization: `Bearer ${tag}` },
+      });
+      const second = await send('/json', {
+        key: `"${key}"`,
+        tag,
+        headers: { authorization: `Bearer ${tag}` },
+      });
+      expect(first.status).toBe(201);
+      expect(second.headers.get('idempotent-replayed')).toBe('true');
+      expect(ran(tag)).toBe(1);
+    });
+
+    it('answers 400 missing_key on a required route, and runs optional routes without a key every time', async () => {
+      const tag = randomUUID();
+      const missing = await send('/required', { tag });
+      expectProblem(missing, 400, 'missing_key');
+      expect(missing.headers.get('link')).toContain('rel="describedby"');
+      expect(ran(tag)).toBe(0);
+      const a = await send('/json', { tag });
+      const b = await send('/json', { tag });
+      expect([a.status, b.status]).toEqual([201, 201]);
+      expect(b.headers.get('idempotent-replayed')).toBeNull();
+      expect(ran(tag)).toBe(2);
+    });
+
+    it('ignores the key on GET, PUT and on routes where it is off', async () => {
+      const { key, tag } = fresh();
+      await send('/json', { key, tag, method: 'GET' });
+      await send('/json', { key, tag, method: 'GET' });
+      await send('/json', { key, tag, method: 'PUT' });
+      await send('/off', { key, tag });
+      await send('/off', { key, tag });
+      expect(ran(tag)).toBe(5);
+    });
+
+    it('releases the key when the handler throws or answers 5xx, so the retry runs again', async () => {
+      const thrown = fresh();
+      const failed = await send('/fail', thrown);
+      const retried = await send('/fail', thrown);
+      expect(failed.status).toBe(500);
+      expect(retried.status).toBe(201);
+      expect(retried.headers.get('idempotent-replayed')).toBeNull();
+      expect(ran(thrown.tag)).toBe(2);
+
+      const answered = fresh();
+      const busy = await send('/server-error', answered);
+      const ok = await send('/server-error', answered);
+      expect([busy.status, ok.status]).toEqual([503, 201]);
+      expect(ran(answered.tag)).toBe(2);
+      const replay = await send('/server-error', answered);
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect(ran(answered.tag)).toBe(2);
+    });
+
+    it('never stores a response produced before the handler ran (a body that fails to parse)', async () => {
+      const { key, tag } = fresh();
+      const broken = await rawRequest(
+        server.url,
+        'POST',
+        '/json',
+        [
+          ['X-Tag', tag],
+          ['Idempotency-Key', key],
+        ],
+        '{"amount": ',
+      );
+      const valid = await send('/json', { key, tag });
+      expect(broken.status).toBeGreaterThanOrEqual(400);
+      expect(valid.status).toBe(201);
+      expect(valid.headers.get('idempotent-replayed')).toBeNull();
+      expect(ran(tag)).toBe(1);
+    });
+
+    it('stores and replays a 4xx produced by the handler', async () => {
+      const { key, tag } = fresh();
+      const first = await send('/client-error', { key, tag });
+      const second = await send('/client-error', { key, tag });
+      expect([first.status, second.status]).toEqual([404, 404]);
+      expect(second.headers.get('idempotent-replayed')).toBe('true');
+      expect(ran(tag)).toBe(1);
+    });
+
+    it('answers 409 in_progress with Retry-After while the first request runs, then replays', async () => {
+      const { key, tag } = fresh();
+      const first = send('/slow', { key, tag });
+      while (ran(tag) === 0) await sleep(5);
+      const conflict = await send('/slow', { key, tag });
+      expectProblem(conflict, 409, 'in_progress');
+      expect(Number(conflict.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      expect(Number(conflict.headers.get('retry-after'))).toBeLessThanOrEqual(10);
+      gateFor(tag).open();
+      const done = await first;
+      const replay = await send('/slow', { key, tag });
+      expect(done.status).toBe(201);
+      expect(replay.bytes.equals(done.bytes)).toBe(true);
+      expect(ran(tag)).toBe(1);
+    });
+
+    it('runs 50 concurrent duplicates exactly once', async () => {
+      const { key, tag } = fresh();
+      const requests = Array.from({ length: 50 }, () => send('/slow', { key, tag }));
+      while (ran(tag) === 0) await sleep(5);
+      await sleep(50);
+      gateFor(tag).open();
+      const responses = await Promise.all(requests);
+      expect(ran(tag)).toBe(1);
+      const statuses = responses.map((r) => r.status);
+      expect(statuses.filter((s) => s === 201).length).toBeGreaterThanOrEqual(1);
+      expect(statuses.every((s) => s === 201 || s === 409)).toBe(true);
+    });
+
+    it('never shows one caller the response of another caller using the same key', async () => {
+      const { key, tag } = fresh();
+      const alice = await send('/json', { key, tag, headers: { authorization: 'Bearer alice' } });
+      const bob = await send('/json', { key, tag, headers: { authorization: 'Bearer bob' } });
+      const aliceAgain = await send('/json', {
+        key,
+        tag,
+        headers: { authorization: 'Bearer alice' },
+      });
+      expect((alice.json() as { caller: string }).caller).toBe('Bearer alice');
+      expect((bob.json() as { caller: string }).caller).toBe('Bearer bob');
+      expect(bob.headers.get('idempotent-replayed')).toBeNull();
+      expect(aliceAgain.bytes.equals(alice.bytes)).toBe(true);
+      expect(ran(tag)).toBe(2);
+    });
+
+    it('sends an oversize response once, keeps a marker, and answers retries with 409 response_too_large', async () => {
+      const { key, tag } = fresh();
+      const first = await send('/big', { key, tag });
+      const retry = await send('/big', { key, tag });
+      expect(first.status).toBe(200);
+      expect(first.bytes.length).toBe(4096);
+      expectProblem(retry, 409, 'response_too_large');
+      expect(retry.headers.get('retry-after')).toBeNull();
+      expect(ran(tag)).toBe(1);
+    });
+
+    it('gives the handler its key and a stable downstream key through currentIdempotency()', async () => {
+      const { key, tag } = fresh();
+      const first = await send('/context', { key, tag });
+      const value = first.json() as { key: string; downstream: string; attempt: number };
+      expect(value.key).toBe(key);
+      expect(value.downstream).toMatch(/^ik_[0-9a-f]{40}$/);
+      expect(value.attempt).toBe(1);
+    });
+
+    it('completes the record when the client disconnects mid-request', async () => {
+      const { key, tag } = fresh();
+      const controller = new AbortController();
+      const aborted = fetch(`${server.url}/slow`, {
+        method: 'POST',
+        headers: { 'idempotency-key': key, 'x-tag': tag, 'content-type': 'application/json' },
+        body: JSON.stringify({ amount: 1, currency: 'EUR' }),
+        signal: controller.signal,
+      }).catch(() => 'aborted');
+      while (ran(tag) === 0) await sleep(5);
+      controller.abort();
+      expect(await aborted).toBe('aborted');
+      await sleep(20);
+      gateFor(tag).open();
+      let replay = await send('/slow', { key, tag });
+      for (let i = 0; i < 100 && replay.status === 409; i++) {
+        await sleep(20);
+        replay = await send('/slow', { key, tag });
+      }
+      expect(replay.status).toBe(201);
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect(ran(tag)).toBe(1);
+    });
+  });
+}

@@ -1,0 +1,248 @@
+/**
+ * The four adapter harnesses of the HTTP conformance suite: each mounts the neutral test routes in its
+ * framework's native way (Express `res.json`/`res.send`/`res.end`/piped streams, Fastify `reply.send` with
+ * objects/buffers/streams, fetch and Hono `Response`s) and serves them on a loopback port.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Readable } from 'node:stream';
+import { serve } from '@hono/node-server';
+import express from 'express';
+import Fastify from 'fastify';
+import { Hono } from 'hono';
+import {
+  currentIdempotency as expressContext,
+  idempotency as expressIdempotency,
+} from '../../src/express/index.js';
+import {
+  currentIdempotency as fastifyContext,
+  idempotencyPlugin,
+} from '../../src/fastify/index.js';
+import {
+  currentIdempotency as fetchContext,
+  idempotencyOf,
+  withIdempotency,
+} from '../../src/fetch/index.js';
+import {
+  currentIdempotency as honoContext,
+  idempotency as honoIdempotency,
+} from '../../src/hono/index.js';
+import type { IdempotencyContext } from '../../src/http/index.js';
+import {
+  type HttpAdapterHarness,
+  parseTestBody,
+  type RunningServer,
+  type TestBody,
+  type TestReply,
+} from './http-harness.js';
+
+// The context on the framework's request object, checked against currentIdempotency() when the test runs
+// with asyncContext on: a disagreement hands the handler `undefined`, which the suite notices.
+let asyncContextOn = false;
+function agree(
+  own: IdempotencyContext | undefined,
+  current: () => IdempotencyContext | undefined,
+): IdempotencyContext | undefined {
+  if (!asyncContextOn) return own;
+  return current() === own ? own : undefined;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function* slowChunks(chunks: Uint8Array[], delayMs: number) {
+  for (const chunk of chunks) {
+    if (delayMs > 0) await sleep(delayMs);
+    yield Buffer.from(chunk);
+  }
+}
+
+function bodyBytes(body: TestBody): Buffer | undefined {
+  if (body.kind === 'json') return Buffer.from(JSON.stringify(body.value));
+  if (body.kind === 'bytes') return Buffer.from(body.value);
+  return undefined;
+}
+
+/** A fetch `Response` for a test reply (used by the fetch and Hono harnesses). */
+function toResponse(reply: TestReply): Response {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(reply.headers ?? {})) {
+    for (const v of [value].flat()) headers.append(name, v);
+  }
+  const { body } = reply;
+  if (body.kind === 'json') headers.set('content-type', 'application/json');
+  if (body.kind === 'bytes' || body.kind === 'stream')
+    headers.set('content-type', body.contentType);
+  if (body.kind === 'stream') {
+    const stream = Readable.toWeb(Readable.from(slowChunks(body.chunks, body.delayMs ?? 0)));
+    return new Response(stream as ReadableStream, { status: reply.status, headers });
+  }
+  return new Response(bodyBytes(body) ?? null, { status: reply.status, headers });
+}
+
+function listen(server: Server): Promise<RunningServer> {
+  return new Promise((resolve) => {
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo;
+      resolve({
+        url: `http://127.0.0.1:${port}`,
+        close: () =>
+          new Promise<void>((done) => {
+            server.closeAllConnections();
+            server.close(() => done());
+          }),
+      });
+    });
+  });
+}
+
+/** Express 5, with `express.json()` and `express.raw()` before the middleware. */
+export const expressHarness: HttpAdapterHarness = {
+  name: 'express',
+  async start({ engine, defaults, routes }) {
+    asyncContextOn ||= defaults.asyncContext === true;
+    const app = express();
+    app.use(express.json(), express.raw({ type: 'application/octet-stream' }));
+    const idem = expressIdempotency({ engine, ...defaults });
+    for (const route of routes) {
+      const method = route.method.toLowerCase() as 'post';
+      app[method](route.path, idem.route(route.options ?? {}), async (req, res) => {
+        const reply = await route.handle({
+          body: Buffer.isBuffer(req.body) && req.body.length === 0 ? undefined : req.body,
+          header: (name) => req.get(name),
+          context: agree(req.idempotency, expressContext),
+        });
+        res.status(reply.status);
+        for (const [name, value] of Object.entries(reply.headers ?? {})) res.setHeader(name, value);
+        const { body } = reply;
+        if (body.kind === 'json') res.json(body.value);
+        else if (body.kind === 'bytes') res.type(body.contentType).send(Buffer.from(body.value));
+        else if (body.kind === 'empty') res.end();
+        else {
+          res.type(body.contentType);
+          Readable.from(slowChunks(body.chunks, body.delayMs ?? 0)).pipe(res);
+        }
+      });
+    }
+    // A custom error handler, as real apps have: its 500 must release the key like the default one.
+    app.use(
+      (error: Error, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
+        res.status(500).json({ error: error.message });
+      },
+    );
+    return listen(createServer(app));
+  },
+};
+
+/** Fastify 5 with the plugin; route options go in `config.idempotency`. */
+export const fastifyHarness: HttpAdapterHarness = {
+  name: 'fastify',
+  async start({ engine, defaults, routes }) {
+    asyncContextOn ||= defaults.asyncContext === true;
+    const app = Fastify();
+    app.addContentTypeParser(
+      'application/octet-stream',
+      { parseAs: 'buffer' },
+      (_req, body, done) => done(null, body),
+    );
+    await app.register(idempotencyPlugin, { engine, ...defaults });
+    for (const route of routes) {
+      app.route({
+        method: route.method,
+        url: route.path,
+        config: { idempotency: route.options ?? {} },
+        handler: async (req, reply) => {
+          const result = await route.handle({
+            body: req.body,
+            header: (name) => req.headers[name] as string | undefined,
+            context: agree(req.idempotency, fastifyContext),
+          });
+          reply.code(result.status);
+          for (const [name, value] of Object.entries(result.headers ?? {}))
+            reply.header(name, value);
+          const { body } = result;
+          if (body.kind === 'json') return reply.send(body.value);
+          if (body.kind === 'bytes')
+            return reply.type(body.contentType).send(Buffer.from(body.value));
+          if (body.kind === 'empty') return reply.send();
+          return reply
+            .type(body.contentType)
+            .send(Readable.from(slowChunks(body.chunks, body.delayMs ?? 0)));
+        },
+      });
+    }
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const { port } = app.server.address() as AddressInfo;
+    return { url: `http://127.0.0.1:${port}`, close: () => app.close() };
+  },
+};
+
+function serveFetch(
+  fetch: (request: Request) => Promise<Response> | Response,
+): Promise<RunningServer> {
+  return new Promise((resolve) => {
+    const server = serve({ fetch, port: 0, hostname: '127.0.0.1' }, (info) => {
+      resolve({
+        url: `http://127.0.0.1:${info.port}`,
+        close: () =>
+          new Promise<void>((done) => {
+            (server as Server).closeAllConnections?.();
+            server.close(() => done());
+          }),
+      });
+    });
+  });
+}
+
+/** Plain fetch handlers, one `withIdempotency()` per route, served by @hono/node-server. */
+export const fetchHarness: HttpAdapterHarness = {
+  name: 'fetch',
+  async start({ engine, defaults, routes }) {
+    asyncContextOn ||= defaults.asyncContext === true;
+    const table = new Map(
+      routes.map((route) => [
+        `${route.method} ${route.path}`,
+        withIdempotency(
+          async (request: Request) => {
+            const bytes = new Uint8Array(await request.arrayBuffer());
+            const reply = await route.handle({
+              body: parseTestBody(request.headers.get('content-type') ?? undefined, bytes),
+              header: (name) => request.headers.get(name) ?? undefined,
+              context: agree(idempotencyOf(request), fetchContext),
+            });
+            return toResponse(reply);
+          },
+          { engine, ...defaults, ...route.options },
+        ),
+      ]),
+    );
+    return serveFetch((request) => {
+      const handler = table.get(`${request.method} ${new URL(request.url).pathname}`);
+      return handler === undefined ? new Response('not found', { status: 404 }) : handler(request);
+    });
+  },
+};
+
+/** Hono 4 with the middleware per route; the handler reads `c.get('idempotency')`. */
+export const honoHarness: HttpAdapterHarness = {
+  name: 'hono',
+  async start({ engine, defaults, routes }) {
+    asyncContextOn ||= defaults.asyncContext === true;
+    const app = new Hono();
+    const idem = honoIdempotency({ engine, ...defaults });
+    for (const route of routes) {
+      app.on(route.method, route.path, idem.route(route.options ?? {}), async (c) => {
+        const bytes = new Uint8Array(await c.req.arrayBuffer());
+        const reply = await route.handle({
+          body: parseTestBody(c.req.header('content-type'), bytes),
+          header: (name) => c.req.header(name),
+          context: agree(c.get('idempotency'), honoContext),
+        });
+        return toResponse(reply);
+      });
+    }
+    return serveFetch(app.fetch);
+  },
+};
+
+/** Every harness. */
+export const allHarnesses = [expressHarness, fastifyHarness, fetchHarness, honoHarness];

@@ -1,0 +1,191 @@
+/**
+ * Cross-process HTTP checks on shared stores (SQLite file, Redis, PostgreSQL): 50 concurrent duplicates
+ * split over 2 OS processes run exactly once, and a `kill -9` mid-handler is taken over exactly once after
+ * the lease — through every adapter.
+ */
+import { type ChildProcess, fork } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { env, requireService } from '../../helpers/env.js';
+import type { HttpChildConfig, HttpChildMessage } from '../../helpers/http-server-child.js';
+import { type PostgresFixture, setupPostgres, uniqueSchema } from '../../helpers/postgres-env.js';
+import { connectClient, deleteKeys } from '../../helpers/redis-clients.js';
+
+const ADAPTERS = ['express', 'fastify', 'fetch', 'hono'] as const;
+const LEASE_MS = 1500;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const helper = (name: string) => fileURLToPath(new URL(`../../helpers/${name}`, import.meta.url));
+
+interface Child {
+  process: ChildProcess;
+  ports: Record<string, string>;
+}
+
+function startChild(config: HttpChildConfig, executions: HttpChildMessage[]): Promise<Child> {
+  const child = fork(helper('http-server-child.ts'), [], {
+    execArgv: ['--import', 'tsx'],
+    env: { ...process.env, IK_HTTP_CHILD: JSON.stringify(config) },
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  return new Promise((resolve, reject) => {
+    child.on('message', (message: HttpChildMessage) => {
+      if (message.type === 'ready') resolve({ process: child, ports: message.ports });
+      else executions.push(message);
+    });
+    child.once('exit', (code) => reject(new Error(`HTTP child exited early (${code})`)));
+  });
+}
+
+async function post(url: string, key: string, tag: string, hang = false) {
+  const response = await fetch(url, {
+    method: 'POST',
+    headers: {
+      'idempotency-key': key,
+      'x-tag': tag,
+      'content-type': 'application/json',
+      ...(hang ? { 'x-hang': '1' } : {}),
+    },
+    body: JSON.stringify({ order: 42 }),
+  });
+  return {
+    status: response.status,
+    body: await response.text(),
+    replayed: response.headers.get('idempotent-replayed'),
+  };
+}
+
+interface Backend {
+  name: string;
+  setup(): Promise<{ storeModule: string; storeArgument: unknown }>;
+  teardown(): Promise<void>;
+}
+
+const sqliteDir = mkdtempSync(join(tmpdir(), 'ik-http-xproc-'));
+const redisPrefix = `idemtest:http-xproc:${randomUUID().slice(0, 8)}:`;
+let pgFixture: PostgresFixture | undefined;
+
+const backends: Backend[] = [
+  {
+    name: 'sqlite',
+    setup: async () => ({
+      storeModule: helper('../integration/sqlite/store-factory.ts'),
+      storeArgument: join(sqliteDir, 'shared.db'),
+    }),
+    teardown: async () => rmSync(sqliteDir, { recursive: true, force: true }),
+  },
+  {
+    name: 'redis',
+    setup: async () => {
+      await requireService('Redis', env.redisUrl);
+      return {
+        storeModule: helper('redis-clients.ts'),
+        storeArgument: { lib: 'node-redis', url: env.redisUrl, prefix: redisPrefix },
+      };
+    },
+    teardown: async () => {
+      const { client, close } = await connectClient('node-redis', env.redisUrl);
+      await deleteKeys(client, redisPrefix);
+      await close();
+    },
+  },
+  {
+    name: 'postgres',
+    setup: async () => {
+      pgFixture = await setupPostgres('http_xproc', { schema: uniqueSchema('http_xproc') });
+      return {
+        storeModule: helper('postgres-store-factory.ts'),
+        storeArgument: { schema: pgFixture.schema },
+      };
+    },
+    teardown: async () => pgFixture?.dispose(),
+  },
+];
+
+for (const backend of backends) {
+  describe(`HTTP across processes on ${backend.name}`, () => {
+    const executions: HttpChildMessage[] = [];
+    const children: Child[] = [];
+    let config: HttpChildConfig;
+
+    beforeAll(async () => {
+      const { storeModule, storeArgument } = await backend.setup();
+      config = {
+        storeModule,
+        storeArgument,
+        namespace: `xproc-${randomUUID()}`,
+        leaseMs: LEASE_MS,
+      };
+      children.push(
+        ...(await Promise.all([startChild(config, executions), startChild(config, executions)])),
+      );
+    });
+    afterAll(async () => {
+      for (const child of children) child.process.kill('SIGKILL');
+      await backend.teardown();
+    });
+    const ran = (tag: string) => executions.filter((e) => e.type === 'executed' && e.tag === tag);
+
+    it.each(ADAPTERS)(
+      'runs 50 concurrent duplicates over 2 processes exactly once (%s)',
+      async (adapter) => {
+        const key = `k-${randomUUID()}`;
+        const tag = randomUUID();
+        const responses = await Promise.all(
+          Array.from({ length: 50 }, (_, i) =>
+            post(`${children[i % 2]!.ports[adapter]}/work`, key, tag),
+          ),
+        );
+        await sleep(100);
+        expect(ran(tag)).toHaveLength(1);
+        expect(responses.every((r) => r.status === 201 || r.status === 409)).toBe(true);
+        const after = await post(`${children[0]!.ports[adapter]}/work`, key, tag);
+        expect(after.status).toBe(201);
+        expect(after.replayed).toBe('true');
+      },
+    );
+
+    it('takes over exactly once after a kill -9 mid-handler, once the lease has passed', async () => {
+      const victim = await startChild(config, executions);
+      const survivor = children[0]!;
+      const cases = ADAPTERS.map((adapter) => ({
+        adapter,
+        key: `k-${randomUUID()}`,
+        tag: randomUUID(),
+      }));
+      for (const c of cases)
+        void post(`${victim.ports[c.adapter]}/hang`, c.key, c.tag, true).catch(() => undefined);
+      while (cases.some((c) => ran(c.tag).length === 0)) await sleep(10);
+      victim.process.kill('SIGKILL');
+
+      // The lease is still live: a retry is refused, not run.
+      for (const c of cases) {
+        expect((await post(`${survivor.ports[c.adapter]}/hang`, c.key, c.tag)).status).toBe(409);
+      }
+      await sleep(LEASE_MS + 200);
+      // After the lease: five concurrent retries per adapter, across both surviving processes.
+      const retries = await Promise.all(
+        cases.flatMap((c) =>
+          Array.from({ length: 5 }, (_, i) =>
+            post(`${children[i % 2]!.ports[c.adapter]}/hang`, c.key, c.tag),
+          ),
+        ),
+      );
+      expect(retries.every((r) => r.status === 201 || r.status === 409)).toBe(true);
+      for (const c of cases) {
+        // One execution on the victim (killed), exactly one more on a survivor.
+        const pids = ran(c.tag).map((e) => (e.type === 'executed' ? e.pid : 0));
+        expect(pids).toHaveLength(2);
+        expect(pids[0]).toBe(victim.process.pid);
+        expect(pids[1]).not.toBe(victim.process.pid);
+        const replay = await post(`${survivor.ports[c.adapter]}/hang`, c.key, c.tag);
+        expect(replay.status).toBe(201);
+        expect(replay.replayed).toBe('true');
+        expect(JSON.parse(replay.body).pid).toBe(pids[1]);
+      }
+    });
+  });
+}
