@@ -1,5 +1,5 @@
 /**
- * `npm start`: the engine on a SQLite file, showing the four outcomes of `run()`:
+ * `npm run demo`: the engine on a SQLite file, showing the four outcomes of `run()`:
  * executed, replayed, in_progress and mismatch.
  */
 import { mkdirSync } from 'node:fs';
