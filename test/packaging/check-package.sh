@@ -10,8 +10,10 @@ cd "$root"
 tarball=$(npm pack --silent --pack-destination "$work" | tail -n 1)
 cd "$work"
 npm init -y >/dev/null
-# Install offline from the tarball alone: the optional peers are not needed to load any entry point.
-npm install --no-audit --no-fund --omit=peer --ignore-scripts "./$tarball" >/dev/null
+# The tarball, plus the only peers a subpath needs just to load (every other peer is needed only once the
+# user passes in a client): vitest for /testing, fastify-plugin for /fastify. TypeScript checks the types.
+npm install --no-audit --no-fund --ignore-scripts "./$tarball" >/dev/null
+npm install --no-audit --no-fund --ignore-scripts vitest@^4 fastify-plugin@^5 typescript@~5.9 @types/node@^20 >/dev/null
 
 subpaths=$(node -e '
   const pkg = require("./node_modules/idempotency-kit/package.json");
@@ -28,6 +30,23 @@ for spec in $subpaths; do
     failed=1
   fi
 done
+# TypeScript users: every subpath's types resolve under NodeNext, from an ES module and a CommonJS one.
+i=0
+: > check.mts
+: > check.cts
+for spec in $subpaths; do
+  echo "import * as m$i from '$spec'; void m$i;" >> check.mts
+  echo "import m$i = require('$spec'); void m$i;" >> check.cts
+  i=$((i + 1))
+done
+if npx --no-install tsc --noEmit --strict --module nodenext --moduleResolution nodenext --skipLibCheck \
+  --types node check.mts check.cts; then
+  echo "packaging: every subpath type-checks from TypeScript (ESM and CJS)"
+else
+  echo "packaging: TypeScript could not resolve every subpath" >&2
+  failed=1
+fi
+
 if [[ -f node_modules/idempotency-kit/dist/cli/main.js ]]; then
   npx --no-install idempotency-kit --help >/dev/null && echo "packaging: the idempotency-kit bin runs"
 fi
