@@ -2,9 +2,13 @@
  * Consumer overhead on RabbitMQ: msgs/s of a plain amqplib consumer (ack on receipt) against the
  * idempotent consumer on the memory, Redis and PostgreSQL stores, all at prefetch 100, in the same run.
  * Each row drains its own pre-filled queue of distinct keys (every message is executed: the worst case).
+ * The memory store is the ceiling a store could reach (no I/O); the Redis store runs twice, with the
+ * engine's default batching (claims and completions coalesced into `claimMany`/`completeMany`) and with
+ * `batch: false` (one script call per message and transition). Rows run in order, baseline first, for
+ * `BENCH_ROUNDS` rounds; the table shows each row's median and every round.
  *
  * Run: `npx tsx bench/consumers.ts` (needs RabbitMQ, Redis and PostgreSQL on loopback: `bash scripts/services.sh up`).
- * `BENCH_MESSAGES` sets the messages per row (default 5000).
+ * `BENCH_MESSAGES` sets the messages per row and round (default 5000), `BENCH_ROUNDS` the rounds (default 3).
  */
 import { randomUUID } from 'node:crypto';
 import { type Channel, type ChannelModel, connect } from 'amqplib';
@@ -15,9 +19,10 @@ import { createIdempotency, memoryStore, type Store } from '../src/index.js';
 import { migrate, postgresStore } from '../src/postgres/index.js';
 import { redisStore } from '../src/redis/index.js';
 import { env } from '../test/helpers/env.js';
-import { type BenchRow, printTable } from './lib/report.js';
+import { type BenchRow, median, printTable } from './lib/report.js';
 
 const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 5000);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const PREFETCH = 100;
 const run = randomUUID().slice(0, 8);
 
@@ -49,7 +54,12 @@ async function plain(connection: ChannelModel, queue: string): Promise<number> {
 }
 
 /** Drain `queue` with the idempotent consumer on `store`; msgs/s. */
-async function idempotent(connection: ChannelModel, queue: string, store: Store): Promise<number> {
+async function idempotent(
+  connection: ChannelModel,
+  queue: string,
+  store: Store,
+  batch = true,
+): Promise<number> {
   const channel = await connection.createConfirmChannel();
   let executed = 0;
   let done!: () => void;
@@ -60,7 +70,11 @@ async function idempotent(connection: ChannelModel, queue: string, store: Store)
   const consumer = await idempotentConsumer(channel, async () => {}, {
     queue,
     name: `bench-${run}`,
-    idempotency: createIdempotency({ store, extendLease: true }),
+    idempotency: createIdempotency({
+      store,
+      extendLease: true,
+      ...(batch ? {} : { batch: false }),
+    }),
     prefetch: PREFETCH,
     concurrency: PREFETCH,
     hooks: {
@@ -91,7 +105,7 @@ const cases: Array<[string, (queue: string) => Promise<number>]> = [
   ['plain amqplib consumer (ack on receipt)', (q) => plain(connection, q)],
   ['idempotent, memory store', (q) => idempotent(connection, q, memoryStore())],
   [
-    'idempotent, Redis store',
+    'idempotent, Redis store (batched, default)',
     (q) =>
       idempotent(
         connection,
@@ -100,25 +114,45 @@ const cases: Array<[string, (queue: string) => Promise<number>]> = [
       ),
   ],
   [
+    'idempotent, Redis store, batch: false',
+    (q) =>
+      idempotent(
+        connection,
+        q,
+        redisStore({ client: redis, prefix: redisPrefix, checkEvictionPolicy: false }),
+        false,
+      ),
+  ],
+  [
     'idempotent, PostgreSQL store',
     (q) => idempotent(connection, q, postgresStore({ pool, schema })),
   ],
 ];
 
-const rows: BenchRow[] = [];
+const rates = cases.map((): number[] => []);
 try {
-  for (const [index, [name, measure]] of cases.entries()) {
-    const queue = `ik-bench.${run}.${index}`;
-    await fill(filler, queue);
-    const opsPerSec = await measure(queue);
-    await filler.deleteQueue(queue);
-    rows.push({
-      name,
-      opsPerSec,
-      extra: { messages: String(MESSAGES), prefetch: String(PREFETCH) },
-    });
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const [index, [, measure]] of cases.entries()) {
+      const queue = `ik-bench.${run}.${round}.${index}`;
+      await fill(filler, queue);
+      rates[index]?.push(await measure(queue));
+      await filler.deleteQueue(queue);
+    }
   }
-  printTable('RabbitMQ consumer throughput (msgs/s)', 'npx tsx bench/consumers.ts', rows);
+  const rows: BenchRow[] = cases.map(([name], index) => ({
+    name,
+    opsPerSec: median(rates[index] ?? []),
+    extra: {
+      messages: String(MESSAGES),
+      prefetch: String(PREFETCH),
+      rounds: (rates[index] ?? []).map((r) => Math.round(r).toLocaleString('en-US')).join(' / '),
+    },
+  }));
+  printTable(
+    `RabbitMQ consumer throughput (msgs/s, median of ${ROUNDS} rounds)`,
+    'npx tsx bench/consumers.ts',
+    rows,
+  );
 } finally {
   for await (const key of redis.scanIterator({ MATCH: `${redisPrefix}*`, COUNT: 1000 })) {
     if (key.length > 0) await redis.del(key);

@@ -32,12 +32,17 @@ function render(folder, files) {
       const ext = extname(file.name);
       const stem = basename(file.name, ext);
       if (ext === '.lua') {
-        // bullmq naming: <name>-<numKeys>.lua
-        const match = /^(.*)-(\d+)$/.exec(stem);
-        if (!match) throw new Error(`${file.name}: Lua files are named <name>-<numberOfKeys>.lua`);
+        // bullmq naming: <name>-<numKeys>.lua, or <name>-n.lua when the caller gives the number of keys
+        // (a variadic script, e.g. one call for a batch); its numberOfKeys is then null.
+        const match = /^(.*)-(\d+|n)$/.exec(stem);
+        if (!match)
+          throw new Error(
+            `${file.name}: Lua files are named <name>-<numberOfKeys>.lua or <name>-n.lua`,
+          );
+        const numberOfKeys = match[2] === 'n' ? 'null' : match[2];
         lines.push(`/** ${file.name} */`);
         lines.push(
-          `export const ${camel(match[1])} = { source: ${JSON.stringify(file.text)}, numberOfKeys: ${match[2]} } as const;`,
+          `export const ${camel(match[1])} = { source: ${JSON.stringify(file.text)}, numberOfKeys: ${numberOfKeys} } as const;`,
         );
       } else {
         lines.push(`/** ${file.name} */`);

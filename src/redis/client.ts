@@ -13,8 +13,14 @@ export type RedisArg = string | Buffer;
 
 /** The part of a node-redis (v5+) client the store uses: `createClient(…)` after `connect()`. */
 export interface NodeRedisClientLike {
-  /** Send a raw command; `options.typeMapping` picks the JavaScript type of each RESP type. */
-  sendCommand(args: ReadonlyArray<RedisArg>, options?: { typeMapping?: object }): Promise<unknown>;
+  /**
+   * Send a raw command; `options.typeMapping` picks the JavaScript type of each RESP type, and
+   * `options.timeout` (0: none) replaces the client's per-command timeout.
+   */
+  sendCommand(
+    args: ReadonlyArray<RedisArg>,
+    options?: { typeMapping?: object; timeout?: number },
+  ): Promise<unknown>;
 }
 
 /** The part of a node-redis (v5+) cluster client the store uses: `createCluster(…)` after `connect()`. */
@@ -24,7 +30,7 @@ export interface NodeRedisClusterLike {
     firstKey: RedisArg | undefined,
     isReadonly: boolean | undefined,
     args: ReadonlyArray<RedisArg>,
-    options?: { typeMapping?: object },
+    options?: { typeMapping?: object; timeout?: number },
   ): Promise<unknown>;
   /** The master nodes (for `SCAN` in `stats()`). */
   readonly masters: ReadonlyArray<unknown>;
@@ -82,8 +88,12 @@ export interface RedisCommander {
 // RESP type codes, as node-redis names them in RESP_TYPES; copied so this file imports nothing at run time.
 const RESP_BLOB_STRING = 36;
 const RESP_SIMPLE_STRING = 43;
-const NODE_REDIS_BUFFERS = {
+// `timeout: 0` turns off node-redis's own per-command timeout (5 s by default in node-redis 6) for the store's
+// commands only: the store bounds every call itself (`timeoutMs`), and the client's timeout costs an
+// `AbortSignal.timeout` plus two event listeners per command, about a tenth of the client's CPU.
+const NODE_REDIS_OPTIONS = {
   typeMapping: { [RESP_BLOB_STRING]: Buffer, [RESP_SIMPLE_STRING]: Buffer },
+  timeout: 0,
 };
 
 const isFunction = (value: unknown): boolean => typeof value === 'function';
@@ -91,7 +101,7 @@ const isFunction = (value: unknown): boolean => typeof value === 'function';
 function nodeRedisCommander(client: NodeRedisClientLike): RedisCommander {
   return {
     kind: RedisClientKind.NodeRedis,
-    send: (_key, args) => client.sendCommand(args, NODE_REDIS_BUFFERS),
+    send: (_key, args) => client.sendCommand(args, NODE_REDIS_OPTIONS),
     masters: async () => [nodeRedisCommander(client)],
   };
 }
@@ -99,7 +109,7 @@ function nodeRedisCommander(client: NodeRedisClientLike): RedisCommander {
 function nodeRedisClusterCommander(cluster: NodeRedisClusterLike): RedisCommander {
   return {
     kind: RedisClientKind.NodeRedisCluster,
-    send: (key, args) => cluster.sendCommand(key, false, args, NODE_REDIS_BUFFERS),
+    send: (key, args) => cluster.sendCommand(key, false, args, NODE_REDIS_OPTIONS),
     masters: async () => {
       const clients = await Promise.all(
         cluster.masters.map((node) => cluster.nodeClient(node as never)),

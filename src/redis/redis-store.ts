@@ -1,43 +1,59 @@
 /**
  * The Redis store: each transition is one Lua script call (one round trip), judged by Redis's own clock,
  * with one key per record whose name carries the storage key as hash tag, so it works unchanged on Redis
- * Cluster (a script only ever touches that one key: no CROSSSLOT).
+ * Cluster (a single-record script only ever touches that one key: no CROSSSLOT).
  *
- * Layout: `<prefix>{<storage key>}` is a hash. Fields: `s` status (`p` in progress, `c` completed, `r`
- * tombstone), `f` fingerprint, `t` token, `l` lease end, `a` attempt, `c` creation time (in progress); `o`
- * outcome bytes, `d` completion time, `e` expiry (completed). An in-progress key expires with its lease
- * (PEXPIREAT), a completed key after its retention. A release or an admin delete leaves a tombstone (`s=r`
- * and the token only) for `tokenFloorMs`, so a claim right after it, even in the same microsecond, still
- * gets a larger token; tombstones are invisible to `get`, `claim` and `stats`.
+ * Layout: `<prefix>{<storage key>}` is one string value, parsed by the scripts and by `replies.ts`:
+ * `p|<token>|<leaseUntil>|<createdAt>|<attempt>|<fingerprint>` in progress,
+ * `c|<token>|<completedAt>|<expiresAt>|<fingerprint bytes>|<fingerprint><outcome>` completed, and the
+ * tombstone `r|<token>`. A string costs Redis one `SET` to write and one `GET` to read, where a hash cost
+ * an `HSET`, an `HMGET` and a `PEXPIREAT`; the claim's hot path is `TIME` + `SET NX GET PXAT`. An
+ * in-progress key expires with its lease (`PXAT`), a completed key after its retention. A release or an
+ * admin delete leaves a tombstone for `tokenFloorMs`, so a claim right after it, even in the same
+ * microsecond, still gets a larger token; tombstones are invisible to `get`, `claim` and `stats`.
  *
  * Tokens are Redis's `TIME` in microseconds, raised to previous token + 1 when a previous record or
  * tombstone survives: strictly increasing per key as long as Redis's clock does not step back by more
  * than a lease (after an expiry no record survives to compare with).
+ *
+ * Batches (`claimMany`, `completeMany`) are one script call for the whole batch on a single node. On a
+ * Cluster, the keys of a batch live in different slots, which no script may span, so `capabilities.batch`
+ * is `false` there and a batch is sent as single calls (pipelined on the clients' connections).
  @module
  */
-import { InvalidOptionsError, StoreUnavailableError } from '../core/errors.js';
+import { InvalidOptionsError } from '../core/errors.js';
 import type { ClaimResult, IdempotencyRecord } from '../core/record.js';
-import type { ClaimOptions, Store, StoreStats } from '../store/store.js';
+import type {
+  ClaimOptions,
+  ClaimRequest,
+  CompleteRequest,
+  Store,
+  StoreStats,
+} from '../store/store.js';
 import {
-  type RedisClientKind,
+  type RedisArg,
+  RedisClientKind,
   type RedisClientLike,
   type RedisCommander,
   toCommander,
 } from './client.js';
-import { decodeClaim, decodeFlag, decodeGet, replyText } from './replies.js';
+import { createGuard } from './guard.js';
+import { decodeBatch, decodeClaim, decodeFlag, decodeGet } from './replies.js';
 import { loadScript, runScript } from './script-runner.js';
-import { claim, complete, extend, get, release, remove } from './scripts.gen.js';
+import {
+  claim,
+  claimMany,
+  complete,
+  completeMany,
+  extend,
+  get,
+  release,
+  remove,
+} from './scripts.gen.js';
+import { checkEvictionPolicy, type RedisStoreWarning } from './startup-check.js';
 import { scanStats } from './stats.js';
 
-/** A warning the store reports through {@link RedisStoreOptions.onWarning}. */
-export interface RedisStoreWarning {
-  /** Stable code: `eviction_policy` when `maxmemory-policy` is not `noeviction`. */
-  code: 'eviction_policy';
-  /** Human-readable explanation and fix. */
-  message: string;
-  /** The policy the server reported. */
-  policy: string;
-}
+export type { RedisStoreWarning } from './startup-check.js';
 
 /** Options of {@link redisStore}. */
 export interface RedisStoreOptions {
@@ -50,7 +66,7 @@ export interface RedisStoreOptions {
   prefix?: string;
   /**
    * Upper bound of every call, in ms: a Redis that does not answer in time rejects the call with
-   * `StoreUnavailableError` (fail closed) instead of hanging. @default 2000
+   * `StoreUnavailableError` (fail closed) instead of hanging. A batch is one call. @default 2000
    */
   timeoutMs?: number;
   /**
@@ -75,11 +91,20 @@ export interface RedisStore extends Store {
   readonly prefix: string;
   /** Settles (never rejects) once the startup `maxmemory-policy` check is done. */
   readonly ready: Promise<void>;
+  /**
+   * Claim several keys, each as `claim` would, in order: one script call on a single node; single calls
+   * on a Cluster (where `capabilities.batch` is `false`).
+   */
+  claimMany(requests: readonly ClaimRequest[]): Promise<ClaimResult[]>;
+  /** Complete several records, each as `complete` would, in order; one script call on a single node. */
+  completeMany(requests: readonly CompleteRequest[]): Promise<boolean[]>;
 }
 
 const scripts = {
   claim: loadScript(claim),
+  claimMany: loadScript(claimMany),
   complete: loadScript(complete),
+  completeMany: loadScript(completeMany),
   release: loadScript(release),
   extend: loadScript(extend),
   get: loadScript(get),
@@ -95,27 +120,40 @@ function positiveNumber(value: unknown, name: string, fallback: number): number 
 }
 
 // Redis TTLs are whole milliseconds and must be positive.
-function ttlArg(value: number, name: string): string {
+function wholeMs(value: number, name: string): number {
   if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
     throw new InvalidOptionsError(
       `redisStore: ${name} must be a positive number of ms, got ${value}`,
     );
   }
-  return String(Math.ceil(value));
+  return Math.ceil(value);
 }
 
-function configValue(reply: unknown): string | undefined {
-  // RESP2: [name, value]; RESP3: a map (an object or a Map depending on the client's type mapping).
-  if (Array.isArray(reply)) return reply[1] === undefined ? undefined : replyText(reply[1]);
-  if (reply instanceof Map) {
-    const [value] = reply.values();
-    return value === undefined ? undefined : replyText(value);
+// A Buffer view (no copy) of the caller's bytes; both clients send Buffers as raw bytes.
+const asBuffer = (bytes: Uint8Array): Buffer =>
+  Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+
+/**
+ * Run `one` for every request, in order per key and concurrently across keys (Cluster batches: each call
+ * goes to its key's node, and a key repeated in the batch still sees its earlier items first).
+ */
+async function eachInKeyOrder<Req extends { key: string }, Res>(
+  requests: readonly Req[],
+  one: (request: Req) => Promise<Res>,
+): Promise<Res[]> {
+  const results: Res[] = new Array(requests.length);
+  const chains = new Map<string, Promise<void>>();
+  for (const [i, request] of requests.entries()) {
+    const previous = chains.get(request.key) ?? Promise.resolve();
+    chains.set(
+      request.key,
+      previous.then(async () => {
+        results[i] = await one(request);
+      }),
+    );
   }
-  if (typeof reply === 'object' && reply !== null) {
-    const [value] = Object.values(reply);
-    return value === undefined ? undefined : replyText(value);
-  }
-  return undefined;
+  await Promise.all(chains.values());
+  return results;
 }
 
 /**
@@ -137,156 +175,162 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
   if (typeof prefix !== 'string' || /[{}]/.test(prefix)) {
     throw new InvalidOptionsError('redisStore: `prefix` must be a string without `{` or `}`');
   }
-  const timeoutMs = positiveNumber(options.timeoutMs, 'timeoutMs', 2000);
-  const tokenFloorMs = ttlArg(
-    positiveNumber(options.tokenFloorMs, 'tokenFloorMs', 60_000),
-    'tokenFloorMs',
+  const guard = createGuard(positiveNumber(options.timeoutMs, 'timeoutMs', 2000));
+  const tokenFloorMs = String(
+    wholeMs(positiveNumber(options.tokenFloorMs, 'tokenFloorMs', 60_000), 'tokenFloorMs'),
   );
   const onWarning =
     options.onWarning ?? ((warning: RedisStoreWarning) => console.warn(warning.message));
+  // One script cannot span Cluster slots, and a batch's keys are spread over all of them.
+  const cluster =
+    commander.kind === RedisClientKind.NodeRedisCluster ||
+    commander.kind === RedisClientKind.IoRedisCluster;
 
   const recordKey = (key: string) => `${prefix}{${key}}`;
-
-  /**
-   * Bound `call` by `timeoutMs` and turn every failure into `StoreUnavailableError`. A call that loses the
-   * race keeps a rejection handler, so a late failure is never an unhandled rejection.
-   */
-  function guard<T>(operation: string, call: () => Promise<T>): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        reject(
-          new StoreUnavailableError(
-            `Redis store: ${operation} got no answer within ${timeoutMs} ms`,
-            { retryAfterMs: timeoutMs },
-          ),
-        );
-      }, timeoutMs);
-      let pending: Promise<T>;
-      try {
-        pending = call();
-      } catch (error) {
-        pending = Promise.reject(error);
-      }
-      pending.then(
-        (value) => {
-          clearTimeout(timer);
-          resolve(value);
-        },
-        (error: unknown) => {
-          clearTimeout(timer);
-          const message = error instanceof Error ? error.message : String(error);
-          reject(
-            new StoreUnavailableError(`Redis store: ${operation} failed: ${message}`, {
-              cause: error,
-            }),
-          );
-        },
-      );
-    });
-  }
-
-  async function checkEvictionPolicy(): Promise<void> {
-    try {
-      const nodes = await guard('startup check', () => commander.masters());
-      for (const node of nodes) {
-        const reply = await guard('startup check', () =>
-          node.send(undefined, ['CONFIG', 'GET', 'maxmemory-policy']),
-        );
-        const policy = configValue(reply);
-        if (policy !== undefined && policy !== 'noeviction') {
-          onWarning({
-            code: 'eviction_policy',
-            policy,
-            message:
-              `idempotency-kit: Redis maxmemory-policy is '${policy}', not 'noeviction': under memory ` +
-              'pressure Redis may evict in-flight claims or stored outcomes, and a duplicate execution ' +
-              'follows. Use a dedicated instance (or database) with maxmemory-policy noeviction.',
-          });
-          return;
-        }
-      }
-    } catch {
-      // CONFIG is often disabled on managed Redis; the check is advice, never a reason to fail.
-    }
-  }
+  const run = (script: (typeof scripts)[keyof typeof scripts], keys: string[], args: RedisArg[]) =>
+    runScript(commander, script, keys, args);
 
   const ready =
     options.checkEvictionPolicy === false
       ? Promise.resolve()
-      : checkEvictionPolicy().catch(() => undefined);
+      : checkEvictionPolicy(commander, guard, onWarning).catch(() => undefined);
+
+  // The methods below are not async functions: on the hot path each promise layer costs client CPU. A
+  // bad argument still rejects (never throws), through `rejected`.
+  const rejected = (error: unknown) => Promise.reject(error);
+
+  function claimOne(key: string, claimOptions: ClaimOptions): Promise<ClaimResult> {
+    let leaseMs: number;
+    try {
+      leaseMs = wholeMs(claimOptions.leaseMs, 'leaseMs');
+    } catch (error) {
+      return rejected(error);
+    }
+    return guard(
+      'claim',
+      () => run(scripts.claim, [recordKey(key)], [claimOptions.fingerprint, String(leaseMs)]),
+      (reply) => decodeClaim(reply, leaseMs),
+    );
+  }
+
+  function completeOne(request: CompleteRequest): Promise<boolean> {
+    let retention: string;
+    try {
+      retention = String(wholeMs(request.retentionMs, 'retentionMs'));
+    } catch (error) {
+      return rejected(error);
+    }
+    if (!Number.isSafeInteger(request.token)) return Promise.resolve(false);
+    return guard(
+      'complete',
+      () =>
+        run(
+          scripts.complete,
+          [recordKey(request.key)],
+          [String(request.token), asBuffer(request.outcome), retention],
+        ),
+      decodeFlag,
+    );
+  }
+
+  function claimMany(requests: readonly ClaimRequest[]): Promise<ClaimResult[]> {
+    if (requests.length === 0) return Promise.resolve([]);
+    if (cluster) return eachInKeyOrder(requests, (r) => claimOne(r.key, r));
+    if (requests.length === 1) {
+      const [only] = requests as [ClaimRequest];
+      return claimOne(only.key, only).then((result) => [result]);
+    }
+    // Validate every item before sending anything: a batch is one call, applied whole.
+    let leases: number[];
+    try {
+      leases = requests.map((r) => wholeMs(r.leaseMs, 'leaseMs'));
+    } catch (error) {
+      return rejected(error);
+    }
+    const keys = requests.map((r) => recordKey(r.key));
+    const args = requests.flatMap((r, i) => [r.fingerprint, String(leases[i])]);
+    return guard(
+      'claimMany',
+      () => run(scripts.claimMany, keys, args),
+      (reply) =>
+        decodeBatch(reply, requests.length, (item) => item).map((item, i) =>
+          decodeClaim(item, leases[i] as number),
+        ),
+    );
+  }
+
+  function completeMany(requests: readonly CompleteRequest[]): Promise<boolean[]> {
+    let retentions: string[];
+    try {
+      retentions = requests.map((r) => String(wholeMs(r.retentionMs, 'retentionMs')));
+    } catch (error) {
+      return rejected(error);
+    }
+    // A token that is not a safe integer never matches a record: fenced out without asking Redis.
+    const sent = requests.flatMap((r, i) => (Number.isSafeInteger(r.token) ? [i] : []));
+    const merge = (flags: readonly boolean[]) => {
+      const results: boolean[] = requests.map(() => false);
+      for (const [j, i] of sent.entries()) results[i] = flags[j] === true;
+      return results;
+    };
+    const items = sent.map((i) => requests[i] as CompleteRequest);
+    if (items.length === 0) return Promise.resolve(merge([]));
+    if (cluster) return eachInKeyOrder(items, completeOne).then(merge);
+    if (items.length === 1) return completeOne(items[0] as CompleteRequest).then((f) => merge([f]));
+    const keys = items.map((r) => recordKey(r.key));
+    const args = items.flatMap((r, j) => [
+      String(r.token),
+      asBuffer(r.outcome),
+      retentions[sent[j] as number] as string,
+    ]);
+    return guard(
+      'completeMany',
+      () => run(scripts.completeMany, keys, args),
+      (reply) => merge(decodeBatch(reply, items.length, decodeFlag)),
+    );
+  }
 
   return {
     name: 'redis',
-    capabilities: { crossProcess: true, purge: false },
+    capabilities: { crossProcess: true, purge: false, batch: !cluster },
     clientKind: commander.kind,
     prefix,
     ready,
-
-    async claim(key: string, claimOptions: ClaimOptions): Promise<ClaimResult> {
-      const leaseMs = ttlArg(claimOptions.leaseMs, 'leaseMs');
-      return guard('claim', async () =>
-        decodeClaim(
-          await runScript(
-            commander,
-            scripts.claim,
-            [recordKey(key)],
-            [claimOptions.fingerprint, leaseMs],
-          ),
-        ),
-      );
-    },
-
-    async complete(key, token, outcome, retentionMs) {
-      const retention = ttlArg(retentionMs, 'retentionMs');
-      if (!Number.isSafeInteger(token)) return false;
-      // A Buffer view (no copy) of the caller's bytes; both clients send Buffers as raw bytes.
-      const bytes = Buffer.from(outcome.buffer, outcome.byteOffset, outcome.byteLength);
-      return guard('complete', async () =>
-        decodeFlag(
-          await runScript(
-            commander,
-            scripts.complete,
-            [recordKey(key)],
-            [String(token), bytes, retention],
-          ),
-        ),
-      );
-    },
+    claim: claimOne,
+    claimMany,
+    complete: (key, token, outcome, retentionMs) =>
+      completeOne({ key, token, outcome, retentionMs }),
+    completeMany,
 
     async release(key, token) {
       if (!Number.isSafeInteger(token)) return false;
-      return guard('release', async () =>
-        decodeFlag(
-          await runScript(
-            commander,
-            scripts.release,
-            [recordKey(key)],
-            [String(token), tokenFloorMs],
-          ),
-        ),
+      return guard(
+        'release',
+        () => run(scripts.release, [recordKey(key)], [String(token), tokenFloorMs]),
+        decodeFlag,
       );
     },
 
     async extend(key, token, leaseMs) {
-      const lease = ttlArg(leaseMs, 'leaseMs');
+      const lease = String(wholeMs(leaseMs, 'leaseMs'));
       if (!Number.isSafeInteger(token)) return false;
-      return guard('extend', async () =>
-        decodeFlag(
-          await runScript(commander, scripts.extend, [recordKey(key)], [String(token), lease]),
-        ),
+      return guard(
+        'extend',
+        () => run(scripts.extend, [recordKey(key)], [String(token), lease]),
+        decodeFlag,
       );
     },
 
     async get(key): Promise<IdempotencyRecord | undefined> {
-      return guard('get', async () =>
-        decodeGet(await runScript(commander, scripts.get, [recordKey(key)], [])),
-      );
+      return guard('get', () => run(scripts.get, [recordKey(key)], []), decodeGet);
     },
 
     async delete(key) {
       // A script, not a DEL: it leaves a tombstone, so a later claim still gets a larger token.
-      return guard('delete', async () =>
-        decodeFlag(await runScript(commander, scripts.remove, [recordKey(key)], [tokenFloorMs])),
+      return guard(
+        'delete',
+        () => run(scripts.remove, [recordKey(key)], [tokenFloorMs]),
+        decodeFlag,
       );
     },
 

@@ -1,9 +1,20 @@
 /**
- * Decoding of the scripts' replies into the core's record types. Bulk strings arrive as `Buffer`s (see
- * `client.ts`); numbers stored in hash fields come back as decimal text, script-computed ones as integers.
+ * Decoding of record values and script replies into the core's record types. Bulk strings arrive as
+ * `Buffer`s (see `client.ts`), so outcomes stay byte-exact; integers arrive as numbers.
+ *
+ * A record is one string value (see `redis-store.ts`):
+ * `p|<token>|<leaseUntil>|<createdAt>|<attempt>|<fingerprint>` while in progress,
+ * `c|<token>|<completedAt>|<expiresAt>|<fingerprint byte length>|<fingerprint><outcome bytes>` once
+ * completed, and `r|<token>` for the tombstone a release leaves (not a record).
  * @module
  */
 import { type ClaimResult, type IdempotencyRecord, RecordStatus } from '../core/record.js';
+
+const BAR = 0x7c; // '|'
+const ZERO = 0x30;
+const IN_PROGRESS = 0x70; // 'p'
+const COMPLETED = 0x63; // 'c'
+const TOMBSTONE = 0x72; // 'r'
 
 /** A reply element as text (UTF-8), whatever type the client decoded it to. */
 export function replyText(value: unknown): string {
@@ -20,70 +31,149 @@ export function replyNumber(value: unknown): number {
   return number;
 }
 
-/** A reply element as bytes, copied out of the client's read buffer. */
-function replyBytes(value: unknown): Uint8Array {
-  if (Buffer.isBuffer(value)) return new Uint8Array(value);
-  if (typeof value === 'string') return new Uint8Array(Buffer.from(value, 'utf8'));
-  throw new Error(`unexpected Redis reply for an outcome: ${typeof value}`);
+function replyBuffer(value: unknown): Buffer {
+  if (Buffer.isBuffer(value)) return value;
+  if (typeof value === 'string') return Buffer.from(value, 'utf8');
+  throw new Error(`unexpected Redis reply for a record: ${typeof value}`);
 }
 
-function asArray(reply: unknown): unknown[] {
-  if (!Array.isArray(reply)) throw new Error(`unexpected Redis reply: ${typeof reply}`);
-  return reply;
+/** Reads `|`-separated decimal fields of a value, left to right, without allocating strings. */
+class FieldReader {
+  position = 2; // after the status byte and its '|'
+  constructor(private readonly value: Buffer) {}
+
+  /** The next field as a non-negative safe integer; consumes its trailing '|' (or the end). */
+  number(): number {
+    const { value } = this;
+    let result = 0;
+    let digits = 0;
+    while (this.position < value.length && value[this.position] !== BAR) {
+      const digit = (value[this.position] as number) - ZERO;
+      if (digit < 0 || digit > 9) break;
+      result = result * 10 + digit;
+      digits++;
+      this.position++;
+    }
+    const atEnd = this.position === value.length;
+    if (digits === 0 || (!atEnd && value[this.position] !== BAR) || !Number.isSafeInteger(result)) {
+      throw new Error(`malformed Redis record value: ${value.subarray(0, 64).toString('latin1')}`);
+    }
+    if (!atEnd) this.position++;
+    return result;
+  }
 }
 
 /**
- * Decode `{0, status, …fields}` (claim's "not claimed" branch and get's reply) into a record.
- * `offset` is the index of the status element.
+ * Decode a record value; `undefined` for a tombstone. Outcome bytes are copied out of the client's read
+ * buffer, so a stored outcome never changes under the caller.
  */
-function decodeRecord(reply: unknown[], offset: number): IdempotencyRecord {
-  const status = replyText(reply[offset]);
-  const fingerprint = replyText(reply[offset + 1]);
-  const token = replyNumber(reply[offset + 2]);
-  if (status === RecordStatus.InProgress) {
+export function decodeValue(reply: unknown): IdempotencyRecord | undefined {
+  const value = replyBuffer(reply);
+  const status = value[0];
+  const fields = new FieldReader(value);
+  if (value[1] !== BAR) throw new Error('malformed Redis record value: no status');
+  if (status === IN_PROGRESS) {
+    const token = fields.number();
+    const leaseUntil = fields.number();
+    const createdAt = fields.number();
+    const attempt = fields.number();
     return {
       status: RecordStatus.InProgress,
-      fingerprint,
+      fingerprint: value.toString('utf8', fields.position),
       token,
-      leaseUntil: replyNumber(reply[offset + 3]),
-      attempt: replyNumber(reply[offset + 4]),
-      createdAt: replyNumber(reply[offset + 5]),
+      leaseUntil,
+      attempt,
+      createdAt,
     };
   }
-  if (status === RecordStatus.Completed) {
+  if (status === COMPLETED) {
+    const token = fields.number();
+    const completedAt = fields.number();
+    const expiresAt = fields.number();
+    const fingerprintLength = fields.number();
+    const outcomeStart = fields.position + fingerprintLength;
+    if (outcomeStart > value.length) throw new Error('malformed Redis record value: short');
     return {
       status: RecordStatus.Completed,
-      fingerprint,
+      fingerprint: value.toString('utf8', fields.position, outcomeStart),
       token,
-      outcome: replyBytes(reply[offset + 3]),
-      completedAt: replyNumber(reply[offset + 4]),
-      expiresAt: replyNumber(reply[offset + 5]),
+      outcome: new Uint8Array(value.subarray(outcomeStart)),
+      completedAt,
+      expiresAt,
     };
   }
-  throw new Error(`unexpected record status in Redis reply: ${status}`);
+  if (status === TOMBSTONE) return undefined;
+  throw new Error(`unexpected record status in Redis value: ${value.toString('latin1', 0, 1)}`);
 }
 
-/** Decode claim-2.lua's reply. */
-export function decodeClaim(reply: unknown): ClaimResult {
-  const items = asArray(reply);
-  if (replyNumber(items[0]) === 1) {
+/**
+ * Decode one claim reply (claim-1.lua, or one item of claim-many-n.lua). `leaseMs` is the lease the claim
+ * asked for, in whole ms: on the hot path the script returns only the token, and the lease end is the
+ * token's millisecond + `leaseMs`.
+ */
+export function decodeClaim(reply: unknown, leaseMs: number): ClaimResult {
+  if (typeof reply === 'number') {
+    const token = replyNumber(reply);
+    return { claimed: true, token, attempt: 1, leaseUntil: Math.floor(token / 1000) + leaseMs };
+  }
+  if (Array.isArray(reply)) {
     return {
       claimed: true,
-      token: replyNumber(items[1]),
-      attempt: replyNumber(items[2]),
-      leaseUntil: replyNumber(items[3]),
+      token: replyNumber(reply[0]),
+      attempt: replyNumber(reply[1]),
+      leaseUntil: replyNumber(reply[2]),
     };
   }
-  return { claimed: false, record: decodeRecord(items, 1) };
+  if (Buffer.isBuffer(reply) || typeof reply === 'string') {
+    const record = decodeValue(reply);
+    if (record === undefined)
+      throw new Error('unexpected Redis reply: a claim was blocked by a tombstone');
+    return { claimed: false, record };
+  }
+  throw new Error(`unexpected Redis reply: ${typeof reply}`);
 }
 
-/** Decode get-1.lua's reply. */
+/** Decode a batch reply: an array with one element per item. */
+export function decodeBatch<T>(reply: unknown, count: number, decode: (item: unknown) => T): T[] {
+  if (!Array.isArray(reply) || reply.length !== count) {
+    throw new Error(`unexpected Redis reply: expected ${count} results`);
+  }
+  return reply.map(decode);
+}
+
+/** Decode get-1.lua's reply: the live record's value, or nil. */
 export function decodeGet(reply: unknown): IdempotencyRecord | undefined {
-  const items = asArray(reply);
-  return items.length === 0 ? undefined : decodeRecord(items, 1);
+  return reply === null || reply === undefined ? undefined : decodeValue(reply);
 }
 
 /** Decode a compare-and-set script's `1` / `0`. */
 export function decodeFlag(reply: unknown): boolean {
   return replyNumber(reply) === 1;
+}
+
+/** The header fields `stats()` needs, from the first bytes of a value (`GETRANGE`). */
+export interface ValueHeader {
+  /** `in_progress` or `completed` (a tombstone has no header). */
+  status: RecordStatus;
+  /** Lease end (in progress) or expiry (completed), epoch ms. */
+  liveUntil: number;
+  /** Creation time (in progress) or completion time (completed), epoch ms. */
+  since: number;
+}
+
+/** Decode the start of a value (at least up to its fourth `|`); `undefined` for a tombstone. */
+export function decodeHeader(reply: unknown): ValueHeader | undefined {
+  const value = replyBuffer(reply);
+  const fields = new FieldReader(value);
+  if (value[0] === IN_PROGRESS) {
+    fields.number();
+    const liveUntil = fields.number();
+    return { status: RecordStatus.InProgress, liveUntil, since: fields.number() };
+  }
+  if (value[0] === COMPLETED) {
+    fields.number();
+    const since = fields.number();
+    return { status: RecordStatus.Completed, liveUntil: fields.number(), since };
+  }
+  return undefined;
 }

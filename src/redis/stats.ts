@@ -1,13 +1,19 @@
 /**
- * `stats()` for the Redis store: a `SCAN` over the store's prefix on every master, reading each record's
- * status and times with `HMGET`. Cost: `SCAN` walks the **whole keyspace** of each node (the `MATCH` filter
- * runs server-side after the walk), in pages of {@link SCAN_PAGE} keys, plus one `HMGET` per matching
- * record (tombstones left by releases are skipped). Fine for an admin command or a scrape every minute; not for a hot path.
+ * `stats()` for the Redis store: a `SCAN` over the store's prefix on every master, reading the header of
+ * each record's value (status and times) with `GETRANGE`, never the outcome. Cost: `SCAN` walks the
+ * **whole keyspace** of each node (the `MATCH` filter runs server-side after the walk), in pages of
+ * {@link SCAN_PAGE} keys, plus one `GETRANGE` per matching record (tombstones are skipped). Fine for an
+ * admin command or a scrape every minute; not for a hot path.
  * @module
  */
+import { RecordStatus } from '../core/record.js';
 import type { StoreStats } from '../store/store.js';
 import type { RedisArg, RedisCommander } from './client.js';
-import { replyNumber, replyText } from './replies.js';
+import type { Guard } from './guard.js';
+import { decodeHeader, replyNumber, replyText } from './replies.js';
+
+// Enough bytes for a value's status, token and two times (about 50), never its fingerprint or outcome.
+const HEADER_BYTES = '95';
 
 /** Keys asked per `SCAN` page (a hint to the server, not a limit). */
 export const SCAN_PAGE = 1000;
@@ -16,9 +22,6 @@ export const SCAN_PAGE = 1000;
 export function escapeGlob(text: string): string {
   return text.replace(/[*?[\]\\]/g, '\\$&');
 }
-
-/** Wraps each command in the store's timeout and error mapping. */
-export type Guard = <T>(operation: string, call: () => Promise<T>) => Promise<T>;
 
 function redisNowMs(reply: unknown): number {
   const [seconds, micros] = reply as [unknown, unknown];
@@ -43,35 +46,33 @@ async function scanNode(
         'COUNT',
         String(SCAN_PAGE),
         'TYPE',
-        'hash',
+        'string',
       ]),
     )) as [unknown, unknown[]];
     cursor = replyText(reply[0]);
     const keys = reply[1] as RedisArg[];
-    const rows = await Promise.all(
+    const values = await Promise.all(
       keys.map((key) =>
-        guard('stats', () => node.send(undefined, ['HMGET', key, 's', 'l', 'c', 'e'])),
+        guard('stats', () => node.send(undefined, ['GETRANGE', key, '0', HEADER_BYTES])),
       ),
     );
-    for (const row of rows as unknown[][]) {
-      const [status, leaseUntil, createdAt, expiresAt] = row;
-      if (replyOrNull(status) === 'c') {
-        if (replyNumber(expiresAt) > now) stats.completed++;
-      } else if (replyOrNull(status) === 'p') {
+    for (const value of values) {
+      // A key that expired between SCAN and GETRANGE reads as an empty string.
+      if (value === null || value === undefined || replyText(value) === '') continue;
+      const header = decodeHeader(value);
+      if (header === undefined) continue;
+      if (header.status === RecordStatus.Completed) {
+        if (header.liveUntil > now) stats.completed++;
+      } else if (header.liveUntil <= now) {
         // A lease that ended this millisecond but whose key Redis has not expired yet.
-        if (replyNumber(leaseUntil) <= now) stats.staleLeases++;
-        else {
-          stats.inProgress++;
-          const age = Math.max(now - replyNumber(createdAt), 0);
-          stats.oldestLeaseAgeMs = Math.max(stats.oldestLeaseAgeMs ?? 0, age);
-        }
+        stats.staleLeases++;
+      } else {
+        stats.inProgress++;
+        const age = Math.max(now - header.since, 0);
+        stats.oldestLeaseAgeMs = Math.max(stats.oldestLeaseAgeMs ?? 0, age);
       }
     }
   } while (cursor !== '0');
-}
-
-function replyOrNull(value: unknown): string | null {
-  return value === null || value === undefined ? null : replyText(value);
 }
 
 /** Count the records under `prefix` on every master. */

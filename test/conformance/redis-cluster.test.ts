@@ -54,6 +54,34 @@ describe('redis store on a 3-master cluster', () => {
   });
 });
 
+describe.each(['node-redis', 'ioredis'] as const)('redis cluster batches (%s)', (lib) => {
+  it('declares no batches, yet claims and completes a batch spread over every slot, in key order', async () => {
+    // Arrange: one script cannot span slots, so the engine must not coalesce; claimMany still works.
+    const client = lib === 'node-redis' ? nodeRedis.client : ioRedis.client;
+    const store = redisStore({ client, prefix: `${prefix}batch:${lib}:` });
+    const keys = Array.from({ length: 20 }, (_, i) => `key-${i}`);
+    // Act
+    const claims = await store.claimMany([
+      ...keys.map((key) => ({ key, fingerprint: 'fp', leaseMs: 60_000 })),
+      { key: 'key-0', fingerprint: 'other', leaseMs: 60_000 },
+    ]);
+    const completed = await store.completeMany(
+      keys.map((key, i) => {
+        const claim = claims[i];
+        if (!claim?.claimed) throw new Error(`${key} not claimed`);
+        return { key, token: claim.token, outcome: Buffer.from(key), retentionMs: 60_000 };
+      }),
+    );
+    // Assert
+    expect(store.capabilities.batch).toBe(false);
+    expect(claims.slice(0, 20).every((claim) => claim.claimed)).toBe(true);
+    const repeat = claims[20];
+    expect(repeat?.claimed === false && repeat.record.fingerprint).toBe('fp');
+    expect(completed).toEqual(keys.map(() => true));
+    expect((await store.get('key-7'))?.status).toBe('completed');
+  });
+});
+
 defineStoreSuite({
   name: 'redis cluster (node-redis)',
   // stats() SCANs the shared server's whole keyspace: leases longer than the default 250 ms keep the

@@ -1,47 +1,60 @@
 --[[
   claim-1.lua: create an in_progress record if the key is absent or dead, take over an in_progress record
   whose lease expired, otherwise leave the record as it is and return it (one round trip either way).
+  claim-many-n.lua applies exactly these rules to each item of a batch.
 
-  KEYS[1]  record hash            <prefix>{<storage key>}
+  KEYS[1]  record key             <prefix>{<storage key>}, a string (see redis-store.ts for the encoding)
   ARGV[1]  fingerprint
   ARGV[2]  leaseMs (positive integer)
 
-  Returns  {1, token, attempt, leaseUntil}                                      when claimed
-           {0, 'in_progress', fingerprint, token, leaseUntil, attempt, createdAt} when a live lease blocks
-           {0, 'completed', fingerprint, token, outcome, completedAt, expiresAt}  when an outcome is stored
+  Returns  token (integer)                 when claimed on an absent key: attempt 1, lease end =
+                                           floor(token / 1000) + leaseMs (the hot path: no table)
+           {token, attempt, leaseUntil}    when claimed over a dead record or a tombstone
+           the record's value (bulk)       when a live lease or a live outcome blocks the claim
 
   Time is Redis's own clock (TIME). The token is max(now in µs, previous token + 1), where the previous
-  token comes from a dead record or from the tombstone (status 'r') a release leaves behind, so tokens
-  strictly increase for the key even for a claim in the same microsecond as a release. Every read and
-  check happens before the first write (Redis has no rollback).
+  token comes from a dead record or from the tombstone ('r|<token>') a release leaves behind, so tokens
+  strictly increase for the key even for a claim in the same microsecond as a release. SET NX GET creates
+  the record and reads any previous value in one command; only when one exists does the script look at it.
+  Numbers are written with string.format('%.0f'): tostring() would print only 14 significant digits.
 ]]
 local time = redis.call('TIME')
 local nowMs = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local token = tonumber(time[1]) * 1000000 + tonumber(time[2])
-local leaseMs = tonumber(ARGV[2])
+local leaseUntil = nowMs + tonumber(ARGV[2])
+local leaseText = string.format('%.0f', leaseUntil)
+local nowText = string.format('%.0f', nowMs)
 
-local r = redis.call('HMGET', KEYS[1], 's', 'f', 't', 'l', 'a', 'c', 'o', 'd', 'e')
-local status = r[1]
+local old = redis.call('SET', KEYS[1],
+  'p|' .. string.format('%.0f', token) .. '|' .. leaseText .. '|' .. nowText .. '|1|' .. ARGV[1],
+  'NX', 'GET', 'PXAT', leaseText)
+if not old then
+  return token
+end
+
+-- A value exists: 'p|token|leaseUntil|createdAt|attempt|fp', 'c|token|completedAt|expiresAt|…' or 'r|token'.
+local status = string.sub(old, 1, 1)
 local attempt = 1
-local createdAt = nowMs
-if status == 'p' then
-  if tonumber(r[4]) > nowMs then
-    return {0, 'in_progress', r[2], r[3], r[4], r[5], r[6]}
+local createdText = nowText
+local tokenEnd = string.find(old, '|', 3, true)
+if status == 'p' or status == 'c' then
+  local second = string.find(old, '|', tokenEnd + 1, true)
+  local third = string.find(old, '|', second + 1, true)
+  if status == 'p' then
+    if tonumber(string.sub(old, tokenEnd + 1, second - 1)) > nowMs then
+      return old
+    end
+    -- The lease is over but Redis has not expired the key yet (same millisecond): take it over.
+    local fourth = string.find(old, '|', third + 1, true)
+    attempt = tonumber(string.sub(old, third + 1, fourth - 1)) + 1
+    createdText = string.sub(old, second + 1, third - 1)
+  elseif tonumber(string.sub(old, second + 1, third - 1)) > nowMs then
+    return old
   end
-  -- The lease is over but Redis has not expired the key yet (same millisecond): take it over.
-  attempt = tonumber(r[5]) + 1
-  createdAt = tonumber(r[6])
-elseif status == 'c' and tonumber(r[9]) > nowMs then
-  return {0, 'completed', r[2], r[3], r[7], r[8], r[9]}
 end
-if status then
-  token = math.max(token, tonumber(r[3]) + 1)
-  redis.call('DEL', KEYS[1])
-end
-
-local leaseUntil = nowMs + leaseMs
-local fmt = function(n) return string.format('%.0f', n) end
-redis.call('HSET', KEYS[1], 's', 'p', 'f', ARGV[1], 't', fmt(token), 'l', fmt(leaseUntil),
-  'a', fmt(attempt), 'c', fmt(createdAt))
-redis.call('PEXPIREAT', KEYS[1], fmt(leaseUntil))
-return {1, token, attempt, leaseUntil}
+token = math.max(token, tonumber(string.sub(old, 3, (tokenEnd or 0) - 1)) + 1)
+redis.call('SET', KEYS[1],
+  'p|' .. string.format('%.0f', token) .. '|' .. leaseText .. '|' .. createdText .. '|' ..
+    string.format('%d', attempt) .. '|' .. ARGV[1],
+  'PXAT', leaseText)
+return {token, attempt, leaseUntil}

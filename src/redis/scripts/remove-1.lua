@@ -1,21 +1,32 @@
 --[[
-  remove-1.lua: remove the live record whatever its status (admin), leaving a tombstone (status 'r' and
-  the record's token) so that a later claim still gets a larger token.
+  remove-1.lua: remove the live record whatever its status (admin), leaving a tombstone ('r|<token>') so
+  that a later claim still gets a larger token.
 
-  KEYS[1]  record hash            <prefix>{<storage key>}
+  KEYS[1]  record key             <prefix>{<storage key>}
   ARGV[1]  tombstone lifetime in ms (positive integer)
 
   Returns  1 when a live record was removed, 0 when there was none (absent, dead or a tombstone).
 ]]
-local time = redis.call('TIME')
-local nowMs = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-
-local r = redis.call('HMGET', KEYS[1], 's', 't', 'l', 'e')
-local live = (r[1] == 'p' and tonumber(r[3]) > nowMs) or (r[1] == 'c' and tonumber(r[4]) > nowMs)
-if not live then
+local old = redis.call('GET', KEYS[1])
+if not old then
   return 0
 end
-redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 's', 'r', 't', r[2])
-redis.call('PEXPIRE', KEYS[1], ARGV[1])
+local status = string.sub(old, 1, 1)
+if status ~= 'p' and status ~= 'c' then
+  return 0
+end
+local time = redis.call('TIME')
+local nowMs = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local tokenEnd = string.find(old, '|', 3, true)
+local second = string.find(old, '|', tokenEnd + 1, true)
+local liveUntil
+if status == 'p' then
+  liveUntil = string.sub(old, tokenEnd + 1, second - 1)
+else
+  liveUntil = string.sub(old, second + 1, string.find(old, '|', second + 1, true) - 1)
+end
+if tonumber(liveUntil) <= nowMs then
+  return 0
+end
+redis.call('SET', KEYS[1], 'r|' .. string.sub(old, 3, tokenEnd - 1), 'PX', ARGV[1])
 return 1

@@ -2,6 +2,8 @@ import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createIdempotency } from '../../../src/index.js';
 import { redisStore } from '../../../src/redis/index.js';
+import { loadScript } from '../../../src/redis/script-runner.js';
+import { claim, claimMany, complete, completeMany } from '../../../src/redis/scripts.gen.js';
 import { env, requireService } from '../../helpers/env.js';
 import { connectClient, type RedisLib } from '../../helpers/redis-clients.js';
 import { freePorts, PORT_SLICES, PrivateRedis } from '../../helpers/redis-servers.js';
@@ -14,6 +16,8 @@ let server: PrivateRedis;
 class CommandLog {
   private buffer = '';
   readonly commands: string[] = [];
+  /** The script SHA of every `EVALSHA`, in order. */
+  readonly shas: string[] = [];
   private constructor(private readonly socket: Socket) {
     socket.on('data', (data) => {
       this.buffer += data.toString('latin1');
@@ -25,6 +29,7 @@ class CommandLog {
         if (match === null || match[1] === 'lua') continue;
         const name = match[2]!.toLowerCase();
         this.commands.push(name === 'echo' ? `echo ${match[3]}` : name);
+        if (name === 'evalsha') this.shas.push(match[3] ?? '');
       }
     });
   }
@@ -63,6 +68,13 @@ beforeAll(async () => {
 afterAll(async () => {
   await server?.dispose();
 });
+
+/** Send `ECHO marker` on the client under test: it follows every command the client sent before. */
+function echoOn(lib: RedisLib, client: unknown, marker: string): Promise<unknown> {
+  return lib === 'node-redis'
+    ? (client as { sendCommand(a: string[]): Promise<unknown> }).sendCommand(['ECHO', marker])
+    : (client as { call(...a: string[]): Promise<unknown> }).call('ECHO', marker);
+}
 
 describe.each<RedisLib>(['node-redis', 'ioredis'])('redis store round trips (%s)', (lib) => {
   it('uses 2 commands per new key, 1 per replay, and 0 when the local cache hits', async () => {
@@ -111,5 +123,44 @@ describe.each<RedisLib>(['node-redis', 'ioredis'])('redis store round trips (%s)
     expect(newKeys).toEqual([...keys.flatMap(() => ['evalsha', 'evalsha']), 'echo new-keys']);
     expect(replays).toEqual([...keys.map(() => 'evalsha'), 'echo replays']);
     expect(cacheHits).toEqual(['echo cache']);
+  });
+
+  it('sends a burst of concurrent runs as a handful of calls: one claimMany and one completeMany', async () => {
+    // Arrange
+    const connection = await connectClient(lib, server.url);
+    const store = redisStore({ client: connection.client, prefix: `rt-burst:${lib}:` });
+    await store.ready;
+    const maxInFlight = 4;
+    const idempotency = createIdempotency({
+      store,
+      namespace: `burst-${lib}`,
+      batch: { maxBatch: 100, maxInFlight },
+    });
+    // Warm the script cache with both single and batch scripts (a burst of 10 uses both).
+    await Promise.all(
+      Array.from({ length: 10 }, (_, i) => idempotency.run({ key: `warm-${i}` }, () => i)),
+    );
+    const log = await CommandLog.open(server.port);
+    const keys = Array.from({ length: 50 }, (_, i) => `burst-${i}`);
+    const count = (script: { source: string; numberOfKeys: number | null }) =>
+      log.shas.filter((s) => s === loadScript(script).sha).length;
+
+    // Act: 50 runs started in the same turn of the event loop.
+    const outcomes = await Promise.all(keys.map((key) => idempotency.run({ key }, () => key)));
+    await echoOn(lib, connection.client, 'burst');
+    await log.until('burst');
+    log.close();
+    await connection.close();
+
+    // Assert: every run executed. The engine sends the first maxInFlight claims alone and the other 46 as
+    // one claimMany; completions likewise (at most maxInFlight alone per wave of claim replies, the rest in
+    // one completeMany). Instead of 100 commands, at most 14, and never a plain command.
+    expect(outcomes.map((outcome) => outcome.status)).toEqual(keys.map(() => 'executed'));
+    expect(count(claim)).toBe(maxInFlight);
+    expect(count(claimMany)).toBe(1);
+    expect(count(completeMany)).toBe(1);
+    expect(count(complete)).toBeLessThanOrEqual(2 * maxInFlight);
+    expect(log.commands.filter((name) => name !== 'evalsha')).toEqual(['echo burst']);
+    expect(log.commands.length - 1).toBe(log.shas.length);
   });
 });

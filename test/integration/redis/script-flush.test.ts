@@ -58,6 +58,26 @@ describe.each<RedisLib>(['node-redis', 'ioredis'])('redis store after SCRIPT FLU
       ['get', () => store.get('a').then((r) => r?.status), 'in_progress'],
       ['complete', () => store.complete('a', first.token, Uint8Array.of(1, 2, 3), 60_000), true],
       ['release', () => store.release('a', first.token), false],
+      [
+        'claimMany',
+        () =>
+          store
+            .claimMany([
+              { key: 'c', fingerprint: 'fp', leaseMs: 60_000 },
+              { key: 'c', fingerprint: 'fp', leaseMs: 60_000 },
+            ])
+            .then((results) => results.map((r) => r.claimed)),
+        [true, false],
+      ],
+      [
+        'completeMany',
+        () =>
+          store.completeMany([
+            { key: 'a', token: first.token, outcome: Uint8Array.of(1, 2, 3), retentionMs: 60_000 },
+            { key: 'x', token: 1, outcome: Uint8Array.of(1), retentionMs: 60_000 },
+          ]),
+        [true, false],
+      ],
     ];
     for (const [name, call, expected] of steps) {
       await flush();

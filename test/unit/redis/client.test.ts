@@ -13,7 +13,7 @@ function nodeRedisClient(calls: unknown[][]) {
 }
 
 describe('redis client detection', () => {
-  it('detects a node-redis client and asks for Buffer bulk replies', async () => {
+  it('detects a node-redis client, asks for Buffer bulk replies and leaves timeouts to the store', async () => {
     // Arrange
     const calls: unknown[][] = [];
     const commander = toCommander(nodeRedisClient(calls));
@@ -21,9 +21,14 @@ describe('redis client detection', () => {
     await commander.send('k', ['GET', 'k']);
     // Assert
     expect(commander.kind).toBe(RedisClientKind.NodeRedis);
-    const [args, options] = calls[0] as [unknown, { typeMapping: Record<number, unknown> }];
+    const [args, options] = calls[0] as [
+      unknown,
+      { typeMapping: Record<number, unknown>; timeout: number },
+    ];
     expect(args).toEqual(['GET', 'k']);
     expect(options.typeMapping[36]).toBe(Buffer);
+    // node-redis's own per-command timer is off: the store's `timeoutMs` bounds every call instead.
+    expect(options.timeout).toBe(0);
   });
 
   it('detects a node-redis cluster and routes by the first key', async () => {

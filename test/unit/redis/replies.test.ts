@@ -1,82 +1,115 @@
 import { describe, expect, it } from 'vitest';
-import { decodeClaim, decodeFlag, decodeGet } from '../../../src/redis/replies.js';
+import {
+  decodeBatch,
+  decodeClaim,
+  decodeFlag,
+  decodeGet,
+  decodeHeader,
+  decodeValue,
+} from '../../../src/redis/replies.js';
 
 const b = (text: string) => Buffer.from(text);
 
-describe('redis script replies', () => {
-  it('decodes a won claim from integer replies', () => {
-    // Arrange
-    const reply = [1, 1_700_000_000_000_123, 2, 1_700_000_030_000];
+describe('redis record values and script replies', () => {
+  it('decodes a won claim from the bare token, deriving the lease end from its millisecond', () => {
+    // Arrange: the hot path returns only the token (Redis TIME in µs).
+    const token = 1_790_000_000_123_456;
     // Act
-    const result = decodeClaim(reply);
+    const result = decodeClaim(token, 30_000);
     // Assert
     expect(result).toEqual({
       claimed: true,
-      token: 1_700_000_000_000_123,
-      attempt: 2,
-      leaseUntil: 1_700_000_030_000,
+      token,
+      attempt: 1,
+      leaseUntil: 1_790_000_000_123 + 30_000,
     });
   });
 
-  it('decodes a blocking in-progress record from buffer replies', () => {
+  it('decodes a won takeover from {token, attempt, leaseUntil}', () => {
     // Arrange
-    const reply = [
-      0,
-      b('in_progress'),
-      b('fp'),
-      b('1700000000000123'),
-      b('1700000030000'),
-      b('1'),
-      b('1700000000000'),
-    ];
+    const reply = [1_790_000_000_123_457, 2, 1_790_000_030_123];
     // Act
-    const result = decodeClaim(reply);
+    const result = decodeClaim(reply, 30_000);
+    // Assert
+    expect(result).toEqual({
+      claimed: true,
+      token: 1_790_000_000_123_457,
+      attempt: 2,
+      leaseUntil: 1_790_000_030_123,
+    });
+  });
+
+  it('decodes a blocking in-progress value, keeping a fingerprint that contains the separator', () => {
+    // Arrange
+    const reply = b('p|1790000000123456|1790000030123|1790000000123|3|fp|with|bars é');
+    // Act
+    const result = decodeClaim(reply, 30_000);
     // Assert
     expect(result).toEqual({
       claimed: false,
       record: {
         status: 'in_progress',
-        fingerprint: 'fp',
-        token: 1_700_000_000_000_123,
-        leaseUntil: 1_700_000_030_000,
-        attempt: 1,
-        createdAt: 1_700_000_000_000,
+        fingerprint: 'fp|with|bars é',
+        token: 1_790_000_000_123_456,
+        leaseUntil: 1_790_000_030_123,
+        attempt: 3,
+        createdAt: 1_790_000_000_123,
       },
     });
   });
 
   it('keeps a completed outcome byte-exact, including bytes that are not valid UTF-8', () => {
-    // Arrange
-    const bytes = Buffer.from([0, 0xff, 0xfe, 0x80, 10]);
-    const reply = [0, b('completed'), b('fp'), b('42'), bytes, b('1000'), b('2000')];
+    // Arrange: the fingerprint length is in bytes ('é' is two).
+    const outcome = Buffer.from([0, 0x7c, 0xff, 0xfe, 0x80, 10]);
+    const value = Buffer.concat([b('c|42|1000|2000|4|fé|'), outcome]);
     // Act
-    const record = decodeGet(reply);
+    const record = decodeGet(value);
     // Assert
     expect(record?.status).toBe('completed');
     if (record?.status === 'completed') {
-      expect([...record.outcome]).toEqual([0, 0xff, 0xfe, 0x80, 10]);
-      expect(record.outcome).not.toBe(bytes);
-      expect(record.expiresAt).toBe(2000);
+      expect(record.fingerprint).toBe('fé|');
+      expect([...record.outcome]).toEqual([...outcome]);
+      expect(record.outcome.buffer).not.toBe(value.buffer);
+      expect(record).toMatchObject({ token: 42, completedAt: 1000, expiresAt: 2000 });
     }
   });
 
-  it('reads an empty reply from get as no record', () => {
-    // Arrange + Act
-    const record = decodeGet([]);
-    // Assert
-    expect(record).toBeUndefined();
+  it('reads a nil reply from get, and a tombstone, as no record', () => {
+    // Arrange + Act + Assert
+    expect(decodeGet(null)).toBeUndefined();
+    expect(decodeValue(b('r|1790000000123456'))).toBeUndefined();
   });
 
-  it('reads 1 and 0 as the compare-and-set result', () => {
+  it('reads 1 and 0 as the compare-and-set result, and batches item by item', () => {
     // Arrange + Act + Assert
     expect(decodeFlag(1)).toBe(true);
     expect(decodeFlag(0)).toBe(false);
+    expect(decodeBatch([1, 0, 1], 3, decodeFlag)).toEqual([true, false, true]);
+    expect(() => decodeBatch([1, 0], 3, decodeFlag)).toThrow(/expected 3 results/);
+  });
+
+  it('reads the header of a value for stats, without its fingerprint or outcome', () => {
+    // Arrange + Act + Assert
+    expect(decodeHeader(b('p|1790000000123456|1790000030123|1790000000123|1|f'))).toEqual({
+      status: 'in_progress',
+      liveUntil: 1_790_000_030_123,
+      since: 1_790_000_000_123,
+    });
+    expect(decodeHeader(b('c|42|1000|2000|2|fpxyz'))).toEqual({
+      status: 'completed',
+      liveUntil: 2000,
+      since: 1000,
+    });
+    expect(decodeHeader(b('r|42'))).toBeUndefined();
   });
 
   it('rejects malformed replies instead of inventing a record', () => {
     // Arrange + Act + Assert
-    expect(() => decodeClaim('OK')).toThrow(/unexpected Redis reply/);
-    expect(() => decodeGet([0, b('weird'), b('fp'), b('1')])).toThrow(/status/);
-    expect(() => decodeClaim([1, b('1.5'), 1, 1])).toThrow(/number/);
+    expect(() => decodeClaim({}, 1000)).toThrow(/unexpected Redis reply/);
+    expect(() => decodeClaim(b('r|42'), 1000)).toThrow(/tombstone/);
+    expect(() => decodeValue(b('x|1|2|3|4|fp'))).toThrow(/status/);
+    expect(() => decodeValue(b('p|1.5|2|3|1|fp'))).toThrow(/malformed/);
+    expect(() => decodeValue(b('c|1|2|3|99|short'))).toThrow(/malformed/);
+    expect(() => decodeClaim(1.5, 1000)).toThrow(/number/);
   });
 });

@@ -1,0 +1,48 @@
+--[[
+  complete-many-n.lua: a batch of completions in one call, each item applied exactly as complete-1.lua
+  applies a single completion, in order. One TIME for the whole batch, read only if an item needs it.
+
+  KEYS[i]      record key of item i    <prefix>{<storage key>}, one per item
+  ARGV[3i-2]   token of item i (decimal integer)
+  ARGV[3i-1]   outcome of item i (raw bytes)
+  ARGV[3i]     retentionMs of item i (positive integer)
+
+  Returns  a table with one integer per item, in order: 1 completed, 0 fenced out.
+]]
+local nowMs = nil
+local replies = {}
+
+for i = 1, #KEYS do
+  local key = KEYS[i]
+  local tokenText = ARGV[3 * i - 2]
+  local old = redis.call('GET', key)
+  local done = 0
+  if old then
+    local status = string.sub(old, 1, 1)
+    local tokenEnd = string.find(old, '|', 3, true)
+    if status ~= 'r' and string.sub(old, 3, tokenEnd - 1) == tokenText then
+      if not nowMs then
+        local time = redis.call('TIME')
+        nowMs = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+      end
+      local second = string.find(old, '|', tokenEnd + 1, true)
+      local third = string.find(old, '|', second + 1, true)
+      if status == 'c' then
+        if tonumber(string.sub(old, second + 1, third - 1)) > nowMs then
+          done = 1
+        end
+      elseif tonumber(string.sub(old, tokenEnd + 1, second - 1)) > nowMs then
+        local fourth = string.find(old, '|', third + 1, true)
+        local fingerprint = string.sub(old, fourth + 1)
+        local expiresText = string.format('%.0f', nowMs + tonumber(ARGV[3 * i]))
+        redis.call('SET', key,
+          'c|' .. tokenText .. '|' .. string.format('%.0f', nowMs) .. '|' .. expiresText .. '|' ..
+            string.format('%d', #fingerprint) .. '|' .. fingerprint .. ARGV[3 * i - 1],
+          'PXAT', expiresText)
+        done = 1
+      end
+    end
+  end
+  replies[i] = done
+end
+return replies

@@ -1,0 +1,177 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { toCommander } from '../../../src/redis/client.js';
+import { type RedisStore, redisStore } from '../../../src/redis/index.js';
+import { env, requireService } from '../../helpers/env.js';
+import {
+  connectClient,
+  deleteKeys,
+  type RedisLib,
+  type TestRedisClient,
+} from '../../helpers/redis-clients.js';
+
+// The record encoding (one string per record) and the batch scripts, on the shared server, for both clients.
+const prefix = `idemtest:enc:${randomUUID().slice(0, 8)}:`;
+const clients = new Map<RedisLib, TestRedisClient>();
+const day = 86_400_000;
+
+beforeAll(async () => {
+  await requireService('Redis', env.redisUrl);
+  for (const lib of ['node-redis', 'ioredis'] as const) {
+    clients.set(lib, await connectClient(lib, env.redisUrl));
+  }
+});
+
+afterAll(async () => {
+  for (const connection of clients.values()) {
+    await deleteKeys(connection.client, prefix);
+    await connection.close();
+  }
+});
+
+describe.each<RedisLib>(['node-redis', 'ioredis'])(
+  'redis record encoding and batches (%s)',
+  (lib) => {
+    let store: RedisStore;
+    let raw: (args: string[]) => Promise<unknown>;
+    const storeKey = (key: string) => `${prefix}${lib}:{${key}}`;
+
+    beforeAll(() => {
+      const connection = clients.get(lib);
+      if (connection === undefined) throw new Error(`no ${lib} client`);
+      store = redisStore({
+        client: connection.client,
+        prefix: `${prefix}${lib}:`,
+        checkEvictionPolicy: false,
+      });
+      const commander = toCommander(connection.client);
+      raw = (args) => commander.send(args[1], args);
+    });
+
+    it('declares batches on a single node', () => {
+      // Arrange + Act + Assert
+      expect(store.capabilities.batch).toBe(true);
+    });
+
+    it('round-trips 16-digit tokens exactly, single and batched, and stores them as exact decimal text', async () => {
+      // Arrange
+      const [single, batched] = [randomUUID(), randomUUID()];
+      // Act
+      const one = await store.claim(single, { fingerprint: 'fp', leaseMs: 60_000 });
+      const [many] = await store.claimMany([
+        { key: batched, fingerprint: 'fp', leaseMs: 60_000 },
+        { key: randomUUID(), fingerprint: 'fp', leaseMs: 60_000 },
+      ]);
+      // Assert: Redis TIME in µs has 16 digits; a 14-digit tostring() would have rounded it.
+      expect(one.claimed && many?.claimed).toBe(true);
+      if (!one.claimed || !many?.claimed) return;
+      for (const [key, token] of [
+        [single, one.token],
+        [batched, many.token],
+      ] as const) {
+        expect(String(token)).toMatch(/^\d{16}$/);
+        const value = String(await raw(['GET', storeKey(key)]));
+        expect(value).toMatch(new RegExp(`^p\\|${token}\\|\\d{13}\\|\\d{13}\\|1\\|fp$`));
+        const record = await store.get(key);
+        expect(record?.token).toBe(token);
+      }
+      expect(one.leaseUntil).toBe(Math.floor(one.token / 1000) + 60_000);
+    });
+
+    it('raises the token above a 16-digit tombstone exactly, on the single and the batch script', async () => {
+      // Arrange: tombstones from "the future" force the previous-token + 1 branch with 16-digit numbers.
+      const [single, batched] = [randomUUID(), randomUUID()];
+      for (const key of [single, batched]) {
+        await raw(['SET', storeKey(key), 'r|8999999999999999', 'PX', '60000']);
+      }
+      // Act
+      const one = await store.claim(single, { fingerprint: 'fp', leaseMs: 60_000 });
+      const [many] = await store.claimMany([
+        { key: batched, fingerprint: 'fp', leaseMs: 60_000 },
+        { key: batched, fingerprint: 'fp2', leaseMs: 60_000 },
+      ]);
+      // Assert
+      for (const [key, result] of [
+        [single, one],
+        [batched, many],
+      ] as const) {
+        expect(result).toMatchObject({ claimed: true, token: 9_000_000_000_000_000, attempt: 1 });
+        if (!result?.claimed) continue;
+        // The lease end comes from Redis's clock, not from the raised token.
+        expect(Math.abs(result.leaseUntil - (Date.now() + 60_000))).toBeLessThan(30_000);
+        expect(await store.complete(key, result.token, Buffer.from('ok'), day)).toBe(true);
+        expect(await store.get(key)).toMatchObject({
+          status: 'completed',
+          token: 9_000_000_000_000_000,
+        });
+      }
+    });
+
+    it('keeps every byte of an outcome through completeMany, separators and invalid UTF-8 included', async () => {
+      // Arrange
+      const keys = [randomUUID(), randomUUID()];
+      const claims = await store.claimMany(
+        keys.map((key) => ({ key, fingerprint: 'f|p é', leaseMs: 60_000 })),
+      );
+      const everyByte = Uint8Array.from({ length: 256 }, (_, i) => i);
+      // A plain Uint8Array view into a larger buffer: only its own bytes may be stored.
+      const backing = Buffer.from(`xx|c|1|2|3|${'|'.repeat(10)}yy`);
+      const view = new Uint8Array(backing.buffer, backing.byteOffset + 2, 20);
+      // Act
+      const results = await store.completeMany(
+        keys.map((key, i) => {
+          const claim = claims[i];
+          if (!claim?.claimed) throw new Error('claimed');
+          return { key, token: claim.token, outcome: i === 0 ? everyByte : view, retentionMs: day };
+        }),
+      );
+      // Assert
+      expect(results).toEqual([true, true]);
+      const [first, second] = await Promise.all(keys.map((key) => store.get(key)));
+      expect(first?.status === 'completed' && [...first.outcome]).toEqual([...everyByte]);
+      expect(second?.status === 'completed' && [...second.outcome]).toEqual([...view]);
+      expect(first?.fingerprint).toBe('f|p é');
+    });
+
+    it('fences a batch item by item: wrong, unsafe and stale tokens fail alone', async () => {
+      // Arrange
+      const [a, b] = [randomUUID(), randomUUID()];
+      const claims = await store.claimMany([
+        { key: a, fingerprint: 'fp', leaseMs: 60_000 },
+        { key: b, fingerprint: 'fp', leaseMs: 60_000 },
+      ]);
+      const [ca, cb] = claims;
+      if (!ca?.claimed || !cb?.claimed) throw new Error('claimed');
+      // Act
+      const results = await store.completeMany([
+        { key: a, token: Number.MAX_SAFE_INTEGER + 2, outcome: Buffer.from('x'), retentionMs: day },
+        { key: a, token: ca.token - 1, outcome: Buffer.from('x'), retentionMs: day },
+        { key: b, token: cb.token, outcome: Buffer.from('b'), retentionMs: day },
+        { key: a, token: ca.token, outcome: Buffer.from('a'), retentionMs: day },
+      ]);
+      // Assert
+      expect(results).toEqual([false, false, true, true]);
+      expect(await store.release(a, ca.token)).toBe(false);
+      expect(await store.completeMany([])).toEqual([]);
+      expect(await store.claimMany([])).toEqual([]);
+    });
+
+    it('claims after a release with a larger token, in a batch too, and hides the tombstone', async () => {
+      // Arrange
+      const key = randomUUID();
+      const first = await store.claim(key, { fingerprint: 'fp', leaseMs: 60_000 });
+      if (!first.claimed) throw new Error('claimed');
+      // Act
+      const released = await store.release(key, first.token);
+      const absent = await store.get(key);
+      const [again] = await store.claimMany([
+        { key, fingerprint: 'fp', leaseMs: 60_000 },
+        { key: randomUUID(), fingerprint: 'fp', leaseMs: 60_000 },
+      ]);
+      // Assert
+      expect(released).toBe(true);
+      expect(absent).toBeUndefined();
+      expect(again?.claimed && again.token > first.token).toBe(true);
+    });
+  },
+);
