@@ -13,17 +13,13 @@
 import { type Clock, systemClock } from '../core/clock.js';
 import { type Duration, toMs } from '../core/duration.js';
 import type { RunOutcome, RunRequest } from '../core/engine.js';
-import { InvalidOptionsError, isIdempotencyError, ReplayedError } from '../core/errors.js';
+import { InvalidOptionsError, isIdempotencyError } from '../core/errors.js';
 import { createFingerprint } from '../core/fingerprint.js';
 import { emit, type HookEvent, type IdempotencyHooks } from '../core/hooks.js';
 import { deriveDownstreamKey, storageKey as toStorageKey, validateKey } from '../core/key.js';
-import {
-  decodeOutcome,
-  defaultCodec,
-  encodeValueOutcome,
-  type OutcomeCodec,
-} from '../core/outcome.js';
-import { type IdempotencyRecord, RecordStatus } from '../core/record.js';
+import { defaultCodec, encodeValueOutcome, type OutcomeCodec } from '../core/outcome.js';
+import type { IdempotencyRecord } from '../core/record.js';
+import { settleRecord } from '../core/settle.js';
 import { type SqliteDatabase, unavailable } from './client.js';
 import { migrate as runMigrations } from './migrate.js';
 import { toBlob, toRecord } from './sqlite-store.js';
@@ -201,20 +197,14 @@ export function sqliteTransactional(options: SqliteTransactionalOptions): Sqlite
     codec: OutcomeCodec,
     event: HookEvent,
   ): RunOutcome<T> {
-    // Same order as the engine: a mismatch is reported even while the first call runs.
-    if (record.fingerprint !== fingerprint) {
-      emit(hooks, 'onMismatch', event);
-      return { status: 'mismatch' };
-    }
-    if (record.status === RecordStatus.InProgress) {
-      const retryAfterMs = Math.max(record.leaseUntil - clock.now(), 1);
-      emit(hooks, 'onConflict', { ...event, retryAfterMs });
-      return { status: 'in_progress', retryAfterMs };
-    }
-    emit(hooks, 'onReplayed', { ...event, fromCache: false });
-    const decoded = decodeOutcome(record.outcome);
-    if (decoded.kind === 'error') throw new ReplayedError(decoded.error);
-    return { status: 'replayed', value: codec.decode(decoded.payload) as T };
+    return settleRecord<T>(record, {
+      fingerprint,
+      codec,
+      now: clock.now(),
+      hooks,
+      event,
+      fromCache: false,
+    });
   }
 
   function readLive(key: string): IdempotencyRecord | undefined {
