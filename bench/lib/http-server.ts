@@ -1,61 +1,132 @@
 /**
- * Child process of `bench/http.ts`: one Express server (baseline, or behind the idempotency middleware on
- * one store), so the load generator and the server do not share an event loop. Configuration comes in
- * `IK_BENCH_HTTP` (JSON); the port goes back over IPC.
+ * Child process of `bench/http.ts` and `bench/http-cpu.ts`: one server (Express, Fastify or Hono; baseline,
+ * or behind the idempotency layer on one store), so the load generator and the server do not share an event
+ * loop. Configuration comes in `IK_BENCH_HTTP` (JSON); the port goes back over IPC. On a `'cpu'` message
+ * the child answers with its `process.cpuUsage()`, so the parent can measure the server's own CPU time.
  */
 import type { AddressInfo } from 'node:net';
-import express from 'express';
-import { idempotency } from '../../src/express/index.js';
-import { memoryStore, type Store } from '../../src/index.js';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import type { Store } from '../../src/index.js';
 
 /** What the parent asks for. */
 export interface BenchServerConfig {
   store: 'none' | 'memory' | 'sqlite' | 'redis' | 'postgres';
+  /** Framework. @default 'express' */
+  adapter?: 'express' | 'fastify' | 'hono';
   delayMs: number;
   sqliteFile?: string;
   redisUrl?: string;
   redisPrefix?: string;
   databaseUrl?: string;
   pgSchema?: string;
+  /**
+   * Load the library from this source tree instead of `src/` (an absolute path; for A/B measurements of a
+   * change against a snapshot). @default the repository's `src/`
+   */
+  src?: string;
+}
+
+/** The child's answer to a `'cpu'` message. */
+export interface BenchCpuReport {
+  cpu: NodeJS.CpuUsage;
 }
 
 const config = JSON.parse(process.env.IK_BENCH_HTTP ?? '{}') as BenchServerConfig;
+const src = config.src ?? fileURLToPath(new URL('../../src', import.meta.url));
+const lib = <T>(path: string): Promise<T> =>
+  import(pathToFileURL(join(src, path)).href) as Promise<T>;
 
 async function createStore(): Promise<Store | undefined> {
   switch (config.store) {
     case 'none':
       return undefined;
     case 'memory':
-      return memoryStore();
+      return (await lib<typeof import('../../src/index.js')>('index.js')).memoryStore();
     case 'sqlite': {
-      const { sqliteStore } = await import('../../src/sqlite/index.js');
+      const { sqliteStore } =
+        await lib<typeof import('../../src/sqlite/index.js')>('sqlite/index.js');
       return sqliteStore({ database: config.sqliteFile!, synchronous: 'normal' });
     }
     case 'redis': {
       const { createClient } = await import('redis');
-      const { redisStore } = await import('../../src/redis/index.js');
+      const { redisStore } = await lib<typeof import('../../src/redis/index.js')>('redis/index.js');
       const client = createClient({ url: config.redisUrl! });
       await client.connect();
       return redisStore({ client, prefix: config.redisPrefix!, checkEvictionPolicy: false });
     }
     case 'postgres': {
       const pg = (await import('pg')).default;
-      const { postgresStore } = await import('../../src/postgres/index.js');
+      const { postgresStore } =
+        await lib<typeof import('../../src/postgres/index.js')>('postgres/index.js');
       const pool = new pg.Pool({ connectionString: config.databaseUrl!, max: 20 });
       return postgresStore({ pool, schema: config.pgSchema! });
     }
   }
 }
 
+const delay = () =>
+  config.delayMs > 0 ? new Promise((resolve) => setTimeout(resolve, config.delayMs)) : undefined;
+
+async function startExpress(store: Store | undefined): Promise<number> {
+  const express = (await import('express')).default;
+  const { idempotency } =
+    await lib<typeof import('../../src/express/index.js')>('express/index.js');
+  const app = express();
+  app.use(express.json());
+  if (store !== undefined) app.use(idempotency({ store }));
+  app.post('/orders', async (req, res) => {
+    await delay();
+    res.status(201).json({ id: 'ord_123', amount: (req.body as { amount?: number }).amount ?? 0 });
+  });
+  return new Promise((resolve) => {
+    const server = app.listen(0, '127.0.0.1', () => {
+      resolve((server.address() as AddressInfo).port);
+    });
+  });
+}
+
+async function startFastify(store: Store | undefined): Promise<number> {
+  const fastify = (await import('fastify')).default;
+  const { idempotencyPlugin } =
+    await lib<typeof import('../../src/fastify/index.js')>('fastify/index.js');
+  const app = fastify();
+  if (store !== undefined) await app.register(idempotencyPlugin, { store });
+  app.post('/orders', async (request, reply) => {
+    await delay();
+    reply.code(201);
+    return { id: 'ord_123', amount: (request.body as { amount?: number }).amount ?? 0 };
+  });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  return (app.server.address() as AddressInfo).port;
+}
+
+async function startHono(store: Store | undefined): Promise<number> {
+  const { Hono } = await import('hono');
+  const { serve } = await import('@hono/node-server');
+  const { idempotency } = await lib<typeof import('../../src/hono/index.js')>('hono/index.js');
+  const app = new Hono();
+  if (store !== undefined) app.use('/orders', idempotency({ store }));
+  app.post('/orders', async (c) => {
+    await delay();
+    const body = (await c.req.json()) as { amount?: number };
+    return c.json({ id: 'ord_123', amount: body.amount ?? 0 }, 201);
+  });
+  return new Promise((resolve) => {
+    serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, (info) => resolve(info.port));
+  });
+}
+
 const store = await createStore();
-const app = express();
-app.use(express.json());
-if (store !== undefined) app.use(idempotency({ store }));
-app.post('/orders', async (req, res) => {
-  if (config.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, config.delayMs));
-  res.status(201).json({ id: 'ord_123', amount: (req.body as { amount?: number }).amount ?? 0 });
+const adapter = config.adapter ?? 'express';
+const port =
+  adapter === 'fastify'
+    ? await startFastify(store)
+    : adapter === 'hono'
+      ? await startHono(store)
+      : await startExpress(store);
+process.on('message', (message) => {
+  if (message === 'cpu') process.send?.({ cpu: process.cpuUsage() } satisfies BenchCpuReport);
 });
-const server = app.listen(0, '127.0.0.1', () => {
-  process.send?.({ port: (server.address() as AddressInfo).port });
-});
+process.send?.({ port });
 process.on('disconnect', () => process.exit(0));

@@ -185,7 +185,8 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       return { status: 'in_progress', retryAfterMs };
     }
     if (!fromCache) cache?.set(event.storageKey, record);
-    emit(hooks, 'onReplayed', { ...event, fromCache });
+    // The event is only built when someone listens: this is the hot path of every replay.
+    if (hooks.onReplayed !== undefined) emit(hooks, 'onReplayed', { ...event, fromCache });
     const decoded = decodeOutcome(record.outcome);
     if (decoded.kind === 'error') throw new ReplayedError(decoded.error);
     return { status: 'replayed', value: codec.decode(decoded.payload) as T };
@@ -294,7 +295,9 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       completedAt: now,
       expiresAt: now + retentionMs,
     });
-    emit(hooks, 'onExecuted', { ...event, token, attempt, durationMs: now - startedAt });
+    if (hooks.onExecuted !== undefined) {
+      emit(hooks, 'onExecuted', { ...event, token, attempt, durationMs: now - startedAt });
+    }
     return { status: 'executed', value, token, attempt, failedOpen: false };
   }
 

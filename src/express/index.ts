@@ -8,11 +8,13 @@
  */
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import {
+  type CapturedResponse,
   createBodyCollector,
   credentialScope,
   decide,
   type EngineSource,
   type Execution,
+  type HeaderValue,
   type HttpResponseData,
   type HttpRouteOptions,
   type RequestFacts,
@@ -73,7 +75,7 @@ export function idempotency(options: ExpressIdempotencyOptions): ExpressIdempote
         if (decision.action === 'respond') return send(res, decision.response);
         capture(res, decision.execution);
         req.idempotency = decision.execution.context;
-        decision.execution.enter(() => next());
+        decision.execution.enter(next);
       }, next);
     };
   };
@@ -96,19 +98,38 @@ function facts(req: Request, scope: (req: Request) => string | Promise<string>):
 
 function send(res: Response, data: HttpResponseData): void {
   res.status(data.status);
-  const grouped = new Map<string, string[]>();
-  for (const [name, value] of data.headers)
-    grouped.set(name, [...(grouped.get(name) ?? []), value]);
-  for (const [name, values] of grouped)
-    res.setHeader(name, values.length === 1 ? values[0]! : values);
-  res.end(data.body.byteLength === 0 ? undefined : Buffer.from(data.body));
+  const headers = data.headers;
+  for (let i = 0; i < headers.length; i++) {
+    const [name, value] = headers[i]!;
+    if (headers.findIndex((header) => header[0] === name) < i) continue; // set with its first value
+    const values = [value];
+    for (let j = i + 1; j < headers.length; j++) {
+      if (headers[j]![0] === name) values.push(headers[j]![1]);
+    }
+    res.setHeader(name, values.length === 1 ? value : values);
+  }
+  const body = data.body;
+  // A view, not a copy: nothing writes to stored or problem bodies.
+  res.end(
+    body.byteLength === 0 ? undefined : Buffer.from(body.buffer, body.byteOffset, body.byteLength),
+  );
 }
 
-type Chunk = string | Uint8Array;
-const toBytes = (chunk: Chunk, encoding: unknown): Uint8Array =>
-  typeof chunk === 'string'
-    ? Buffer.from(chunk, typeof encoding === 'string' ? (encoding as BufferEncoding) : 'utf8')
-    : chunk;
+const fromString = (chunk: string, encoding: unknown): Buffer =>
+  Buffer.from(chunk, typeof encoding === 'string' ? (encoding as BufferEncoding) : 'utf8');
+
+// Only the headers that may be stored: reading them one by one is cheaper than copying all of them.
+function replayedHeaders(
+  res: Response,
+  allowed: ReadonlySet<string>,
+): Array<[string, HeaderValue]> {
+  const out: Array<[string, HeaderValue]> = [];
+  for (const name of allowed) {
+    const value = res.getHeader(name);
+    if (value !== undefined) out.push([name, value]);
+  }
+  return out;
+}
 
 // Patch this response's writeHead/write/end. Bytes go out as the handler writes them; only the final
 // `end` is held until the outcome is stored, so the client never sees a finished response whose retry
@@ -120,10 +141,12 @@ function capture(res: Response, execution: Execution): void {
   const end = res.end;
   let ended = false;
 
-  res.writeHead = function (this: Response, status: number, ...rest: unknown[]) {
+  res.writeHead = function (this: Response, status: number, a?: unknown, b?: unknown) {
+    // Node's own implicit call (`writeHead(statusCode)`) carries no headers: the common case.
+    if (a === undefined) return writeHead.call(this, status);
     // Headers passed to writeHead bypass getHeaders(): move them into setHeader so they can be captured.
-    const message = typeof rest[0] === 'string' ? rest[0] : undefined;
-    const headers = typeof rest[0] === 'string' ? rest[1] : rest[0];
+    const message = typeof a === 'string' ? a : undefined;
+    const headers = typeof a === 'string' ? b : a;
     if (Array.isArray(headers)) {
       const flat = headers.flat() as string[];
       for (let i = 0; i + 1 < flat.length; i += 2) res.appendHeader(flat[i]!, flat[i + 1]!);
@@ -136,8 +159,9 @@ function capture(res: Response, execution: Execution): void {
   } as Response['writeHead'];
 
   res.write = function (this: Response, chunk: unknown, ...rest: unknown[]) {
-    if (!ended && (typeof chunk === 'string' || chunk instanceof Uint8Array)) {
-      collector.add(toBytes(chunk, rest[0]));
+    if (!ended) {
+      if (typeof chunk === 'string') collector.add(fromString(chunk, rest[0]), true);
+      else if (chunk instanceof Uint8Array) collector.add(chunk);
     }
     return (write as (...args: unknown[]) => boolean).call(this, chunk, ...rest);
   } as Response['write'];
@@ -146,11 +170,11 @@ function capture(res: Response, execution: Execution): void {
     if (ended) return (end as (...a: unknown[]) => Response).apply(this, args);
     ended = true;
     const chunk = args[0];
-    if (typeof chunk === 'string' || chunk instanceof Uint8Array)
-      collector.add(toBytes(chunk, args[1]));
-    const response = {
+    if (typeof chunk === 'string') collector.add(fromString(chunk, args[1]), true);
+    else if (chunk instanceof Uint8Array) collector.add(chunk);
+    const response: CapturedResponse = {
       status: res.statusCode,
-      headers: Object.entries(res.getHeaders()) as Array<[string, string | number | string[]]>,
+      headers: replayedHeaders(res, execution.policy.replayHeaders),
       body: collector.body(),
       bytes: collector.bytes,
     };

@@ -17,6 +17,7 @@ import {
   decide,
   type EngineSource,
   type Execution,
+  type HeaderValue,
   type HttpRouteOptions,
   type IdempotencyContext,
   type RequestFacts,
@@ -76,10 +77,24 @@ const isStream = (payload: unknown): payload is AsyncIterable<Uint8Array | strin
   payload !== null &&
   typeof (payload as Readable).pipe === 'function';
 
+// Only the headers that may be stored: reading them one by one is cheaper than copying all of them.
+function replayedHeaders(
+  reply: FastifyReply,
+  allowed: ReadonlySet<string>,
+): Array<[string, HeaderValue]> {
+  const out: Array<[string, HeaderValue]> = [];
+  for (const name of allowed) {
+    const value = reply.getHeader(name);
+    if (value !== undefined) out.push([name, value]);
+  }
+  return out;
+}
+
 // Hand the sent payload to the execution; returns the payload to send on (re-created for streams).
 async function capturePayload(reply: FastifyReply, running: Running, payload: unknown) {
   const { execution } = running;
-  const base = { status: reply.statusCode, headers: Object.entries(reply.getHeaders()) };
+  const status = reply.statusCode;
+  const headers = replayedHeaders(reply, execution.policy.replayHeaders);
   const finish = (response: CapturedResponse) =>
     running.error === undefined || execution.policy.storeServerErrors
       ? execution.finish(response)
@@ -93,15 +108,15 @@ async function capturePayload(reply: FastifyReply, running: Running, payload: un
           : (payload as Uint8Array);
     const limit = execution.policy.maxBodyBytes;
     const kept = body.byteLength <= limit ? body : undefined;
-    await finish({ ...base, body: kept, bytes: body.byteLength });
+    await finish({ status, headers, body: kept, bytes: body.byteLength });
     return payload;
   }
   const collected = await collectBody(payload, execution.policy.maxBodyBytes);
   if (collected.complete) {
-    await finish({ ...base, body: collected.body, bytes: collected.body.byteLength });
+    await finish({ status, headers, body: collected.body, bytes: collected.body.byteLength });
     return Buffer.from(collected.body);
   }
-  await finish({ ...base, body: undefined, bytes: collected.bytes });
+  await finish({ status, headers, body: undefined, bytes: collected.bytes });
   const { head, rest } = collected;
   return Readable.from(
     (async function* () {
@@ -146,7 +161,7 @@ const plugin: FastifyPluginCallback<FastifyIdempotencyOptions> = (fastify, optio
       }
       running.set(request, { execution: decision.execution });
       request.idempotency = decision.execution.context;
-      decision.execution.enter(() => next());
+      decision.execution.enter(next);
     }, next);
   });
 

@@ -53,11 +53,41 @@ function facts(c: Context, scope: (c: Context) => string | Promise<string>): Req
     path: url.pathname,
     query: url.search,
     header: (name) => c.req.header(name),
-    // Hono caches the body, so the handler (or a validator) can still read it in any form.
-    body: async () =>
-      c.req.raw.body === null ? undefined : new Uint8Array(await c.req.arrayBuffer()),
+    // Hono caches the body, so the handler (or a validator) can still read it in any form. No check of
+    // `c.req.raw.body` first: on @hono/node-server that builds a whole fetch Request and its stream, and an
+    // absent body reads as zero bytes, which fingerprints the same.
+    body: () => c.req.arrayBuffer().then((buffer) => new Uint8Array(buffer)),
     scope: () => scope(c),
   };
+}
+
+const decoder = new TextDecoder();
+
+// Hono converts one cached body form into another through `new Response(…)`, which is slow. The handler
+// most often reads the body as JSON or text: derive the text from the bytes the layer already read, lazily
+// and exactly as `Request.text()` decodes them (UTF-8, a BOM removed, invalid bytes replaced).
+function cacheText(c: Context): void {
+  // Typed as the bodies, but Hono keeps the promises of them.
+  const cache = c.req.bodyCache as Record<string, Promise<unknown> | undefined>;
+  const bytes = cache.arrayBuffer as Promise<ArrayBuffer> | undefined;
+  if (bytes === undefined || cache.text !== undefined) return;
+  let text: Promise<string> | undefined;
+  Object.defineProperty(cache, 'text', {
+    configurable: true,
+    enumerable: true,
+    get: () => {
+      text ??= bytes.then((buffer) => decoder.decode(buffer));
+      return text;
+    },
+    set: (value: Promise<string>) => {
+      Object.defineProperty(cache, 'text', {
+        value,
+        writable: true,
+        enumerable: true,
+        configurable: true,
+      });
+    },
+  });
 }
 
 /**
@@ -81,13 +111,16 @@ export function idempotency(options: HonoIdempotencyOptions): HonoIdempotency {
       if (decision.action === 'respond') return toWebResponse(decision.response);
       const { execution } = decision;
       c.set('idempotency', execution.context);
-      await execution.enter(() => next());
+      cacheText(c);
+      await execution.enter(next);
       // Hono catches the handler's error and renders it through onError; release unless errors are kept.
       if (c.error !== undefined && !policy.storeServerErrors) {
         await execution.fail(c.error);
         return;
       }
-      c.res = await captureWebResponse(c.res, execution);
+      const captured = await captureWebResponse(c.res, execution);
+      // Assigning `c.res` makes Hono rebuild the response around its body stream: only when it changed.
+      if (captured !== c.res) c.res = captured;
     };
   };
   return Object.assign(create({}), { route: create });

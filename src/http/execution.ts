@@ -6,7 +6,7 @@
  * Adapters only translate: request facts in, {@link Decision} out, captured response back.
  * @module
  */
-import type { Idempotency, RunContext, RunOutcome } from '../core/engine.js';
+import type { Idempotency, RunContext, RunOutcome, RunRequest } from '../core/engine.js';
 import { isInvalidKeyError, isStoreUnavailableError } from '../core/errors.js';
 import { type IdempotencyContext, runWithContext } from './context.js';
 import { httpFingerprint } from './fingerprint.js';
@@ -105,30 +105,54 @@ function fromOutcome(outcome: RunOutcome<HttpOutcome>): HttpResponseData {
 
 /**
  * Decide what to do with a request.
- * @throws anything the scope function or the store's codec throws that is not a known idempotency error
- *   (the adapter hands it to the framework's error handling).
+ *
+ * Not an `async` function on purpose: when the scope and the body are at hand (the common case), the
+ * claim is sent at once, without a trip through the microtask queue per `await`.
+ * @throws (rejects with) anything the scope function or the store's codec throws that is not a known
+ *   idempotency error (the adapter hands it to the framework's error handling).
  */
-export async function decide(
+export function decide(
   engine: Idempotency,
   policy: RoutePolicy,
   request: RequestFacts,
 ): Promise<Decision> {
-  if (policy.key === 'off' || !policy.methods.has(request.method.toUpperCase())) {
-    return { action: 'pass' };
+  try {
+    const key = keyOf(policy, request);
+    if (typeof key !== 'string') return Promise.resolve(key);
+    const scope = request.scope();
+    if (typeof scope !== 'string') {
+      return Promise.resolve(scope).then(async (resolved) => {
+        const body = (await request.body()) as unknown;
+        return begin(engine, policy, key, resolved, fingerprintOf(policy, request, body));
+      });
+    }
+    const body = request.body();
+    if (isThenable(body)) {
+      return Promise.resolve(body).then((resolved) =>
+        begin(engine, policy, key, scope, fingerprintOf(policy, request, resolved)),
+      );
+    }
+    return begin(engine, policy, key, scope, fingerprintOf(policy, request, body));
+  } catch (error) {
+    return Promise.reject(error);
   }
-  let key: string;
+}
+
+// The key of a request the layer applies to, or the decision when it does not apply or the key is bad.
+function keyOf(policy: RoutePolicy, request: RequestFacts): string | Decision {
+  if (policy.key === 'off' || !policy.methods.has(request.method.toUpperCase())) {
+    return PASS;
+  }
   try {
     const parsed = parseKeyHeader(request.header(policy.headerName));
-    if (!parsed.present) {
-      if (policy.key === 'optional') return { action: 'pass' };
-      return {
-        action: 'respond',
-        response: problemResponse('missing_key', {
-          detail: `This endpoint requires an ${policy.headerName === 'idempotency-key' ? 'Idempotency-Key' : policy.headerName} header.`,
-        }),
-      };
-    }
-    key = parsed.key;
+    if (parsed.present) return parsed.key;
+    if (policy.key === 'optional') return PASS;
+    return {
+      action: 'respond',
+      response: problemResponse('missing_key', {
+        detail: `This endpoint requires an ${policy.headerName === 'idempotency-key' ? 'Idempotency-Key' : policy.headerName} header.`,
+      }),
+    };
   } catch (error) {
     if (!isInvalidKeyError(error)) throw error;
     return {
@@ -136,133 +160,158 @@ export async function decide(
       response: problemResponse('invalid_key', { detail: error.message }),
     };
   }
+}
 
-  const scope = await request.scope();
+function fingerprintOf(policy: RoutePolicy, request: RequestFacts, body: unknown): string {
   const contentType = request.header('content-type');
-  const fingerprintHeaders: Record<string, string | undefined> = {};
-  for (const name of policy.fingerprintHeaders) {
-    const value = request.header(name);
-    fingerprintHeaders[name] =
-      typeof value === 'string' || value === undefined ? value : value.join(', ');
+  let fingerprintHeaders: Record<string, string | undefined> | undefined;
+  if (policy.fingerprintHeaders.length > 0) {
+    fingerprintHeaders = {};
+    for (const name of policy.fingerprintHeaders) {
+      const value = request.header(name);
+      fingerprintHeaders[name] =
+        typeof value === 'string' || value === undefined ? value : value.join(', ');
+    }
   }
-  const fingerprint = httpFingerprint({
+  return httpFingerprint({
     method: request.method,
     path: request.path,
     query: request.query,
     contentType: typeof contentType === 'string' ? contentType : contentType?.[0],
     headers: fingerprintHeaders,
-    body: await request.body(),
+    body,
   });
-
-  return begin(engine, policy, key, scope, fingerprint);
 }
 
-async function begin(
+const PASS: Decision = Object.freeze({ action: 'pass' });
+
+const isThenable = (value: unknown): value is PromiseLike<unknown> =>
+  typeof (value as PromiseLike<unknown> | null)?.then === 'function';
+
+// What the engine reports first: the handler may start (a claim), or the run ended without it.
+type FirstEvent =
+  | { started: RunContext }
+  | { outcome: RunOutcome<HttpOutcome> }
+  | { error: unknown };
+
+/**
+ * One execution under a claim. A class rather than closures: one object per request instead of one per
+ * method, and the methods are shared.
+ */
+class HttpExecution implements Execution {
+  context!: IdempotencyContext;
+  /** Resolves once the engine has stored the outcome or released the key; never rejects. */
+  settled!: Promise<void>;
+  private done = false;
+  private resolveHandler!: (value: HttpOutcome) => void;
+  private rejectHandler!: (reason: ReleaseClaim) => void;
+
+  constructor(readonly policy: RoutePolicy) {}
+
+  /** The handler the engine runs: a promise the adapter settles through `finish` or `fail`. */
+  handler(): Promise<HttpOutcome> {
+    return new Promise<HttpOutcome>((resolve, reject) => {
+      this.resolveHandler = resolve;
+      this.rejectHandler = reject;
+    });
+  }
+
+  enter<T>(fn: () => T): T {
+    return this.policy.asyncContext ? runWithContext(this.context, fn) : fn();
+  }
+
+  finish(response: CapturedResponse): Promise<void> {
+    if (this.done) return this.settled;
+    this.done = true;
+    if (response.status >= 500 && !this.policy.storeServerErrors) {
+      this.rejectHandler(new ReleaseClaim(undefined));
+    } else {
+      this.resolveHandler(this.toOutcome(response));
+    }
+    return this.settled;
+  }
+
+  fail(error: unknown, response?: CapturedResponse): Promise<void> {
+    if (this.done) return this.settled;
+    this.done = true;
+    if (this.policy.storeServerErrors && response !== undefined) {
+      this.resolveHandler(this.toOutcome(response));
+    } else {
+      this.rejectHandler(new ReleaseClaim(error));
+    }
+    return this.settled;
+  }
+
+  private toOutcome(response: CapturedResponse): HttpOutcome {
+    return response.body === undefined
+      ? { kind: 'too_large', status: response.status, bytes: response.bytes }
+      : {
+          kind: 'response',
+          status: response.status,
+          headers: pickHeaders(response.headers, this.policy.replayHeaders),
+          body: response.body,
+        };
+  }
+}
+
+function begin(
   engine: Idempotency,
   policy: RoutePolicy,
   key: string,
   scope: string,
   fingerprint: string,
 ): Promise<Decision> {
-  let started!: (context: RunContext) => void;
-  const startedPromise = new Promise<RunContext>((resolve) => {
-    started = resolve;
-  });
-  let settle!: { resolve: (value: HttpOutcome) => void; reject: (reason: ReleaseClaim) => void };
-  const handlerDone = new Promise<HttpOutcome>((resolve, reject) => {
-    settle = { resolve, reject };
-  });
-
-  const running = engine.run<HttpOutcome>(
-    {
-      key,
-      scope,
-      fingerprint,
-      codec: httpResponseCodec,
-      storeErrors: false,
-      ...(policy.leaseMs === undefined ? {} : { leaseMs: policy.leaseMs }),
-      ...(policy.retentionMs === undefined ? {} : { retentionMs: policy.retentionMs }),
-      failOpen: policy.failOpen,
-    },
-    (context) => {
-      started(context);
-      return handlerDone;
-    },
-  );
-  // Settled in the background once the handler has run; its errors (a lost lease, a store failure while
-  // completing) cannot change a response that was already produced, and the engine's hooks report them.
-  const settled = running.then(
-    () => undefined,
-    () => undefined,
-  );
-
-  const first = await Promise.race([
-    startedPromise.then((context) => ({ started: context }) as const),
-    running.then(
-      (outcome) => ({ outcome }) as const,
-      (error: unknown) => ({ error }) as const,
-    ),
-  ]);
-  if ('outcome' in first) return { action: 'respond', response: fromOutcome(first.outcome) };
-  if ('error' in first) {
-    if (isStoreUnavailableError(first.error)) {
-      return {
-        action: 'respond',
-        response: problemResponse('store_unavailable', {
-          detail: 'The request was not processed. Retry after the delay in Retry-After.',
-          retryAfterMs: first.error.retryAfterMs,
-        }),
-      };
-    }
-    if (isInvalidKeyError(first.error)) {
-      return {
-        action: 'respond',
-        response: problemResponse('invalid_key', { detail: first.error.message }),
-      };
-    }
-    throw first.error;
-  }
-
-  const run = first.started;
-  const context: IdempotencyContext = {
+  const execution = new HttpExecution(policy);
+  const request: RunRequest = {
     key,
     scope,
-    storageKey: run.storageKey,
-    token: run.token,
-    attempt: run.attempt,
-    signal: run.signal,
-    downstreamKey: run.downstreamKey,
-    extendLease: run.extendLease,
+    fingerprint,
+    codec: httpResponseCodec,
+    storeErrors: false,
+    failOpen: policy.failOpen,
   };
-  let done = false;
-  const store = (response: CapturedResponse): HttpOutcome =>
-    response.body === undefined
-      ? { kind: 'too_large', status: response.status, bytes: response.bytes }
-      : {
-          kind: 'response',
-          status: response.status,
-          headers: pickHeaders(response.headers, policy.replayHeaders),
-          body: response.body,
+  if (policy.leaseMs !== undefined) request.leaseMs = policy.leaseMs;
+  if (policy.retentionMs !== undefined) request.retentionMs = policy.retentionMs;
+
+  // One promise for "whichever comes first": the handler is started, or the run ends without it.
+  let report!: (event: FirstEvent) => void;
+  const first = new Promise<FirstEvent>((resolve) => {
+    report = resolve;
+  });
+  const running = engine.run<HttpOutcome>(request, (context) => {
+    report({ started: context });
+    return execution.handler();
+  });
+  // Settled in the background once the handler has run; its errors (a lost lease, a store failure while
+  // completing) cannot change a response that was already produced, and the engine's hooks report them.
+  execution.settled = running.then(
+    (outcome) => report({ outcome }),
+    (error: unknown) => report({ error }),
+  );
+
+  return first.then((event): Decision => {
+    if ('outcome' in event) return { action: 'respond', response: fromOutcome(event.outcome) };
+    if ('error' in event) {
+      if (isStoreUnavailableError(event.error)) {
+        return {
+          action: 'respond',
+          response: problemResponse('store_unavailable', {
+            detail: 'The request was not processed. Retry after the delay in Retry-After.',
+            retryAfterMs: event.error.retryAfterMs,
+          }),
         };
-  const execution: Execution = {
-    context,
-    policy,
-    enter: policy.asyncContext ? (fn) => runWithContext(context, fn) : (fn) => fn(),
-    finish(response) {
-      if (done) return settled;
-      done = true;
-      if (response.status >= 500 && !policy.storeServerErrors)
-        settle.reject(new ReleaseClaim(undefined));
-      else settle.resolve(store(response));
-      return settled;
-    },
-    fail(error, response) {
-      if (done) return settled;
-      done = true;
-      if (policy.storeServerErrors && response !== undefined) settle.resolve(store(response));
-      else settle.reject(new ReleaseClaim(error));
-      return settled;
-    },
-  };
-  return { action: 'execute', execution };
+      }
+      if (isInvalidKeyError(event.error)) {
+        return {
+          action: 'respond',
+          response: problemResponse('invalid_key', { detail: event.error.message }),
+        };
+      }
+      throw event.error;
+    }
+    // The engine's run context, extended with the key and scope: no copy, and its `signal` stays lazy
+    // (an AbortSignal per request is a measurable cost, and most handlers never look at it).
+    execution.context = Object.assign(event.started, { key, scope });
+    return { action: 'execute', execution };
+  });
 }

@@ -48,26 +48,33 @@ export const httpResponseCodec: OutcomeCodec = {
       outcome.kind === 'response'
         ? { k: 'r', s: outcome.status, h: outcome.headers }
         : { k: 't', s: outcome.status, n: outcome.bytes };
-    const metaBytes = Buffer.from(JSON.stringify(meta), 'utf8');
-    const body = outcome.kind === 'response' ? outcome.body : new Uint8Array(0);
-    const out = Buffer.allocUnsafe(5 + metaBytes.byteLength + body.byteLength);
+    const json = JSON.stringify(meta);
+    const metaLength = Buffer.byteLength(json, 'utf8');
+    const bodyLength = outcome.kind === 'response' ? outcome.body.byteLength : 0;
+    // One buffer, written in place (the engine copies it into its envelope, so a pooled one is fine).
+    const out = Buffer.allocUnsafe(5 + metaLength + bodyLength);
     out[0] = VERSION;
-    out.writeUInt32BE(metaBytes.byteLength, 1);
-    metaBytes.copy(out, 5);
-    out.set(body, 5 + metaBytes.byteLength);
+    out.writeUInt32BE(metaLength, 1);
+    out.write(json, 5, metaLength, 'utf8');
+    if (outcome.kind === 'response') out.set(outcome.body, 5 + metaLength);
     return out;
   },
   decode(bytes) {
     const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     if (buffer[0] !== VERSION) throw new Error(`Unknown HTTP outcome version ${String(buffer[0])}`);
     const metaLength = buffer.readUInt32BE(1);
-    const meta = JSON.parse(buffer.subarray(5, 5 + metaLength).toString('utf8')) as Meta;
+    const meta = JSON.parse(buffer.toString('utf8', 5, 5 + metaLength)) as Meta;
     if (meta.k === 't') return { kind: 'too_large', status: meta.s, bytes: meta.n ?? 0 };
     const stored: StoredResponse = {
       kind: 'response',
       status: meta.s,
       headers: meta.h ?? [],
-      body: Uint8Array.from(buffer.subarray(5 + metaLength)),
+      // A view of the stored bytes, not a copy: replays only read it, and stored outcomes never change.
+      body: new Uint8Array(
+        bytes.buffer,
+        bytes.byteOffset + 5 + metaLength,
+        bytes.byteLength - 5 - metaLength,
+      ),
     };
     return stored;
   },

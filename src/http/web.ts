@@ -2,8 +2,8 @@
  * Capture and build fetch-API `Response`s, shared by the `fetch` and `hono` adapters.
  * @module
  */
-import { collectBody } from './capture.js';
 import type { Execution } from './execution.js';
+import type { HeaderValue } from './headers.js';
 import type { HttpResponseData } from './problem.js';
 
 // Statuses whose responses must have no body (the Response constructor refuses one).
@@ -11,12 +11,12 @@ const NULL_BODY = new Set([101, 103, 204, 205, 304]);
 
 /** A framework-neutral response as a fetch `Response`. */
 export function toWebResponse(data: HttpResponseData): Response {
-  const headers = new Headers();
-  for (const [name, value] of data.headers) headers.append(name, value);
   const body = NULL_BODY.has(data.status) ? null : data.body;
+  // Pairs, not a Headers object: a repeated name is appended, and a lightweight Response (Hono's
+  // node-server) keeps them as they are until they are written.
   return new Response(body as ConstructorParameters<typeof Response>[0], {
     status: data.status,
-    headers,
+    headers: data.headers,
   });
 }
 
@@ -26,17 +26,39 @@ export interface WebCaptureResult {
   response: Response;
 }
 
-async function* iterate(body: ReadableStream<Uint8Array>): AsyncGenerator<Uint8Array> {
-  const reader = body.getReader();
-  try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) return;
-      yield value;
-    }
-  } finally {
-    reader.releaseLock();
+// Only the headers that may be stored (a Headers object joins a repeated name's values, as iterating it
+// does).
+function replayedHeaders(
+  headers: Headers,
+  allowed: ReadonlySet<string>,
+): Array<[string, HeaderValue]> {
+  const out: Array<[string, HeaderValue]> = [];
+  for (const name of allowed) {
+    const value = headers.get(name);
+    if (value !== null) out.push([name, value]);
   }
+  return out;
+}
+
+/**
+ * The body of a lightweight `Response` from `@hono/node-server`, when it is plain text or bytes. That class
+ * keeps `[status, body, headers]` under a private symbol and builds a full fetch Response, with a stream,
+ * only when its body is read; reading the bytes from there instead costs nothing, and the response is then
+ * sent as it is. `undefined` for any other response (read through its stream, as before).
+ */
+function plainBody(response: Response): Uint8Array | undefined {
+  for (const symbol of Object.getOwnPropertySymbols(response)) {
+    if (symbol.description !== 'cache') continue;
+    const cache = (response as unknown as Record<symbol, unknown>)[symbol];
+    if (!Array.isArray(cache) || cache.length !== 3 || cache[0] !== response.status)
+      return undefined;
+    const body: unknown = cache[1];
+    if (body === null) return new Uint8Array(0);
+    if (typeof body === 'string') return Buffer.from(body, 'utf8');
+    if (body instanceof Uint8Array) return body;
+    return undefined;
+  }
+  return undefined;
 }
 
 /**
@@ -49,7 +71,18 @@ export async function captureWebResponse(
   response: Response,
   execution: Execution,
 ): Promise<Response> {
-  const headers = [...response.headers];
+  const headers = replayedHeaders(response.headers, execution.policy.replayHeaders);
+  const plain = plainBody(response);
+  if (plain !== undefined) {
+    const kept = plain.byteLength <= execution.policy.maxBodyBytes ? plain : undefined;
+    await execution.finish({
+      status: response.status,
+      headers,
+      body: kept,
+      bytes: plain.byteLength,
+    });
+    return response;
+  }
   const init = {
     status: response.status,
     statusText: response.statusText,
@@ -59,39 +92,48 @@ export async function captureWebResponse(
     await execution.finish({ status: response.status, headers, body: new Uint8Array(0), bytes: 0 });
     return response;
   }
-  let collected: Awaited<ReturnType<typeof collectBody>>;
+  // Read with the stream's own reader (no async iterator in between: one promise per chunk).
+  const limit = execution.policy.maxBodyBytes;
+  const reader = response.body.getReader();
+  const head: Uint8Array[] = [];
+  let bytes = 0;
   try {
-    collected = await collectBody(iterate(response.body), execution.policy.maxBodyBytes);
+    for (;;) {
+      const next = await reader.read();
+      if (next.done) break;
+      head.push(next.value);
+      bytes += next.value.byteLength;
+      if (bytes > limit) break;
+    }
   } catch (error) {
+    reader.releaseLock();
     // The body stream failed before it was complete: nothing valid was produced, so release the key.
     await execution.fail(error);
     throw error;
   }
-  if (collected.complete) {
-    const body = collected.body;
-    await execution.finish({ status: response.status, headers, body, bytes: body.byteLength });
+  if (bytes <= limit) {
+    reader.releaseLock();
+    // One chunk (the common case) is the stream's own copy of the bytes: kept as it is.
+    const body = head.length === 1 ? head[0]! : Buffer.concat(head);
+    await execution.finish({ status: response.status, headers, body, bytes });
     return new Response(
       NULL_BODY.has(response.status) ? null : (body as ConstructorParameters<typeof Response>[0]),
       init,
     );
   }
-  await execution.finish({
-    status: response.status,
-    headers,
-    body: undefined,
-    bytes: collected.bytes,
-  });
-  const { head, rest } = collected;
+  await execution.finish({ status: response.status, headers, body: undefined, bytes });
   const stream = new ReadableStream<Uint8Array>({
     pull: async (controller) => {
       const chunk = head.shift();
       if (chunk !== undefined) return controller.enqueue(chunk);
-      const next = await rest.next();
-      if (next.done) controller.close();
-      else controller.enqueue(next.value);
+      const next = await reader.read();
+      if (next.done) {
+        reader.releaseLock();
+        controller.close();
+      } else controller.enqueue(next.value);
     },
-    cancel: async () => {
-      await rest.return?.();
+    cancel: () => {
+      reader.releaseLock();
     },
   });
   return new Response(stream, init);

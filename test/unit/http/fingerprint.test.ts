@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { createFingerprint } from '../../../src/core/fingerprint.js';
 import { canonicalQuery, httpFingerprint } from '../../../src/http/fingerprint.js';
 
 const base = { method: 'POST', path: '/orders', query: '', contentType: 'application/json' };
@@ -118,5 +119,120 @@ describe('HTTP fingerprint', () => {
     const deep = Buffer.from(`${'['.repeat(5000)}${']'.repeat(5000)}`);
     // Act / Assert
     expect(httpFingerprint({ ...base, body: deep })).toMatch(/^[0-9a-f]{64}$/);
+  });
+});
+
+// The fingerprint as first specified: core `createFingerprint` over the request's parts. The HTTP layer
+// writes the same encoding directly (faster); any difference would turn every stored key into a mismatch.
+function referenceFingerprint(parts: {
+  method: string;
+  path: string;
+  query: string;
+  contentType?: string | undefined;
+  headers?: Record<string, string | undefined>;
+  body: unknown;
+}): string {
+  const media = parts.contentType?.split(';')[0]?.trim().toLowerCase() ?? '';
+  const headers = Object.entries(parts.headers ?? {})
+    .filter((entry): entry is [string, string] => entry[1] !== undefined)
+    .map(([name, value]) => [name.toLowerCase(), value] as const)
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  const isJson = media === 'application/json' || media.endsWith('+json');
+  let body: unknown;
+  if (parts.body === undefined || parts.body === null) body = null;
+  else if (parts.body instanceof Uint8Array || typeof parts.body === 'string') {
+    const bytes = typeof parts.body === 'string' ? Buffer.from(parts.body, 'utf8') : parts.body;
+    body = { bytes };
+    if (bytes.byteLength === 0) body = null;
+    else if (isJson) {
+      try {
+        body = { json: JSON.parse(Buffer.from(bytes).toString('utf8')) };
+      } catch {
+        // compared as bytes
+      }
+    }
+  } else body = { json: parts.body };
+  const base = ['http/1', parts.method.toUpperCase(), parts.path, canonicalQuery(parts.query)];
+  try {
+    return createFingerprint([...base, headers, media, body]);
+  } catch {
+    let text: string;
+    try {
+      text = JSON.stringify(parts.body) ?? 'undefined';
+    } catch {
+      text = '<unserialisable body>';
+    }
+    return createFingerprint([...base, headers, media, { text }]);
+  }
+}
+
+describe('HTTP fingerprint encoding', () => {
+  const parsedValue = fc.oneof(
+    fc.jsonValue(),
+    fc.object({
+      values: [
+        fc.jsonValue(),
+        fc.constant(undefined),
+        fc.bigInt(),
+        fc.double(),
+        fc.date({ noInvalidDate: true }),
+        fc.uint8Array({ maxLength: 16 }),
+      ],
+    }),
+    fc.array(fc.oneof(fc.double(), fc.constant(undefined), fc.uint8Array({ maxLength: 8 }))),
+  );
+  const body = fc.oneof(
+    parsedValue,
+    parsedValue.map((v) =>
+      Buffer.from(JSON.stringify(v, (_k, x) => (typeof x === 'bigint' ? 1 : x)) ?? ''),
+    ),
+    fc.uint8Array({ maxLength: 64 }),
+    fc.string({ unit: 'binary', maxLength: 32 }),
+    fc.constantFrom(undefined, null, '', () => 1, Symbol('s')),
+  );
+
+  it('is byte for byte the reference encoding, for any request (fuzz)', () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom('POST', 'patch', 'Put'),
+        fc.string({ unit: 'binary', maxLength: 16 }),
+        fc.oneof(fc.constant(''), fc.string({ maxLength: 24 })),
+        fc.option(
+          fc.dictionary(fc.string({ maxLength: 8 }), fc.option(fc.string(), { nil: undefined })),
+        ),
+        fc.constantFrom(
+          undefined,
+          'application/json',
+          'text/plain',
+          'application/x+json; charset=utf-8',
+        ),
+        body,
+        (method, path, query, headers, contentType, value) => {
+          // Arrange
+          const parts = {
+            method,
+            path,
+            query,
+            contentType,
+            headers: headers ?? undefined,
+            body: value,
+          };
+          // Act / Assert
+          expect(httpFingerprint(parts)).toBe(referenceFingerprint(parts));
+        },
+      ),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('is the reference encoding for bodies nested to the edge of the depth limit and past it', () => {
+    for (const depth of [250, 253, 254, 255, 256, 257, 300]) {
+      // Arrange
+      let nested: unknown = { leaf: 1 };
+      for (let i = 0; i < depth; i++) nested = i % 2 === 0 ? [nested] : { k: nested };
+      const parts = { method: 'POST', path: '/x', query: '', body: nested };
+      // Act / Assert
+      expect(httpFingerprint(parts)).toBe(referenceFingerprint(parts));
+    }
   });
 });
