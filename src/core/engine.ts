@@ -12,7 +12,6 @@ import {
   InvalidOptionsError,
   isIdempotencyError,
   LeaseLostError,
-  ReplayedError,
   StoreUnavailableError,
 } from './errors.js';
 import { createFingerprint } from './fingerprint.js';
@@ -20,13 +19,13 @@ import { emit, type HookEvent, type IdempotencyHooks } from './hooks.js';
 import { deriveDownstreamKey, storageKey as toStorageKey, validateKey } from './key.js';
 import { LeaseKeeper } from './lease.js';
 import {
-  decodeOutcome,
   defaultCodec,
   encodeErrorOutcome,
   encodeValueOutcome,
   type OutcomeCodec,
 } from './outcome.js';
 import { type IdempotencyRecord, RecordStatus } from './record.js';
+import { settleRecord } from './settle.js';
 
 /** Decides whether a thrown error is a final outcome (stored and replayed) or releases the claim. */
 export type StoreErrorsPolicy = boolean | ((error: unknown) => boolean);
@@ -174,22 +173,17 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     event: HookEvent,
     fromCache: boolean,
   ): RunOutcome<T> {
-    // Mismatch is checked before in-progress, so misuse is reported even while the first call runs.
-    if (record.fingerprint !== fingerprint) {
-      emit(hooks, 'onMismatch', event);
-      return { status: 'mismatch' };
-    }
-    if (record.status === RecordStatus.InProgress) {
-      const retryAfterMs = Math.max(record.leaseUntil - clock.now(), 1);
-      emit(hooks, 'onConflict', { ...event, retryAfterMs });
-      return { status: 'in_progress', retryAfterMs };
-    }
-    if (!fromCache) cache?.set(event.storageKey, record);
-    // The event is only built when someone listens: this is the hot path of every replay.
-    if (hooks.onReplayed !== undefined) emit(hooks, 'onReplayed', { ...event, fromCache });
-    const decoded = decodeOutcome(record.outcome);
-    if (decoded.kind === 'error') throw new ReplayedError(decoded.error);
-    return { status: 'replayed', value: codec.decode(decoded.payload) as T };
+    // Completed records never change before they expire, so any of them may serve later replays.
+    if (!fromCache && record.status === RecordStatus.Completed)
+      cache?.set(event.storageKey, record);
+    return settleRecord<T>(record, {
+      fingerprint,
+      codec,
+      now: clock.now(),
+      hooks,
+      event,
+      fromCache,
+    });
   }
 
   async function complete(
