@@ -29,11 +29,12 @@
  */
 import { type ChildProcess, execFileSync, fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { type BenchStores, cleanupBenchStores, prepareBenchStores } from './lib/bench-stores.js';
 import type { BenchCpuReport, BenchServerConfig } from './lib/http-server.js';
 import { type BenchRow, median, printTable } from './lib/report.js';
 
@@ -164,38 +165,14 @@ async function drive(port: number, count: number, keyOf: (n: number) => string):
   return seconds;
 }
 
-async function prepare(): Promise<void> {
-  if (stores.includes('postgres')) {
-    const pg = (await import('pg')).default;
-    const { migrate } = await import('../src/postgres/index.js');
-    const pool = new pg.Pool({ connectionString: databaseUrl, max: 2 });
-    await migrate(pool, { schema: pgSchema });
-    await pool.end();
-  }
-}
-
-async function cleanup(): Promise<void> {
-  rmSync(sqliteDir, { recursive: true, force: true });
-  rmSync(buildDir, { recursive: true, force: true });
-  if (stores.includes('postgres')) {
-    const pg = (await import('pg')).default;
-    const pool = new pg.Pool({ connectionString: databaseUrl, max: 1 });
-    await pool.query(`DROP SCHEMA IF EXISTS "${pgSchema}" CASCADE`);
-    await pool.end();
-  }
-  if (stores.includes('redis')) {
-    const { createClient } = await import('redis');
-    const client = createClient({ url: redisUrl });
-    await client.connect();
-    for await (const keys of client.scanIterator({
-      MATCH: `bench:http-cpu:${run}:*`,
-      COUNT: 1000,
-    })) {
-      if (keys.length > 0) await client.del(keys);
-    }
-    await client.quit();
-  }
-}
+const benchStores: BenchStores = {
+  stores,
+  databaseUrl,
+  pgSchema,
+  redisUrl,
+  redisPrefix: `bench:http-cpu:${run}:`,
+  tempDirs: [sqliteDir, buildDir],
+};
 
 const SCENARIOS = [
   { id: 'S2', title: 'S2: 0 ms handler, unique keys', replay: false },
@@ -207,7 +184,7 @@ interface Row {
   config: BenchServerConfig;
 }
 
-await prepare();
+await prepareBenchStores(benchStores);
 const command = `npx tsx bench/http-cpu.ts${
   process.env.ADAPTERS || process.env.STORES || process.env.REQUESTS || process.env.ROUNDS
     ? ` (ADAPTERS=${adapters.join(',')} STORES=${stores.join(',')} REQUESTS=${requests} ROUNDS=${rounds})`
@@ -312,7 +289,7 @@ try {
     }
   }
 } finally {
-  await cleanup();
+  await cleanupBenchStores(benchStores);
 }
 if (compare.length === 0) {
   mkdirSync(fileURLToPath(new URL('./results/', import.meta.url)), { recursive: true });

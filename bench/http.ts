@@ -13,11 +13,12 @@
  */
 import { fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
+import { type BenchStores, cleanupBenchStores, prepareBenchStores } from './lib/bench-stores.js';
 import type { BenchServerConfig } from './lib/http-server.js';
 import { type BenchRow, median, printTable } from './lib/report.js';
 
@@ -78,34 +79,14 @@ async function load(url: string, seconds: number, keyOf: (n: number) => string) 
   };
 }
 
-async function prepare(): Promise<void> {
-  if (stores.includes('postgres')) {
-    const pg = (await import('pg')).default;
-    const { migrate } = await import('../src/postgres/index.js');
-    const pool = new pg.Pool({ connectionString: databaseUrl, max: 2 });
-    await migrate(pool, { schema: pgSchema });
-    await pool.end();
-  }
-}
-
-async function cleanup(): Promise<void> {
-  rmSync(sqliteDir, { recursive: true, force: true });
-  if (stores.includes('postgres')) {
-    const pg = (await import('pg')).default;
-    const pool = new pg.Pool({ connectionString: databaseUrl, max: 1 });
-    await pool.query(`DROP SCHEMA IF EXISTS "${pgSchema}" CASCADE`);
-    await pool.end();
-  }
-  if (stores.includes('redis')) {
-    const { createClient } = await import('redis');
-    const client = createClient({ url: redisUrl });
-    await client.connect();
-    for await (const keys of client.scanIterator({ MATCH: `bench:http:${run}:*`, COUNT: 1000 })) {
-      if (keys.length > 0) await client.del(keys);
-    }
-    await client.quit();
-  }
-}
+const benchStores: BenchStores = {
+  stores,
+  databaseUrl,
+  pgSchema,
+  redisUrl,
+  redisPrefix: `bench:http:${run}:`,
+  tempDirs: [sqliteDir],
+};
 
 const SCENARIOS = [
   { id: 'S1', title: 'S1: 50 ms handler, unique keys', delayMs: 50, replay: false },
@@ -113,7 +94,7 @@ const SCENARIOS = [
   { id: 'S3', title: 'S3: 0 ms handler, replays of 100 completed keys', delayMs: 0, replay: true },
 ] as const;
 
-await prepare();
+await prepareBenchStores(benchStores);
 const command = `DURATION=${duration} ROUNDS=${rounds} npx tsx bench/http.ts`;
 const tables: string[] = [];
 const originalLog = console.log;
@@ -188,7 +169,7 @@ try {
   }
 } finally {
   console.log = originalLog;
-  await cleanup();
+  await cleanupBenchStores(benchStores);
 }
 mkdirSync(fileURLToPath(new URL('./results/', import.meta.url)), { recursive: true });
 writeFileSync(new URL('./results/http.md', import.meta.url), `${tables.join('\n')}\n`);
