@@ -10,7 +10,7 @@ import { CompletedCache } from './completed-cache.js';
 import { type Duration, toMs } from './duration.js';
 import {
   InvalidOptionsError,
-  isIdempotencyError,
+  isStoreUnavailableError,
   LeaseLostError,
   StoreUnavailableError,
 } from './errors.js';
@@ -135,7 +135,8 @@ function shouldStoreError(policy: StoreErrorsPolicy, error: unknown): boolean {
 }
 
 function asStoreError(store: Store, operation: string, error: unknown): StoreUnavailableError {
-  if (isIdempotencyError(error) && error instanceof StoreUnavailableError) return error;
+  // The brand guard, not instanceof: the error may come from another copy of this package.
+  if (isStoreUnavailableError(error)) return error;
   return new StoreUnavailableError(`Store '${store.name}' failed during ${operation}`, {
     cause: error,
   });

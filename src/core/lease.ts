@@ -41,6 +41,11 @@ export class LeaseKeeper {
     return this.controller.signal;
   }
 
+  // Asked without creating the controller: only a handler that reads `signal` needs one.
+  private get aborted(): boolean {
+    return this.controller?.signal.aborted ?? false;
+  }
+
   /** Start the heartbeat, if enabled. */
   start(): void {
     if (this.options.heartbeat) this.schedule();
@@ -59,7 +64,7 @@ export class LeaseKeeper {
    */
   async extend(leaseMs = this.options.leaseMs): Promise<void> {
     const { store, storageKey, token } = this.options;
-    if (this.signal.aborted) throw this.signal.reason;
+    if (this.aborted) throw this.signal.reason;
     let held: boolean;
     try {
       held = await store.extend(storageKey, token, leaseMs);
@@ -95,13 +100,13 @@ export class LeaseKeeper {
     } catch {
       // A store error is survivable while the lease has time left: try again at the next beat. Once the
       // lease has run out with no successful extension, the claim may be taken over, so abort.
-      if (!this.signal.aborted && this.options.clock.now() >= this.leaseUntil) this.lose();
+      if (!this.aborted && this.options.clock.now() >= this.leaseUntil) this.lose();
     }
-    if (!this.stopped && !this.signal.aborted) this.schedule();
+    if (!this.stopped && !this.aborted) this.schedule();
   }
 
   private lose(): void {
-    if (this.signal.aborted) return;
+    if (this.aborted) return;
     emit(this.options.hooks, 'onLeaseLost', { ...this.options.event, token: this.options.token });
     this.controller ??= new AbortController();
     this.controller.abort(new LeaseLostError(this.options.token));

@@ -4,7 +4,7 @@
  * postgres.js, Kysely or Drizzle users wrap their client in a `{ query(text, params) }` object.
  * @module
  */
-import { StoreUnavailableError } from '../core/errors.js';
+import { isStoreUnavailableError, StoreUnavailableError } from '../core/errors.js';
 
 /** What a query resolves to: the rows, the affected row count and, for node-postgres, the command tag. */
 export interface PgQueryResult {
@@ -89,7 +89,7 @@ export function isRetryableTransactionError(error: unknown): boolean {
  * a message that names the fix.
  */
 export function toStoreError(operation: string, error: unknown): StoreUnavailableError {
-  if (error instanceof StoreUnavailableError) return error;
+  if (isStoreUnavailableError(error)) return error;
   const message = String((error as PgErrorLike | null)?.message ?? error);
   const hint =
     sqlState(error) === SqlState.UndefinedTable

@@ -165,6 +165,23 @@ describe('createIdempotency().run', () => {
     expect(fn).not.toHaveBeenCalled();
   });
 
+  it('passes through a StoreUnavailableError from another copy of the package, keeping its retryAfterMs', async () => {
+    // Arrange: an error with the brand and code, but not an instance of this copy's class.
+    const foreign = Object.assign(new Error('redis down'), {
+      isIdempotencyError: true,
+      code: 'store_unavailable',
+      retryAfterMs: 4321,
+    });
+    const { store } = setup();
+    const down: Store = {
+      ...failingStore(store, {}),
+      claim: () => Promise.reject(foreign),
+    };
+    const idempotency = createIdempotency({ store: down });
+    // Act / Assert
+    await expect(idempotency.run({ key: 'k' }, () => 1)).rejects.toBe(foreign);
+  });
+
   it('runs unprotected only when failOpen is set, and says so', async () => {
     const { store } = setup();
     const onFailOpen = vi.fn();
