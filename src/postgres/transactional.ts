@@ -12,7 +12,7 @@
  */
 import { type Duration, toMs } from '../core/duration.js';
 import type { RunOutcome, RunRequest } from '../core/engine.js';
-import { InvalidOptionsError, LeaseLostError } from '../core/errors.js';
+import { InvalidOptionsError, isLeaseLostError, LeaseLostError } from '../core/errors.js';
 import { createFingerprint } from '../core/fingerprint.js';
 import { emit, type HookEvent, type IdempotencyHooks } from '../core/hooks.js';
 import { deriveDownstreamKey, storageKey as toStorageKey, validateKey } from '../core/key.js';
@@ -312,7 +312,7 @@ export function postgresTransactional(
         if (isRetryableTransactionError(error)) throw new RetryableTransaction(error);
         // The handler's own error is rethrown as is, unless the connection died under it: then nothing
         // was committed and the caller should retry, exactly as for any other store outage.
-        if ((phase === 'handler' && !connection.broken) || error instanceof LeaseLostError)
+        if ((phase === 'handler' && !connection.broken) || isLeaseLostError(error))
           throw error;
         if (phase === 'complete' && sqlState(error) === SqlState.InFailedTransaction) throw error;
         emit(hooks, 'onStoreError', { ...event, operation: `transaction ${phase}`, error });
