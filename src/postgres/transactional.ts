@@ -312,8 +312,7 @@ export function postgresTransactional(
         if (isRetryableTransactionError(error)) throw new RetryableTransaction(error);
         // The handler's own error is rethrown as is, unless the connection died under it: then nothing
         // was committed and the caller should retry, exactly as for any other store outage.
-        if ((phase === 'handler' && !connection.broken) || isLeaseLostError(error))
-          throw error;
+        if ((phase === 'handler' && !connection.broken) || isLeaseLostError(error)) throw error;
         if (phase === 'complete' && sqlState(error) === SqlState.InFailedTransaction) throw error;
         emit(hooks, 'onStoreError', { ...event, operation: `transaction ${phase}`, error });
         throw toStoreError(`transaction ${phase}`, error);
