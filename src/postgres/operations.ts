@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import { StoreUnavailableError } from '../core/errors.js';
 import type { ClaimResult, IdempotencyRecord } from '../core/record.js';
-import type { ClaimOptions, StoreStats } from '../store/store.js';
+import type { ClaimOptions, ClaimRequest, CompleteRequest, StoreStats } from '../store/store.js';
 import { isNodePostgres, type PgQueryable, type PgQueryResult } from './client.js';
 import { renderSql, type TableNames } from './identifiers.js';
 import { type RecordRow, rowToClaimResult, rowToRecord, toBuffer, toSafeInteger } from './row.js';
@@ -31,6 +31,16 @@ export interface Operations {
     outcome: Uint8Array,
     retentionMs: number,
   ): Promise<boolean>;
+  /**
+   * `claim-many.sql`: claims of distinct keys in one statement. A key missing from the map is one whose
+   * blocking row committed after the statement's snapshot: claim it again on its own.
+   */
+  claimDistinct(
+    db: PgQueryable,
+    requests: readonly ClaimRequest[],
+  ): Promise<Map<string, ClaimResult>>;
+  /** `complete-many.sql`: completions of distinct keys in one statement; the keys that are completed. */
+  completeDistinct(db: PgQueryable, requests: readonly CompleteRequest[]): Promise<Set<string>>;
   /** `release.sql`: true when this token's live lease was deleted. */
   release(db: PgQueryable, key: string, token: number): Promise<boolean>;
   /** `extend.sql`: true when this token's live lease was pushed. */
@@ -71,6 +81,8 @@ export function createOperations(names: TableNames, options: OperationsOptions =
   const rendered = {
     claim: renderSql(sql.claim, names),
     complete: renderSql(sql.complete, names),
+    claimMany: renderSql(sql.claimMany, names),
+    completeMany: renderSql(sql.completeMany, names),
     release: renderSql(sql.release, names),
     extend: renderSql(sql.extend, names),
     get: renderSql(sql.get, names),
@@ -113,6 +125,27 @@ export function createOperations(names: TableNames, options: OperationsOptions =
     async complete(db, key, token, outcome, retentionMs) {
       const { rows } = await run(db, 'complete', [key, token, toBuffer(outcome), retentionMs]);
       return (rows[0] as { ok?: boolean } | undefined)?.ok === true;
+    },
+    async claimDistinct(db, requests) {
+      const { rows } = await run(db, 'claimMany', [
+        requests.map((request) => request.key),
+        requests.map((request) => request.fingerprint),
+        requests.map((request) => request.leaseMs),
+      ]);
+      const results = new Map<string, ClaimResult>();
+      for (const row of rows as Array<RecordRow & { key: string }>) {
+        results.set(row.key, rowToClaimResult(row));
+      }
+      return results;
+    },
+    async completeDistinct(db, requests) {
+      const { rows } = await run(db, 'completeMany', [
+        requests.map((request) => request.key),
+        requests.map((request) => request.token),
+        requests.map((request) => toBuffer(request.outcome)),
+        requests.map((request) => request.retentionMs),
+      ]);
+      return new Set((rows as Array<{ key: string }>).map((row) => row.key));
     },
     async release(db, key, token) {
       const { rowCount } = await run(db, 'release', [key, token]);

@@ -7,6 +7,7 @@
  */
 import { InvalidOptionsError } from '../core/errors.js';
 import type { PurgeOptions, Store } from '../store/store.js';
+import { claimMany, completeMany } from './batch.js';
 import { type PgQueryable, toStoreError } from './client.js';
 import { DEFAULT_SCHEMA, DEFAULT_TABLE, tableNames } from './identifiers.js';
 import { createOperations } from './operations.js';
@@ -71,13 +72,17 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
 
   const store: PostgresStore = {
     name: 'postgres',
-    capabilities: { crossProcess: true, purge: true },
+    // batch: the engine coalesces concurrent calls into claimMany/completeMany, one statement and one
+    // commit for many keys.
+    capabilities: { crossProcess: true, purge: true, batch: true },
     pool,
     schema: names.schemaName,
     table: names.tableName,
     claim: (key, claimOptions) => guarded('claim', () => ops.claim(pool, key, claimOptions)),
     complete: (key, token, outcome, retentionMs) =>
       guarded('complete', () => ops.complete(pool, key, token, outcome, retentionMs)),
+    claimMany: (requests) => guarded('claimMany', () => claimMany(ops, pool, requests)),
+    completeMany: (requests) => guarded('completeMany', () => completeMany(ops, pool, requests)),
     release: (key, token) => guarded('release', () => ops.release(pool, key, token)),
     extend: (key, token, leaseMs) => guarded('extend', () => ops.extend(pool, key, token, leaseMs)),
     get: (key) => guarded('get', () => ops.get(pool, key)),

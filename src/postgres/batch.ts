@@ -1,0 +1,97 @@
+/**
+ * `claimMany` / `completeMany` for the PostgreSQL store: a batch of distinct keys goes as one statement
+ * (one round trip and one commit for all of them, which is where PostgreSQL spends most of a small
+ * transaction's time); the rest keeps the contract's per-key semantics with single statements.
+ * @module
+ */
+import type { ClaimResult } from '../core/record.js';
+import type { ClaimRequest, CompleteRequest } from '../store/store.js';
+import { type PgQueryable, SqlState, sqlState } from './client.js';
+import type { Operations } from './operations.js';
+
+/** Indexes of the first occurrence of each key, and of the repeats, in input order. */
+function splitRepeats(items: readonly { key: string }[]): { firsts: number[]; repeats: number[] } {
+  const seen = new Set<string>();
+  const firsts: number[] = [];
+  const repeats: number[] = [];
+  items.forEach((item, index) => {
+    if (seen.has(item.key)) repeats.push(index);
+    else {
+      seen.add(item.key);
+      firsts.push(index);
+    }
+  });
+  return { firsts, repeats };
+}
+
+/**
+ * Settle every request in input order: the distinct keys with `together` (one statement), then, one at a
+ * time with `single`, the keys `together` left unsettled (`undefined`) and every repeated key, which must see
+ * what its first occurrence left. On a deadlock (possible only against an outside writer that holds several
+ * keys, since batches lock in key order), the distinct keys go one at a time too: a single statement holds
+ * one row and cannot deadlock.
+ */
+async function settle<Q extends { key: string }, R>(
+  requests: readonly Q[],
+  single: (request: Q) => Promise<R>,
+  together: (distinct: Q[]) => Promise<Array<R | undefined>>,
+): Promise<R[]> {
+  const results = new Array<R>(requests.length);
+  const { firsts, repeats } = splitRepeats(requests);
+  const oneByOne = async (indexes: readonly number[]) => {
+    for (const index of indexes) results[index] = await single(requests[index]!);
+  };
+  if (firsts.length <= 1) {
+    await oneByOne(firsts);
+  } else {
+    let settled: Array<R | undefined>;
+    try {
+      settled = await together(firsts.map((index) => requests[index]!));
+    } catch (error) {
+      if (sqlState(error) !== SqlState.DeadlockDetected) throw error;
+      settled = [];
+    }
+    const unsettled: number[] = [];
+    firsts.forEach((index, position) => {
+      const result = settled[position];
+      if (result === undefined) unsettled.push(index);
+      else results[index] = result;
+    });
+    await oneByOne(unsettled);
+  }
+  await oneByOne(repeats);
+  return results;
+}
+
+/** Claim every request, in array order, as the contract asks: distinct keys in one `claim-many` statement. */
+export function claimMany(
+  ops: Operations,
+  db: PgQueryable,
+  requests: readonly ClaimRequest[],
+): Promise<ClaimResult[]> {
+  return settle(
+    requests,
+    (request) => ops.claim(db, request.key, request),
+    async (distinct) => {
+      // A key without a row saw its blocking row commit after the snapshot: it is claimed on its own.
+      const settled = await ops.claimDistinct(db, distinct);
+      return distinct.map((request) => settled.get(request.key));
+    },
+  );
+}
+
+/** Complete every request, each fenced by its own token: distinct keys in one `complete-many` statement. */
+export function completeMany(
+  ops: Operations,
+  db: PgQueryable,
+  requests: readonly CompleteRequest[],
+): Promise<boolean[]> {
+  return settle(
+    requests,
+    ({ key, token, outcome, retentionMs }) => ops.complete(db, key, token, outcome, retentionMs),
+    async (distinct) => {
+      const completed = await ops.completeDistinct(db, distinct);
+      return distinct.map((request) => completed.has(request.key));
+    },
+  );
+}

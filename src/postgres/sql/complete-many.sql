@@ -1,0 +1,21 @@
+-- complete-many: complete.sql for a batch of distinct keys in ONE statement, one transaction, one commit. Each
+-- key is fenced on its own: only the in_progress record held by its token, with a live lease, becomes completed.
+-- $1 keys text[] (distinct), $2 tokens bigint[], $3 outcomes bytea[], $4 retentions in ms float8[].
+-- Returns the keys that are completed by their token now (just completed, or already by this token):
+-- a key that is absent was fenced out.
+WITH input AS (
+  SELECT * FROM unnest($1::text[], $2::bigint[], $3::bytea[], $4::float8[])
+    AS i(key, token, outcome, retention_ms)
+),
+done AS (
+  UPDATE {{table}} AS r
+  SET status = 'completed', outcome = input.outcome, completed_at = now(),
+    expires_at = now() + input.retention_ms * interval '1 millisecond'
+  FROM input
+  WHERE r.key = input.key AND r.token = input.token AND r.status = 'in_progress' AND r.expires_at > now()
+  RETURNING r.key
+)
+SELECT key FROM done
+UNION ALL
+SELECT r.key FROM {{table}} AS r JOIN input ON r.key = input.key AND r.token = input.token
+WHERE r.status = 'completed' AND r.expires_at > now() AND r.key NOT IN (SELECT key FROM done);

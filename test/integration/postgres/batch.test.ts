@@ -1,0 +1,112 @@
+/**
+ * The PostgreSQL store's batch paths beyond the conformance suite: the keys a `claim-many` statement cannot
+ * settle (a blocking row committed after its snapshot) and a deadlock with an outside writer, both of which
+ * fall back to one statement per key.
+ */
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { postgresStore } from '../../../src/postgres/index.js';
+import { env } from '../../helpers/env.js';
+import { type PostgresFixture, setupPostgres } from '../../helpers/postgres-env.js';
+
+let fx: PostgresFixture;
+const day = 86_400_000;
+const lease = { fingerprint: 'fp', leaseMs: 60_000 };
+const key = (label: string) => `${label}:${randomUUID()}`;
+
+beforeAll(async () => {
+  fx = await setupPostgres('batch', { max: 4 });
+});
+
+afterAll(async () => {
+  await fx.dispose();
+});
+
+/** A dedicated connection with its own deadlock_timeout (which backend detects a deadlock decides its victim). */
+async function connection(deadlockTimeout: string): Promise<pg.Client> {
+  const client = new pg.Client({ connectionString: env.databaseUrl });
+  client.on('error', () => {});
+  await client.connect();
+  await client.query(`SET deadlock_timeout = '${deadlockTimeout}'`);
+  return client;
+}
+
+/** Resolve once a statement naming `schema` waits on a lock. */
+async function waitForLockWait(schema: string): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (Date.now() < deadline) {
+    const { rows } = await fx.pool.query(
+      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND position($1 in query) > 0",
+      [schema],
+    );
+    if ((rows[0] as { n: number }).n > 0) return;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  throw new Error('no backend started waiting on a lock');
+}
+
+describe('postgresStore claimMany', () => {
+  it('settles a key whose blocking row committed after the batch statement began', async () => {
+    const [free, contested] = [key('free'), key('contested')];
+    const holder = await fx.pool.connect();
+    try {
+      await holder.query('BEGIN');
+      const holderStore = postgresStore({ pool: holder, schema: fx.schema });
+      const first = await holderStore.claim(contested, lease);
+      if (!first.claimed) throw new Error('the holder must claim first');
+      const store = postgresStore({ pool: fx.pool, schema: fx.schema });
+      const batch = store.claimMany!([
+        { key: free, ...lease },
+        { key: contested, ...lease },
+      ]);
+      await waitForLockWait(fx.schema);
+      expect(await holderStore.complete(contested, first.token, Buffer.from('done'), day)).toBe(
+        true,
+      );
+      await holder.query('COMMIT');
+      const [freeResult, contestedResult] = await batch;
+      expect(freeResult?.claimed).toBe(true);
+      expect(contestedResult?.claimed).toBe(false);
+      if (contestedResult?.claimed === false) {
+        expect(contestedResult.record.status).toBe('completed');
+      }
+    } finally {
+      holder.release();
+    }
+  });
+
+  it('falls back to one statement per key when the batch is a deadlock victim', async () => {
+    // The holder inserts k2 and keeps it uncommitted; the batch inserts k1 (keys go in order) and waits on
+    // k2; the holder then inserts k1 and waits on the batch: a cycle. The batch's backend has the short
+    // deadlock_timeout, so it detects the cycle and is the one aborted.
+    const [k1, k2, k3] = ['a', 'b', 'c'].map((suffix) => `deadlock:${randomUUID()}:${suffix}`) as [
+      string,
+      string,
+      string,
+    ];
+    const holder = await connection('10s');
+    const batchClient = await connection('50ms');
+    try {
+      const holderStore = postgresStore({ pool: holder, schema: fx.schema });
+      const store = postgresStore({ pool: batchClient, schema: fx.schema });
+      await holder.query('BEGIN');
+      expect((await holderStore.claim(k2, lease)).claimed).toBe(true);
+      const batch = store.claimMany!([k3, k1, k2].map((k) => ({ key: k, ...lease })));
+      await waitForLockWait(fx.schema);
+      const holderOnK1 = await holderStore.claim(k1, lease);
+      await holder.query('COMMIT');
+      const [r3, r1, r2] = await batch;
+      // Exactly one of the two claimed k1, whichever reached it first after the batch statement aborted.
+      expect([holderOnK1.claimed, r1?.claimed].filter(Boolean)).toHaveLength(1);
+      expect(r2?.claimed).toBe(false);
+      expect(r3?.claimed).toBe(true);
+      // Nothing of the aborted statement survived: k3 has exactly one claim (attempt 1).
+      const record = await store.get(k3);
+      expect(record?.status === 'in_progress' && record.attempt).toBe(1);
+    } finally {
+      await holder.end();
+      await batchClient.end();
+    }
+  });
+});
