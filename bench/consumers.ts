@@ -5,12 +5,30 @@
  * The memory store is the ceiling a store could reach (no I/O); the Redis store runs twice, with the
  * engine's default batching (claims and completions coalesced into `claimMany`/`completeMany`) and with
  * `batch: false` (one script call per message and transition). Rows run in order, baseline first, for
- * `BENCH_ROUNDS` rounds; the table shows each row's median and every round.
+ * `BENCH_ROUNDS` rounds after `BENCH_WARMUP` unrecorded ones; the table shows each row's median, every
+ * round, and the median of its same-round ratios to the baseline.
+ *
+ * Fairness: every row consumes a non-durable queue filled the same way, at prefetch 100, and is timed
+ * from its `consume` call to its last ack (the idempotent rows' retry and dead-letter queues are declared
+ * before the clock starts). The plain rows ack each message on its own, as the issue specifies; the
+ * idempotent consumer acks only once a completion is durable, and sends the acks it decides in one turn
+ * of the event loop together, as a multiple ack when they form a prefix of its deliveries
+ * (`src/amqp/acks.ts`): that is the consumer's own behaviour, and part of what is measured. It needs a
+ * confirm channel (its retry and dead-letter copies must be confirmed before the original is acked); the
+ * `plain … confirm channel` row shows that confirm mode costs a consumer nothing (confirms concern
+ * publishes only, and no row publishes while consuming).
  *
  * Run: `npx tsx bench/consumers.ts` (needs RabbitMQ, Redis and PostgreSQL on loopback: `bash scripts/services.sh up`).
- * `BENCH_MESSAGES` sets the messages per row and round (default 5000), `BENCH_ROUNDS` the rounds (default 3).
+ * `BENCH_MESSAGES` sets the messages per row and round (default 5000), `BENCH_ROUNDS` the rounds (default 3),
+ * `BENCH_WARMUP` the unrecorded warm-up rounds run first (default 1) and `BENCH_WARMUP_MESSAGES` their
+ * messages per row (default 20000: the idempotent path needs some tens of thousands of messages before V8
+ * has optimised it, where the plain consumer's much smaller path is hot within a few thousand),
+ * `BENCH_ROWS` a comma-separated list of row numbers to run (the baseline, row 0, always runs).
+ * `BENCH_CPU=1` adds CPU µs per message of this process, RabbitMQ (`beam.smp`), Redis and PostgreSQL, read
+ * from `/proc` (Linux; 10 ms resolution, so use `BENCH_MESSAGES=20000` or more).
  */
 import { randomUUID } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
 import { type Channel, type ChannelModel, connect } from 'amqplib';
 import pg from 'pg';
 import { createClient } from 'redis';
@@ -23,21 +41,74 @@ import { type BenchRow, median, printTable } from './lib/report.js';
 
 const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 5000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const WARMUP = Number(process.env.BENCH_WARMUP ?? 1);
+// V8 needs some tens of thousands of messages before the idempotent path runs optimised code.
+const WARMUP_MESSAGES = Number(process.env.BENCH_WARMUP_MESSAGES ?? 20_000);
 const PREFETCH = 100;
+const ONLY = process.env.BENCH_ROWS?.split(',').map(Number);
+const CPU = process.env.BENCH_CPU === '1';
 const run = randomUUID().slice(0, 8);
 
-async function fill(channel: Channel & { waitForConfirms(): Promise<void> }, queue: string) {
+/** CPU seconds (user + system) of every process whose command name is in `names`, from /proc. */
+function processCpu(names: string[]): number {
+  let ticks = 0;
+  for (const pid of readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      if (!names.some((n) => name.startsWith(n))) continue;
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      ticks += Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15 of stat)
+    } catch {
+      // The process ended while we read.
+    }
+  }
+  return ticks / 100; // USER_HZ is 100 on Linux
+}
+
+const CPU_SOURCES: Record<string, string[]> = {
+  node: [],
+  rabbitmq: ['beam.smp'],
+  redis: ['redis-server'],
+  postgres: ['postgres'],
+};
+
+/** CPU seconds so far, per source. */
+function cpuSnapshot(): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [source, names] of Object.entries(CPU_SOURCES)) {
+    if (source === 'node') {
+      const { user, system } = process.cpuUsage();
+      out[source] = (user + system) / 1e6;
+    } else out[source] = processCpu(names);
+  }
+  return out;
+}
+
+async function fill(
+  channel: Channel & { waitForConfirms(): Promise<void> },
+  queue: string,
+  count: number,
+) {
   await channel.assertQueue(queue, { durable: false });
-  for (let i = 0; i < MESSAGES; i++) {
+  for (let i = 0; i < count; i++) {
     channel.sendToQueue(queue, Buffer.from(`{"n":${i}}`), { messageId: `${run}-${queue}-${i}` });
     if (i % 500 === 499) await channel.waitForConfirms();
   }
   await channel.waitForConfirms();
 }
 
-/** Drain `queue` with a plain consumer; msgs/s. */
-async function plain(connection: ChannelModel, queue: string): Promise<number> {
-  const channel = await connection.createChannel();
+/** Drain `queue` with a plain consumer (ack per message); msgs/s. */
+async function plain(
+  connection: ChannelModel,
+  queue: string,
+  count: number,
+  confirm = false,
+): Promise<number> {
+  const channel = confirm
+    ? await connection.createConfirmChannel()
+    : await connection.createChannel();
   await channel.prefetch(PREFETCH);
   let seen = 0;
   const started = performance.now();
@@ -45,22 +116,29 @@ async function plain(connection: ChannelModel, queue: string): Promise<number> {
     void channel.consume(queue, (message) => {
       if (message === null) return;
       channel.ack(message);
-      if (++seen === MESSAGES) resolve();
+      if (++seen === count) resolve();
     });
   });
   const seconds = (performance.now() - started) / 1000;
   await channel.close();
-  return MESSAGES / seconds;
+  return count / seconds;
 }
 
 /** Drain `queue` with the idempotent consumer on `store`; msgs/s. */
 async function idempotent(
   connection: ChannelModel,
   queue: string,
+  count: number,
   store: Store,
   batch = true,
 ): Promise<number> {
   const channel = await connection.createConfirmChannel();
+  // Declared before the clock starts, as the plain rows' queue is: only consuming is timed.
+  await channel.assertQueue(`${queue}.retry`, {
+    durable: true,
+    arguments: { 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': queue },
+  });
+  await channel.assertQueue(`${queue}.dlq`, { durable: true });
   let executed = 0;
   let done!: () => void;
   const finished = new Promise<void>((resolve) => {
@@ -75,11 +153,12 @@ async function idempotent(
       extendLease: true,
       ...(batch ? {} : { batch: false }),
     }),
+    declare: false,
     prefetch: PREFETCH,
     concurrency: PREFETCH,
     hooks: {
       onExecuted: () => {
-        if (++executed === MESSAGES) done();
+        if (++executed === count) done();
       },
     },
   });
@@ -89,7 +168,7 @@ async function idempotent(
   await channel.deleteQueue(`${queue}.retry`);
   await channel.deleteQueue(`${queue}.dlq`);
   await channel.close();
-  return MESSAGES / seconds;
+  return count / seconds;
 }
 
 const connection = await connect(env.amqpUrl);
@@ -101,51 +180,82 @@ const schema = `ik_bench_consumers_${process.pid}`;
 await migrate(pool, { schema });
 const redisPrefix = `ik-bench:consumers:${run}:`;
 
-const cases: Array<[string, (queue: string) => Promise<number>]> = [
-  ['plain amqplib consumer (ack on receipt)', (q) => plain(connection, q)],
-  ['idempotent, memory store', (q) => idempotent(connection, q, memoryStore())],
+const cases: Array<[string, (queue: string, count: number) => Promise<number>]> = [
+  ['plain amqplib consumer (ack on receipt)', (q, n) => plain(connection, q, n)],
+  ['plain amqplib consumer, confirm channel', (q, n) => plain(connection, q, n, true)],
+  ['idempotent, memory store', (q, n) => idempotent(connection, q, n, memoryStore())],
   [
     'idempotent, Redis store (batched, default)',
-    (q) =>
+    (q, n) =>
       idempotent(
         connection,
         q,
+        n,
         redisStore({ client: redis, prefix: redisPrefix, checkEvictionPolicy: false }),
       ),
   ],
   [
     'idempotent, Redis store, batch: false',
-    (q) =>
+    (q, n) =>
       idempotent(
         connection,
         q,
+        n,
         redisStore({ client: redis, prefix: redisPrefix, checkEvictionPolicy: false }),
         false,
       ),
   ],
   [
     'idempotent, PostgreSQL store',
-    (q) => idempotent(connection, q, postgresStore({ pool, schema })),
+    (q, n) => idempotent(connection, q, n, postgresStore({ pool, schema })),
   ],
 ];
 
+const selected = cases
+  .map((c, index) => [c, index] as const)
+  .filter(([, index]) => index === 0 || ONLY === undefined || ONLY.includes(index));
 const rates = cases.map((): number[] => []);
+const cpu = cases.map((): Record<string, number> => ({}));
 try {
-  for (let round = 0; round < ROUNDS; round++) {
-    for (const [index, [, measure]] of cases.entries()) {
+  for (let round = -WARMUP; round < ROUNDS; round++) {
+    for (const [[, measure], index] of selected) {
       const queue = `ik-bench.${run}.${round}.${index}`;
-      await fill(filler, queue);
-      rates[index]?.push(await measure(queue));
+      const count = round < 0 ? WARMUP_MESSAGES : MESSAGES;
+      await fill(filler, queue, count);
+      const before = CPU ? cpuSnapshot() : {};
+      const rate = await measure(queue, count);
+      // Warm-up rounds run every row once, unrecorded, so the JIT has compiled both code paths.
+      if (round >= 0) rates[index]?.push(rate);
+      if (CPU && round >= 0) {
+        const after = cpuSnapshot();
+        for (const source of Object.keys(after)) {
+          const spent = (after[source] ?? 0) - (before[source] ?? 0);
+          cpu[index]![source] = (cpu[index]![source] ?? 0) + spent;
+        }
+      }
       await filler.deleteQueue(queue);
     }
   }
-  const rows: BenchRow[] = cases.map(([name], index) => ({
+  const rows: BenchRow[] = selected.map(([[name], index]) => ({
     name,
     opsPerSec: median(rates[index] ?? []),
     extra: {
       messages: String(MESSAGES),
       prefetch: String(PREFETCH),
       rounds: (rates[index] ?? []).map((r) => Math.round(r).toLocaleString('en-US')).join(' / '),
+      // Each round's rate over the baseline's in that same round, then the median: steadier than the
+      // ratio of medians when the shared machine is busy for part of a run.
+      'same-round ratio (median)': `${(
+        median((rates[index] ?? []).map((r, i) => r / (rates[0]?.[i] ?? Number.NaN))) * 100
+      ).toFixed(1)}%`,
+      ...(CPU
+        ? Object.fromEntries(
+            Object.entries(cpu[index] ?? {}).map(([source, seconds]) => [
+              `${source} CPU µs/msg`,
+              ((seconds * 1e6) / (MESSAGES * ROUNDS)).toFixed(1),
+            ]),
+          )
+        : {}),
     },
   }));
   printTable(

@@ -7,20 +7,15 @@
 import {
   type ConsumerHandler,
   type ConsumerOptions,
-  type Delivery,
   InFlight,
   processDelivery,
   resolveConsumerOptions,
 } from '../consumer/index.js';
 import { InvalidOptionsError } from '../core/errors.js';
-import type { AmqpConfirmChannel, AmqpMessage, AmqpPublishOptions } from './amqp-types.js';
-import {
-  copyOptions,
-  DELIVERIES_HEADER,
-  deadLetterHeaders,
-  defaultAmqpKey,
-  deliveryCount,
-} from './headers.js';
+import { AckBatcher } from './acks.js';
+import type { AmqpConfirmChannel, AmqpMessage } from './amqp-types.js';
+import { AmqpDelivery, AmqpSettler } from './delivery.js';
+import { defaultAmqpKey } from './headers.js';
 
 /** Options of {@link idempotentConsumer} for RabbitMQ. */
 export interface AmqpConsumerOptions extends ConsumerOptions<AmqpMessage> {
@@ -50,17 +45,6 @@ export interface AmqpConsumer {
   close(): Promise<boolean>;
 }
 
-function publishConfirmed(
-  channel: AmqpConfirmChannel,
-  queue: string,
-  content: Buffer,
-  options: AmqpPublishOptions,
-): Promise<void> {
-  return new Promise((resolve, reject) => {
-    channel.sendToQueue(queue, content, options, (error) => (error ? reject(error) : resolve()));
-  });
-}
-
 /**
  * Consume `options.queue` so that each message's effect happens once per key, whatever the broker
  * redelivers.
@@ -71,6 +55,9 @@ function publishConfirmed(
  *   the delay;
  * - a handler error on the last allowed delivery → a confirmed copy with the error goes to the dead-letter
  *   queue, then the original is acked.
+ *
+ * Acks decided in the same turn of the event loop are written together, as a single multiple ack while
+ * this consumer is the only one on its channel (see `acks.ts`); nothing is acked earlier for it.
  *
  * RabbitMQ has no way to extend a delivery's timer: keep handlers shorter than the broker's
  * `consumer_timeout` (30 minutes by default), or the channel is closed and the message requeued.
@@ -114,41 +101,12 @@ export async function idempotentConsumer(
   await channel.prefetch(prefetch);
 
   const inFlight = new InFlight(prefetch);
-  const toDelivery = (message: AmqpMessage): Delivery<AmqpMessage> => {
-    const count = deliveryCount(message);
-    return {
-      message,
-      deliveryCount: count,
-      ack: () => channel.ack(message),
-      retry: async (delayMs) => {
-        await publishConfirmed(
-          channel,
-          retryQueue,
-          message.content,
-          // The TTL is a string of whole milliseconds; the retry queue dead-letters the copy back when it expires.
-          {
-            ...copyOptions(message, { [DELIVERIES_HEADER]: count }),
-            expiration: String(Math.ceil(delayMs)),
-          },
-        );
-        channel.ack(message);
-      },
-      deadLetter: async (letter) => {
-        await publishConfirmed(
-          channel,
-          deadLetterQueue,
-          message.content,
-          copyOptions(message, deadLetterHeaders(letter)),
-        );
-        channel.ack(message);
-      },
-    };
-  };
-
+  const settler = new AmqpSettler(channel, new AckBatcher(channel), retryQueue, deadLetterQueue);
   const { consumerTag } = await channel.consume(queue, (message) => {
     // null: the broker cancelled the consumer (queue deleted); in-flight messages still settle.
     if (message === null) return;
-    inFlight.start(() => processDelivery(resolved, handler, toDelivery(message)));
+    settler.acks.delivered(message);
+    inFlight.add(processDelivery(resolved, handler, new AmqpDelivery(settler, message)));
   });
 
   let closing: Promise<boolean> | undefined;

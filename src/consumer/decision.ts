@@ -102,6 +102,10 @@ export function describeError(error: unknown): StoredErrorInfo {
   return { name: 'NonError', message: String(error) };
 }
 
+// The decisions without data, shared rather than allocated per message.
+const ACK_EXECUTED: Decision = Object.freeze({ action: 'ack', reason: 'executed' });
+const ACK_DUPLICATE: Decision = Object.freeze({ action: 'ack', reason: 'duplicate' });
+
 /**
  * Decide what to do with one delivery.
  *
@@ -121,10 +125,10 @@ export function decide(
 ): Decision {
   switch (result.kind) {
     case 'executed':
-      return { action: 'ack', reason: 'executed' };
+      return ACK_EXECUTED;
     case 'replayed':
     case 'replayed_error':
-      return { action: 'ack', reason: 'duplicate' };
+      return ACK_DUPLICATE;
     case 'in_progress':
       return {
         action: 'retry',

@@ -9,6 +9,8 @@ export class InFlight {
   private active = 0;
   private readonly waiters: Array<() => void> = [];
   private readonly idle: Array<() => void> = [];
+  // One function for every task's settlement, rather than two closures per task.
+  private readonly settled = () => this.release();
 
   constructor(private readonly limit: number) {}
 
@@ -32,17 +34,27 @@ export class InFlight {
 
   /** Run `task` in a slot already taken with {@link acquire} (or over the limit, for push brokers). */
   run(task: () => Promise<unknown>): void {
-    void task()
-      .catch(() => {
-        // Tasks report their own failures; a rejection here must not crash the process.
-      })
-      .finally(() => this.release());
+    this.track(task());
   }
 
   /** Take a slot without waiting (the broker's prefetch already bounds deliveries) and run `task`. */
   start(task: () => Promise<unknown>): void {
     this.active++;
     this.run(task);
+  }
+
+  /**
+   * Take a slot without waiting, for a task already running as `running` (a push broker's delivery, the
+   * prefetch bounding them): the slot is given back when it settles.
+   */
+  add(running: Promise<unknown>): void {
+    this.active++;
+    this.track(running);
+  }
+
+  private track(running: Promise<unknown>): void {
+    // Tasks report their own failures; a rejection here must not crash the process.
+    void running.then(this.settled, this.settled);
   }
 
   /** Resolve once nothing is in flight, or after `timeoutMs`; resolves to whether it drained. */

@@ -4,6 +4,7 @@
  * the broker's timer alive) and call {@link processDelivery}.
  * @module
  */
+import type { RunContext, RunRequest } from '../core/engine.js';
 import {
   isInvalidKeyError,
   isLeaseLostError,
@@ -13,6 +14,7 @@ import {
 } from '../core/errors.js';
 import { type AttemptResult, type DeadLetterReason, type Decision, decide } from './decision.js';
 import type {
+  ConsumerContext,
   ConsumerEvent,
   ConsumerHandler,
   ConsumerHooks,
@@ -67,90 +69,153 @@ function emitHook<M, K extends keyof ConsumerHooks<M>>(
   }
 }
 
-function extractKey<M>(
-  options: ResolvedConsumerOptions<M>,
-  message: M,
-): { key: string } | { error: unknown } {
+// Why a message has no usable key; a class so that the common outcome, a key, is a bare string.
+class MissingKey {
+  constructor(readonly error: unknown) {}
+}
+
+function extractKey<M>(options: ResolvedConsumerOptions<M>, message: M): string | MissingKey {
   try {
     const key = options.key(message);
     if (key === undefined || key === '')
-      return { error: new Error('The message has no idempotency key') };
-    return { key };
+      return new MissingKey(new Error('The message has no idempotency key'));
+    return key;
   } catch (error) {
-    return { error };
+    return new MissingKey(error);
   }
 }
 
-/** Run the handler under the engine and classify what happened. Never rejects. */
-async function attempt<M>(
-  options: ResolvedConsumerOptions<M>,
-  handler: ConsumerHandler<M>,
-  delivery: Delivery<M>,
-  key: string,
-): Promise<AttemptResult> {
-  // The handler's own error is told apart by identity: a handler may well throw a `StoreUnavailableError`
-  // of its own, which must count as a handler failure, not as this consumer's store being down.
-  let handlerError: { error: unknown } | undefined;
-  try {
-    const fingerprint = options.fingerprint?.(delivery.message);
-    const outcome = await options.engine.run(
-      {
-        key,
-        scope: options.scope,
-        ...(fingerprint === undefined ? {} : { fingerprint }),
-        ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
-        ...(options.retentionMs === undefined ? {} : { retentionMs: options.retentionMs }),
-      },
-      async (context) => {
-        const timer = startTouching(options, delivery);
-        try {
-          await handler(delivery.message, {
-            key,
-            deliveryCount: delivery.deliveryCount,
-            // A getter, so the engine only creates the AbortSignal for handlers that use it.
-            get signal() {
-              return context.signal;
-            },
-            token: context.token,
-            attempt: context.attempt,
-            extendLease: context.extendLease,
-            downstreamKey: context.downstreamKey,
-          });
-        } catch (error) {
-          handlerError = { error };
-          throw error;
-        } finally {
-          if (timer !== undefined) clearInterval(timer);
-        }
-        // Consumers only need "done": nothing is stored, so records stay a few bytes.
-        return undefined;
-      },
-    );
-    switch (outcome.status) {
-      case 'executed':
-        return { kind: 'executed' };
-      case 'replayed':
-        return { kind: 'replayed' };
-      case 'in_progress':
-        return { kind: 'in_progress', retryAfterMs: outcome.retryAfterMs };
-      case 'mismatch':
-        return { kind: 'mismatch' };
-    }
-  } catch (error) {
-    if (handlerError !== undefined && handlerError.error === error) {
-      return { kind: 'handler_error', error };
-    }
-    if (isInvalidKeyError(error)) return { kind: 'invalid_key', error };
-    if (isStoreUnavailableError(error)) {
-      return { kind: 'store_unavailable', error, retryAfterMs: error.retryAfterMs };
-    }
-    if (isLeaseLostError(error)) return { kind: 'lease_lost', error };
-    if (isReplayedError(error)) return { kind: 'replayed_error', error };
-    // Anything else (a fingerprint function that threw, say) is treated like a handler failure: retried,
-    // then dead-lettered with the error recorded.
-    return { kind: 'handler_error', error };
+/**
+ * What the handler receives. A class rather than an object literal: `signal` stays a lazy getter (the
+ * engine only creates the AbortSignal for handlers that read it), and V8 builds a literal with a getter
+ * through its slow path, about 0.5 µs per message against some 20 ns for a class instance.
+ */
+class HandlerContext implements ConsumerContext {
+  readonly token: number;
+  readonly attempt: number;
+  // Own properties, so that they keep working when destructured (`const { extendLease } = ctx`).
+  readonly extendLease: RunContext['extendLease'];
+  readonly downstreamKey: (step: string) => string;
+  readonly #run: RunContext;
+
+  constructor(
+    readonly key: string,
+    readonly deliveryCount: number,
+    run: RunContext,
+  ) {
+    this.#run = run;
+    this.token = run.token;
+    this.attempt = run.attempt;
+    this.extendLease = run.extendLease;
+    this.downstreamKey = run.downstreamKey;
+  }
+
+  get signal(): AbortSignal {
+    return this.#run.signal;
   }
 }
+
+/**
+ * One delivery run through the engine: what `engine.run` calls, and whether the error that came out of it
+ * was the handler's own. A handler may well throw a `StoreUnavailableError` of its own, which must count
+ * as a handler failure, not as this consumer's store being down, so its error is told apart by identity.
+ */
+class Attempt<M> {
+  handlerFailed = false;
+  handlerError: unknown;
+
+  constructor(
+    private readonly options: ResolvedConsumerOptions<M>,
+    private readonly handler: ConsumerHandler<M>,
+    private readonly delivery: Delivery<M>,
+    private readonly key: string,
+  ) {}
+
+  /** Classify what happened. Never rejects. */
+  async outcome(): Promise<AttemptResult> {
+    const { options, delivery } = this;
+    try {
+      const request: RunRequest = { key: this.key, scope: options.scope };
+      const fingerprint = options.fingerprint?.(delivery.message);
+      if (fingerprint !== undefined) request.fingerprint = fingerprint;
+      if (options.leaseMs !== undefined) request.leaseMs = options.leaseMs;
+      if (options.retentionMs !== undefined) request.retentionMs = options.retentionMs;
+      const outcome = await options.engine.run(request, (context) => this.execute(context));
+      switch (outcome.status) {
+        case 'executed':
+          return EXECUTED;
+        case 'replayed':
+          return REPLAYED;
+        case 'in_progress':
+          return { kind: 'in_progress', retryAfterMs: outcome.retryAfterMs };
+        case 'mismatch':
+          return MISMATCH;
+      }
+    } catch (error) {
+      if (this.handlerFailed && this.handlerError === error) {
+        return { kind: 'handler_error', error };
+      }
+      if (isInvalidKeyError(error)) return { kind: 'invalid_key', error };
+      if (isStoreUnavailableError(error)) {
+        return { kind: 'store_unavailable', error, retryAfterMs: error.retryAfterMs };
+      }
+      if (isLeaseLostError(error)) return { kind: 'lease_lost', error };
+      if (isReplayedError(error)) return { kind: 'replayed_error', error };
+      // Anything else (a fingerprint function that threw, say) is treated like a handler failure: retried,
+      // then dead-lettered with the error recorded.
+      return { kind: 'handler_error', error };
+    }
+  }
+
+  /**
+   * What the engine runs. Consumers only need "done": nothing is stored, so records stay a few bytes. Not
+   * an async function: a synchronous handler then costs no promise, and an asynchronous one a single
+   * `then` rather than a whole async frame.
+   */
+  private execute(context: RunContext): Promise<undefined> | undefined {
+    const { delivery } = this;
+    const timer = startTouching(this.options, delivery);
+    let result: unknown;
+    try {
+      result = this.handler(
+        delivery.message,
+        new HandlerContext(this.key, delivery.deliveryCount, context),
+      );
+    } catch (error) {
+      if (timer !== undefined) clearInterval(timer);
+      throw this.failed(error);
+    }
+    if (!isThenable(result)) {
+      if (timer !== undefined) clearInterval(timer);
+      return undefined;
+    }
+    return Promise.resolve(result).then(
+      () => {
+        if (timer !== undefined) clearInterval(timer);
+        return undefined;
+      },
+      (error: unknown) => {
+        if (timer !== undefined) clearInterval(timer);
+        throw this.failed(error);
+      },
+    );
+  }
+
+  // Remember the handler's own error, to tell it apart from the engine's by identity.
+  private failed(error: unknown): unknown {
+    this.handlerFailed = true;
+    this.handlerError = error;
+    return error;
+  }
+}
+
+const isThenable = (value: unknown): value is PromiseLike<unknown> =>
+  typeof (value as PromiseLike<unknown> | null | undefined)?.then === 'function';
+
+// The results without data, shared rather than allocated per message.
+const EXECUTED: AttemptResult = Object.freeze({ kind: 'executed' });
+const REPLAYED: AttemptResult = Object.freeze({ kind: 'replayed' });
+const MISMATCH: AttemptResult = Object.freeze({ kind: 'mismatch' });
 
 function startTouching<M>(
   options: ResolvedConsumerOptions<M>,
@@ -186,6 +251,15 @@ function baseEvent<M>(
   };
 }
 
+function brokerError<M>(
+  options: ResolvedConsumerOptions<M>,
+  event: ConsumerEvent<M>,
+  operation: string,
+  error: unknown,
+): void {
+  emitHook(options.hooks, 'onBrokerError', { ...event, operation, error });
+}
+
 /**
  * Process one delivery: extract and scope its key, run the handler at most once per key through the
  * engine, decide, then ack, redeliver later or dead-letter. Never rejects: a failed broker operation is
@@ -198,15 +272,13 @@ export async function processDelivery<M>(
   delivery: Delivery<M>,
 ): Promise<Decision> {
   const extracted = extractKey(options, delivery.message);
-  const key = 'key' in extracted ? extracted.key : undefined;
+  const key = typeof extracted === 'string' ? extracted : undefined;
   const result: AttemptResult =
-    'key' in extracted
-      ? await attempt(options, handler, delivery, extracted.key)
+    typeof extracted === 'string'
+      ? await new Attempt(options, handler, delivery, extracted).outcome()
       : { kind: 'invalid_key', error: extracted.error };
   const decision = decide(result, delivery.deliveryCount, options.policy);
   const event = baseEvent(options, delivery, key);
-  const fail = (operation: string, error: unknown) =>
-    emitHook(options.hooks, 'onBrokerError', { ...event, operation, error });
 
   switch (decision.action) {
     case 'ack':
@@ -214,7 +286,7 @@ export async function processDelivery<M>(
         await delivery.ack();
       } catch (error) {
         // The completion is durable, so the broker's redelivery will be acked as a duplicate.
-        fail('ack', error);
+        brokerError(options, event, 'ack', error);
         return decision;
       }
       emitHook(options.hooks, decision.reason === 'executed' ? 'onExecuted' : 'onDuplicate', event);
@@ -229,7 +301,7 @@ export async function processDelivery<M>(
       try {
         await delivery.retry(decision.delayMs);
       } catch (error) {
-        fail('retry', error);
+        brokerError(options, event, 'retry', error);
       }
       return decision;
     case 'dead_letter':
@@ -244,11 +316,11 @@ export async function processDelivery<M>(
         });
       } catch (error) {
         // The dead letter could not be written: keep the message and try again later rather than lose it.
-        fail('dead_letter', error);
+        brokerError(options, event, 'dead_letter', error);
         try {
           await delivery.retry(options.policy.maxRetryDelayMs);
         } catch (retryError) {
-          fail('retry', retryError);
+          brokerError(options, event, 'retry', retryError);
         }
         return decision;
       }

@@ -15,9 +15,10 @@ import {
   StoreUnavailableError,
 } from './errors.js';
 import { createFingerprint } from './fingerprint.js';
+import { Heartbeats } from './heartbeat.js';
 import { emit, type HookEvent, type IdempotencyHooks } from './hooks.js';
 import { deriveDownstreamKey, storageKey as toStorageKey, validateKey } from './key.js';
-import { LeaseKeeper } from './lease.js';
+import { type LeaseEnvironment, LeaseKeeper } from './lease.js';
 import {
   defaultCodec,
   encodeErrorOutcome,
@@ -25,6 +26,7 @@ import {
   type OutcomeCodec,
 } from './outcome.js';
 import { type IdempotencyRecord, RecordStatus } from './record.js';
+import { ExecutionContext } from './run-context.js';
 import { settleRecord } from './settle.js';
 
 /** Decides whether a thrown error is a final outcome (stored and replayed) or releases the claim. */
@@ -40,7 +42,10 @@ export interface IdempotencyOptions {
   leaseMs?: Duration;
   /** How long a completed outcome is replayed. @default '24h' */
   retentionMs?: Duration;
-  /** Extend the lease automatically (every third of it) while `fn` runs. @default true */
+  /**
+   * Extend the lease automatically while `fn` runs: first after a third to a half of the lease, then about
+   * every third of it. @default true
+   */
   extendLease?: boolean;
   /** Run `fn` unprotected when the store is unreachable, instead of failing closed. @default false */
   failOpen?: boolean;
@@ -53,7 +58,10 @@ export interface IdempotencyOptions {
    * @default { maxBatch: 100, maxInFlight: 4 }
    */
   batch?: false | BatchingOptions;
-  /** Local LRU of completed records; `false` disables it. @default { maxEntries: 1000 } */
+  /**
+   * Local LRU of completed records (by halves: the `maxEntries / 2` most recently used are always kept,
+   * never more than `maxEntries`); `false` disables it. @default { maxEntries: 1000 }
+   */
   cache?: false | { maxEntries?: number };
   /** Encodes outcomes for storage. @default defaultCodec (JSON, bytes, undefined) */
   codec?: OutcomeCodec;
@@ -144,6 +152,11 @@ function asStoreError(store: Store, operation: string, error: unknown): StoreUna
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
+// `encodeValueOutcome(defaultCodec.encode(undefined))` in one allocation instead of two: handlers that
+// return nothing (every consumer handler) are the common case.
+const UNDEFINED_OUTCOME = encodeValueOutcome(defaultCodec.encode(undefined));
+const encodeUndefined = () => UNDEFINED_OUTCOME.slice();
+
 /**
  * Create an idempotency engine.
  * @example
@@ -160,9 +173,15 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
   const namespace = options.namespace ?? 'default';
   const defaultLeaseMs = toMs(options.leaseMs ?? '30s', 'leaseMs');
   const defaultRetentionMs = toMs(options.retentionMs ?? '24h', 'retentionMs');
-  const heartbeat = options.extendLease ?? true;
   const hooks = options.hooks ?? {};
   const clock = options.clock ?? systemClock;
+  const leases: LeaseEnvironment = {
+    store,
+    clock,
+    hooks,
+    namespace,
+    heartbeats: (options.extendLease ?? true) ? new Heartbeats() : undefined,
+  };
   const cacheOption = options.cache ?? {};
   const cache =
     cacheOption === false ? undefined : new CompletedCache(cacheOption.maxEntries ?? 1000);
@@ -194,13 +213,32 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     retentionMs: number,
     event: HookEvent,
   ): Promise<boolean> {
+    try {
+      return await store.complete(storageKey, token, outcome, retentionMs);
+    } catch (error) {
+      return completeAgain(storageKey, token, outcome, retentionMs, event, error);
+    }
+  }
+
+  // The first completion failed: retry a few times within the lease (kept apart so that the common path,
+  // one successful call, stays small).
+  async function completeAgain(
+    storageKey: string,
+    token: number,
+    outcome: Uint8Array,
+    retentionMs: number,
+    event: HookEvent,
+    firstError: unknown,
+  ): Promise<boolean> {
+    let error = firstError;
     for (let attempt = 1; ; attempt++) {
+      emit(hooks, 'onStoreError', { ...event, operation: 'complete', error });
+      if (attempt >= COMPLETE_ATTEMPTS) throw asStoreError(store, 'complete', error);
+      await sleep(COMPLETE_BACKOFF_MS * attempt);
       try {
         return await store.complete(storageKey, token, outcome, retentionMs);
-      } catch (error) {
-        emit(hooks, 'onStoreError', { ...event, operation: 'complete', error });
-        if (attempt >= COMPLETE_ATTEMPTS) throw asStoreError(store, 'complete', error);
-        await sleep(COMPLETE_BACKOFF_MS * attempt);
+      } catch (next) {
+        error = next;
       }
     }
   }
@@ -241,27 +279,8 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
 
     const { token, attempt } = claim;
     if (attempt > 1) emit(hooks, 'onTakeover', { ...event, token, attempt });
-    const lease = new LeaseKeeper({
-      store,
-      storageKey,
-      token,
-      leaseMs,
-      leaseUntil: claim.leaseUntil,
-      clock,
-      hooks,
-      event,
-      heartbeat,
-    });
-    const context: RunContext = {
-      get signal() {
-        return lease.signal;
-      },
-      token,
-      attempt,
-      storageKey,
-      extendLease: (ms) => lease.extend(ms === undefined ? leaseMs : toMs(ms, 'leaseMs')),
-      downstreamKey: (step) => deriveDownstreamKey(storageKey, step),
-    };
+    const lease = new LeaseKeeper(leases, storageKey, token, leaseMs, claim.leaseUntil);
+    const context = new ExecutionContext(lease, token, attempt, storageKey, leaseMs);
 
     const startedAt = clock.now();
     lease.start();
@@ -275,8 +294,17 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     }
     lease.stop();
 
-    const outcome = encodeValueOutcome(codec.encode(value));
-    const completed = await complete(storageKey, token, outcome, retentionMs, event);
+    const outcome =
+      value === undefined && codec === defaultCodec
+        ? encodeUndefined()
+        : encodeValueOutcome(codec.encode(value));
+    // The first completion inline (one async frame less per run); `completeAgain` retries a failure.
+    let completed: boolean;
+    try {
+      completed = await store.complete(storageKey, token, outcome, retentionMs);
+    } catch (error) {
+      completed = await completeAgain(storageKey, token, outcome, retentionMs, event, error);
+    }
     if (!completed) {
       emit(hooks, 'onLeaseLost', { ...event, token });
       throw new LeaseLostError(token);

@@ -35,7 +35,23 @@ export function validateKey(key: unknown): asserts key is string {
  * array) before hashing so that `('a:b', 'c')` and `('a', 'b:c')` can never collide.
  */
 export function storageKey(namespace: string, scope: string, key: string): string {
-  return hash('sha256', JSON.stringify([namespace, scope, key]), 'hex');
+  return hash('sha256', `${arrayPrefix(namespace, scope)}${JSON.stringify(key)}]`, 'hex');
+}
+
+// `JSON.stringify([namespace, scope, key])` is `["<namespace>","<scope>",` + the key's JSON + `]`. The
+// prefix is remembered for the last (namespace, scope): an engine or a consumer uses one namespace and
+// usually one scope, and this saves two of the three encodings on every run.
+let lastNamespace: string | undefined;
+let lastScope: string | undefined;
+let lastPrefix = '';
+
+function arrayPrefix(namespace: string, scope: string): string {
+  if (namespace !== lastNamespace || scope !== lastScope) {
+    lastPrefix = `[${JSON.stringify(namespace)},${JSON.stringify(scope)},`;
+    lastNamespace = namespace;
+    lastScope = scope;
+  }
+  return lastPrefix;
 }
 
 /**

@@ -1,39 +1,39 @@
 /**
- * Keeps a claim's lease alive while the handler runs (a heartbeat at a third of the lease) and aborts the
- * handler's `AbortSignal` the moment the lease is known to be lost.
+ * Keeps a claim's lease alive while the handler runs (a heartbeat about every third of the lease) and
+ * aborts the handler's `AbortSignal` the moment the lease is known to be lost.
  * @module
  */
 import type { Store } from '../store/store.js';
 import type { Clock } from './clock.js';
 import { LeaseLostError, StoreUnavailableError } from './errors.js';
-import { emit, type HookEvent, type IdempotencyHooks } from './hooks.js';
+import type { Beating, Heartbeats } from './heartbeat.js';
+import { emit, type IdempotencyHooks } from './hooks.js';
 
-/** Everything a {@link LeaseKeeper} needs. */
-export interface LeaseKeeperOptions {
+/** What every lease of one engine shares. */
+export interface LeaseEnvironment {
   store: Store;
-  storageKey: string;
-  token: number;
-  leaseMs: number;
-  leaseUntil: number;
   clock: Clock;
   hooks: IdempotencyHooks;
-  event: HookEvent;
-  /** Extend automatically in the background. */
-  heartbeat: boolean;
+  namespace: string;
+  /** The engine's heartbeat timers; `undefined` when leases are not extended automatically. */
+  heartbeats: Heartbeats | undefined;
 }
 
 /** The lease of one claim, from claim to completion or release. */
-export class LeaseKeeper {
+export class LeaseKeeper implements Beating {
   // Created on first use: most handlers never look at their signal, and an AbortController per run is a
   // measurable share of the engine's overhead.
   private controller: AbortController | undefined;
-  private timer: NodeJS.Timeout | undefined;
+  private started = false;
   private stopped = false;
-  private leaseUntil: number;
 
-  constructor(private readonly options: LeaseKeeperOptions) {
-    this.leaseUntil = options.leaseUntil;
-  }
+  constructor(
+    private readonly env: LeaseEnvironment,
+    private readonly storageKey: string,
+    private readonly token: number,
+    private readonly leaseMs: number,
+    private leaseUntil: number,
+  ) {}
 
   /** Aborts (with a {@link LeaseLostError} as reason) when the lease is lost. */
   get signal(): AbortSignal {
@@ -46,15 +46,28 @@ export class LeaseKeeper {
     return this.controller?.signal.aborted ?? false;
   }
 
+  // Heartbeat period: a third of the lease, at least 5 ms.
+  private get periodMs(): number {
+    return Math.max(Math.floor(this.leaseMs / 3), 5);
+  }
+
   /** Start the heartbeat, if enabled. */
   start(): void {
-    if (this.options.heartbeat) this.schedule();
+    if (this.env.heartbeats === undefined) return;
+    this.started = true;
+    this.env.heartbeats.add(this, this.periodMs);
   }
 
   /** Stop the heartbeat; results of an extension still in flight are ignored from now on. */
   stop(): void {
     this.stopped = true;
-    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.unschedule();
+  }
+
+  private unschedule(): void {
+    if (!this.started) return;
+    this.started = false;
+    this.env.heartbeats?.remove(this, this.periodMs);
   }
 
   /**
@@ -62,15 +75,16 @@ export class LeaseKeeper {
    * @throws LeaseLostError when the store fenced the extension out.
    * @throws StoreUnavailableError when the store could not be reached.
    */
-  async extend(leaseMs = this.options.leaseMs): Promise<void> {
-    const { store, storageKey, token } = this.options;
+  async extend(leaseMs = this.leaseMs): Promise<void> {
+    const { store, hooks, namespace } = this.env;
     if (this.aborted) throw this.signal.reason;
     let held: boolean;
     try {
-      held = await store.extend(storageKey, token, leaseMs);
+      held = await store.extend(this.storageKey, this.token, leaseMs);
     } catch (error) {
-      emit(this.options.hooks, 'onStoreError', {
-        ...this.options.event,
+      emit(hooks, 'onStoreError', {
+        namespace,
+        storageKey: this.storageKey,
         operation: 'extend',
         error,
       });
@@ -83,32 +97,31 @@ export class LeaseKeeper {
       this.lose();
       throw this.signal.reason;
     }
-    this.leaseUntil = this.options.clock.now() + leaseMs;
+    this.leaseUntil = this.env.clock.now() + leaseMs;
   }
 
-  private schedule(): void {
-    const every = Math.max(Math.floor(this.options.leaseMs / 3), 5);
-    this.timer = setTimeout(() => void this.beat(), every);
-    // A pending heartbeat must never keep a process alive on its own.
-    this.timer.unref();
-  }
-
-  private async beat(): Promise<void> {
+  /** One heartbeat (called by the engine's {@link Heartbeats}); never rejects. */
+  async beat(): Promise<void> {
     if (this.stopped) return;
     try {
       await this.extend();
     } catch {
       // A store error is survivable while the lease has time left: try again at the next beat. Once the
       // lease has run out with no successful extension, the claim may be taken over, so abort.
-      if (!this.aborted && this.options.clock.now() >= this.leaseUntil) this.lose();
+      if (!this.aborted && this.env.clock.now() >= this.leaseUntil) this.lose();
     }
-    if (!this.stopped && !this.aborted) this.schedule();
+    // A lost lease is never extended again.
+    if (this.aborted) this.unschedule();
   }
 
   private lose(): void {
     if (this.aborted) return;
-    emit(this.options.hooks, 'onLeaseLost', { ...this.options.event, token: this.options.token });
+    emit(this.env.hooks, 'onLeaseLost', {
+      namespace: this.env.namespace,
+      storageKey: this.storageKey,
+      token: this.token,
+    });
     this.controller ??= new AbortController();
-    this.controller.abort(new LeaseLostError(this.options.token));
+    this.controller.abort(new LeaseLostError(this.token));
   }
 }

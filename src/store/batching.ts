@@ -26,9 +26,11 @@ interface Pending<Req, Res> {
 }
 
 /**
- * Natural batching: while fewer than `maxInFlight` store calls are outstanding, a call is sent alone and at
- * once; calls that arrive while the store is busy wait, and go together as one batch as soon as a call
- * returns. Under load the batches grow by themselves; at rest nothing waits.
+ * Natural batching: the first call of an event-loop tick is sent alone and at once; the calls made in the
+ * rest of that tick (a burst: one socket read's deliveries, a clump of requests) wait until the tick ends
+ * and go together. While fewer than `maxInFlight` store calls are outstanding, what is pending is sent at
+ * once; calls that arrive while the store is busy wait, and go together as soon as a call returns. Under
+ * load the batches grow by themselves; at rest nothing waits beyond the current tick.
  */
 class Batcher<Req, Res> {
   private pending: Pending<Req, Res>[] = [];
@@ -41,10 +43,21 @@ class Batcher<Req, Res> {
     private readonly maxInFlight: number,
   ) {}
 
+  /** True while a flush at the end of the current tick is scheduled. */
+  private scheduled = false;
+
   add(request: Req): Promise<Res> {
     return new Promise<Res>((resolve, reject) => {
       this.pending.push({ request, resolve, reject });
+      // The first call of a tick goes at once; calls made in the same tick after it are held until the
+      // end of the tick and go together.
+      if (this.scheduled) return;
+      this.scheduled = true;
       this.pump();
+      process.nextTick(() => {
+        this.scheduled = false;
+        this.pump();
+      });
     });
   }
 

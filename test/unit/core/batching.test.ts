@@ -50,6 +50,22 @@ describe('batching of claims and completions', () => {
     expect(total).toBeLessThanOrEqual(20);
   });
 
+  it('sends the first call of a tick alone and holds the rest of that tick for one batch', async () => {
+    // maxInFlight (4) would let the first four go alone; calls made in the same tick are a burst already,
+    // so only the first goes at once and the other nine share one batch.
+    const store = memoryStore();
+    const claim = vi.spyOn(store, 'claim');
+    const claimMany = vi.spyOn(store, 'claimMany');
+    const batched = withBatching(store, {});
+    await Promise.all(
+      Array.from({ length: 10 }, (_, i) =>
+        batched.claim(`tick${i}`, { fingerprint: 'fp', leaseMs: 1000 }),
+      ),
+    );
+    expect(claim).toHaveBeenCalledTimes(1);
+    expect(claimMany.mock.calls.map(([batch]) => batch.length)).toEqual([9]);
+  });
+
   it('splits bursts into batches of at most maxBatch', async () => {
     const store = memoryStore();
     const claimMany = vi.spyOn(store, 'claimMany');
