@@ -10,51 +10,59 @@
   Returns  a table with one reply per item, in order, each as claim-1.lua returns it:
            token (integer) | {token, attempt, leaseUntil} | the blocking record's value (bulk)
 ]]
-local time = redis.call('TIME')
+-- Locals: a global lookup per call (string.sub is two table lookups) is a measurable share of a per-item cost
+-- of a few microseconds.
+local call, sub, find, format, tonumber = redis.call, string.sub, string.find, string.format, tonumber
+local time = call('TIME')
 local nowMs = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local clockToken = tonumber(time[1]) * 1000000 + tonumber(time[2])
-local clockText = string.format('%.0f', clockToken)
-local nowText = string.format('%.0f', nowMs)
+local clockText = format('%.0f', clockToken)
+local nowText = format('%.0f', nowMs)
 local replies = {}
+-- Items of one batch nearly always share one lease: its texts are built once.
+local lastLeaseMs, leaseUntil, leaseText, freshPrefix
 
 for i = 1, #KEYS do
   local key = KEYS[i]
   local fingerprint = ARGV[2 * i - 1]
-  local leaseUntil = nowMs + tonumber(ARGV[2 * i])
-  local leaseText = string.format('%.0f', leaseUntil)
-  local old = redis.call('SET', key,
-    'p|' .. clockText .. '|' .. leaseText .. '|' .. nowText .. '|1|' .. fingerprint,
-    'NX', 'GET', 'PXAT', leaseText)
+  local leaseMs = ARGV[2 * i]
+  if leaseMs ~= lastLeaseMs then
+    lastLeaseMs = leaseMs
+    leaseUntil = nowMs + tonumber(leaseMs)
+    leaseText = format('%.0f', leaseUntil)
+    freshPrefix = 'p|' .. clockText .. '|' .. leaseText .. '|' .. nowText .. '|1|'
+  end
+  local old = call('SET', key, freshPrefix .. fingerprint, 'NX', 'GET', 'PXAT', leaseText)
   if not old then
     replies[i] = clockToken
   else
-    local status = string.sub(old, 1, 1)
+    local status = sub(old, 1, 1)
     local attempt = 1
     local createdText = nowText
     local blocked = false
-    local tokenEnd = string.find(old, '|', 3, true)
+    local tokenEnd = find(old, '|', 3, true)
     if status == 'p' or status == 'c' then
-      local second = string.find(old, '|', tokenEnd + 1, true)
-      local third = string.find(old, '|', second + 1, true)
+      local second = find(old, '|', tokenEnd + 1, true)
+      local third = find(old, '|', second + 1, true)
       if status == 'p' then
-        if tonumber(string.sub(old, tokenEnd + 1, second - 1)) > nowMs then
+        if tonumber(sub(old, tokenEnd + 1, second - 1)) > nowMs then
           blocked = true
         else
-          local fourth = string.find(old, '|', third + 1, true)
-          attempt = tonumber(string.sub(old, third + 1, fourth - 1)) + 1
-          createdText = string.sub(old, second + 1, third - 1)
+          local fourth = find(old, '|', third + 1, true)
+          attempt = tonumber(sub(old, third + 1, fourth - 1)) + 1
+          createdText = sub(old, second + 1, third - 1)
         end
-      elseif tonumber(string.sub(old, second + 1, third - 1)) > nowMs then
+      elseif tonumber(sub(old, second + 1, third - 1)) > nowMs then
         blocked = true
       end
     end
     if blocked then
       replies[i] = old
     else
-      local token = math.max(clockToken, tonumber(string.sub(old, 3, (tokenEnd or 0) - 1)) + 1)
-      redis.call('SET', key,
-        'p|' .. string.format('%.0f', token) .. '|' .. leaseText .. '|' .. createdText .. '|' ..
-          string.format('%d', attempt) .. '|' .. fingerprint,
+      local token = math.max(clockToken, tonumber(sub(old, 3, (tokenEnd or 0) - 1)) + 1)
+      call('SET', key,
+        'p|' .. format('%.0f', token) .. '|' .. leaseText .. '|' .. createdText .. '|' ..
+          format('%d', attempt) .. '|' .. fingerprint,
         'PXAT', leaseText)
       replies[i] = {token, attempt, leaseUntil}
     end

@@ -9,35 +9,39 @@
 
   Returns  a table with one integer per item, in order: 1 completed, 0 fenced out.
 ]]
-local nowMs = nil
+-- Locals: a global lookup per call (string.sub is two table lookups) is a measurable share of a per-item cost
+-- of a few microseconds.
+local call, sub, find, format, tonumber = redis.call, string.sub, string.find, string.format, tonumber
+local nowMs, nowText = nil, nil
 local replies = {}
 
 for i = 1, #KEYS do
   local key = KEYS[i]
   local tokenText = ARGV[3 * i - 2]
-  local old = redis.call('GET', key)
+  local old = call('GET', key)
   local done = 0
   if old then
-    local status = string.sub(old, 1, 1)
-    local tokenEnd = string.find(old, '|', 3, true)
-    if status ~= 'r' and string.sub(old, 3, tokenEnd - 1) == tokenText then
+    local status = sub(old, 1, 1)
+    local tokenEnd = find(old, '|', 3, true)
+    if status ~= 'r' and sub(old, 3, tokenEnd - 1) == tokenText then
       if not nowMs then
-        local time = redis.call('TIME')
+        local time = call('TIME')
         nowMs = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+        nowText = format('%.0f', nowMs)
       end
-      local second = string.find(old, '|', tokenEnd + 1, true)
-      local third = string.find(old, '|', second + 1, true)
+      local second = find(old, '|', tokenEnd + 1, true)
+      local third = find(old, '|', second + 1, true)
       if status == 'c' then
-        if tonumber(string.sub(old, second + 1, third - 1)) > nowMs then
+        if tonumber(sub(old, second + 1, third - 1)) > nowMs then
           done = 1
         end
-      elseif tonumber(string.sub(old, tokenEnd + 1, second - 1)) > nowMs then
-        local fourth = string.find(old, '|', third + 1, true)
-        local fingerprint = string.sub(old, fourth + 1)
-        local expiresText = string.format('%.0f', nowMs + tonumber(ARGV[3 * i]))
-        redis.call('SET', key,
-          'c|' .. tokenText .. '|' .. string.format('%.0f', nowMs) .. '|' .. expiresText .. '|' ..
-            string.format('%d', #fingerprint) .. '|' .. fingerprint .. ARGV[3 * i - 1],
+      elseif tonumber(sub(old, tokenEnd + 1, second - 1)) > nowMs then
+        local fourth = find(old, '|', third + 1, true)
+        local fingerprint = sub(old, fourth + 1)
+        local expiresText = format('%.0f', nowMs + tonumber(ARGV[3 * i]))
+        call('SET', key,
+          'c|' .. tokenText .. '|' .. nowText .. '|' .. expiresText .. '|' ..
+            format('%d', #fingerprint) .. '|' .. fingerprint .. ARGV[3 * i - 1],
           'PXAT', expiresText)
         done = 1
       end
