@@ -10,6 +10,12 @@
  * and reported as the median; STORES, default
  * `memory,sqlite,redis,postgres`; REDIS_URL and DATABASE_URL as in the tests). Each server runs in its own
  * child process; the Markdown table is printed and written to `bench/results/http.md`.
+ *
+ * The servers load the library compiled with `tsc` into a temporary directory, as users run the published
+ * `dist/` (see `lib/build-lib.ts`); TSX=1 loads the TypeScript sources through tsx instead. COMPARE
+ * (`name=/abs/path/to/src,…`) adds a row per store loading the library from another source tree (a
+ * snapshot of `src/`, for before/after figures of a change in one run); the results file is then not
+ * written.
  */
 import { fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -19,6 +25,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import { type BenchStores, cleanupBenchStores, prepareBenchStores } from './lib/bench-stores.js';
+import { buildLibrary, repoRoot } from './lib/build-lib.js';
 import type { BenchServerConfig } from './lib/http-server.js';
 import { type BenchRow, median, printTable } from './lib/report.js';
 
@@ -33,6 +40,21 @@ const run = randomUUID().slice(0, 8);
 const sqliteDir = mkdtempSync(join(tmpdir(), 'ik-bench-http-'));
 const pgSchema = `ik_bench_http_${run}`;
 const body = JSON.stringify({ amount: 4200, currency: 'EUR' });
+const buildDir = mkdtempSync(join(tmpdir(), 'ik-bench-http-build-'));
+const useTsx = process.env.TSX === '1';
+const compare = (process.env.COMPARE ?? '')
+  .split(',')
+  .filter((entry) => entry.includes('='))
+  .map((entry) => {
+    const [name, src] = entry.split('=') as [string, string];
+    return { name, src };
+  });
+const build = (name: string, src: string) => (useTsx ? src : buildLibrary(buildDir, name, src));
+const library = build('main', join(repoRoot, 'src'));
+const variants = compare.map((variant) => ({
+  ...variant,
+  library: build(variant.name, variant.src),
+}));
 
 async function startServer(config: BenchServerConfig) {
   const child = fork(fileURLToPath(new URL('./lib/http-server.ts', import.meta.url)), [], {
@@ -85,7 +107,7 @@ const benchStores: BenchStores = {
   pgSchema,
   redisUrl,
   redisPrefix: `bench:http:${run}:`,
-  tempDirs: [sqliteDir],
+  tempDirs: [sqliteDir, buildDir],
 };
 
 const SCENARIOS = [
@@ -94,33 +116,69 @@ const SCENARIOS = [
   { id: 'S3', title: 'S3: 0 ms handler, replays of 100 completed keys', delayMs: 0, replay: true },
 ] as const;
 
+// Each variant gets a PostgreSQL schema of its own: a row that replays records another row stored (rather
+// than records it completed itself) measured up to 1.5x faster on S3, whatever its code.
+const variantStores: BenchStores[] = variants.map((variant) => ({
+  ...benchStores,
+  stores: benchStores.stores.filter((store) => store === 'postgres'),
+  pgSchema: `${pgSchema}_${variant.name}`,
+  tempDirs: [],
+}));
 await prepareBenchStores(benchStores);
-const command = `DURATION=${duration} ROUNDS=${rounds} npx tsx bench/http.ts`;
+for (const variantStore of variantStores) await prepareBenchStores(variantStore);
+const command = `DURATION=${duration} ROUNDS=${rounds}${useTsx ? ' TSX=1' : ''}${
+  compare.length > 0 ? ` COMPARE=${compare.map((variant) => variant.name).join(',')}` : ''
+} npx tsx bench/http.ts`;
 const tables: string[] = [];
 const originalLog = console.log;
+
+interface Row {
+  name: string;
+  store: BenchServerConfig['store'];
+  src: string;
+  /** Tells apart the SQLite files and Redis prefixes of variants. */
+  tag: string;
+  pgSchema: string;
+}
+const rows: Row[] = [
+  { name: 'baseline (no idempotency)', store: 'none', src: library, tag: '', pgSchema },
+];
+for (const store of stores) {
+  rows.push({ name: `idempotency-kit, ${store}`, store, src: library, tag: '', pgSchema });
+  for (const variant of variants) {
+    rows.push({
+      name: `idempotency-kit, ${store} [${variant.name}]`,
+      store,
+      src: variant.library,
+      tag: `-${variant.name}`,
+      pgSchema: `${pgSchema}_${variant.name}`,
+    });
+  }
+}
+
 try {
   for (const scenario of SCENARIOS) {
-    const names = ['none', ...stores] as const;
     // One server per row for the whole scenario; rows are measured in interleaved rounds so that the
     // drift of a shared, noisy machine hits every row alike. Each row reports the median of its rounds.
     const servers = await Promise.all(
-      names.map((store) =>
+      rows.map((row) =>
         startServer({
-          store,
+          store: row.store,
+          src: row.src,
           delayMs: scenario.delayMs,
-          sqliteFile: join(sqliteDir, `${scenario.id}.db`),
+          sqliteFile: join(sqliteDir, `${scenario.id}${row.tag}.db`),
           redisUrl,
-          redisPrefix: `bench:http:${run}:${scenario.id}:`,
+          redisPrefix: `bench:http:${run}:${scenario.id}${row.tag}:`,
           databaseUrl,
-          pgSchema,
+          pgSchema: row.pgSchema,
         }),
       ),
     );
-    const results = names.map(() => [] as Array<Awaited<ReturnType<typeof load>>>);
+    const results = rows.map(() => [] as Array<Awaited<ReturnType<typeof load>>>);
     try {
       const prefix = `${scenario.id}-${randomUUID()}`;
       for (const [index, server] of servers.entries()) {
-        if (scenario.replay && names[index] !== 'none') {
+        if (scenario.replay && rows[index]!.store !== 'none') {
           // Complete the 100 keys first, so the measured runs only replay.
           for (let i = 0; i < 100; i++) {
             await fetch(server.url, {
@@ -130,7 +188,8 @@ try {
             });
           }
         }
-        await load(server.url, 1, (n) => `warm-${prefix}-${n}`);
+        // Keys of its own for each row, so that every row warms up on the same work.
+        await load(server.url, 1, (n) => `warm-${prefix}-${index}-${n}`);
       }
       for (let round = 0; round < rounds; round++) {
         for (const [index, server] of servers.entries()) {
@@ -144,12 +203,12 @@ try {
     } finally {
       for (const server of servers) server.stop();
     }
-    const rows: BenchRow[] = names.map((store, index) => {
+    const table: BenchRow[] = rows.map((row, index) => {
       const runs = results[index]!;
       const rps = runs.map((r) => r.rps);
       const mid = runs[rps.indexOf(median(rps))] ?? runs[0]!;
       return {
-        name: store === 'none' ? 'baseline (no idempotency)' : `idempotency-kit, ${store}`,
+        name: row.name,
         opsPerSec: median(rps),
         extra: {
           rounds: rps.map((r) => Math.round(r).toLocaleString('en-US')).join(' / '),
@@ -162,7 +221,7 @@ try {
     });
     const lines: string[] = [];
     console.log = (line: string) => lines.push(line);
-    printTable(`HTTP (Express, autocannon, 50 connections): ${scenario.title}`, command, rows);
+    printTable(`HTTP (Express, autocannon, 50 connections): ${scenario.title}`, command, table);
     console.log = originalLog;
     tables.push(lines.join('\n'));
     originalLog(lines.join('\n'));
@@ -170,7 +229,10 @@ try {
 } finally {
   console.log = originalLog;
   await cleanupBenchStores(benchStores);
+  for (const variantStore of variantStores) await cleanupBenchStores(variantStore);
 }
-mkdirSync(fileURLToPath(new URL('./results/', import.meta.url)), { recursive: true });
-writeFileSync(new URL('./results/http.md', import.meta.url), `${tables.join('\n')}\n`);
+if (compare.length === 0) {
+  mkdirSync(fileURLToPath(new URL('./results/', import.meta.url)), { recursive: true });
+  writeFileSync(new URL('./results/http.md', import.meta.url), `${tables.join('\n')}\n`);
+}
 process.exit(0);

@@ -140,7 +140,12 @@ export function decide(
 
 // The key of a request the layer applies to, or the decision when it does not apply or the key is bad.
 function keyOf(policy: RoutePolicy, request: RequestFacts): string | Decision {
-  if (policy.key === 'off' || !policy.methods.has(request.method.toUpperCase())) {
+  const method = request.method;
+  // Upper-cased only when needed: frameworks hand over the method as sent, and clients send it upper-case.
+  if (
+    policy.key === 'off' ||
+    !(policy.methods.has(method) || policy.methods.has(method.toUpperCase()))
+  ) {
     return PASS;
   }
   try {
@@ -187,12 +192,6 @@ const PASS: Decision = Object.freeze({ action: 'pass' });
 
 const isThenable = (value: unknown): value is PromiseLike<unknown> =>
   typeof (value as PromiseLike<unknown> | null)?.then === 'function';
-
-// What the engine reports first: the handler may start (a claim), or the run ended without it.
-type FirstEvent =
-  | { started: RunContext }
-  | { outcome: RunOutcome<HttpOutcome> }
-  | { error: unknown };
 
 /**
  * One execution under a claim. A class rather than closures: one object per request instead of one per
@@ -274,44 +273,46 @@ function begin(
   if (policy.retentionMs !== undefined) request.retentionMs = policy.retentionMs;
 
   // One promise for "whichever comes first": the handler is started, or the run ends without it.
-  let report!: (event: FirstEvent) => void;
-  const first = new Promise<FirstEvent>((resolve) => {
-    report = resolve;
+  return new Promise<Decision>((resolve, reject) => {
+    let started = false;
+    const running = engine.run<HttpOutcome>(request, (context) => {
+      started = true;
+      // The engine's run context, extended with the key and scope: no copy, and its `signal` stays lazy
+      // (an AbortSignal per request is a measurable cost, and most handlers never look at it).
+      const extended = context as RunContext & { key: string; scope: string };
+      extended.key = key;
+      extended.scope = scope;
+      execution.context = extended;
+      resolve({ action: 'execute', execution });
+      return execution.handler();
+    });
+    // Settled in the background once the handler has run; its errors (a lost lease, a store failure while
+    // completing) cannot change a response that was already produced, and the engine's hooks report them.
+    execution.settled = running.then(
+      (outcome) => {
+        if (!started) resolve({ action: 'respond', response: fromOutcome(outcome) });
+      },
+      (error: unknown) => {
+        if (started) return;
+        const response = errorResponse(error);
+        if (response === undefined) reject(error);
+        else resolve({ action: 'respond', response });
+      },
+    );
   });
-  const running = engine.run<HttpOutcome>(request, (context) => {
-    report({ started: context });
-    return execution.handler();
-  });
-  // Settled in the background once the handler has run; its errors (a lost lease, a store failure while
-  // completing) cannot change a response that was already produced, and the engine's hooks report them.
-  execution.settled = running.then(
-    (outcome) => report({ outcome }),
-    (error: unknown) => report({ error }),
-  );
+}
 
-  return first.then((event): Decision => {
-    if ('outcome' in event) return { action: 'respond', response: fromOutcome(event.outcome) };
-    if ('error' in event) {
-      if (isStoreUnavailableError(event.error)) {
-        return {
-          action: 'respond',
-          response: problemResponse('store_unavailable', {
-            detail: 'The request was not processed. Retry after the delay in Retry-After.',
-            retryAfterMs: event.error.retryAfterMs,
-          }),
-        };
-      }
-      if (isInvalidKeyError(event.error)) {
-        return {
-          action: 'respond',
-          response: problemResponse('invalid_key', { detail: event.error.message }),
-        };
-      }
-      throw event.error;
-    }
-    // The engine's run context, extended with the key and scope: no copy, and its `signal` stays lazy
-    // (an AbortSignal per request is a measurable cost, and most handlers never look at it).
-    execution.context = Object.assign(event.started, { key, scope });
-    return { action: 'execute', execution };
-  });
+// The answer to a run that failed before the handler started, or `undefined` for an error that is not
+// the layer's to answer (the adapter hands it to the framework's error handling).
+function errorResponse(error: unknown): HttpResponseData | undefined {
+  if (isStoreUnavailableError(error)) {
+    return problemResponse('store_unavailable', {
+      detail: 'The request was not processed. Retry after the delay in Retry-After.',
+      retryAfterMs: error.retryAfterMs,
+    });
+  }
+  if (isInvalidKeyError(error)) {
+    return problemResponse('invalid_key', { detail: error.message });
+  }
+  return undefined;
 }

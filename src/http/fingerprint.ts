@@ -39,32 +39,16 @@ export function canonicalQuery(query: string): Array<[string, string]> {
   return params.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
 }
 
-function isJsonType(contentType: string | undefined): boolean {
-  if (contentType === undefined) return false;
-  const media = contentType.split(';')[0]?.trim().toLowerCase() ?? '';
-  return media === 'application/json' || media.endsWith('+json');
+// The media type: what comes before any parameters, trimmed and lower-cased (`split(';')[0]`, without the
+// array).
+function mediaType(contentType: string | undefined): string {
+  if (contentType === undefined) return '';
+  const semicolon = contentType.indexOf(';');
+  return (semicolon === -1 ? contentType : contentType.slice(0, semicolon)).trim().toLowerCase();
 }
 
-// The body part of the fingerprint: a canonical JSON value when the body is JSON (parsed here from bytes,
-// or already parsed by the framework), raw bytes otherwise. Tagged so that a JSON string body and the
-// same text sent as bytes stay distinct.
-function bodyPart(body: unknown, contentType: string | undefined): unknown {
-  if (body === undefined || body === null) return null;
-  if (body instanceof Uint8Array || typeof body === 'string') {
-    const bytes = typeof body === 'string' ? Buffer.from(body, 'utf8') : body;
-    if (bytes.byteLength === 0) return null;
-    if (isJsonType(contentType)) {
-      try {
-        const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
-        return { json: JSON.parse(text) as unknown };
-      } catch {
-        // Not valid JSON after all: compare the bytes, and let the handler answer the parse error.
-      }
-    }
-    return { bytes };
-  }
-  return { json: body };
-}
+const isJsonMedia = (media: string): boolean =>
+  media === 'application/json' || media.endsWith('+json');
 
 /**
  * The fingerprint (64 hex characters) of a request.
@@ -72,7 +56,7 @@ function bodyPart(body: unknown, contentType: string | undefined): unknown {
  * httpFingerprint({ method: 'POST', path: '/orders', query: '', contentType: 'application/json', body: raw });
  */
 export function httpFingerprint(parts: FingerprintParts): string {
-  const media = parts.contentType?.split(';')[0]?.trim().toLowerCase() ?? '';
+  const media = mediaType(parts.contentType);
   const headers =
     parts.headers === undefined
       ? []
@@ -93,7 +77,7 @@ export function httpFingerprint(parts: FingerprintParts): string {
     encoder.pairs(query);
     encoder.pairs(headers);
     encoder.string(media);
-    encoder.value(bodyPart(parts.body, parts.contentType), 1);
+    encoder.body(parts.body, isJsonMedia(media));
     encoder.text += ']';
     return encoder.digest();
   } catch {
@@ -144,6 +128,54 @@ class Encoder {
     this.text += ']';
   }
 
+  /**
+   * The body part, at depth 1 of the encoding: `null` when there is none, `{ json: value }` for a JSON
+   * value (parsed here from bytes, or already parsed by the framework), `{ bytes }` otherwise. Tagged so
+   * that a JSON string body and the same text sent as bytes stay distinct. The one-member wrapper objects
+   * are written directly rather than built and then canonicalised.
+   */
+  body(body: unknown, json: boolean): void {
+    if (body === undefined || body === null) {
+      this.text += 'n';
+      return;
+    }
+    if (body instanceof Uint8Array || typeof body === 'string') {
+      const bytes = typeof body === 'string' ? Buffer.from(body, 'utf8') : body;
+      if (bytes.byteLength === 0) {
+        this.text += 'n';
+        return;
+      }
+      if (json) {
+        let parsed: unknown;
+        try {
+          const view = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+          parsed = JSON.parse(view.toString('utf8')) as unknown;
+        } catch {
+          // Not valid JSON after all: compare the bytes, and let the handler answer the parse error.
+          this.member('bytes', bytes);
+          return;
+        }
+        this.member('json', parsed);
+        return;
+      }
+      this.member('bytes', bytes);
+      return;
+    }
+    this.member('json', body);
+  }
+
+  // `{ [name]: value }` at depth 1: a member whose value objects leave out is an empty object.
+  private member(name: string, value: unknown): void {
+    if (value === undefined || typeof value === 'function' || typeof value === 'symbol') {
+      this.text += '{0:}';
+      return;
+    }
+    this.text += '{1:';
+    this.string(name);
+    this.value(value, 2);
+    this.text += '}';
+  }
+
   value(value: unknown, depth: number): void {
     if (depth > 256) throw new Error('nested too deeply');
     if (value === null || value === undefined) {
@@ -162,7 +194,8 @@ class Encoder {
         this.text += value ? 't' : 'f';
         return;
       case 'number':
-        this.text += Number.isFinite(value) ? `d${JSON.stringify(value)};` : 'n';
+        // A finite number's string form is the one JSON.stringify gives (negative zero included).
+        this.text += Number.isFinite(value) ? `d${value};` : 'n';
         return;
       case 'string':
         this.string(value);
@@ -190,14 +223,22 @@ class Encoder {
       this.text += ']';
       return;
     }
-    const entries = Object.entries(value).filter(
-      ([, v]) => v !== undefined && typeof v !== 'function' && typeof v !== 'symbol',
-    );
-    if (entries.length > 1) entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    this.text += `{${entries.length}:`;
-    for (const [k, v] of entries) {
-      this.string(k);
-      this.value(v, depth + 1);
+    // The members, sorted by key in UTF-16 code units (the default sort of strings), each value read once,
+    // as flat [key, value, …] pairs rather than an array per entry.
+    const record = value as Record<string, unknown>;
+    const keys = Object.keys(record);
+    if (keys.length > 1) keys.sort();
+    const members: unknown[] = [];
+    for (const key of keys) {
+      const member = record[key];
+      if (member !== undefined && typeof member !== 'function' && typeof member !== 'symbol') {
+        members.push(key, member);
+      }
+    }
+    this.text += `{${members.length / 2}:`;
+    for (let i = 0; i < members.length; i += 2) {
+      this.string(members[i] as string);
+      this.value(members[i + 1], depth + 1);
     }
     this.text += '}';
   }

@@ -46,7 +46,7 @@ export function parseKeyHeader(
  */
 export function parseKeyValue(raw: string): string {
   // RFC 9651 §4.2: leading and trailing spaces are discarded (HTTP also strips tabs around a value).
-  const value = raw.replace(/^[ \t]+|[ \t]+$/g, '');
+  const value = isPadded(raw) ? raw.replace(/^[ \t]+|[ \t]+$/g, '') : raw;
   if (value.length === 0) throw new InvalidKeyError('must not be empty');
   let key: string;
   let rest: string;
@@ -71,6 +71,13 @@ export function parseKeyValue(raw: string): string {
   }
   validateKey(key);
   return key;
+}
+
+// A space or tab at either end (the common key has none, and skips the replace).
+function isPadded(raw: string): boolean {
+  const first = raw.charCodeAt(0);
+  const last = raw.charCodeAt(raw.length - 1);
+  return first === 0x20 || first === 0x09 || last === 0x20 || last === 0x09;
 }
 
 // RFC 9651 §4.2.5: DQUOTE *( unescaped / "\" ( DQUOTE / "\" ) ) DQUOTE, over printable ASCII only.

@@ -37,6 +37,29 @@ interface Meta {
   n?: number;
 }
 
+// Replays of one key decode the same metadata again and again: keep the last few parsed, by their text
+// (the same text always parses to the same value, so an entry can never be stale). Entries are frozen,
+// since every replay of the key shares them.
+const MAX_PARSED = 256;
+const MAX_PARSED_LENGTH = 1024;
+const parsed = new Map<string, Meta>();
+
+function parseMeta(text: string): Meta {
+  if (text.length > MAX_PARSED_LENGTH) return JSON.parse(text) as Meta;
+  let meta = parsed.get(text);
+  if (meta === undefined) {
+    meta = JSON.parse(text) as Meta;
+    if (meta.h !== undefined) {
+      for (const pair of meta.h) Object.freeze(pair);
+      Object.freeze(meta.h);
+    }
+    Object.freeze(meta);
+    if (parsed.size >= MAX_PARSED) parsed.clear();
+    parsed.set(text, meta);
+  }
+  return meta;
+}
+
 /**
  * Layout: one version byte, a 4-byte big-endian length, the JSON metadata, then the body bytes raw (no
  * base64: binary bodies round-trip byte-exact and cost their own size).
@@ -63,7 +86,7 @@ export const httpResponseCodec: OutcomeCodec = {
     const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     if (buffer[0] !== VERSION) throw new Error(`Unknown HTTP outcome version ${String(buffer[0])}`);
     const metaLength = buffer.readUInt32BE(1);
-    const meta = JSON.parse(buffer.toString('utf8', 5, 5 + metaLength)) as Meta;
+    const meta = parseMeta(buffer.toString('utf8', 5, 5 + metaLength));
     if (meta.k === 't') return { kind: 'too_large', status: meta.s, bytes: meta.n ?? 0 };
     const stored: StoredResponse = {
       kind: 'response',

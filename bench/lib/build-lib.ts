@@ -1,0 +1,47 @@
+/**
+ * Compiling the library for the HTTP benchmarks: the servers load JavaScript compiled by `tsc`, as users
+ * run the published `dist/`, not the TypeScript sources through tsx. Through tsx every closure the layer
+ * creates per request also pays for esbuild's `keepNames` helper, which overstates the cost of closures.
+ *
+ * The build goes to a temporary directory (not `dist/`, which other work on the checkout may be using).
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** The repository root. */
+export const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
+
+/**
+ * Compile the source tree `src` (no type check) under `buildDir/name` and return the directory of its
+ * JavaScript, to pass as `BenchServerConfig.src`.
+ */
+export function buildLibrary(buildDir: string, name: string, src: string): string {
+  const root = join(buildDir, name);
+  mkdirSync(root, { recursive: true });
+  // The compiled modules resolve their peers (express, pg…) and run as ESM, as in the package.
+  symlinkSync(join(repoRoot, 'node_modules'), join(root, 'node_modules'));
+  writeFileSync(join(root, 'package.json'), JSON.stringify({ type: 'module' }));
+  const tsconfig = join(root, 'tsconfig.json');
+  writeFileSync(
+    tsconfig,
+    JSON.stringify({
+      extends: join(repoRoot, 'tsconfig.json'),
+      // ESM whatever package.json sits next to the tree (a snapshot may have none).
+      compilerOptions: {
+        noEmit: false,
+        module: 'ES2022',
+        moduleResolution: 'Bundler',
+        rootDir: src,
+        outDir: join(root, 'dist'),
+      },
+      include: [src],
+      exclude: [join(src, '**/*.test.ts')],
+    }),
+  );
+  execFileSync(join(repoRoot, 'node_modules/.bin/tsc'), ['-p', tsconfig, '--noCheck'], {
+    stdio: 'inherit',
+  });
+  return join(root, 'dist');
+}

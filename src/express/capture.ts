@@ -1,0 +1,206 @@
+/**
+ * Capturing what an Express handler writes: `res.json`, `res.send`, `res.end`, `res.write` chunks and piped
+ * streams all end in `write`/`end`. Bytes go out as the handler writes them; only the final `end` is held
+ * until the outcome is stored, so the client never sees a finished response whose retry could still find
+ * the key in progress.
+ *
+ * Why hooks on a prototype: Express gives every response a new prototype (`Object.setPrototypeOf`), after
+ * which V8 gives each response a map of its own, and every property added to one builds a new map with a
+ * copy of its 40-odd descriptors, in old space: patching `write` and `end` on each response measured 8-12
+ * µs of server CPU per request in `bench/http-cpu.ts` (Express, S2, Redis; more with a large heap). So
+ * `writeHead`, `write`
+ * and `end` are installed once on Express's shared response prototype (the object right above Node's
+ * `ServerResponse.prototype`, which every Express app and sub-app inherits from, so a sub-app swapping
+ * prototypes keeps them), and a response is captured by registering it in a WeakMap, which adds nothing
+ * to the response itself. A response that is not registered goes straight through.
+ *
+ * A middleware that ran before this one may have wrapped `res.write` or `res.end` already (compression,
+ * for instance): a hook below its wrapper would see what the wrapper writes (compressed bytes) instead of
+ * what the handler wrote, so such a response is patched directly, as are responses that do not inherit
+ * from Express's prototype (a bare router). One limit of the hooks: a sub-app of *another copy* of
+ * Express, mounted under this middleware, swaps in a prototype chain without them.
+ * @module
+ */
+import { ServerResponse } from 'node:http';
+import type { Response } from 'express';
+import {
+  type BodyCollector,
+  type CapturedResponse,
+  createBodyCollector,
+  type Execution,
+  type HeaderValue,
+} from '../http/index.js';
+
+type Method = (this: Response, ...args: unknown[]) => unknown;
+
+/** One response being captured. */
+class Capture {
+  ended = false;
+  private readonly collector: BodyCollector;
+
+  constructor(private readonly execution: Execution) {
+    this.collector = createBodyCollector(execution.policy.maxBodyBytes);
+  }
+
+  /** A chunk handed to `write` or `end`, with the encoding given for a string. */
+  add(chunk: unknown, encoding: unknown): void {
+    if (typeof chunk === 'string') {
+      const charset = typeof encoding === 'string' ? (encoding as BufferEncoding) : 'utf8';
+      this.collector.add(Buffer.from(chunk, charset), true);
+    } else if (chunk instanceof Uint8Array) {
+      this.collector.add(chunk);
+    }
+  }
+
+  /** The handler's `end`: store the response, then let `end` send its last bytes. */
+  end(res: Response, end: Method, args: unknown[]): void {
+    this.ended = true;
+    this.add(args[0], args[1]);
+    const response: CapturedResponse = {
+      status: res.statusCode,
+      headers: replayedHeaders(res, this.execution.policy.replayHeaders),
+      body: this.collector.body(),
+      bytes: this.collector.bytes,
+    };
+    void this.execution.finish(response).then(() => end.apply(res, args));
+  }
+}
+
+// Only the headers that may be stored: reading them one by one is cheaper than copying all of them.
+function replayedHeaders(
+  res: Response,
+  allowed: ReadonlySet<string>,
+): Array<[string, HeaderValue]> {
+  const out: Array<[string, HeaderValue]> = [];
+  for (const name of allowed) {
+    const value = res.getHeader(name);
+    if (value !== undefined) out.push([name, value]);
+  }
+  return out;
+}
+
+// Headers handed to writeHead bypass getHeaders() when no header was set before: move them into
+// setHeader so that they can be captured. Returns writeHead's arguments without them.
+function moveHeaders(res: Response, status: unknown, a: unknown, b: unknown): unknown[] {
+  const message = typeof a === 'string' ? a : undefined;
+  const headers = typeof a === 'string' ? b : a;
+  if (Array.isArray(headers)) {
+    const flat = headers.flat() as string[];
+    for (let i = 0; i + 1 < flat.length; i += 2) res.appendHeader(flat[i]!, flat[i + 1]!);
+  } else if (headers !== undefined && headers !== null) {
+    for (const [k, v] of Object.entries(headers)) res.setHeader(k, v as string);
+  }
+  return message === undefined ? [status] : [status, message];
+}
+
+const captures = new WeakMap<object, Capture>();
+
+/** The hooks installed on one prototype, to check that they are still in place. */
+interface Hooks {
+  writeHead: Method;
+  write: Method;
+  end: Method;
+}
+const installed = new WeakMap<object, Hooks>();
+
+// The method of `target` to delegate to: its own (an app may customise its response) or, looked up at each
+// call, the one it inherits from Node.
+function original(target: object, name: keyof Hooks): () => Method {
+  if (Object.hasOwn(target, name)) {
+    const own = (target as Record<string, unknown>)[name] as Method;
+    return () => own;
+  }
+  const parent = Object.getPrototypeOf(target) as Record<string, Method>;
+  return () => parent[name] as Method;
+}
+
+function install(target: object): Hooks {
+  const writeHead = original(target, 'writeHead');
+  const write = original(target, 'write');
+  const end = original(target, 'end');
+  const hooks: Hooks = {
+    writeHead(this: Response, ...args: unknown[]) {
+      // Node's own implicit call (`writeHead(statusCode)`) carries no headers: the common case.
+      if (args[1] === undefined || !captures.has(this)) return writeHead().apply(this, args);
+      return writeHead().apply(this, moveHeaders(this, args[0], args[1], args[2]));
+    },
+    write(this: Response, ...args: unknown[]) {
+      const capture = captures.get(this);
+      if (capture !== undefined && !capture.ended) capture.add(args[0], args[1]);
+      return write().apply(this, args);
+    },
+    end(this: Response, ...args: unknown[]) {
+      const capture = captures.get(this);
+      if (capture === undefined || capture.ended) return end().apply(this, args);
+      capture.end(this, end(), args);
+      return this;
+    },
+  };
+  for (const name of ['writeHead', 'write', 'end'] as const) {
+    Object.defineProperty(target, name, {
+      value: hooks[name],
+      writable: true,
+      configurable: true,
+      enumerable: false,
+    });
+  }
+  installed.set(target, hooks);
+  return hooks;
+}
+
+// The object right above Node's `ServerResponse.prototype` in the chain of `res`: Express's own response
+// prototype. `undefined` when `res` does not inherit from one.
+function hookTarget(res: Response): object | undefined {
+  let proto = Object.getPrototypeOf(res) as object | null;
+  if (proto === ServerResponse.prototype) return undefined;
+  while (proto !== null) {
+    const up = Object.getPrototypeOf(proto) as object | null;
+    if (up === ServerResponse.prototype) return proto;
+    proto = up;
+  }
+  return undefined;
+}
+
+// True when the hooks can capture `res`: they are in its chain (installed now if needed, and not replaced
+// since), and nothing wrapped its write/end before this middleware. A wrapper of writeHead is fine once
+// headers are set, since Node then merges headers handed to writeHead into the ones getHeader reads.
+function hooked(res: Response): boolean {
+  const target = hookTarget(res);
+  if (target === undefined) return false;
+  const hooks = installed.get(target) ?? install(target);
+  const methods = target as unknown as Hooks;
+  if (methods.end !== hooks.end || methods.write !== hooks.write) return false;
+  if (Object.hasOwn(res, 'write') || Object.hasOwn(res, 'end')) return false;
+  const writeHeadHooked = methods.writeHead === hooks.writeHead && !Object.hasOwn(res, 'writeHead');
+  return writeHeadHooked || res.getHeaderNames().length > 0;
+}
+
+/** Capture the response the handler writes on `res` and hand it to `execution`. */
+export function captureResponse(res: Response, execution: Execution): void {
+  const capture = new Capture(execution);
+  if (hooked(res)) captures.set(res, capture);
+  else patch(res, capture);
+}
+
+// The fallback: patch this response's own methods (each one a property added to the response).
+function patch(res: Response, capture: Capture): void {
+  // Once a header is set, Node merges headers handed to writeHead into the ones getHeader reads itself.
+  if (res.getHeaderNames().length === 0) {
+    const writeHead = res.writeHead as unknown as Method;
+    res.writeHead = function (this: Response, ...args: unknown[]) {
+      if (args[1] === undefined) return writeHead.apply(this, args);
+      return writeHead.apply(this, moveHeaders(this, args[0], args[1], args[2]));
+    } as Response['writeHead'];
+  }
+  const write = res.write as unknown as Method;
+  const end = res.end as unknown as Method;
+  res.write = function (this: Response, ...args: unknown[]) {
+    if (!capture.ended) capture.add(args[0], args[1]);
+    return write.apply(this, args);
+  } as Response['write'];
+  res.end = function (this: Response, ...args: unknown[]) {
+    if (capture.ended) return end.apply(this, args);
+    capture.end(this, end, args);
+    return this;
+  } as Response['end'];
+}
