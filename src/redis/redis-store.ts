@@ -38,8 +38,9 @@ import {
   toCommander,
 } from './client.js';
 import { createGuard } from './guard.js';
-import { decodeBatch, decodeClaim, decodeFlag, decodeGet } from './replies.js';
-import { loadScript, runScript } from './script-runner.js';
+import { outcomeArg } from './outcome-arg.js';
+import { decodeClaim, decodeClaims, decodeFlag, decodeFlags, decodeGet } from './replies.js';
+import { loadScript, runScript, scriptCommand, sendScript } from './script-runner.js';
 import {
   claim,
   claimMany,
@@ -128,10 +129,6 @@ function wholeMs(value: number, name: string): number {
   }
   return Math.ceil(value);
 }
-
-// A Buffer view (no copy) of the caller's bytes; both clients send Buffers as raw bytes.
-const asBuffer = (bytes: Uint8Array): Buffer =>
-  Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 
 /**
  * Run `one` for every request, in order per key and concurrently across keys (Cluster batches: each call
@@ -227,67 +224,100 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
         run(
           scripts.complete,
           [recordKey(request.key)],
-          [String(request.token), asBuffer(request.outcome), retention],
+          [String(request.token), outcomeArg(request.outcome), retention],
         ),
       decodeFlag,
     );
   }
 
+  // The batch paths below use indexed loops and build the script's command in place: per item, every
+  // `map`, `flatMap` and spread of a batch is an allocation the client pays for on each message.
   function claimMany(requests: readonly ClaimRequest[]): Promise<ClaimResult[]> {
-    if (requests.length === 0) return Promise.resolve([]);
+    const count = requests.length;
+    if (count === 0) return Promise.resolve([]);
     if (cluster) return eachInKeyOrder(requests, (r) => claimOne(r.key, r));
-    if (requests.length === 1) {
+    if (count === 1) {
       const [only] = requests as [ClaimRequest];
       return claimOne(only.key, only).then((result) => [result]);
     }
     // Validate every item before sending anything: a batch is one call, applied whole.
-    let leases: number[];
+    const leases: number[] = [];
     try {
-      leases = requests.map((r) => wholeMs(r.leaseMs, 'leaseMs'));
+      for (let i = 0; i < count; i++) {
+        leases.push(wholeMs((requests[i] as ClaimRequest).leaseMs, 'leaseMs'));
+      }
     } catch (error) {
       return rejected(error);
     }
-    const keys = requests.map((r) => recordKey(r.key));
-    const args = requests.flatMap((r, i) => [r.fingerprint, String(leases[i])]);
+    let sameLease = true;
+    for (let i = 1; i < count && sameLease; i++) sameLease = leases[i] === leases[0];
+    const command = scriptCommand(scripts.claimMany, count);
+    for (let i = 0; i < count; i++) command.push(recordKey((requests[i] as ClaimRequest).key));
+    for (let i = 0; i < count; i++) command.push((requests[i] as ClaimRequest).fingerprint);
+    // One lease for the whole batch (the usual case: one engine, one lease) is sent once.
+    if (sameLease) command.push(String(leases[0]));
+    else for (let i = 0; i < count; i++) command.push(String(leases[i]));
     return guard(
       'claimMany',
-      () => run(scripts.claimMany, keys, args),
-      (reply) =>
-        decodeBatch(reply, requests.length, (item) => item).map((item, i) =>
-          decodeClaim(item, leases[i] as number),
-        ),
+      () => sendScript(commander, scripts.claimMany, command),
+      (reply) => decodeClaims(reply, leases),
+    );
+  }
+
+  /** `completeMany` of items whose retentions are validated and tokens are safe integers. */
+  function sendCompletes(
+    items: readonly CompleteRequest[],
+    retentions: readonly number[],
+  ): Promise<boolean[]> {
+    const count = items.length;
+    if (count === 0) return Promise.resolve([]);
+    if (cluster) return eachInKeyOrder(items, completeOne);
+    if (count === 1) return completeOne(items[0] as CompleteRequest).then((flag) => [flag]);
+    let sameRetention = true;
+    for (let i = 1; i < count && sameRetention; i++)
+      sameRetention = retentions[i] === retentions[0];
+    const command = scriptCommand(scripts.completeMany, count);
+    for (let i = 0; i < count; i++) command.push(recordKey((items[i] as CompleteRequest).key));
+    for (let i = 0; i < count; i++) {
+      const item = items[i] as CompleteRequest;
+      command.push(String(item.token), outcomeArg(item.outcome));
+    }
+    if (sameRetention) command.push(String(retentions[0]));
+    else for (let i = 0; i < count; i++) command.push(String(retentions[i]));
+    return guard(
+      'completeMany',
+      () => sendScript(commander, scripts.completeMany, command),
+      (reply) => decodeFlags(reply, count),
     );
   }
 
   function completeMany(requests: readonly CompleteRequest[]): Promise<boolean[]> {
-    let retentions: string[];
+    const count = requests.length;
+    const retentions: number[] = [];
+    let fenced = 0;
     try {
-      retentions = requests.map((r) => String(wholeMs(r.retentionMs, 'retentionMs')));
+      for (let i = 0; i < count; i++) {
+        const request = requests[i] as CompleteRequest;
+        retentions.push(wholeMs(request.retentionMs, 'retentionMs'));
+        if (!Number.isSafeInteger(request.token)) fenced++;
+      }
     } catch (error) {
       return rejected(error);
     }
+    if (fenced === 0) return sendCompletes(requests, retentions);
     // A token that is not a safe integer never matches a record: fenced out without asking Redis.
-    const sent = requests.flatMap((r, i) => (Number.isSafeInteger(r.token) ? [i] : []));
-    const merge = (flags: readonly boolean[]) => {
+    const sent: number[] = [];
+    for (let i = 0; i < count; i++) {
+      if (Number.isSafeInteger((requests[i] as CompleteRequest).token)) sent.push(i);
+    }
+    return sendCompletes(
+      sent.map((i) => requests[i] as CompleteRequest),
+      sent.map((i) => retentions[i] as number),
+    ).then((flags) => {
       const results: boolean[] = requests.map(() => false);
       for (const [j, i] of sent.entries()) results[i] = flags[j] === true;
       return results;
-    };
-    const items = sent.map((i) => requests[i] as CompleteRequest);
-    if (items.length === 0) return Promise.resolve(merge([]));
-    if (cluster) return eachInKeyOrder(items, completeOne).then(merge);
-    if (items.length === 1) return completeOne(items[0] as CompleteRequest).then((f) => merge([f]));
-    const keys = items.map((r) => recordKey(r.key));
-    const args = items.flatMap((r, j) => [
-      String(r.token),
-      asBuffer(r.outcome),
-      retentions[sent[j] as number] as string,
-    ]);
-    return guard(
-      'completeMany',
-      () => run(scripts.completeMany, keys, args),
-      (reply) => merge(decodeBatch(reply, items.length, decodeFlag)),
-    );
+    });
   }
 
   return {

@@ -133,12 +133,33 @@ export function decodeClaim(reply: unknown, leaseMs: number): ClaimResult {
   throw new Error(`unexpected Redis reply: ${typeof reply}`);
 }
 
-/** Decode a batch reply: an array with one element per item. */
-export function decodeBatch<T>(reply: unknown, count: number, decode: (item: unknown) => T): T[] {
+function expectBatch(reply: unknown, count: number): asserts reply is unknown[] {
   if (!Array.isArray(reply) || reply.length !== count) {
     throw new Error(`unexpected Redis reply: expected ${count} results`);
   }
+}
+
+/** Decode a batch reply: an array with one element per item. */
+export function decodeBatch<T>(reply: unknown, count: number, decode: (item: unknown) => T): T[] {
+  expectBatch(reply, count);
   return reply.map(decode);
+}
+
+/** Decode claim-many-n.lua's reply: one claim per item, item `i` having asked for `leases[i]` ms. */
+export function decodeClaims(reply: unknown, leases: readonly number[]): ClaimResult[] {
+  const count = leases.length;
+  expectBatch(reply, count);
+  const results: ClaimResult[] = [];
+  for (let i = 0; i < count; i++) results.push(decodeClaim(reply[i], leases[i] as number));
+  return results;
+}
+
+/** Decode complete-many-n.lua's reply: one `1` / `0` per item. */
+export function decodeFlags(reply: unknown, count: number): boolean[] {
+  expectBatch(reply, count);
+  const results: boolean[] = [];
+  for (let i = 0; i < count; i++) results.push(decodeFlag(reply[i]));
+  return results;
 }
 
 /** Decode get-1.lua's reply: the live record's value, or nil. */

@@ -32,19 +32,44 @@ export function isNoScriptError(error: unknown): boolean {
 }
 
 /**
- * Run `script` with its keys and arguments in one round trip (two only right after the server lost its
+ * The command of a script call, `EVALSHA <sha> <numkeys>`, for the caller to append its keys and then its
+ * arguments to, and to send with {@link sendScript}. Built in place, one array per call: a batch of a
+ * hundred items is some three hundred arguments, and every copy of them costs client CPU.
+ */
+export function scriptCommand(script: LoadedScript, numberOfKeys: number): RedisArg[] {
+  return ['EVALSHA', script.sha, String(numberOfKeys)];
+}
+
+/**
+ * Send a command built by {@link scriptCommand} in one round trip (two only right after the server lost its
  * script cache). Resending after `NOSCRIPT` is safe: the script did not run. Not an async function: on the
  * hot path every extra promise layer costs client CPU.
  */
+export function sendScript(
+  commander: RedisCommander,
+  script: LoadedScript,
+  command: ReadonlyArray<RedisArg>,
+): Promise<unknown> {
+  // The first key routes the call to its Cluster node; a script call always has one.
+  const key = command[3] as string | undefined;
+  return commander.send(key, command).catch((error: unknown) => {
+    if (!isNoScriptError(error)) throw error;
+    const again = command.slice();
+    again[0] = 'EVAL';
+    again[1] = script.source;
+    return commander.send(key, again);
+  });
+}
+
+/** Run `script` with its keys and arguments: {@link scriptCommand} and {@link sendScript} in one. */
 export function runScript(
   commander: RedisCommander,
   script: LoadedScript,
   keys: ReadonlyArray<string>,
   args: ReadonlyArray<RedisArg>,
 ): Promise<unknown> {
-  const rest = [String(keys.length), ...keys, ...args];
-  return commander.send(keys[0], ['EVALSHA', script.sha, ...rest]).catch((error: unknown) => {
-    if (!isNoScriptError(error)) throw error;
-    return commander.send(keys[0], ['EVAL', script.source, ...rest]);
-  });
+  const command = scriptCommand(script, keys.length);
+  for (const key of keys) command.push(key);
+  for (const arg of args) command.push(arg);
+  return sendScript(commander, script, command);
 }

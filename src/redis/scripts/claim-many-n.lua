@@ -3,9 +3,10 @@
   claim, in order (an item whose key appeared earlier in the batch sees that earlier item's record). One
   TIME for the whole batch: every item is judged at the same instant.
 
-  KEYS[i]      record key of item i    <prefix>{<storage key>}, one per item, duplicates allowed
-  ARGV[2i-1]   fingerprint of item i
-  ARGV[2i]     leaseMs of item i (positive integer)
+  KEYS[i]      record key of item i    <prefix>{<storage key>}, one per item, duplicates allowed (n items)
+  ARGV[i]      fingerprint of item i
+  ARGV[n+1]    leaseMs (positive integer) of every item, when all items share it (sent once); else
+  ARGV[n+i]    leaseMs of item i
 
   Returns  a table with one reply per item, in order, each as claim-1.lua returns it:
            token (integer) | {token, attempt, leaseUntil} | the blocking record's value (bulk)
@@ -19,13 +20,15 @@ local clockToken = tonumber(time[1]) * 1000000 + tonumber(time[2])
 local clockText = format('%.0f', clockToken)
 local nowText = format('%.0f', nowMs)
 local replies = {}
--- Items of one batch nearly always share one lease: its texts are built once.
+local n = #KEYS
+-- Items of one batch nearly always share one lease, sent once: its texts are built once.
+local shared = #ARGV == n + 1
 local lastLeaseMs, leaseUntil, leaseText, freshPrefix
 
-for i = 1, #KEYS do
+for i = 1, n do
   local key = KEYS[i]
-  local fingerprint = ARGV[2 * i - 1]
-  local leaseMs = ARGV[2 * i]
+  local fingerprint = ARGV[i]
+  local leaseMs = shared and ARGV[n + 1] or ARGV[n + i]
   if leaseMs ~= lastLeaseMs then
     lastLeaseMs = leaseMs
     leaseUntil = nowMs + tonumber(leaseMs)

@@ -2,10 +2,11 @@
   complete-many-n.lua: a batch of completions in one call, each item applied exactly as complete-1.lua
   applies a single completion, in order. One TIME for the whole batch, read only if an item needs it.
 
-  KEYS[i]      record key of item i    <prefix>{<storage key>}, one per item
-  ARGV[3i-2]   token of item i (decimal integer)
-  ARGV[3i-1]   outcome of item i (raw bytes)
-  ARGV[3i]     retentionMs of item i (positive integer)
+  KEYS[i]      record key of item i    <prefix>{<storage key>}, one per item (n items)
+  ARGV[2i-1]   token of item i (decimal integer)
+  ARGV[2i]     outcome of item i (raw bytes)
+  ARGV[2n+1]   retentionMs (positive integer) of every item, when all items share it (sent once); else
+  ARGV[2n+i]   retentionMs of item i
 
   Returns  a table with one integer per item, in order: 1 completed, 0 fenced out.
 ]]
@@ -14,10 +15,13 @@
 local call, sub, find, format, tonumber = redis.call, string.sub, string.find, string.format, tonumber
 local nowMs, nowText = nil, nil
 local replies = {}
+local n = #KEYS
+local shared = #ARGV == 2 * n + 1
+local sharedExpiresText
 
-for i = 1, #KEYS do
+for i = 1, n do
   local key = KEYS[i]
-  local tokenText = ARGV[3 * i - 2]
+  local tokenText = ARGV[2 * i - 1]
   local old = call('GET', key)
   local done = 0
   if old then
@@ -38,10 +42,16 @@ for i = 1, #KEYS do
       elseif tonumber(sub(old, tokenEnd + 1, second - 1)) > nowMs then
         local fourth = find(old, '|', third + 1, true)
         local fingerprint = sub(old, fourth + 1)
-        local expiresText = format('%.0f', nowMs + tonumber(ARGV[3 * i]))
+        local expiresText
+        if not shared then
+          expiresText = format('%.0f', nowMs + tonumber(ARGV[2 * n + i]))
+        else
+          sharedExpiresText = sharedExpiresText or format('%.0f', nowMs + tonumber(ARGV[2 * n + 1]))
+          expiresText = sharedExpiresText
+        end
         call('SET', key,
           'c|' .. tokenText .. '|' .. nowText .. '|' .. expiresText .. '|' ..
-            format('%d', #fingerprint) .. '|' .. fingerprint .. ARGV[3 * i - 1],
+            format('%d', #fingerprint) .. '|' .. fingerprint .. ARGV[2 * i],
           'PXAT', expiresText)
         done = 1
       end

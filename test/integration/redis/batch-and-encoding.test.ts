@@ -107,6 +107,67 @@ describe.each<RedisLib>(['node-redis', 'ioredis'])(
       }
     });
 
+    it('applies each item its own lease and retention in a mixed batch, and a shared one once', async () => {
+      // The batch scripts send a lease (retention) once when every item shares it, and per item otherwise.
+      const keys = [randomUUID(), randomUUID(), randomUUID()];
+      const leases = [10_000, 20_000, 30_000];
+      const claims = await store.claimMany(
+        keys.map((key, i) => ({ key, fingerprint: `fp${i}`, leaseMs: leases[i]! })),
+      );
+      const tokens = claims.map((claim, i) => {
+        if (!claim.claimed) throw new Error(`item ${i} not claimed`);
+        expect(claim.leaseUntil - Math.floor(claim.token / 1000)).toBe(leases[i]);
+        return claim.token;
+      });
+      const ttls = await Promise.all(keys.map((key) => raw(['PTTL', storeKey(key)])));
+      ttls.forEach((ttl, i) => {
+        expect(Number(ttl)).toBeGreaterThan(leases[i]! - 2_000);
+        expect(Number(ttl)).toBeLessThanOrEqual(leases[i]!);
+      });
+      const retentions = [100_000, 200_000, 300_000];
+      const done = await store.completeMany(
+        keys.map((key, i) => ({
+          key,
+          token: tokens[i]!,
+          outcome: Buffer.from(`o${i}é`),
+          retentionMs: retentions[i]!,
+        })),
+      );
+      expect(done).toEqual([true, true, true]);
+      for (const [i, key] of keys.entries()) {
+        const record = await store.get(key);
+        expect(record?.status).toBe('completed');
+        if (record?.status !== 'completed') continue;
+        expect(record.fingerprint).toBe(`fp${i}`);
+        expect(Buffer.from(record.outcome).toString()).toBe(`o${i}é`);
+        expect(record.expiresAt - record.completedAt).toBe(retentions[i]);
+      }
+      // Shared lease and retention, empty fingerprints, binary outcomes.
+      const shared = [randomUUID(), randomUUID()];
+      const sharedClaims = await store.claimMany(
+        shared.map((key) => ({ key, fingerprint: '', leaseMs: 5_000 })),
+      );
+      const sharedDone = await store.completeMany(
+        shared.map((key, i) => {
+          const claim = sharedClaims[i];
+          if (!claim?.claimed) throw new Error(`shared item ${i} not claimed`);
+          expect(claim.leaseUntil - Math.floor(claim.token / 1000)).toBe(5_000);
+          return {
+            key,
+            token: claim.token,
+            outcome: Uint8Array.of(1, 0, 0x75),
+            retentionMs: 7_000,
+          };
+        }),
+      );
+      expect(sharedDone).toEqual([true, true]);
+      for (const key of shared) {
+        const record = await store.get(key);
+        expect(record?.status === 'completed' && record.expiresAt - record.completedAt).toBe(7_000);
+        expect(record?.status === 'completed' && [...record.outcome]).toEqual([1, 0, 0x75]);
+      }
+    });
+
     it('keeps every byte of an outcome through completeMany, separators and invalid UTF-8 included', async () => {
       // Arrange
       const keys = [randomUUID(), randomUUID()];
