@@ -169,7 +169,12 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     throw new InvalidOptionsError('store is required');
   }
   const store =
-    options.batch === false ? options.store : withBatching(options.store, options.batch ?? {});
+    options.batch === false
+      ? options.store
+      : withBatching(options.store, {
+          maxInFlight: options.store.capabilities.batchMaxInFlight,
+          ...options.batch,
+        });
   const namespace = options.namespace ?? 'default';
   const defaultLeaseMs = toMs(options.leaseMs ?? '30s', 'leaseMs');
   const defaultRetentionMs = toMs(options.retentionMs ?? '24h', 'retentionMs');

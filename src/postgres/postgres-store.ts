@@ -73,8 +73,10 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
   const store: PostgresStore = {
     name: 'postgres',
     // batch: the engine coalesces concurrent calls into claimMany/completeMany, one statement and one
-    // commit for many keys.
-    capabilities: { crossProcess: true, purge: true, batch: true },
+    // commit for many keys. Every statement costs a commit (and its WAL flush) plus a socket write on
+    // each side, so batches should form as soon as two calls are outstanding: measured with
+    // bench/http.ts S2, 2 gives ~74% of the no-middleware rate against ~58% with the engine's usual 4.
+    capabilities: { crossProcess: true, purge: true, batch: true, batchMaxInFlight: 2 },
     pool,
     schema: names.schemaName,
     table: names.tableName,

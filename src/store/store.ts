@@ -63,6 +63,12 @@ export interface StoreCapabilities {
    * round trip. The engine then coalesces concurrent calls into batches. @default false
    */
   batch?: boolean;
+  /**
+   * The engine's default `batch.maxInFlight` for this store: how many store calls may be outstanding
+   * before further calls wait and go as one batch. A store whose every call is costly for the backend (a
+   * PostgreSQL statement is a commit) asks for fewer, so batches form sooner under load. @default 4
+   */
+  batchMaxInFlight?: number;
 }
 
 /**

@@ -66,6 +66,37 @@ describe('batching of claims and completions', () => {
     expect(claimMany.mock.calls.map(([batch]) => batch.length)).toEqual([9]);
   });
 
+  it("takes the store's batchMaxInFlight as the default and lets the caller override it", async () => {
+    // Claims take 30 ms; four runs start in four different ticks while the first is outstanding.
+    async function claimsAlone(capabilityMaxInFlight: number | undefined, override?: number) {
+      const inner = memoryStore();
+      const slow = <T>(value: Promise<T>) =>
+        new Promise<T>((resolve) => setTimeout(() => resolve(value), 30));
+      const store: Store = {
+        ...inner,
+        capabilities: { ...inner.capabilities, batchMaxInFlight: capabilityMaxInFlight },
+        claim: (key, options) => slow(inner.claim(key, options)),
+        claimMany: (requests) => slow(inner.claimMany!(requests)),
+      };
+      const claim = vi.spyOn(store, 'claim');
+      const idempotency = createIdempotency({
+        store,
+        extendLease: false,
+        ...(override === undefined ? {} : { batch: { maxInFlight: override } }),
+      });
+      const runs: Promise<unknown>[] = [];
+      for (let i = 0; i < 4; i++) {
+        runs.push(idempotency.run({ key: `tick${i}` }, () => i));
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      await Promise.all(runs);
+      return claim.mock.calls.length;
+    }
+    expect(await claimsAlone(undefined)).toBe(4);
+    expect(await claimsAlone(1)).toBe(1);
+    expect(await claimsAlone(1, 4)).toBe(4);
+  });
+
   it('splits bursts into batches of at most maxBatch', async () => {
     const store = memoryStore();
     const claimMany = vi.spyOn(store, 'claimMany');

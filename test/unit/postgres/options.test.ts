@@ -35,7 +35,12 @@ describe('postgresStore options', () => {
     const store = postgresStore({ pool: unusedClient, schema: 'billing', table: 'keys' });
     // Assert
     expect(store).toMatchObject({ name: 'postgres', schema: 'billing', table: 'keys' });
-    expect(store.capabilities).toEqual({ crossProcess: true, purge: true, batch: true });
+    expect(store.capabilities).toEqual({
+      crossProcess: true,
+      purge: true,
+      batch: true,
+      batchMaxInFlight: 2,
+    });
   });
 
   it('rejects a purge limit below one without touching the database', async () => {
