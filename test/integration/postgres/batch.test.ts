@@ -109,4 +109,49 @@ describe('postgresStore claimMany', () => {
       await batchClient.end();
     }
   });
+
+  it('keeps finding batch keys by the primary key after the table grows past its first statistics', async () => {
+    // A batch statement kept as a prepared statement gets a generic plan after five runs, costed while the
+    // table was empty: a sequential scan per batch, which then grows with the table.
+    const fresh = await setupPostgres('batchplan', { max: 1 });
+    const client = new pg.Client({ connectionString: env.databaseUrl });
+    await client.connect();
+    try {
+      const store = postgresStore({ pool: client, schema: fresh.schema });
+      const table = `"${fresh.schema}"."idempotency_records"`;
+      const batch = async (label: string) => {
+        const keys = Array.from({ length: 20 }, (_, i) => `${label}:${i}`);
+        const claims = await store.claimMany!(keys.map((key) => ({ key, ...lease })));
+        const done = await store.completeMany!(
+          keys.map((key, i) => {
+            const claim = claims[i];
+            if (!claim?.claimed) throw new Error(`${key} not claimed`);
+            return { key, token: claim.token, outcome: Buffer.from('ok'), retentionMs: day };
+          }),
+        );
+        expect(done.every(Boolean)).toBe(true);
+      };
+      for (let i = 0; i < 8; i++) await batch(`warm${i}`);
+      await client.query(
+        `INSERT INTO ${table} (key, status, fingerprint, token, attempt, created_at, expires_at)
+         SELECT 'bulk' || g, 'in_progress', 'fp', nextval('"${fresh.schema}"."idempotency_records_token_seq"'),
+           1, now(), now() + interval '1 day'
+         FROM generate_series(1, 20000) AS g`,
+      );
+      const seqScans = async () => {
+        await client.query('SELECT pg_stat_force_next_flush()');
+        const { rows } = await fresh.pool.query(
+          `SELECT seq_scan FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'idempotency_records'`,
+          [fresh.schema],
+        );
+        return Number((rows[0] as { seq_scan: string }).seq_scan);
+      };
+      const before = await seqScans();
+      await batch('grown');
+      expect(await seqScans()).toBe(before);
+    } finally {
+      await client.end();
+      await fresh.dispose();
+    }
+  });
 });
