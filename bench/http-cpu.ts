@@ -35,7 +35,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type BenchStores, cleanupBenchStores, prepareBenchStores } from './lib/bench-stores.js';
-import { buildLibrary, repoRoot } from './lib/build-lib.js';
+import { buildLibrary, compareVariants, repoRoot } from './lib/build-lib.js';
 import type { BenchCpuReport, BenchServerConfig } from './lib/http-server.js';
 import { type BenchRow, median, printTable } from './lib/report.js';
 
@@ -47,13 +47,7 @@ const stores = (process.env.STORES ?? 'memory,sqlite,redis,postgres').split(',')
 const requests = Number(process.env.REQUESTS ?? 4000);
 const rounds = Number(process.env.ROUNDS ?? 5);
 const connections = Number(process.env.CONNECTIONS ?? 50);
-const compare = (process.env.COMPARE ?? '')
-  .split(',')
-  .filter((entry) => entry.includes('='))
-  .map((entry) => {
-    const [name, src] = entry.split('=') as [string, string];
-    return { name, src };
-  });
+const compare = compareVariants();
 const useTsx = process.env.TSX === '1';
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';

@@ -25,8 +25,8 @@ import { type ChildProcess, fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import autocannon from 'autocannon';
 import { type BenchStores, cleanupBenchStores } from './lib/bench-stores.js';
+import { type LoadResult, load, ORDER_BODY, SCENARIOS } from './lib/http-load.js';
 import type { BenchCpuReport, BenchServerConfig } from './lib/http-server.js';
 import { type BenchRow, median, printTable } from './lib/report.js';
 import type { PeerStats } from './peers/server.js';
@@ -38,7 +38,6 @@ const peers = (process.env.PEERS ?? PEERS.join(',')).split(',') as PeerName[];
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const peersDb = Number(process.env.PEERS_REDIS_DB ?? 9);
 const run = randomUUID().slice(0, 8);
-const body = JSON.stringify({ amount: 4200, currency: 'EUR' });
 const peersRedisUrl = (() => {
   const url = new URL(redisUrl);
   url.pathname = `/${peersDb}`;
@@ -51,13 +50,6 @@ const kitPrefix = `bench:http-peers:${run}:`;
 for (const peer of peers) {
   if (!PEERS.includes(peer)) throw new Error(`unknown peer ${peer}; known: ${PEERS.join(', ')}`);
 }
-
-// The scenarios of `bench/http.ts` (copied: that file is a script, not a module).
-const SCENARIOS = [
-  { id: 'S1', title: 'S1: 50 ms handler, unique keys', delayMs: 50, replay: false },
-  { id: 'S2', title: 'S2: 0 ms handler, unique keys', delayMs: 0, replay: false },
-  { id: 'S3', title: 'S3: 0 ms handler, replays of 100 completed keys', delayMs: 0, replay: true },
-] as const;
 
 type Row =
   | { kind: 'baseline'; name: string }
@@ -117,40 +109,8 @@ function probe(server: Server): Promise<BenchCpuReport & Partial<PeerStats>> {
   });
 }
 
-/** One autocannon run; `keyOf` gives the key of the n-th request. */
-async function load(url: string, seconds: number, keyOf: (n: number) => string) {
-  let n = 0;
-  const result = await autocannon({
-    url,
-    connections: 50,
-    duration: seconds,
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body,
-    requests: [
-      {
-        setupRequest: (request) => ({
-          ...request,
-          headers: { ...request.headers, 'idempotency-key': keyOf(n++) },
-        }),
-      },
-    ],
-  });
-  const statuses = Object.entries(result.statusCodeStats ?? {})
-    .filter(([code]) => !code.startsWith('2'))
-    .map(([code, stat]) => `${code}×${stat.count}`);
-  return {
-    ok: result['2xx'],
-    // Only 2xx answers are successes.
-    rps: result['2xx'] / result.duration,
-    p50: result.latency.p50,
-    p99: result.latency.p99,
-    bad: result.non2xx + result.errors,
-    statuses,
-  };
-}
-
-type Measurement = Awaited<ReturnType<typeof load>> & { cpuUs: number; reruns?: number };
+// Only 2xx answers are successes: a peer's rate is its 2xx per second.
+type Measurement = LoadResult & { cpuUs: number; reruns?: number };
 
 const command = `DURATION=${duration} ROUNDS=${rounds}${
   process.env.PEERS ? ` PEERS=${process.env.PEERS}` : ''
@@ -176,7 +136,7 @@ try {
             const res = await fetch(server.url, {
               method: 'POST',
               headers: { 'content-type': 'application/json', 'idempotency-key': `${prefix}-${i}` },
-              body,
+              body: ORDER_BODY,
             });
             await res.arrayBuffer();
           }
@@ -207,10 +167,10 @@ try {
     } finally {
       for (const server of servers) server.stop();
     }
-    const base = median(results[0]!.map((r) => r.rps));
+    const base = median(results[0]!.map((r) => r.okRps));
     const rows: BenchRow[] = ROWS.map((row, index) => {
       const runs = results[index]!;
-      const rps = runs.map((r) => r.rps);
+      const rps = runs.map((r) => r.okRps);
       const mid = runs[rps.indexOf(median(rps))] ?? runs[0]!;
       const bad = runs.reduce((sum, r) => sum + r.bad, 0);
       const reruns = runs.reduce((sum, r) => sum + (r.reruns ?? 0), 0);

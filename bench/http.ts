@@ -23,9 +23,9 @@ import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import autocannon from 'autocannon';
 import { type BenchStores, cleanupBenchStores, prepareBenchStores } from './lib/bench-stores.js';
-import { buildLibrary, repoRoot } from './lib/build-lib.js';
+import { buildLibrary, compareVariants, repoRoot } from './lib/build-lib.js';
+import { load, ORDER_BODY, SCENARIOS } from './lib/http-load.js';
 import type { BenchServerConfig } from './lib/http-server.js';
 import { type BenchRow, median, printTable } from './lib/report.js';
 
@@ -39,16 +39,9 @@ const databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5
 const run = randomUUID().slice(0, 8);
 const sqliteDir = mkdtempSync(join(tmpdir(), 'ik-bench-http-'));
 const pgSchema = `ik_bench_http_${run}`;
-const body = JSON.stringify({ amount: 4200, currency: 'EUR' });
 const buildDir = mkdtempSync(join(tmpdir(), 'ik-bench-http-build-'));
 const useTsx = process.env.TSX === '1';
-const compare = (process.env.COMPARE ?? '')
-  .split(',')
-  .filter((entry) => entry.includes('='))
-  .map((entry) => {
-    const [name, src] = entry.split('=') as [string, string];
-    return { name, src };
-  });
+const compare = compareVariants();
 const build = (name: string, src: string) => (useTsx ? src : buildLibrary(buildDir, name, src));
 const library = build('main', join(repoRoot, 'src'));
 const variants = compare.map((variant) => ({
@@ -69,38 +62,6 @@ async function startServer(config: BenchServerConfig) {
   return { url: `http://127.0.0.1:${port}/orders`, stop: () => child.kill('SIGKILL') };
 }
 
-/** One autocannon run; `keyOf` gives the key of the n-th request. */
-async function load(url: string, seconds: number, keyOf: (n: number) => string) {
-  let n = 0;
-  const result = await autocannon({
-    url,
-    connections: 50,
-    duration: seconds,
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body,
-    requests: [
-      {
-        setupRequest: (request) => ({
-          ...request,
-          headers: { ...request.headers, 'idempotency-key': keyOf(n++) },
-        }),
-      },
-    ],
-  });
-  const bad = result.non2xx + result.errors + result.timeouts;
-  const statuses = Object.entries(result.statusCodeStats ?? {})
-    .filter(([code]) => !code.startsWith('2'))
-    .map(([code, stat]) => `${code}×${stat.count}`);
-  return {
-    rps: result.requests.average,
-    p50: result.latency.p50,
-    p99: result.latency.p99,
-    bad,
-    statuses,
-  };
-}
-
 const benchStores: BenchStores = {
   stores,
   databaseUrl,
@@ -109,12 +70,6 @@ const benchStores: BenchStores = {
   redisPrefix: `bench:http:${run}:`,
   tempDirs: [sqliteDir, buildDir],
 };
-
-const SCENARIOS = [
-  { id: 'S1', title: 'S1: 50 ms handler, unique keys', delayMs: 50, replay: false },
-  { id: 'S2', title: 'S2: 0 ms handler, unique keys', delayMs: 0, replay: false },
-  { id: 'S3', title: 'S3: 0 ms handler, replays of 100 completed keys', delayMs: 0, replay: true },
-] as const;
 
 // Each variant gets a PostgreSQL schema of its own: a row that replays records another row stored (rather
 // than records it completed itself) measured up to 1.5x faster on S3, whatever its code.
@@ -184,7 +139,7 @@ try {
             await fetch(server.url, {
               method: 'POST',
               headers: { 'content-type': 'application/json', 'idempotency-key': `${prefix}-${i}` },
-              body,
+              body: ORDER_BODY,
             });
           }
         }

@@ -45,3 +45,20 @@ export function buildLibrary(buildDir: string, name: string, src: string): strin
   });
   return join(root, 'dist');
 }
+
+/** A source tree to benchmark next to the checkout's, named in `COMPARE=name=/abs/src,…`. */
+export interface CompareVariant {
+  name: string;
+  src: string;
+}
+
+/** The variants `COMPARE` names (entries without `=` are ignored). */
+export function compareVariants(value = process.env.COMPARE ?? ''): CompareVariant[] {
+  return value
+    .split(',')
+    .filter((entry) => entry.includes('='))
+    .map((entry) => {
+      const [name, src] = entry.split('=') as [string, string];
+      return { name, src };
+    });
+}

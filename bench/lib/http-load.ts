@@ -1,0 +1,69 @@
+/**
+ * The HTTP benchmarks' load: the scenarios of issue #5 and one autocannon run of POST /orders with an
+ * `Idempotency-Key` per request, shared by `bench/http.ts` and `bench/http-peers.ts` so both measure the
+ * same thing.
+ * @module
+ */
+import autocannon from 'autocannon';
+
+/** S1/S2/S3: handler delay, and whether requests replay 100 completed keys instead of new ones. */
+export const SCENARIOS = [
+  { id: 'S1', title: 'S1: 50 ms handler, unique keys', delayMs: 50, replay: false },
+  { id: 'S2', title: 'S2: 0 ms handler, unique keys', delayMs: 0, replay: false },
+  { id: 'S3', title: 'S3: 0 ms handler, replays of 100 completed keys', delayMs: 0, replay: true },
+] as const;
+
+/** The request body every scenario sends. */
+export const ORDER_BODY = JSON.stringify({ amount: 4200, currency: 'EUR' });
+
+/** What one run measured. */
+export interface LoadResult {
+  /** Every answer per second (autocannon's average). */
+  rps: number;
+  /** 2xx answers, and 2xx answers per second of the run. */
+  ok: number;
+  okRps: number;
+  /** Latency percentiles, ms. */
+  p50: number;
+  p99: number;
+  /** Non-2xx answers plus errors (autocannon's `errors` already counts timeouts). */
+  bad: number;
+  /** Non-2xx statuses seen, as `409×12`. */
+  statuses: string[];
+}
+
+/** One autocannon run at 50 connections; `keyOf` gives the key of the n-th request. */
+export async function load(
+  url: string,
+  seconds: number,
+  keyOf: (n: number) => string,
+): Promise<LoadResult> {
+  let n = 0;
+  const result = await autocannon({
+    url,
+    connections: 50,
+    duration: seconds,
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: ORDER_BODY,
+    requests: [
+      {
+        setupRequest: (request) => ({
+          ...request,
+          headers: { ...request.headers, 'idempotency-key': keyOf(n++) },
+        }),
+      },
+    ],
+  });
+  return {
+    rps: result.requests.average,
+    ok: result['2xx'],
+    okRps: result['2xx'] / result.duration,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    bad: result.non2xx + result.errors,
+    statuses: Object.entries(result.statusCodeStats ?? {})
+      .filter(([code]) => !code.startsWith('2'))
+      .map(([code, stat]) => `${code}×${stat.count}`),
+  };
+}
