@@ -28,7 +28,7 @@ import {
   type CapturedResponse,
   createBodyCollector,
   type Execution,
-  type HeaderValue,
+  readAllowedHeaders,
 } from '../http/index.js';
 
 type Method = (this: Response, ...args: unknown[]) => unknown;
@@ -58,25 +58,14 @@ class Capture {
     this.add(args[0], args[1]);
     const response: CapturedResponse = {
       status: res.statusCode,
-      headers: replayedHeaders(res, this.execution.policy.replayHeaders),
+      headers: readAllowedHeaders(this.execution.policy.replayHeaders, (name) =>
+        res.getHeader(name),
+      ),
       body: this.collector.body(),
       bytes: this.collector.bytes,
     };
     void this.execution.finish(response).then(() => end.apply(res, args));
   }
-}
-
-// Only the headers that may be stored: reading them one by one is cheaper than copying all of them.
-function replayedHeaders(
-  res: Response,
-  allowed: ReadonlySet<string>,
-): Array<[string, HeaderValue]> {
-  const out: Array<[string, HeaderValue]> = [];
-  for (const name of allowed) {
-    const value = res.getHeader(name);
-    if (value !== undefined) out.push([name, value]);
-  }
-  return out;
 }
 
 // Headers handed to writeHead bypass getHeaders() when no header was set before: move them into

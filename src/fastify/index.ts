@@ -17,11 +17,11 @@ import {
   decide,
   type EngineSource,
   type Execution,
-  type HeaderValue,
   type HttpRouteOptions,
   type IdempotencyContext,
   type RequestFacts,
   type RoutePolicy,
+  readAllowedHeaders,
   resolveEngine,
   resolvePolicy,
   routeOptionsOf,
@@ -77,24 +77,13 @@ const isStream = (payload: unknown): payload is AsyncIterable<Uint8Array | strin
   payload !== null &&
   typeof (payload as Readable).pipe === 'function';
 
-// Only the headers that may be stored: reading them one by one is cheaper than copying all of them.
-function replayedHeaders(
-  reply: FastifyReply,
-  allowed: ReadonlySet<string>,
-): Array<[string, HeaderValue]> {
-  const out: Array<[string, HeaderValue]> = [];
-  for (const name of allowed) {
-    const value = reply.getHeader(name);
-    if (value !== undefined) out.push([name, value]);
-  }
-  return out;
-}
-
 // Hand the sent payload to the execution; returns the payload to send on (re-created for streams).
 async function capturePayload(reply: FastifyReply, running: Running, payload: unknown) {
   const { execution } = running;
   const status = reply.statusCode;
-  const headers = replayedHeaders(reply, execution.policy.replayHeaders);
+  const headers = readAllowedHeaders(execution.policy.replayHeaders, (name) =>
+    reply.getHeader(name),
+  );
   const finish = (response: CapturedResponse) =>
     running.error === undefined || execution.policy.storeServerErrors
       ? execution.finish(response)

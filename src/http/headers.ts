@@ -61,6 +61,22 @@ export function replayedHeaderSet(extra: readonly string[] = []): ReadonlySet<st
 /** A header value as frameworks hold them. */
 export type HeaderValue = string | number | readonly string[] | undefined;
 
+/**
+ * The allowed headers of a response, read one name at a time with `read` (a response's `getHeader`, a
+ * `Headers` object's `get`): cheaper than copying every header to keep a few. Missing ones are skipped.
+ */
+export function readAllowedHeaders(
+  allowed: ReadonlySet<string>,
+  read: (name: string) => HeaderValue | null,
+): Array<[string, HeaderValue]> {
+  const out: Array<[string, HeaderValue]> = [];
+  for (const name of allowed) {
+    const value = read(name);
+    if (value !== undefined && value !== null) out.push([name, value]);
+  }
+  return out;
+}
+
 /** Keep the allowed headers of `headers`, as `[lower-case name, value]` pairs (one pair per value). */
 export function pickHeaders(
   headers: Iterable<readonly [string, HeaderValue]>,

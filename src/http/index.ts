@@ -16,6 +16,7 @@ export {
   DEFAULT_REPLAYED_HEADERS,
   pickHeaders,
   REPLAYED_HEADER,
+  readAllowedHeaders,
   replayedHeaderSet,
 } from './headers.js';
 export type { KeyHeaderResult } from './key-header.js';

@@ -3,7 +3,7 @@
  * @module
  */
 import type { Execution } from './execution.js';
-import type { HeaderValue } from './headers.js';
+import { readAllowedHeaders } from './headers.js';
 import type { HttpResponseData } from './problem.js';
 
 // Statuses whose responses must have no body (the Response constructor refuses one).
@@ -24,20 +24,6 @@ export function toWebResponse(data: HttpResponseData): Response {
 export interface WebCaptureResult {
   /** The response to send to the client (the body is re-created; headers and status are the same). */
   response: Response;
-}
-
-// Only the headers that may be stored (a Headers object joins a repeated name's values, as iterating it
-// does).
-function replayedHeaders(
-  headers: Headers,
-  allowed: ReadonlySet<string>,
-): Array<[string, HeaderValue]> {
-  const out: Array<[string, HeaderValue]> = [];
-  for (const name of allowed) {
-    const value = headers.get(name);
-    if (value !== null) out.push([name, value]);
-  }
-  return out;
 }
 
 /**
@@ -71,7 +57,10 @@ export async function captureWebResponse(
   response: Response,
   execution: Execution,
 ): Promise<Response> {
-  const headers = replayedHeaders(response.headers, execution.policy.replayHeaders);
+  // A Headers object joins a repeated name's values, as iterating it does.
+  const headers = readAllowedHeaders(execution.policy.replayHeaders, (name) =>
+    response.headers.get(name),
+  );
   const plain = plainBody(response);
   if (plain !== undefined) {
     const kept = plain.byteLength <= execution.policy.maxBodyBytes ? plain : undefined;
