@@ -52,10 +52,11 @@ export interface IdempotencyOptions {
   /** Store thrown errors as final outcomes (replayed as `ReplayedError`) instead of releasing. @default false */
   storeErrors?: StoreErrorsPolicy;
   /**
-   * When the store supports batches (`capabilities.batch`): calls are sent alone while fewer than
-   * `maxInFlight` are outstanding, and calls that arrive while the store is busy go together as one batch.
-   * Each item keeps single-call semantics. `false` sends every call alone.
-   * @default { maxBatch: 100, maxInFlight: 4 }
+   * When the store supports batches (`capabilities.batch`): the first call of an event-loop tick goes
+   * alone and the rest of that tick together; calls are sent at once while fewer than `maxInFlight` are
+   * outstanding, and calls that arrive while the store is busy go together as one batch. Each item keeps
+   * single-call semantics. `false` sends every call alone.
+   * @default { maxBatch: 100, maxInFlight: the store's `capabilities.batchMaxInFlight`, else 4 }
    */
   batch?: false | BatchingOptions;
   /**
