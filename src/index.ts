@@ -58,6 +58,7 @@ export {
 export type { MemoryStore, MemoryStoreOptions } from './store/memory-store.js';
 export { memoryStore } from './store/memory-store.js';
 export type {
+  BatchWindow,
   ClaimOptions,
   PurgeOptions,
   Store,

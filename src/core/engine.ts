@@ -52,11 +52,12 @@ export interface IdempotencyOptions {
   /** Store thrown errors as final outcomes (replayed as `ReplayedError`) instead of releasing. @default false */
   storeErrors?: StoreErrorsPolicy;
   /**
-   * When the store supports batches (`capabilities.batch`): the first call of an event-loop tick goes
-   * alone and the rest of that tick together; calls are sent at once while fewer than `maxInFlight` are
+   * When the store supports batches (`capabilities.batch`): the calls of one event-loop tick go together
+   * at the end of that tick (a lone call alone); calls are sent at once while fewer than `maxInFlight` are
    * outstanding, and calls that arrive while the store is busy go together as one batch. Each item keeps
    * single-call semantics. `false` sends every call alone.
-   * @default { maxBatch: 100, maxInFlight: the store's `capabilities.batchMaxInFlight`, else 4 }
+   * @default { maxBatch: 100, maxInFlight: the store's `capabilities.batchMaxInFlight`, else 4, window: the
+   *   store's `capabilities.batchWindow`, else 'tick' }
    */
   batch?: false | BatchingOptions;
   /**
@@ -174,6 +175,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       ? options.store
       : withBatching(options.store, {
           maxInFlight: options.store.capabilities.batchMaxInFlight,
+          window: options.store.capabilities.batchWindow,
           ...options.batch,
         });
   const namespace = options.namespace ?? 'default';

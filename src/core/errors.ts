@@ -21,6 +21,8 @@ export const ErrorCode = {
   InProgress: 'in_progress',
   /** HTTP: the first response with this key exceeded `maxBodyBytes` and was not kept (409). */
   ResponseTooLarge: 'response_too_large',
+  /** HTTP: the first response with this key was sent around the capture and could not be kept (409). */
+  ResponseNotCaptured: 'response_not_captured',
 } as const;
 
 /** One of the {@link ErrorCode} values. */

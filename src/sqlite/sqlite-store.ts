@@ -1,13 +1,22 @@
 /**
  * The SQLite store: records in one table of a SQLite file, shared safely by every process that opens it.
  * Each transition is one SQL statement, except claim: one `BEGIN IMMEDIATE` transaction (the claim upsert
- * and the token counter update).
+ * and the token counter update). Batches (`claimMany`, `completeMany`) apply each item exactly as the
+ * single call would, in order, inside one transaction: one commit (one WAL append) for the whole batch.
  * @module
  */
+import { bufferView } from '../core/bytes.js';
 import { type Clock, systemClock } from '../core/clock.js';
 import { InvalidOptionsError, isIdempotencyError, StoreUnavailableError } from '../core/errors.js';
 import { type ClaimResult, type IdempotencyRecord, RecordStatus } from '../core/record.js';
-import type { ClaimOptions, PurgeOptions, Store, StoreStats } from '../store/store.js';
+import type {
+  ClaimOptions,
+  ClaimRequest,
+  CompleteRequest,
+  PurgeOptions,
+  Store,
+  StoreStats,
+} from '../store/store.js';
 import { openDatabase, type SqliteDatabase, unavailable } from './client.js';
 import { migrate as runMigrations } from './migrate.js';
 import {
@@ -19,6 +28,7 @@ import {
   type Statements,
   type StatsRow,
 } from './statements.js';
+import { enableWal } from './wal-mode.js';
 
 /** `PRAGMA synchronous` levels the store can set on a file it opens. */
 export const SqliteSynchronous = {
@@ -78,6 +88,10 @@ export interface SqliteStore extends Store {
   purgeExpired(options?: PurgeOptions): Promise<number>;
   /** Close the connection if the store opened it; later calls reject with `StoreUnavailableError`. */
   close(): Promise<void>;
+  /** Claim several keys, each as `claim` would, in order, in one transaction. */
+  claimMany(requests: readonly ClaimRequest[]): Promise<ClaimResult[]>;
+  /** Complete several records, each as `complete` would, in order, in one transaction. */
+  completeMany(requests: readonly CompleteRequest[]): Promise<boolean[]>;
 }
 
 /** The record a row of `select-record.sql` holds (shared with the transactional mode). */
@@ -101,16 +115,6 @@ export function toRecord(row: RecordRow): IdempotencyRecord {
     attempt: row.attempt,
     createdAt: row.created_at,
   };
-}
-
-/**
- * `bytes` as a Buffer, which better-sqlite3 binds as a BLOB; a view over the caller's bytes avoids a copy
- * (SQLite copies on bind). Shared with the transactional mode.
- */
-export function toBlob(bytes: Uint8Array): Buffer {
-  return Buffer.isBuffer(bytes)
-    ? bytes
-    : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }
 
 function checkOptions(options: SqliteStoreOptions): void {
@@ -179,36 +183,66 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
   // The write half of claim, in one IMMEDIATE transaction: the claim upsert reads the token counter and
   // the update raises it, with no other writer in between (in this process or any other). Wrapped once:
   // better-sqlite3 compiles BEGIN/COMMIT per wrapper.
-  const claimTransaction = db.transaction(
-    (s: Statements, key: string, fingerprint: string, leaseMs: number): ClaimResult => {
-      // Read the clock once the write lock is held: waiting for it must not shorten the lease.
-      const now = clock.now();
-      const won = s.claim.get({
-        key,
-        fingerprint,
-        now,
-        now_micros: Math.floor(now * 1000),
-        lease_until: now + leaseMs,
-      }) as ClaimRow | undefined;
-      if (won !== undefined) {
-        s.bumpToken.run({ token: won.token });
-        return {
-          claimed: true,
-          token: won.token,
-          attempt: won.attempt,
-          leaseUntil: won.lease_until,
-        };
+  function claimLocked(
+    s: Statements,
+    key: string,
+    fingerprint: string,
+    leaseMs: number,
+  ): ClaimResult {
+    // Read the clock once the write lock is held: waiting for it must not shorten the lease.
+    const now = clock.now();
+    const won = s.claim.get({
+      key,
+      fingerprint,
+      now,
+      now_micros: Math.floor(now * 1000),
+      lease_until: now + leaseMs,
+    }) as ClaimRow | undefined;
+    if (won !== undefined) {
+      s.bumpToken.run({ token: won.token });
+      return {
+        claimed: true,
+        token: won.token,
+        attempt: won.attempt,
+        leaseUntil: won.lease_until,
+      };
+    }
+    const row = s.selectRecord.get({ key, now }) as RecordRow | undefined;
+    // The upsert left a live row in place, and nothing can change it before COMMIT.
+    if (row === undefined) throw new Error(`claim of ${key} neither won nor found a live record`);
+    return { claimed: false, record: toRecord(row) };
+  }
+  const claimTransaction = db.transaction(claimLocked);
+
+  // The items of a claim batch that found no live record, claimed in order under one write lock: an item
+  // whose key appeared earlier in the batch finds that item's claim, as a later single call would.
+  const claimBatchTransaction = db.transaction(
+    (s: Statements, requests: readonly ClaimRequest[], pending: number[], out: ClaimResult[]) => {
+      for (const i of pending) {
+        const { key, fingerprint, leaseMs } = requests[i] as ClaimRequest;
+        out[i] = claimLocked(s, key, fingerprint, leaseMs);
       }
-      const row = s.selectRecord.get({ key, now }) as RecordRow | undefined;
-      // The upsert left a live row in place, and nothing can change it before COMMIT.
-      if (row === undefined) throw new Error(`claim of ${key} neither won nor found a live record`);
-      return { claimed: false, record: toRecord(row) };
     },
+  );
+
+  function completeOne(s: Statements, request: CompleteRequest, now: number): boolean {
+    const { key, token, outcome, retentionMs } = request;
+    const params = { key, token, outcome: bufferView(outcome), now, expires_at: now + retentionMs };
+    if (s.complete.run(params).changes === 1) return true;
+    // A resend after success is still a success; anything else was fenced out.
+    return s.isCompletedBy.get({ key, token, now }) !== undefined;
+  }
+  const completeBatchTransaction = db.transaction(
+    (s: Statements, requests: readonly CompleteRequest[], now: number) =>
+      requests.map((request) => completeOne(s, request, now)),
   );
 
   return {
     name: 'sqlite',
-    capabilities: { crossProcess: true, purge: true },
+    // 'turn': better-sqlite3 works synchronously on the event loop, so a call never waits for I/O and
+    // batches would never form within a tick of HTTP requests; gathering a whole turn's calls makes
+    // one transaction (one commit) of them.
+    capabilities: { crossProcess: true, purge: true, batch: true, batchWindow: 'turn' },
     database: db,
     table,
 
@@ -222,13 +256,30 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
       });
     },
 
-    async complete(key, token, outcome, retentionMs) {
-      return use('complete', (s, now) => {
-        const params = { key, token, outcome: toBlob(outcome), now, expires_at: now + retentionMs };
-        if (s.complete.run(params).changes === 1) return true;
-        // A resend after success is still a success; anything else was fenced out.
-        return s.isCompletedBy.get({ key, token, now }) !== undefined;
+    async claimMany(requests: readonly ClaimRequest[]): Promise<ClaimResult[]> {
+      return use('claimMany', (s, now) => {
+        const out: ClaimResult[] = new Array(requests.length);
+        const pending: number[] = [];
+        // The single claim's fast path, item by item: a live record is reported as read, without the
+        // write lock; only the others are claimed, in one transaction.
+        for (let i = 0; i < requests.length; i++) {
+          const row = s.selectRecord.get({ key: (requests[i] as ClaimRequest).key, now }) as
+            | RecordRow
+            | undefined;
+          if (row === undefined) pending.push(i);
+          else out[i] = { claimed: false, record: toRecord(row) };
+        }
+        if (pending.length > 0) claimBatchTransaction.immediate(s, requests, pending, out);
+        return out;
       });
+    },
+
+    async complete(key, token, outcome, retentionMs) {
+      return use('complete', (s, now) => completeOne(s, { key, token, outcome, retentionMs }, now));
+    },
+
+    async completeMany(requests: readonly CompleteRequest[]): Promise<boolean[]> {
+      return use('completeMany', (s, now) => completeBatchTransaction.immediate(s, requests, now));
     },
 
     async release(key, token) {
@@ -294,7 +345,7 @@ function openOwned(filename: string, options: SqliteStoreOptions): SqliteDatabas
   const db = openDatabase(filename, busyTimeoutMs);
   try {
     db.pragma(`busy_timeout = ${busyTimeoutMs}`);
-    db.pragma('journal_mode = WAL');
+    enableWal(db, busyTimeoutMs);
     db.pragma(`synchronous = ${(options.synchronous ?? SqliteSynchronous.Normal).toUpperCase()}`);
     return db;
   } catch (error) {

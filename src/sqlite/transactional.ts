@@ -10,6 +10,7 @@
  * keys, same token counter, so both modes share them.
  * @module
  */
+import { bufferView } from '../core/bytes.js';
 import { type Clock, systemClock } from '../core/clock.js';
 import { type Duration, toMs } from '../core/duration.js';
 import type { RunOutcome, RunRequest } from '../core/engine.js';
@@ -20,9 +21,10 @@ import { deriveDownstreamKey, storageKey as toStorageKey, validateKey } from '..
 import { defaultCodec, encodeValueOutcome, type OutcomeCodec } from '../core/outcome.js';
 import type { IdempotencyRecord } from '../core/record.js';
 import { settleRecord } from '../core/settle.js';
+import { isThenable } from '../core/thenable.js';
 import { type SqliteDatabase, unavailable } from './client.js';
 import { migrate as runMigrations } from './migrate.js';
-import { toBlob, toRecord } from './sqlite-store.js';
+import { toRecord } from './sqlite-store.js';
 import {
   type ClaimRow,
   checkTableName,
@@ -135,11 +137,6 @@ type Phase = 'begin' | 'claim' | 'handler' | 'complete' | 'beforeCommit' | 'comm
 type BodyResult<T> =
   | { claimed: true; value: T; token: number; attempt: number; startedAt: number }
   | { claimed: false; record: IdempotencyRecord };
-
-const isThenable = (value: unknown): value is PromiseLike<unknown> =>
-  (typeof value === 'object' || typeof value === 'function') &&
-  value !== null &&
-  typeof (value as { then?: unknown }).then === 'function';
 
 const driverCode = (error: unknown): string | undefined =>
   typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : undefined;
@@ -303,7 +300,7 @@ export function sqliteTransactional(options: SqliteTransactionalOptions): Sqlite
         const done = s.complete.run({
           key: storageKey,
           token,
-          outcome: toBlob(outcome),
+          outcome: bufferView(outcome),
           now: completedAt,
           expires_at: completedAt + retentionMs,
         });

@@ -69,7 +69,22 @@ export interface StoreCapabilities {
    * PostgreSQL statement is a commit) asks for fewer, so batches form sooner under load. @default 4
    */
   batchMaxInFlight?: number;
+  /**
+   * The engine's default `batch.window`: which calls wait for each other to form a batch. `'tick'`, the
+   * calls of one event-loop tick (one socket read's deliveries): a store whose call reaches the backend
+   * at once, or whose client writes at the end of the turn anyway, loses nothing by sending at the end of
+   * each tick. `'turn'`, every call of one turn of the event loop (all the requests one poll phase read):
+   * for a store that works synchronously on the event loop (SQLite), where a batch is one transaction and
+   * one commit instead of one per call. @default 'tick'
+   */
+  batchWindow?: BatchWindow;
 }
+
+/**
+ * Which calls wait for each other to form a batch: those of one event-loop tick (`'tick'`, sent at
+ * `process.nextTick`), or those of one turn of the event loop (`'turn'`, sent at `setImmediate`).
+ */
+export type BatchWindow = 'tick' | 'turn';
 
 /**
  * A backend for idempotency records. Every method but `get`, `stats` and `delete` is a state transition and

@@ -1,9 +1,14 @@
 import { describe, expect, it, vi } from 'vitest';
-import { createIdempotency, memoryStore, type Store } from '../../../src/index.js';
-import { withBatching } from '../../../src/store/batching.js';
+import {
+  createIdempotency,
+  isInvalidOptionsError,
+  memoryStore,
+  type Store,
+} from '../../../src/index.js';
+import { type BatchingOptions, withBatching } from '../../../src/store/batching.js';
 
 describe('batching of claims and completions', () => {
-  it('sends the first call alone and the calls that arrive meanwhile as one batch', async () => {
+  it('sends the calls of one tick as one batch', async () => {
     // Arrange
     const store = memoryStore();
     const claimMany = vi.spyOn(store, 'claimMany');
@@ -18,10 +23,10 @@ describe('batching of claims and completions', () => {
     // Assert: 25 keys, each executed once; the second copy of each key saw the first one's claim.
     expect(outcomes.filter((o) => o.status === 'executed')).toHaveLength(25);
     expect(outcomes.filter((o) => o.status === 'in_progress')).toHaveLength(25);
-    expect(claim).toHaveBeenCalledTimes(1);
+    expect(claim).not.toHaveBeenCalled();
     expect(claimMany).toHaveBeenCalledTimes(1);
-    expect(claimMany.mock.calls[0]?.[0]).toHaveLength(49);
-    expect(complete.mock.calls.length + completeMany.mock.calls.length).toBeLessThanOrEqual(3);
+    expect(claimMany.mock.calls[0]?.[0]).toHaveLength(50);
+    expect(complete.mock.calls.length + completeMany.mock.calls.length).toBeLessThanOrEqual(2);
   });
 
   it('sends calls alone, with no added wait, while the store is not busy', async () => {
@@ -50,20 +55,62 @@ describe('batching of claims and completions', () => {
     expect(total).toBeLessThanOrEqual(20);
   });
 
-  it('sends the first call of a tick alone and holds the rest of that tick for one batch', async () => {
+  it('holds every call of a tick until the tick ends, and sends them as one batch', async () => {
     // maxInFlight (4) would let the first four go alone; calls made in the same tick are a burst already,
-    // so only the first goes at once and the other nine share one batch.
+    // so all ten share one batch, and nothing is sent before the tick ends.
     const store = memoryStore();
     const claim = vi.spyOn(store, 'claim');
     const claimMany = vi.spyOn(store, 'claimMany');
     const batched = withBatching(store, {});
-    await Promise.all(
-      Array.from({ length: 10 }, (_, i) =>
-        batched.claim(`tick${i}`, { fingerprint: 'fp', leaseMs: 1000 }),
-      ),
+    const claims = Array.from({ length: 10 }, (_, i) =>
+      batched.claim(`tick${i}`, { fingerprint: 'fp', leaseMs: 1000 }),
     );
-    expect(claim).toHaveBeenCalledTimes(1);
-    expect(claimMany.mock.calls.map(([batch]) => batch.length)).toEqual([9]);
+    expect(claimMany).not.toHaveBeenCalled();
+    await Promise.all(claims);
+    expect(claim).not.toHaveBeenCalled();
+    expect(claimMany.mock.calls.map(([batch]) => batch.length)).toEqual([10]);
+  });
+
+  it("gathers a whole turn's calls with window 'turn', where 'tick' sends each tick's at its end", async () => {
+    // Two claims in two ticks of one turn of the event loop (as two HTTP requests read in one poll phase).
+    async function batchSizes(window: 'tick' | 'turn') {
+      const store = memoryStore();
+      const claim = vi.spyOn(store, 'claim');
+      const claimMany = vi.spyOn(store, 'claimMany');
+      const batched = withBatching(store, { window });
+      const first = batched.claim('turn-a', { fingerprint: 'fp', leaseMs: 1000 });
+      const second = new Promise((resolve) => {
+        process.nextTick(() =>
+          resolve(batched.claim('turn-b', { fingerprint: 'fp', leaseMs: 1000 })),
+        );
+      });
+      await Promise.all([first, second]);
+      return [
+        ...claim.mock.calls.map(() => 1),
+        ...claimMany.mock.calls.map(([batch]) => batch.length),
+      ];
+    }
+    expect(await batchSizes('tick')).toEqual([1, 1]);
+    expect(await batchSizes('turn')).toEqual([2]);
+  });
+
+  it("takes the store's batchWindow as the default", async () => {
+    // Two runs started in two ticks of one turn; the claims go together only in a 'turn' window.
+    async function claimCalls(batchWindow: 'tick' | 'turn' | undefined) {
+      const inner = memoryStore();
+      const store: Store = { ...inner, capabilities: { ...inner.capabilities, batchWindow } };
+      const claim = vi.spyOn(store, 'claim');
+      const claimMany = vi.spyOn(store, 'claimMany');
+      const idempotency = createIdempotency({ store, extendLease: false });
+      const first = idempotency.run({ key: 'w1' }, () => 1);
+      await new Promise((resolve) => process.nextTick(resolve));
+      const second = idempotency.run({ key: 'w2' }, () => 2);
+      await Promise.all([first, second]);
+      return claim.mock.calls.length + claimMany.mock.calls.length;
+    }
+    expect(await claimCalls(undefined)).toBe(2);
+    expect(await claimCalls('tick')).toBe(2);
+    expect(await claimCalls('turn')).toBe(1);
   });
 
   it("takes the store's batchMaxInFlight as the default and lets the caller override it", async () => {
@@ -108,8 +155,8 @@ describe('batching of claims and completions', () => {
     await Promise.all(
       Array.from({ length: 21 }, (_, i) => idempotency.run({ key: `k${i}` }, () => i)),
     );
-    // The first call goes alone; the 20 that arrived meanwhile go in batches of at most 8.
-    expect(claimMany.mock.calls.map(([batch]) => batch.length)).toEqual([8, 8, 4]);
+    // The 21 calls of the tick go in batches of at most 8.
+    expect(claimMany.mock.calls.map(([batch]) => batch.length)).toEqual([8, 8, 5]);
   });
 
   it('sends every call alone when batching is off', async () => {
@@ -142,9 +189,26 @@ describe('batching of claims and completions', () => {
     const first = batched.claim('a', { fingerprint: '', leaseMs: 1000 });
     const second = batched.claim('b', { fingerprint: '', leaseMs: 1000 });
     const third = batched.claim('c', { fingerprint: '', leaseMs: 1000 });
-    await expect(first).resolves.toMatchObject({ claimed: true });
-    await expect(second).rejects.toThrow(/0 results for 2/);
-    await expect(third).rejects.toThrow(/0 results for 2/);
+    await expect(first).rejects.toThrow(/0 results for 3/);
+    await expect(second).rejects.toThrow(/0 results for 3/);
+    await expect(third).rejects.toThrow(/0 results for 3/);
+  });
+
+  it.each([
+    [{ maxBatch: 0 }, /batch\.maxBatch must be a positive integer, got 0/],
+    [{ maxBatch: 1.5 }, /batch\.maxBatch/],
+    [{ maxInFlight: 0 }, /batch\.maxInFlight must be a positive integer, got 0/],
+    [{ maxInFlight: -1 }, /batch\.maxInFlight/],
+    [{ window: 'frame' }, /batch\.window must be 'tick' or 'turn', got frame/],
+  ])('refuses batch options %j with InvalidOptionsError', (batch, message) => {
+    const create = () =>
+      createIdempotency({ store: memoryStore(), batch: batch as BatchingOptions });
+    expect(create).toThrow(message);
+    try {
+      create();
+    } catch (error) {
+      expect(isInvalidOptionsError(error)).toBe(true);
+    }
   });
 
   it('leaves a store without batch support untouched', () => {

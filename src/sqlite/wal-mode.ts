@@ -1,0 +1,45 @@
+/**
+ * Switching a connection to WAL: the one step of opening a file that SQLite's busy timeout does not cover.
+ * @module
+ */
+import type { SqliteDatabase } from './client.js';
+
+// How long to sleep between tries: short at first (the usual holder is another process's migration or
+// claim, a few ms), then capped so a long writer is polled, not spun on.
+const FIRST_PAUSE_MS = 2;
+const MAX_PAUSE_MS = 50;
+
+// One shared cell to block on: Atomics.wait is the only synchronous sleep Node has, and opening the store
+// is synchronous (as SQLite's own busy handler is).
+const sleeper = new Int32Array(new SharedArrayBuffer(4));
+
+/**
+ * Put `db` in WAL mode, retrying for up to `busyTimeoutMs` while another connection holds the write lock.
+ *
+ * Why not the pragma alone: the switch needs an exclusive lock, and when another process is inside a write
+ * transaction SQLite answers `SQLITE_BUSY` at once instead of calling the busy handler (it would deadlock
+ * otherwise, since this connection already holds a shared lock). Several processes opening one fresh file
+ * together, each running its migration, hit exactly that, so the store retries here, within the same
+ * budget the busy timeout gives every other statement. Any other error, or the last `SQLITE_BUSY`, is
+ * thrown.
+ */
+export function enableWal(db: SqliteDatabase, busyTimeoutMs: number): void {
+  const deadline = Date.now() + busyTimeoutMs;
+  let pause = FIRST_PAUSE_MS;
+  for (;;) {
+    try {
+      db.pragma('journal_mode = WAL');
+      return;
+    } catch (error) {
+      if (!isBusy(error) || Date.now() + pause > deadline) throw error;
+    }
+    Atomics.wait(sleeper, 0, 0, pause);
+    pause = Math.min(pause * 2, MAX_PAUSE_MS);
+  }
+}
+
+function isBusy(error: unknown): boolean {
+  return (
+    typeof error === 'object' && error !== null && 'code' in error && error.code === 'SQLITE_BUSY'
+  );
+}
