@@ -8,11 +8,10 @@
  * which V8 gives each response a map of its own, and every property added to one builds a new map with a
  * copy of its 40-odd descriptors, in old space: patching `write` and `end` on each response measured 8-12
  * µs of server CPU per request in `bench/http-cpu.ts` (Express, S2, Redis; more with a large heap). So
- * `writeHead`, `write`
- * and `end` are installed once on Express's shared response prototype (the object right above Node's
- * `ServerResponse.prototype`, which every Express app and sub-app inherits from, so a sub-app swapping
- * prototypes keeps them), and a response is captured by registering it in a WeakMap, which adds nothing
- * to the response itself. A response that is not registered goes straight through.
+ * `writeHead`, `write` and `end` are installed once on Express's shared response prototype (the object
+ * right above Node's `ServerResponse.prototype`, which every Express app and sub-app inherits from, so a
+ * sub-app swapping prototypes keeps them), and a response is captured by registering it in a WeakMap,
+ * which adds nothing to the response itself. A response that is not registered goes straight through.
  *
  * A middleware that ran before this one may have wrapped `res.write` or `res.end` already (compression,
  * for instance): a hook below its wrapper would see what the wrapper writes (compressed bytes) instead of
@@ -30,6 +29,7 @@ import {
   type Execution,
   readAllowedHeaders,
 } from '../http/index.js';
+import { expressPrototype } from './prototype.js';
 
 type Method = (this: Response, ...args: unknown[]) => unknown;
 
@@ -38,9 +38,25 @@ class Capture {
   ended = false;
   private readonly collector: BodyCollector;
 
-  constructor(private readonly execution: Execution) {
+  constructor(
+    private readonly execution: Execution,
+    private readonly res: Response,
+  ) {
     this.collector = createBodyCollector(execution.policy.maxBodyBytes);
   }
+
+  /**
+   * The response finished. If its `end` never reached the capture (it went through a prototype chain
+   * without the hooks: a sub-app of another copy of Express, or Node's own `end` called directly), the
+   * client got a response whose bytes are unknown: keep a marker, so that the key does not stay
+   * `in_progress` while the process lives and a retry is answered `response_not_captured`, never run again.
+   */
+  readonly onFinish = (): void => {
+    if (this.ended) return;
+    this.ended = true;
+    warnUncaptured();
+    void this.execution.uncaptured(this.res.statusCode);
+  };
 
   /** A chunk handed to `write` or `end`, with the encoding given for a string. */
   add(chunk: unknown, encoding: unknown): void {
@@ -53,7 +69,8 @@ class Capture {
   }
 
   /** The handler's `end`: store the response, then let `end` send its last bytes. */
-  end(res: Response, end: Method, args: unknown[]): void {
+  end(end: Method, args: unknown[]): void {
+    const { res } = this;
     this.ended = true;
     this.add(args[0], args[1]);
     const response: CapturedResponse = {
@@ -121,7 +138,7 @@ function install(target: object): Hooks {
     end(this: Response, ...args: unknown[]) {
       const capture = captures.get(this);
       if (capture === undefined || capture.ended) return end().apply(this, args);
-      capture.end(this, end(), args);
+      capture.end(end(), args);
       return this;
     },
   };
@@ -137,24 +154,11 @@ function install(target: object): Hooks {
   return hooks;
 }
 
-// The object right above Node's `ServerResponse.prototype` in the chain of `res`: Express's own response
-// prototype. `undefined` when `res` does not inherit from one.
-function hookTarget(res: Response): object | undefined {
-  let proto = Object.getPrototypeOf(res) as object | null;
-  if (proto === ServerResponse.prototype) return undefined;
-  while (proto !== null) {
-    const up = Object.getPrototypeOf(proto) as object | null;
-    if (up === ServerResponse.prototype) return proto;
-    proto = up;
-  }
-  return undefined;
-}
-
 // True when the hooks can capture `res`: they are in its chain (installed now if needed, and not replaced
 // since), and nothing wrapped its write/end before this middleware. A wrapper of writeHead is fine once
 // headers are set, since Node then merges headers handed to writeHead into the ones getHeader reads.
 function hooked(res: Response): boolean {
-  const target = hookTarget(res);
+  const target = expressPrototype(res, ServerResponse.prototype);
   if (target === undefined) return false;
   const hooks = installed.get(target) ?? install(target);
   const methods = target as unknown as Hooks;
@@ -166,9 +170,26 @@ function hooked(res: Response): boolean {
 
 /** Capture the response the handler writes on `res` and hand it to `execution`. */
 export function captureResponse(res: Response, execution: Execution): void {
-  const capture = new Capture(execution);
+  const capture = new Capture(execution, res);
+  // 'finish' comes after the real `end`, which a captured response only calls once its outcome is stored.
+  res.once('finish', capture.onFinish);
   if (hooked(res)) captures.set(res, capture);
   else patch(res, capture);
+}
+
+let warned = false;
+
+// Once per process: the cause is in the application's wiring, and every request through it would repeat it.
+function warnUncaptured(): void {
+  if (warned) return;
+  warned = true;
+  process.emitWarning(
+    'idempotency-kit: a response under the Express middleware was ended without passing through its capture ' +
+      '(a sub-app of another copy of Express, or a direct call of http.ServerResponse.prototype.end). It was ' +
+      'kept as a response_not_captured marker: retries with its key get 409 and are not run again. Mount the ' +
+      'middleware in the app that sends the response.',
+    { code: 'IDEMPOTENCY_KIT_UNCAPTURED' },
+  );
 }
 
 // The fallback: patch this response's own methods (each one a property added to the response).
@@ -189,7 +210,7 @@ function patch(res: Response, capture: Capture): void {
   } as Response['write'];
   res.end = function (this: Response, ...args: unknown[]) {
     if (capture.ended) return end.apply(this, args);
-    capture.end(this, end, args);
+    capture.end(end, args);
     return this;
   } as Response['end'];
 }

@@ -6,7 +6,9 @@
  * piped streams all end in `write`/`end`) and writes replays and problems.
  * @module
  */
+
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import { bufferView } from '../core/bytes.js';
 import {
   credentialScope,
   decide,
@@ -19,6 +21,7 @@ import {
   routeOptionsOf,
 } from '../http/index.js';
 import { captureResponse } from './capture.js';
+import { setRequestContext } from './request-context.js';
 
 export type { IdempotencyContext } from '../http/index.js';
 export { currentIdempotency } from '../http/index.js';
@@ -71,7 +74,7 @@ export function idempotency(options: ExpressIdempotencyOptions): ExpressIdempote
         if (decision.action === 'pass') return next();
         if (decision.action === 'respond') return send(res, decision.response);
         captureResponse(res, decision.execution);
-        req.idempotency = decision.execution.context;
+        setRequestContext(req, decision.execution.context);
         decision.execution.enter(next);
       }, next);
     };
@@ -131,9 +134,7 @@ function send(res: Response, data: HttpResponseData): void {
   const body = data.body;
   // A view, not a copy: nothing writes to stored or problem bodies. A buffer, as Express's own `res.send`
   // hands to `end`, so that a wrapper of `res.end` sees a replay as it saw the first response.
-  res.end(
-    body.byteLength === 0 ? undefined : Buffer.from(body.buffer, body.byteOffset, body.byteLength),
-  );
+  res.end(body.byteLength === 0 ? undefined : bufferView(body));
 }
 
 function seenBefore(headers: ReadonlyArray<readonly [string, string]>, name: string, i: number) {

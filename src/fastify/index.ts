@@ -56,20 +56,42 @@ interface Running {
   error?: unknown;
 }
 
-function facts(request: FastifyRequest, options: FastifyIdempotencyOptions): RequestFacts {
-  const url = request.raw.url ?? request.url;
-  const q = url.indexOf('?');
-  return {
-    method: request.method,
-    path: q === -1 ? url : url.slice(0, q),
-    query: q === -1 ? '' : url.slice(q + 1),
-    // Node joins repeated lines of an unknown header with ', ', which the key parser refuses as a list.
-    header: (name) => request.headers[name],
-    body: () => request.body,
-    scope: () =>
-      options.scope?.(request) ??
-      credentialScope(request.headers.authorization, request.headers.cookie),
-  };
+/**
+ * The request as the HTTP layer sees it. A class rather than an object of closures: one allocation per
+ * request instead of four.
+ */
+class FastifyFacts implements RequestFacts {
+  readonly method: string;
+  readonly path: string;
+  readonly query: string;
+
+  constructor(
+    private readonly request: FastifyRequest,
+    private readonly scopeOf: FastifyIdempotencyOptions['scope'],
+  ) {
+    const url = request.raw.url ?? request.url;
+    const q = url.indexOf('?');
+    this.method = request.method;
+    this.path = q === -1 ? url : url.slice(0, q);
+    this.query = q === -1 ? '' : url.slice(q + 1);
+  }
+
+  // Node joins repeated lines of an unknown header with ', ', which the key parser refuses as a list.
+  header(name: string): string | readonly string[] | undefined {
+    return this.request.headers[name];
+  }
+
+  body(): unknown {
+    return this.request.body;
+  }
+
+  scope(): string | Promise<string> {
+    const { request } = this;
+    return (
+      this.scopeOf?.(request) ??
+      credentialScope(request.headers.authorization, request.headers.cookie)
+    );
+  }
 }
 
 const isStream = (payload: unknown): payload is AsyncIterable<Uint8Array | string> =>
@@ -133,10 +155,15 @@ const plugin: FastifyPluginCallback<FastifyIdempotencyOptions> = (fastify, optio
     return policy;
   };
 
+  // Declared up front, as Fastify asks: every request then has the property from its construction, with
+  // one shape, instead of gaining it halfway through (a hidden-class change on every request).
+  if (!fastify.hasRequestDecorator('idempotency'))
+    fastify.decorateRequest('idempotency', undefined);
+
   // Callback style on purpose: the handler runs inside `done()`, so it inherits the context.
   fastify.addHook('preHandler', (request, reply, next) => {
     const policy = policyOf(request.routeOptions.config?.idempotency);
-    decide(engine, policy, facts(request, options)).then((decision) => {
+    decide(engine, policy, new FastifyFacts(request, options.scope)).then((decision) => {
       if (decision.action === 'pass') return next();
       if (decision.action === 'respond') {
         const { status, headers, body } = decision.response;

@@ -8,6 +8,7 @@
  */
 import type { Idempotency, RunContext, RunOutcome, RunRequest } from '../core/engine.js';
 import { isInvalidKeyError, isStoreUnavailableError } from '../core/errors.js';
+import { isThenable } from '../core/thenable.js';
 import { type IdempotencyContext, runWithContext } from './context.js';
 import { httpFingerprint } from './fingerprint.js';
 import { type HeaderValue, pickHeaders, REPLAYED_HEADER } from './headers.js';
@@ -56,6 +57,12 @@ export interface Execution {
   finish(response: CapturedResponse): Promise<void>;
   /** The handler failed: release the key (or store `response`, per policy). Never rejects. */
   fail(error: unknown, response?: CapturedResponse): Promise<void>;
+  /**
+   * A response with this status was sent without the adapter seeing its bytes: keep a marker so that a
+   * retry is answered `response_not_captured` and never runs again (a 5xx releases the key, as `finish`
+   * would). Does nothing once `finish` or `fail` was called. Never rejects.
+   */
+  uncaptured(status: number): Promise<void>;
 }
 
 /** What the adapter does with a request. */
@@ -77,6 +84,11 @@ export function replayResponse(outcome: HttpOutcome): HttpResponseData {
   if (outcome.kind === 'too_large') {
     return problemResponse('response_too_large', {
       detail: `The first response (status ${outcome.status}) exceeded the size kept for replay; it was sent once and will not be repeated. Use a new key for a new request.`,
+    });
+  }
+  if (outcome.kind === 'not_captured') {
+    return problemResponse('response_not_captured', {
+      detail: `The first response (status ${outcome.status}) was sent without passing through the idempotency layer's capture, so it could not be kept; it will not be repeated. Use a new key for a new request.`,
     });
   }
   return {
@@ -190,9 +202,6 @@ function fingerprintOf(policy: RoutePolicy, request: RequestFacts, body: unknown
 
 const PASS: Decision = Object.freeze({ action: 'pass' });
 
-const isThenable = (value: unknown): value is PromiseLike<unknown> =>
-  typeof (value as PromiseLike<unknown> | null)?.then === 'function';
-
 /**
  * One execution under a claim. A class rather than closures: one object per request instead of one per
  * method, and the methods are shared.
@@ -220,12 +229,24 @@ class HttpExecution implements Execution {
   }
 
   finish(response: CapturedResponse): Promise<void> {
+    return this.respond(response.status, response);
+  }
+
+  uncaptured(status: number): Promise<void> {
+    return this.respond(status, undefined);
+  }
+
+  // The handler's response went out (`undefined`: without its bytes being seen): store it, or release
+  // the key for a 5xx unless the policy stores those too.
+  private respond(status: number, response: CapturedResponse | undefined): Promise<void> {
     if (this.done) return this.settled;
     this.done = true;
-    if (response.status >= 500 && !this.policy.storeServerErrors) {
+    if (status >= 500 && !this.policy.storeServerErrors) {
       this.rejectHandler(new ReleaseClaim(undefined));
     } else {
-      this.resolveHandler(this.toOutcome(response));
+      this.resolveHandler(
+        response === undefined ? { kind: 'not_captured', status } : this.toOutcome(response),
+      );
     }
     return this.settled;
   }

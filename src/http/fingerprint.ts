@@ -5,7 +5,9 @@
  * only ever produce a 422 (mismatch), never a 500.
  * @module
  */
+
 import { createHash, hash } from 'node:crypto';
+import { bufferView } from '../core/bytes.js';
 import { createFingerprint } from '../core/fingerprint.js';
 
 /** What the fingerprint covers. */
@@ -148,8 +150,7 @@ class Encoder {
       if (json) {
         let parsed: unknown;
         try {
-          const view = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-          parsed = JSON.parse(view.toString('utf8')) as unknown;
+          parsed = JSON.parse(bufferView(bytes).toString('utf8')) as unknown;
         } catch {
           // Not valid JSON after all: compare the bytes, and let the handler answer the parse error.
           this.member('bytes', bytes);

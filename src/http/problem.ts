@@ -21,6 +21,7 @@ export const PROBLEM_STATUS = {
   missing_key: 400,
   in_progress: 409,
   response_too_large: 409,
+  response_not_captured: 409,
   key_mismatch: 422,
   store_unavailable: 503,
 } as const satisfies Partial<Record<ErrorCode, number>>;
@@ -33,6 +34,7 @@ const TITLES: Record<ProblemCode, string> = {
   missing_key: 'Idempotency-Key header required',
   in_progress: 'A request with this Idempotency-Key is still being processed',
   response_too_large: 'The response to this Idempotency-Key was too large to keep',
+  response_not_captured: 'The response to this Idempotency-Key was sent but could not be kept',
   key_mismatch: 'Idempotency-Key reused with a different request',
   store_unavailable: 'Idempotency store unavailable',
 };

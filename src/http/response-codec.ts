@@ -1,8 +1,9 @@
 /**
  * The stored form of an HTTP response: its status, the allow-listed headers and the body bytes, or a
- * marker saying the response was too large to keep. Used as the engine's outcome codec.
+ * marker saying the response was too large to keep, or went out around the capture. Used as the engine's outcome codec.
  * @module
  */
+import { bufferView } from '../core/bytes.js';
 import type { OutcomeCodec } from '../core/outcome.js';
 
 /** A response kept for replay. */
@@ -25,13 +26,24 @@ export interface TooLargeMarker {
   bytes: number;
 }
 
+/**
+ * The handler's response reached the client without passing through the capture (Express: a response
+ * ended through a prototype chain without the adapter's hooks), so its bytes are unknown: it was sent once
+ * and not kept.
+ */
+export interface NotCapturedMarker {
+  kind: 'not_captured';
+  /** Status of the response that was sent. */
+  status: number;
+}
+
 /** What an HTTP execution stores. */
-export type HttpOutcome = StoredResponse | TooLargeMarker;
+export type HttpOutcome = StoredResponse | TooLargeMarker | NotCapturedMarker;
 
 const VERSION = 0x68; // 'h'
 
 interface Meta {
-  k: 'r' | 't';
+  k: 'r' | 't' | 'u';
   s: number;
   h?: Array<[string, string]>;
   n?: number;
@@ -70,7 +82,9 @@ export const httpResponseCodec: OutcomeCodec = {
     const meta: Meta =
       outcome.kind === 'response'
         ? { k: 'r', s: outcome.status, h: outcome.headers }
-        : { k: 't', s: outcome.status, n: outcome.bytes };
+        : outcome.kind === 'too_large'
+          ? { k: 't', s: outcome.status, n: outcome.bytes }
+          : { k: 'u', s: outcome.status };
     const json = JSON.stringify(meta);
     const metaLength = Buffer.byteLength(json, 'utf8');
     const bodyLength = outcome.kind === 'response' ? outcome.body.byteLength : 0;
@@ -83,11 +97,12 @@ export const httpResponseCodec: OutcomeCodec = {
     return out;
   },
   decode(bytes) {
-    const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    const buffer = bufferView(bytes);
     if (buffer[0] !== VERSION) throw new Error(`Unknown HTTP outcome version ${String(buffer[0])}`);
     const metaLength = buffer.readUInt32BE(1);
     const meta = parseMeta(buffer.toString('utf8', 5, 5 + metaLength));
     if (meta.k === 't') return { kind: 'too_large', status: meta.s, bytes: meta.n ?? 0 };
+    if (meta.k === 'u') return { kind: 'not_captured', status: meta.s };
     const stored: StoredResponse = {
       kind: 'response',
       status: meta.s,

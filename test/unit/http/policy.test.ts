@@ -35,6 +35,18 @@ describe('HTTP response codec', () => {
     expect(replay.status).toBe(409);
     expect(JSON.parse(Buffer.from(replay.body).toString()).code).toBe('response_too_large');
   });
+
+  it('round-trips the not-captured marker and replays it as a 409 problem, never as the handler', () => {
+    // Arrange
+    const marker: HttpOutcome = { kind: 'not_captured', status: 201 };
+    // Act
+    const decoded = httpResponseCodec.decode(httpResponseCodec.encode(marker)) as HttpOutcome;
+    const replay = replayResponse(decoded);
+    // Assert
+    expect(decoded).toEqual(marker);
+    expect(replay.status).toBe(409);
+    expect(JSON.parse(Buffer.from(replay.body).toString()).code).toBe('response_not_captured');
+  });
 });
 
 describe('problem responses', () => {
@@ -43,6 +55,7 @@ describe('problem responses', () => {
     ['missing_key', 400],
     ['in_progress', 409],
     ['response_too_large', 409],
+    ['response_not_captured', 409],
     ['key_mismatch', 422],
     ['store_unavailable', 503],
   ] as const)('maps %s to %i with a type into errors.md', (code, status) => {
