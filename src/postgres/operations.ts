@@ -5,12 +5,13 @@
  * @module
  */
 import { createHash } from 'node:crypto';
+import { bufferView } from '../core/bytes.js';
 import { StoreUnavailableError } from '../core/errors.js';
 import type { ClaimResult, IdempotencyRecord } from '../core/record.js';
 import type { ClaimOptions, ClaimRequest, CompleteRequest, StoreStats } from '../store/store.js';
 import { isNodePostgres, type PgQueryable, type PgQueryResult } from './client.js';
 import { renderSql, type TableNames } from './identifiers.js';
-import { type RecordRow, rowToClaimResult, rowToRecord, toBuffer, toSafeInteger } from './row.js';
+import { type RecordRow, rowToClaimResult, rowToRecord, toSafeInteger } from './row.js';
 import * as sql from './sql.gen.js';
 
 // A claim returns no row only when the blocking row committed after the statement's snapshot; the next
@@ -134,7 +135,7 @@ export function createOperations(names: TableNames, options: OperationsOptions =
       );
     },
     async complete(db, key, token, outcome, retentionMs) {
-      const { rows } = await run(db, 'complete', [key, token, toBuffer(outcome), retentionMs]);
+      const { rows } = await run(db, 'complete', [key, token, bufferView(outcome), retentionMs]);
       return (rows[0] as { ok?: boolean } | undefined)?.ok === true;
     },
     async claimDistinct(db, requests) {
@@ -153,7 +154,7 @@ export function createOperations(names: TableNames, options: OperationsOptions =
       const { rows } = await run(db, 'completeMany', [
         requests.map((request) => request.key),
         requests.map((request) => request.token),
-        requests.map((request) => toBuffer(request.outcome)),
+        requests.map((request) => bufferView(request.outcome)),
         requests.map((request) => request.retentionMs),
       ]);
       return new Set((rows as Array<{ key: string }>).map((row) => row.key));

@@ -69,10 +69,3 @@ export function rowToClaimResult(row: RecordRow): ClaimResult {
   }
   return { claimed: false, record: rowToRecord(row) };
 }
-
-/** Bytes as the driver wants them: node-postgres binds a `Buffer` as `bytea`. */
-export function toBuffer(bytes: Uint8Array): Buffer {
-  return Buffer.isBuffer(bytes)
-    ? bytes
-    : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-}

@@ -5,7 +5,7 @@
 -- A key with NO row is one whose blocking row committed after this statement's snapshot (see claim.sql):
 -- the caller claims it again on its own.
 -- Rows are inserted in key order, so two batches that share keys lock them in the same order and cannot
--- deadlock each other; a single claim holds one key only.
+-- deadlock each other; a single claim holds one key only. The order is byte order ("C"), as the column's.
 WITH input AS (
   SELECT * FROM unnest($1::text[], $2::text[], $3::float8[]) AS i(key, fingerprint, lease_ms)
 ),
@@ -14,7 +14,7 @@ claimed AS (
   SELECT key, 'in_progress', fingerprint, nextval('{{sequence}}'), 1, now(),
     now() + lease_ms * interval '1 millisecond'
   FROM input
-  ORDER BY key
+  ORDER BY key COLLATE "C"
   ON CONFLICT (key) DO UPDATE SET
     status = 'in_progress',
     fingerprint = excluded.fingerprint,

@@ -53,7 +53,7 @@ describe('idempotency-kit migrate', () => {
     expect(first.stdout).toMatch(/applied 0001_records/);
     const second = await cli(['migrate', '--schema', schema], { DATABASE_URL: env.databaseUrl });
     expect(second.code).toBe(0);
-    expect(second.stdout).toMatch(/up to date \(version 1\)/);
+    expect(second.stdout).toMatch(/up to date \(version 2\)/);
     const { rows } = await pool.query(
       "SELECT relpersistence FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = 'idempotency_records'",
       [schema],
@@ -71,8 +71,13 @@ describe('idempotency-kit migrate', () => {
     );
     for (const run of runs) expect(run, run.stderr).toMatchObject({ code: 0, stderr: '' });
     expect(runs.filter((r) => r.stdout.includes('applied 0001_records'))).toHaveLength(1);
-    const { rows } = await pool.query(`SELECT id, name FROM "${schema}".keys_migrations`);
-    expect(rows).toEqual([{ id: 1, name: '0001_records' }]);
+    const { rows } = await pool.query(
+      `SELECT id, name FROM "${schema}".keys_migrations ORDER BY id`,
+    );
+    expect(rows).toEqual([
+      { id: 1, name: '0001_records' },
+      { id: 2, name: '0002_key_collation' },
+    ]);
   });
 
   it('exits 2 for a schema name that is not a plain identifier, touching nothing', async () => {

@@ -28,9 +28,9 @@ describe('migrate', () => {
     try {
       const results = await Promise.all(pools.map((p) => migrate(p, { schema })));
       expect(results.filter((r) => r.applied.length > 0)).toEqual([
-        { applied: ['0001_records'], version: 1 },
+        { applied: ['0001_records', '0002_key_collation'], version: 2 },
       ]);
-      expect(results.every((r) => r.version === 1)).toBe(true);
+      expect(results.every((r) => r.version === 2)).toBe(true);
     } finally {
       await Promise.all(pools.map((p) => p.end()));
     }
@@ -58,7 +58,7 @@ describe('migrate', () => {
       }
       expect(settled).toBe(false);
       await holder.query('COMMIT');
-      expect((await migrating).applied).toEqual(['0001_records']);
+      expect((await migrating).applied).toEqual(['0001_records', '0002_key_collation']);
     } finally {
       holder.release();
     }
@@ -70,6 +70,7 @@ describe('migrate', () => {
     try {
       expect((await migrate(client, { schema, table: 'records' })).applied).toEqual([
         '0001_records',
+        '0002_key_collation',
       ]);
       expect((await migrate(client, { schema, table: 'records' })).applied).toEqual([]);
     } finally {
@@ -77,6 +78,37 @@ describe('migrate', () => {
     }
     const store = postgresStore({ pool, schema, table: 'records' });
     expect((await store.claim('k', { fingerprint: 'f', leaseMs: 1000 })).claimed).toBe(true);
+  });
+
+  it('moves a table made by 0001 to byte-order keys (COLLATE "C"), keeping its records', async () => {
+    // Arrange: a table as 0001 left it, with a completed record and a live claim in it.
+    const schema = fresh('migcollate');
+    await migrate(pool, { schema });
+    const table = `"${schema}".idempotency_records`;
+    await pool.query(`ALTER TABLE ${table} ALTER COLUMN key TYPE text COLLATE "default"`);
+    await pool.query(`DELETE FROM "${schema}".idempotency_records_migrations WHERE id = 2`);
+    const store = postgresStore({ pool, schema });
+    const done = await store.claim('done', { fingerprint: 'f', leaseMs: 60_000 });
+    if (!done.claimed) throw new Error('expected a claim');
+    await store.complete('done', done.token, new Uint8Array([1, 2, 3]), 60_000);
+    const live = await store.claim('live', { fingerprint: 'f', leaseMs: 60_000 });
+    const collation = async () =>
+      (
+        await pool.query(
+          `SELECT collation_name FROM information_schema.columns
+           WHERE table_schema = $1 AND table_name = 'idempotency_records' AND column_name = 'key'`,
+          [schema],
+        )
+      ).rows[0]?.collation_name as string | null;
+    expect(await collation()).not.toBe('C');
+    // Act
+    const result = await migrate(pool, { schema });
+    // Assert: the column compares bytes, and both records survived with their tokens.
+    expect(result.applied).toEqual(['0002_key_collation']);
+    expect(await collation()).toBe('C');
+    expect(await store.get('done')).toMatchObject({ status: 'completed', token: done.token });
+    expect((await store.claim('live', { fingerprint: 'f', leaseMs: 60_000 })).claimed).toBe(false);
+    expect(live.claimed).toBe(true);
   });
 
   it('fails closed with StoreUnavailableError when the database is unreachable', async () => {

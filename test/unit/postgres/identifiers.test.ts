@@ -76,6 +76,7 @@ describe('renderSql', () => {
     const all = migrations.map((m) => m.sql).join('\n');
     // Assert
     expect(all).not.toMatch(/CREATE\s+UNLOGGED/i);
-    expect(migrations.map((m) => m.id)).toEqual([1]);
+    expect(all).not.toMatch(/SET\s+UNLOGGED/i);
+    expect(migrations.map((m) => m.id)).toEqual([1, 2]);
   });
 });

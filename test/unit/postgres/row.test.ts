@@ -5,12 +5,7 @@ import {
   sqlState,
   toStoreError,
 } from '../../../src/postgres/client.js';
-import {
-  rowToClaimResult,
-  rowToRecord,
-  toBuffer,
-  toSafeInteger,
-} from '../../../src/postgres/row.js';
+import { rowToClaimResult, rowToRecord, toSafeInteger } from '../../../src/postgres/row.js';
 
 const base = {
   fingerprint: 'fp',
@@ -69,15 +64,6 @@ describe('rowToRecord', () => {
     const result = rowToClaimResult({ ...base, token: '12', status: 'in_progress', claimed: true });
     // Assert
     expect(result).toEqual({ claimed: true, token: 12, attempt: 2, leaseUntil: 5000 });
-  });
-});
-
-describe('toBuffer', () => {
-  it('views a Uint8Array slice without copying the wrong bytes', () => {
-    // Arrange
-    const bytes = Uint8Array.from([1, 2, 3, 4]).subarray(1, 3);
-    // Act / Assert
-    expect([...toBuffer(bytes)]).toEqual([2, 3]);
   });
 });
 
