@@ -12,6 +12,7 @@ import {
   isStoreUnavailableError,
   type StoredErrorInfo,
 } from '../core/errors.js';
+import { isThenable } from '../core/thenable.js';
 import { type AttemptResult, type DeadLetterReason, type Decision, decide } from './decision.js';
 import type {
   ConsumerContext,
@@ -208,9 +209,6 @@ class Attempt<M> {
     return error;
   }
 }
-
-const isThenable = (value: unknown): value is PromiseLike<unknown> =>
-  typeof (value as PromiseLike<unknown> | null | undefined)?.then === 'function';
 
 // The results without data, shared rather than allocated per message.
 const EXECUTED: AttemptResult = Object.freeze({ kind: 'executed' });

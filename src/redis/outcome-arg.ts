@@ -9,6 +9,7 @@
  * @module
  */
 import { isUtf8 } from 'node:buffer';
+import { bufferView } from '../core/bytes.js';
 import type { RedisArg } from './client.js';
 
 // Above this size an outcome goes as a Buffer: decoding it to a string and encoding it again on write
@@ -19,10 +20,6 @@ const MAX_LOOP_OUTCOME = 32;
 
 // `ignoreBOM`: a leading byte-order mark is part of the outcome's bytes and must be kept.
 const utf8 = new TextDecoder('utf-8', { ignoreBOM: true });
-
-/** A Buffer view (no copy) of the caller's bytes; both clients send Buffers as raw bytes. */
-export const asBuffer = (bytes: Uint8Array): Buffer =>
-  Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 
 // The bytes as a string if they are all ASCII (then their UTF-8 encoding is themselves), else undefined.
 function asciiText(bytes: Uint8Array, length: number): string | undefined {
@@ -44,5 +41,5 @@ export function outcomeArg(bytes: Uint8Array): RedisArg {
     if (text !== undefined) return text;
   }
   if (length <= MAX_STRING_OUTCOME && isUtf8(bytes)) return utf8.decode(bytes);
-  return asBuffer(bytes);
+  return bufferView(bytes);
 }

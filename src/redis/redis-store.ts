@@ -131,6 +131,18 @@ function wholeMs(value: number, name: string): number {
 }
 
 /**
+ * Append a batch's per-item durations (leases, retentions) to a script command: once when every item
+ * has the same (the usual case: one engine, one lease, one retention), else one per item. The batch
+ * scripts tell the two apart by their argument count.
+ */
+function pushOnceOrEach(command: RedisArg[], values: readonly number[]): void {
+  let same = true;
+  for (let i = 1; i < values.length && same; i++) same = values[i] === values[0];
+  if (same) command.push(String(values[0]));
+  else for (const value of values) command.push(String(value));
+}
+
+/**
  * Run `one` for every request, in order per key and concurrently across keys (Cluster batches: each call
  * goes to its key's node, and a key repeated in the batch still sees its earlier items first).
  */
@@ -249,14 +261,10 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     } catch (error) {
       return rejected(error);
     }
-    let sameLease = true;
-    for (let i = 1; i < count && sameLease; i++) sameLease = leases[i] === leases[0];
     const command = scriptCommand(scripts.claimMany, count);
     for (let i = 0; i < count; i++) command.push(recordKey((requests[i] as ClaimRequest).key));
     for (let i = 0; i < count; i++) command.push((requests[i] as ClaimRequest).fingerprint);
-    // One lease for the whole batch (the usual case: one engine, one lease) is sent once.
-    if (sameLease) command.push(String(leases[0]));
-    else for (let i = 0; i < count; i++) command.push(String(leases[i]));
+    pushOnceOrEach(command, leases);
     return guard(
       'claimMany',
       () => sendScript(commander, scripts.claimMany, command),
@@ -273,17 +281,13 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     if (count === 0) return Promise.resolve([]);
     if (cluster) return eachInKeyOrder(items, completeOne);
     if (count === 1) return completeOne(items[0] as CompleteRequest).then((flag) => [flag]);
-    let sameRetention = true;
-    for (let i = 1; i < count && sameRetention; i++)
-      sameRetention = retentions[i] === retentions[0];
     const command = scriptCommand(scripts.completeMany, count);
     for (let i = 0; i < count; i++) command.push(recordKey((items[i] as CompleteRequest).key));
     for (let i = 0; i < count; i++) {
       const item = items[i] as CompleteRequest;
       command.push(String(item.token), outcomeArg(item.outcome));
     }
-    if (sameRetention) command.push(String(retentions[0]));
-    else for (let i = 0; i < count; i++) command.push(String(retentions[i]));
+    pushOnceOrEach(command, retentions);
     return guard(
       'completeMany',
       () => sendScript(commander, scripts.completeMany, command),

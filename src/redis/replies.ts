@@ -139,12 +139,6 @@ function expectBatch(reply: unknown, count: number): asserts reply is unknown[] 
   }
 }
 
-/** Decode a batch reply: an array with one element per item. */
-export function decodeBatch<T>(reply: unknown, count: number, decode: (item: unknown) => T): T[] {
-  expectBatch(reply, count);
-  return reply.map(decode);
-}
-
 /** Decode claim-many-n.lua's reply: one claim per item, item `i` having asked for `leases[i]` ms. */
 export function decodeClaims(reply: unknown, leases: readonly number[]): ClaimResult[] {
   const count = leases.length;

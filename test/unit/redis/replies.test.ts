@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import {
-  decodeBatch,
   decodeClaim,
   decodeFlag,
+  decodeFlags,
   decodeGet,
   decodeHeader,
   decodeValue,
@@ -84,8 +84,8 @@ describe('redis record values and script replies', () => {
     // Arrange + Act + Assert
     expect(decodeFlag(1)).toBe(true);
     expect(decodeFlag(0)).toBe(false);
-    expect(decodeBatch([1, 0, 1], 3, decodeFlag)).toEqual([true, false, true]);
-    expect(() => decodeBatch([1, 0], 3, decodeFlag)).toThrow(/expected 3 results/);
+    expect(decodeFlags([1, 0, 1], 3)).toEqual([true, false, true]);
+    expect(() => decodeFlags([1, 0], 3)).toThrow(/expected 3 results/);
   });
 
   it('reads the header of a value for stats, without its fingerprint or outcome', () => {
