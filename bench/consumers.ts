@@ -25,10 +25,15 @@
  * has optimised it, where the plain consumer's much smaller path is hot within a few thousand),
  * `BENCH_ROWS` a comma-separated list of row numbers to run (the baseline, row 0, always runs).
  * `BENCH_CPU=1` adds CPU µs per message of this process, RabbitMQ (`beam.smp`), Redis and PostgreSQL, read
- * from `/proc` (Linux; 10 ms resolution, so use `BENCH_MESSAGES=20000` or more).
+ * from `/proc` (Linux; 10 ms resolution, so use `BENCH_MESSAGES=20000` or more), and this process's read
+ * and write system calls per 100 messages.
+ * `BENCH_PROFILE=<dir>` writes a V8 CPU profile of this process per measured row and round, covering only the
+ * consuming (not the filling), as `<dir>/<row>-<round>.cpuprofile` (open it in Chrome DevTools).
  */
 import { randomUUID } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
+import { join } from 'node:path';
 import { type Channel, type ChannelModel, connect } from 'amqplib';
 import pg from 'pg';
 import { createClient } from 'redis';
@@ -47,6 +52,7 @@ const WARMUP_MESSAGES = Number(process.env.BENCH_WARMUP_MESSAGES ?? 20_000);
 const PREFETCH = 100;
 const ONLY = process.env.BENCH_ROWS?.split(',').map(Number);
 const CPU = process.env.BENCH_CPU === '1';
+const PROFILE = process.env.BENCH_PROFILE;
 const run = randomUUID().slice(0, 8);
 
 /** CPU seconds (user + system) of every process whose command name is in `names`, from /proc. */
@@ -77,6 +83,11 @@ const CPU_SOURCES: Record<string, string[]> = {
 /** CPU seconds so far, per source. */
 function cpuSnapshot(): Record<string, number> {
   const out: Record<string, number> = {};
+  // Socket writes and reads cost this machine tens of µs each (loopback TCP does the receiver's work in
+  // the sender's system call), so their count per message is worth watching next to the CPU time.
+  const io = readFileSync('/proc/self/io', 'utf8');
+  out['node write syscalls'] = Number(/syscw: (\d+)/.exec(io)?.[1] ?? 0);
+  out['node read syscalls'] = Number(/syscr: (\d+)/.exec(io)?.[1] ?? 0);
   for (const [source, names] of Object.entries(CPU_SOURCES)) {
     if (source === 'node') {
       const { user, system } = process.cpuUsage();
@@ -180,6 +191,13 @@ const schema = `ik_bench_consumers_${process.pid}`;
 await migrate(pool, { schema });
 const redisPrefix = `ik-bench:consumers:${run}:`;
 
+const profiler = new Session();
+if (PROFILE !== undefined) {
+  mkdirSync(PROFILE, { recursive: true });
+  profiler.connect();
+  await profiler.post('Profiler.enable');
+}
+
 const cases: Array<[string, (queue: string, count: number) => Promise<number>]> = [
   ['plain amqplib consumer (ack on receipt)', (q, n) => plain(connection, q, n)],
   ['plain amqplib consumer, confirm channel', (q, n) => plain(connection, q, n, true)],
@@ -223,7 +241,13 @@ try {
       const count = round < 0 ? WARMUP_MESSAGES : MESSAGES;
       await fill(filler, queue, count);
       const before = CPU ? cpuSnapshot() : {};
+      const profiling = PROFILE !== undefined && round >= 0;
+      if (profiling) await profiler.post('Profiler.start');
       const rate = await measure(queue, count);
+      if (profiling) {
+        const { profile } = await profiler.post('Profiler.stop');
+        writeFileSync(join(PROFILE, `${index}-${round}.cpuprofile`), JSON.stringify(profile));
+      }
       // Warm-up rounds run every row once, unrecorded, so the JIT has compiled both code paths.
       if (round >= 0) rates[index]?.push(rate);
       if (CPU && round >= 0) {
@@ -250,10 +274,11 @@ try {
       ).toFixed(1)}%`,
       ...(CPU
         ? Object.fromEntries(
-            Object.entries(cpu[index] ?? {}).map(([source, seconds]) => [
-              `${source} CPU µs/msg`,
-              ((seconds * 1e6) / (MESSAGES * ROUNDS)).toFixed(1),
-            ]),
+            Object.entries(cpu[index] ?? {}).map(([source, value]) =>
+              source.endsWith('syscalls')
+                ? [`${source}/100 msgs`, ((value * 100) / (MESSAGES * ROUNDS)).toFixed(1)]
+                : [`${source} CPU µs/msg`, ((value * 1e6) / (MESSAGES * ROUNDS)).toFixed(1)],
+            ),
           )
         : {}),
     },

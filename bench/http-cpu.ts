@@ -21,7 +21,8 @@
  * - TSX=1 loads the TypeScript sources through tsx instead of compiling them first (see below);
  * - REDIS_URL, DATABASE_URL as in the tests.
  *
- * The tables are printed and, unless COMPARE is set, written to `bench/results/http-cpu.md`.
+ * The tables are printed and, unless COMPARE, ADAPTERS or STORES is set, written to
+ * `bench/results/http-cpu.md`.
  *
  * The library is compiled with `tsc` (no type check) into a temporary directory and the servers load that
  * JavaScript, as users run the published `dist/`. Through tsx, every closure the layer creates per request
@@ -37,7 +38,7 @@ import { fileURLToPath } from 'node:url';
 import { type BenchStores, cleanupBenchStores, prepareBenchStores } from './lib/bench-stores.js';
 import { buildLibrary, compareVariants, repoRoot } from './lib/build-lib.js';
 import type { BenchCpuReport, BenchServerConfig } from './lib/http-server.js';
-import { type BenchRow, median, printTable } from './lib/report.js';
+import { type BenchRow, formatTable, median } from './lib/report.js';
 
 type Adapter = NonNullable<BenchServerConfig['adapter']>;
 type StoreName = BenchServerConfig['store'];
@@ -168,7 +169,6 @@ const command = `npx tsx bench/http-cpu.ts${
     : ''
 }`;
 const tables: string[] = [];
-const originalLog = console.log;
 try {
   for (const adapter of adapters) {
     for (const scenario of SCENARIOS) {
@@ -250,18 +250,14 @@ try {
             },
           };
         });
-        const lines: string[] = [];
-        console.log = (line: string) => lines.push(line);
-        printTable(
+        const text = formatTable(
           `HTTP CPU per request (${adapter}, ${connections} keep-alive connections; ops/s = requests per CPU-second): ${scenario.title}`,
           command,
           table,
         );
-        console.log = originalLog;
-        tables.push(lines.join('\n'));
-        originalLog(lines.join('\n'));
+        tables.push(text);
+        console.log(text);
       } finally {
-        console.log = originalLog;
         for (const server of servers) server.stop();
       }
     }
@@ -270,7 +266,9 @@ try {
   await cleanupBenchStores(benchStores);
   for (const variantStore of variantStores) await cleanupBenchStores(variantStore);
 }
-if (compare.length === 0) {
+// A run on a subset of adapters or stores would replace the full table with a partial one.
+const subset = process.env.ADAPTERS !== undefined || process.env.STORES !== undefined;
+if (compare.length === 0 && !subset) {
   mkdirSync(fileURLToPath(new URL('./results/', import.meta.url)), { recursive: true });
   writeFileSync(new URL('./results/http-cpu.md', import.meta.url), `${tables.join('\n')}\n`);
 }

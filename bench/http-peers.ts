@@ -14,7 +14,8 @@
  * how often the route's work really ran, so S3 can show that a replay did not run it again.
  *
  * Run: `flock /tmp/bench.lock npx tsx bench/http-peers.ts` (DURATION seconds per measurement, default 3;
- * ROUNDS, default 3, interleaved and reported as the median; PEERS, default
+ * ROUNDS, default 3, interleaved and reported as the median; ONLY, scenario ids such as `S2,S3`, measures
+ * only those and writes no results file; PEERS, default
  * `express-idempotency,node-idempotency,powertools`; REDIS_URL as in the tests; PEERS_REDIS_DB, default 9).
  * idempotency-kit keeps its keys under a run prefix on REDIS_URL, as `bench/http.ts` does; the peers write to
  * the private DB PEERS_REDIS_DB under keys that start with `ikpeers-<run>-`, and only those keys are deleted
@@ -26,9 +27,9 @@ import { randomUUID } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { type BenchStores, cleanupBenchStores } from './lib/bench-stores.js';
-import { type LoadResult, load, ORDER_BODY, SCENARIOS } from './lib/http-load.js';
+import { type LoadResult, load, ORDER_BODY, selectedScenarios } from './lib/http-load.js';
 import type { BenchCpuReport, BenchServerConfig } from './lib/http-server.js';
-import { type BenchRow, median, printTable } from './lib/report.js';
+import { type BenchRow, formatTable, median } from './lib/report.js';
 import type { PeerStats } from './peers/server.js';
 import { PEER_LABELS, PEERS, type PeerName, type PeerServerConfig } from './peers/types.js';
 
@@ -112,14 +113,14 @@ function probe(server: Server): Promise<BenchCpuReport & Partial<PeerStats>> {
 // Only 2xx answers are successes: a peer's rate is its 2xx per second.
 type Measurement = LoadResult & { cpuUs: number; reruns?: number };
 
+const { scenarios, partial } = selectedScenarios();
 const command = `DURATION=${duration} ROUNDS=${rounds}${
   process.env.PEERS ? ` PEERS=${process.env.PEERS}` : ''
 } flock /tmp/bench.lock npx tsx bench/http-peers.ts`;
 const tables: string[] = [];
 const summary = new Map<string, Record<string, string>>(ROWS.map((row) => [row.name, {}]));
-const originalLog = console.log;
 try {
-  for (const scenario of SCENARIOS) {
+  for (const scenario of scenarios) {
     // One server per row for the whole scenario; rows are measured in interleaved rounds so that the
     // drift of a shared, noisy machine hits every row alike. Each row reports the median of its rounds.
     const servers = await Promise.all(
@@ -197,19 +198,15 @@ try {
         },
       };
     });
-    const lines: string[] = [];
-    console.log = (line: string) => lines.push(line);
-    printTable(
+    const text = formatTable(
       `HTTP vs peers (Express, autocannon, 50 connections, Redis): ${scenario.title}`,
       command,
       rows,
     );
-    console.log = originalLog;
-    tables.push(lines.join('\n'));
-    originalLog(lines.join('\n'));
+    tables.push(text);
+    console.log(text);
   }
 } finally {
-  console.log = originalLog;
   const cleanup = (url: string, prefix: string): BenchStores => ({
     stores: ['redis'],
     databaseUrl: '',
@@ -227,16 +224,18 @@ const summaryTable = [
   '',
   `Command: \`${command}\` · ${new Date().toISOString().slice(0, 10)} · ⚠ = failures or re-runs, see the tables above`,
   '',
-  `| case | ${SCENARIOS.map((s) => s.title).join(' | ')} |`,
-  `| --- | ${SCENARIOS.map(() => '---').join(' | ')} |`,
+  `| case | ${scenarios.map((s) => s.title).join(' | ')} |`,
+  `| --- | ${scenarios.map(() => '---').join(' | ')} |`,
   ...ROWS.map(
     (row) =>
-      `| ${row.name} | ${SCENARIOS.map((s) => summary.get(row.name)![s.id] ?? '').join(' | ')} |`,
+      `| ${row.name} | ${scenarios.map((s) => summary.get(row.name)![s.id] ?? '').join(' | ')} |`,
   ),
   '',
 ].join('\n');
 tables.push(summaryTable);
 console.log(summaryTable);
-mkdirSync(fileURLToPath(new URL('./results/', import.meta.url)), { recursive: true });
-writeFileSync(new URL('./results/http-peers.md', import.meta.url), `${tables.join('\n')}\n`);
+if (!partial) {
+  mkdirSync(fileURLToPath(new URL('./results/', import.meta.url)), { recursive: true });
+  writeFileSync(new URL('./results/http-peers.md', import.meta.url), `${tables.join('\n')}\n`);
+}
 process.exit(0);

@@ -7,7 +7,8 @@
  * - S3: 0 ms handler, replays of 100 completed keys.
  *
  * Run: `npx tsx bench/http.ts` (DURATION seconds per measurement, default 3; ROUNDS, default 3, interleaved
- * and reported as the median; STORES, default
+ * and reported as the median; ONLY, a comma-separated list of scenario ids such as `S1,S3`, measures only
+ * those and does not write the results file; STORES, default
  * `memory,sqlite,redis,postgres`; REDIS_URL and DATABASE_URL as in the tests). Each server runs in its own
  * child process; the Markdown table is printed and written to `bench/results/http.md`.
  *
@@ -25,12 +26,13 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type BenchStores, cleanupBenchStores, prepareBenchStores } from './lib/bench-stores.js';
 import { buildLibrary, compareVariants, repoRoot } from './lib/build-lib.js';
-import { load, ORDER_BODY, SCENARIOS } from './lib/http-load.js';
+import { load, ORDER_BODY, selectedScenarios } from './lib/http-load.js';
 import type { BenchServerConfig } from './lib/http-server.js';
-import { type BenchRow, median, printTable } from './lib/report.js';
+import { type BenchRow, formatTable, median } from './lib/report.js';
 
 const duration = Number(process.env.DURATION ?? 3);
 const rounds = Number(process.env.ROUNDS ?? 3);
+const { scenarios, partial } = selectedScenarios();
 const stores = (process.env.STORES ?? 'memory,sqlite,redis,postgres').split(',') as Array<
   BenchServerConfig['store']
 >;
@@ -85,7 +87,6 @@ const command = `DURATION=${duration} ROUNDS=${rounds}${useTsx ? ' TSX=1' : ''}$
   compare.length > 0 ? ` COMPARE=${compare.map((variant) => variant.name).join(',')}` : ''
 } npx tsx bench/http.ts`;
 const tables: string[] = [];
-const originalLog = console.log;
 
 interface Row {
   name: string;
@@ -112,7 +113,7 @@ for (const store of stores) {
 }
 
 try {
-  for (const scenario of SCENARIOS) {
+  for (const scenario of scenarios) {
     // One server per row for the whole scenario; rows are measured in interleaved rounds so that the
     // drift of a shared, noisy machine hits every row alike. Each row reports the median of its rounds.
     const servers = await Promise.all(
@@ -174,19 +175,19 @@ try {
         },
       };
     });
-    const lines: string[] = [];
-    console.log = (line: string) => lines.push(line);
-    printTable(`HTTP (Express, autocannon, 50 connections): ${scenario.title}`, command, table);
-    console.log = originalLog;
-    tables.push(lines.join('\n'));
-    originalLog(lines.join('\n'));
+    const text = formatTable(
+      `HTTP (Express, autocannon, 50 connections): ${scenario.title}`,
+      command,
+      table,
+    );
+    tables.push(text);
+    console.log(text);
   }
 } finally {
-  console.log = originalLog;
   await cleanupBenchStores(benchStores);
   for (const variantStore of variantStores) await cleanupBenchStores(variantStore);
 }
-if (compare.length === 0) {
+if (compare.length === 0 && !partial) {
   mkdirSync(fileURLToPath(new URL('./results/', import.meta.url)), { recursive: true });
   writeFileSync(new URL('./results/http.md', import.meta.url), `${tables.join('\n')}\n`);
 }

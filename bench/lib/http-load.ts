@@ -13,6 +13,17 @@ export const SCENARIOS = [
   { id: 'S3', title: 'S3: 0 ms handler, replays of 100 completed keys', delayMs: 0, replay: true },
 ] as const;
 
+/**
+ * The scenarios to measure: all of them, or those whose ids ONLY lists (`ONLY=S2,S3`). A run that
+ * measures only some does not write its results file, so the committed tables always hold all three.
+ */
+export function selectedScenarios(): { scenarios: typeof SCENARIOS; partial: boolean } {
+  const only = process.env.ONLY?.split(',');
+  if (only === undefined) return { scenarios: SCENARIOS, partial: false };
+  const picked = SCENARIOS.filter((scenario) => only.includes(scenario.id));
+  return { scenarios: picked as unknown as typeof SCENARIOS, partial: true };
+}
+
 /** The request body every scenario sends. */
 export const ORDER_BODY = JSON.stringify({ amount: 4200, currency: 'EUR' });
 

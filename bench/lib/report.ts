@@ -44,6 +44,11 @@ export function median(values: number[]): number {
 
 /** Print a Markdown table; `ratio` is each row's ops/s divided by the first row's (the baseline). */
 export function printTable(title: string, command: string, rows: BenchRow[]): void {
+  console.log(formatTable(title, command, rows));
+}
+
+/** The Markdown table {@link printTable} prints, as text (for a script that also writes it to a file). */
+export function formatTable(title: string, command: string, rows: BenchRow[]): string {
   const base = rows[0]?.opsPerSec ?? 1;
   const extraCols = [...new Set(rows.flatMap((r) => Object.keys(r.extra ?? {})))];
   const header = ['case', 'ops/s', 'ratio vs baseline', 'median µs', ...extraCols];
@@ -67,5 +72,5 @@ export function printTable(title: string, command: string, rows: BenchRow[]): vo
       .map((l) => `| ${l} |`),
     '',
   ];
-  console.log(lines.join('\n'));
+  return lines.join('\n');
 }
