@@ -18,6 +18,8 @@
  *   (keep-alive connections of the load generator, default 50);
  * - COMPARE: `name=/abs/path/to/src,…` adds a row per store loading the library from another source tree
  *   (a snapshot of `src/`, for A/B measurements of a change);
+ * - PROFILE=<dir> has every server write a V8 CPU profile (`<dir>/<adapter>-<store>/*.cpuprofile`, one per
+ *   server started, its whole life) to open in Chrome DevTools;
  * - TSX=1 loads the TypeScript sources through tsx instead of compiling them first (see below);
  * - REDIS_URL, DATABASE_URL as in the tests.
  *
@@ -50,6 +52,8 @@ const rounds = Number(process.env.ROUNDS ?? 5);
 const connections = Number(process.env.CONNECTIONS ?? 50);
 const compare = compareVariants();
 const useTsx = process.env.TSX === '1';
+// V8 CPU profiles of the servers (see profileArgs); a profiled run writes no results file.
+const PROFILE = process.env.PROFILE;
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const run = randomUUID().slice(0, 8);
@@ -78,7 +82,7 @@ interface Server {
 
 async function startServer(config: BenchServerConfig): Promise<Server> {
   const child = fork(fileURLToPath(new URL('./lib/http-server.ts', import.meta.url)), [], {
-    execArgv: ['--import', 'tsx'],
+    execArgv: ['--import', 'tsx', ...profileArgs(config)],
     env: { ...process.env, IK_BENCH_HTTP: JSON.stringify(config) },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
@@ -94,8 +98,16 @@ async function startServer(config: BenchServerConfig): Promise<Server> {
         child.once('message', (m: BenchCpuReport) => resolve(m.cpu));
         child.send('cpu');
       }),
-    stop: () => child.kill('SIGKILL'),
+    // A profiled server must exit on its own to write its profile: it does when the IPC channel closes.
+    stop: () => (PROFILE === undefined ? child.kill('SIGKILL') : child.disconnect()),
   };
+}
+
+// With PROFILE, each server writes a V8 CPU profile of its whole life into `<PROFILE>/<adapter>-<store>`.
+function profileArgs(config: BenchServerConfig): string[] {
+  if (PROFILE === undefined) return [];
+  const dir = join(PROFILE, `${config.adapter ?? 'express'}-${config.store}`);
+  return ['--cpu-prof', `--cpu-prof-dir=${dir}`];
 }
 
 /** Send `count` requests over `connections` keep-alive connections; returns wall seconds. */
@@ -268,7 +280,7 @@ try {
 }
 // A run on a subset of adapters or stores would replace the full table with a partial one.
 const subset = process.env.ADAPTERS !== undefined || process.env.STORES !== undefined;
-if (compare.length === 0 && !subset) {
+if (compare.length === 0 && !subset && PROFILE === undefined) {
   mkdirSync(fileURLToPath(new URL('./results/', import.meta.url)), { recursive: true });
   writeFileSync(new URL('./results/http-cpu.md', import.meta.url), `${tables.join('\n')}\n`);
 }
