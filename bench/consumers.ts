@@ -27,6 +27,8 @@
  * `BENCH_CPU=1` adds CPU µs per message of this process, RabbitMQ (`beam.smp`), Redis and PostgreSQL, read
  * from `/proc` (Linux; 10 ms resolution, so use `BENCH_MESSAGES=20000` or more), and this process's read
  * and write system calls per 100 messages.
+ * A run of every row (no `BENCH_ROWS`, no `BENCH_PROFILE`) writes the table and its chart to
+ * `bench/results/consumers.md` and `consumers-1.svg`.
  * `BENCH_PROFILE=<dir>` writes a V8 CPU profile of this process per measured row and round, covering only the
  * consuming (not the filling), as `<dir>/<row>-<round>.cpuprofile` (open it in Chrome DevTools).
  */
@@ -42,7 +44,8 @@ import { createIdempotency, memoryStore, type Store } from '../src/index.js';
 import { migrate, postgresStore } from '../src/postgres/index.js';
 import { redisStore } from '../src/redis/index.js';
 import { env } from '../test/helpers/env.js';
-import { type BenchRow, median, printTable } from './lib/report.js';
+import { type BenchRow, formatTable, median } from './lib/report.js';
+import { writeResults } from './lib/results.js';
 
 const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 5000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -283,11 +286,31 @@ try {
         : {}),
     },
   }));
-  printTable(
+  // The command as run, with the settings that were given, so the file says how to reproduce it.
+  const settings = Object.entries(process.env)
+    .filter(([name]) => name.startsWith('BENCH_'))
+    .map(([name, value]) => `${name}=${value} `)
+    .sort()
+    .join('');
+  const text = formatTable(
     `RabbitMQ consumer throughput (msgs/s, median of ${ROUNDS} rounds)`,
-    'npx tsx bench/consumers.ts',
+    `${settings}npx tsx bench/consumers.ts`,
     rows,
   );
+  console.log(text);
+  // Only a run of every row, unprofiled, replaces the committed results.
+  if (ONLY === undefined && PROFILE === undefined) {
+    writeResults('consumers', [
+      {
+        text,
+        chart: {
+          title: `RabbitMQ consumer, prefetch ${PREFETCH}: idempotent vs plain`,
+          rows,
+          targets: [{ ratio: 0.7, label: 'target, Redis store' }],
+        },
+      },
+    ]);
+  }
 } finally {
   for await (const key of redis.scanIterator({ MATCH: `${redisPrefix}*`, COUNT: 1000 })) {
     if (key.length > 0) await redis.del(key);

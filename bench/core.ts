@@ -3,7 +3,10 @@
  * Run: npx tsx bench/core.ts
  */
 import { createIdempotency, memoryStore } from '../src/index.js';
-import { median, printTable } from './lib/report.js';
+import { median } from './lib/report.js';
+import { ResultsFile } from './lib/results.js';
+
+const results = new ResultsFile('core');
 
 const N = Number(process.env.BENCH_N ?? 50_000);
 const WARMUP = 5_000;
@@ -52,7 +55,7 @@ async function main() {
       extra: { 'overhead µs (median)': (m - base).toFixed(2) },
     };
   };
-  printTable(
+  results.table(
     `run() overhead on the memory store (${N.toLocaleString('en-US')} sequential calls each)`,
     'npx tsx bench/core.ts',
     [
@@ -63,6 +66,7 @@ async function main() {
       row('run(): replay from the store (cache off)', replayStore),
     ],
   );
+  results.write();
 }
 
 await main();

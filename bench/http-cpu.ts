@@ -32,7 +32,7 @@
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -41,6 +41,7 @@ import { type BenchStores, cleanupBenchStores, prepareBenchStores } from './lib/
 import { buildLibrary, compareVariants, repoRoot } from './lib/build-lib.js';
 import type { BenchCpuReport, BenchServerConfig } from './lib/http-server.js';
 import { type BenchRow, formatTable, median } from './lib/report.js';
+import { type ResultSection, writeResults } from './lib/results.js';
 
 type Adapter = NonNullable<BenchServerConfig['adapter']>;
 type StoreName = BenchServerConfig['store'];
@@ -180,7 +181,7 @@ const command = `npx tsx bench/http-cpu.ts${
     ? ` (ADAPTERS=${adapters.join(',')} STORES=${stores.join(',')} REQUESTS=${requests} ROUNDS=${rounds})`
     : ''
 }`;
-const tables: string[] = [];
+const sections: ResultSection[] = [];
 try {
   for (const adapter of adapters) {
     for (const scenario of SCENARIOS) {
@@ -267,7 +268,10 @@ try {
           command,
           table,
         );
-        tables.push(text);
+        sections.push({
+          text,
+          chart: { title: `HTTP CPU-bound throughput, ${adapter}: ${scenario.title}`, rows: table },
+        });
         console.log(text);
       } finally {
         for (const server of servers) server.stop();
@@ -280,8 +284,5 @@ try {
 }
 // A run on a subset of adapters or stores would replace the full table with a partial one.
 const subset = process.env.ADAPTERS !== undefined || process.env.STORES !== undefined;
-if (compare.length === 0 && !subset && PROFILE === undefined) {
-  mkdirSync(fileURLToPath(new URL('./results/', import.meta.url)), { recursive: true });
-  writeFileSync(new URL('./results/http-cpu.md', import.meta.url), `${tables.join('\n')}\n`);
-}
+if (compare.length === 0 && !subset && PROFILE === undefined) writeResults('http-cpu', sections);
 process.exit(0);

@@ -24,12 +24,12 @@
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { type BenchStores, cleanupBenchStores } from './lib/bench-stores.js';
 import { type LoadResult, load, ORDER_BODY, selectedScenarios } from './lib/http-load.js';
 import type { BenchCpuReport, BenchServerConfig } from './lib/http-server.js';
 import { type BenchRow, formatTable, median } from './lib/report.js';
+import { type ResultSection, writeResults } from './lib/results.js';
 import type { PeerStats } from './peers/server.js';
 import { PEER_LABELS, PEERS, type PeerName, type PeerServerConfig } from './peers/types.js';
 
@@ -117,7 +117,7 @@ const { scenarios, partial } = selectedScenarios();
 const command = `DURATION=${duration} ROUNDS=${rounds}${
   process.env.PEERS ? ` PEERS=${process.env.PEERS}` : ''
 } flock /tmp/bench.lock npx tsx bench/http-peers.ts`;
-const tables: string[] = [];
+const sections: ResultSection[] = [];
 const summary = new Map<string, Record<string, string>>(ROWS.map((row) => [row.name, {}]));
 try {
   for (const scenario of scenarios) {
@@ -203,7 +203,10 @@ try {
       command,
       rows,
     );
-    tables.push(text);
+    sections.push({
+      text,
+      chart: { title: `HTTP vs peers, Express and Redis: ${scenario.title}`, rows },
+    });
     console.log(text);
   }
 } finally {
@@ -232,10 +235,7 @@ const summaryTable = [
   ),
   '',
 ].join('\n');
-tables.push(summaryTable);
+sections.push({ text: summaryTable });
 console.log(summaryTable);
-if (!partial) {
-  mkdirSync(fileURLToPath(new URL('./results/', import.meta.url)), { recursive: true });
-  writeFileSync(new URL('./results/http-peers.md', import.meta.url), `${tables.join('\n')}\n`);
-}
+if (!partial) writeResults('http-peers', sections);
 process.exit(0);

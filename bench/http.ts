@@ -20,7 +20,7 @@
  */
 import { fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -29,6 +29,7 @@ import { buildLibrary, compareVariants, repoRoot } from './lib/build-lib.js';
 import { load, ORDER_BODY, selectedScenarios } from './lib/http-load.js';
 import type { BenchServerConfig } from './lib/http-server.js';
 import { type BenchRow, formatTable, median } from './lib/report.js';
+import { type ResultSection, writeResults } from './lib/results.js';
 
 const duration = Number(process.env.DURATION ?? 3);
 const rounds = Number(process.env.ROUNDS ?? 3);
@@ -86,7 +87,7 @@ for (const variantStore of variantStores) await prepareBenchStores(variantStore)
 const command = `DURATION=${duration} ROUNDS=${rounds}${useTsx ? ' TSX=1' : ''}${
   compare.length > 0 ? ` COMPARE=${compare.map((variant) => variant.name).join(',')}` : ''
 } npx tsx bench/http.ts`;
-const tables: string[] = [];
+const sections: ResultSection[] = [];
 
 interface Row {
   name: string;
@@ -180,15 +181,19 @@ try {
       command,
       table,
     );
-    tables.push(text);
+    sections.push({
+      text,
+      chart: {
+        title: `HTTP, Express: ${scenario.title}`,
+        rows: table,
+        targets: [...scenario.targets],
+      },
+    });
     console.log(text);
   }
 } finally {
   await cleanupBenchStores(benchStores);
   for (const variantStore of variantStores) await cleanupBenchStores(variantStore);
 }
-if (compare.length === 0 && !partial) {
-  mkdirSync(fileURLToPath(new URL('./results/', import.meta.url)), { recursive: true });
-  writeFileSync(new URL('./results/http.md', import.meta.url), `${tables.join('\n')}\n`);
-}
+if (compare.length === 0 && !partial) writeResults('http', sections);
 process.exit(0);

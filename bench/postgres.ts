@@ -15,7 +15,10 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { createIdempotency } from '../src/index.js';
 import { migrate, postgresStore, postgresTransactional } from '../src/postgres/index.js';
-import { type BenchRow, median, printTable, throughput } from './lib/report.js';
+import { type BenchRow, median, throughput } from './lib/report.js';
+import { ResultsFile } from './lib/results.js';
+
+const results = new ResultsFile('postgres');
 
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const CONCURRENCY = 50;
@@ -109,11 +112,12 @@ async function main(): Promise<void> {
         },
       };
     });
-    printTable(
+    results.table(
       `PostgreSQL: pairs/s at ${CONCURRENCY} concurrent callers, pool ${POOL_SIZE}, ${OPS} pairs × ${ROUNDS} rounds`,
       'npx tsx bench/postgres.ts',
       rows,
     );
+    results.write();
   } finally {
     await pool.query(`DROP SCHEMA "${schema}" CASCADE`);
     await pool.end();

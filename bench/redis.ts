@@ -15,7 +15,10 @@ import { createClient } from 'redis';
 import { createIdempotency } from '../src/index.js';
 import { type RedisClientLike, redisStore } from '../src/redis/index.js';
 import { withBatching } from '../src/store/batching.js';
-import { type BenchRow, median, printTable, throughput } from './lib/report.js';
+import { type BenchRow, median, throughput } from './lib/report.js';
+import { ResultsFile } from './lib/results.js';
+
+const results = new ResultsFile('redis');
 
 const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const pairs = Number(process.env.PAIRS ?? 20_000);
@@ -93,7 +96,7 @@ async function measure(lib: string, client: RedisClientLike, raw: Raw): Promise<
 
 const command = 'npx tsx bench/redis.ts';
 const nodeRedis = await createClient({ url }).connect();
-printTable(
+results.table(
   `Redis store vs raw SET pairs, node-redis, ${pairs} pairs × ${rounds} rounds, ${concurrency} concurrent (pairs/s, median)`,
   command,
   await measure('node-redis', nodeRedis, (args) => nodeRedis.sendCommand(args)),
@@ -101,9 +104,10 @@ printTable(
 nodeRedis.destroy();
 
 const ioRedis = new Redis(url);
-printTable(
+results.table(
   `Redis store vs raw SET pairs, ioredis, ${pairs} pairs × ${rounds} rounds, ${concurrency} concurrent (pairs/s, median)`,
   command,
   await measure('ioredis', ioRedis, ([name, ...rest]) => ioRedis.call(name!, ...rest)),
 );
 ioRedis.disconnect();
+results.write();

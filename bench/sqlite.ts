@@ -13,7 +13,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createIdempotency } from '../src/index.js';
 import { type SqliteSynchronous, sqliteStore, sqliteTransactional } from '../src/sqlite/index.js';
-import { type BenchRow, median, printTable, throughput } from './lib/report.js';
+import { type BenchRow, median, throughput } from './lib/report.js';
+import { ResultsFile } from './lib/results.js';
+
+const results = new ResultsFile('sqlite');
 
 const N = Number(process.env.BENCH_N ?? 20_000);
 const CONCURRENCY = 16;
@@ -170,7 +173,7 @@ async function measureTransactional(synchronous: SqliteSynchronous): Promise<Ben
 try {
   for (const synchronous of ['normal', 'full'] as const) {
     const rows = await measure(synchronous);
-    printTable(
+    results.table(
       `SQLite store, synchronous=${synchronous.toUpperCase()}${synchronous === 'normal' ? ' (the default)' : ''}, WAL, one process, ${N.toLocaleString('en-US')} pairs per case in ${ROUNDS} interleaved rounds (ops/s = pairs/s, median of rounds)`,
       COMMAND,
       rows,
@@ -178,12 +181,13 @@ try {
   }
   for (const synchronous of ['normal', 'full'] as const) {
     const rows = await measureTransactional(synchronous);
-    printTable(
+    results.table(
       `SQLite transactional mode, synchronous=${synchronous.toUpperCase()}, WAL, one process, ${N.toLocaleString('en-US')} calls per case in ${ROUNDS} interleaved rounds (ops/s = executed calls/s, median of rounds)`,
       COMMAND,
       rows,
     );
   }
+  results.write();
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }

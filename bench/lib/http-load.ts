@@ -6,11 +6,35 @@
  */
 import autocannon from 'autocannon';
 
-/** S1/S2/S3: handler delay, and whether requests replay 100 completed keys instead of new ones. */
+/**
+ * S1/S2/S3: handler delay, whether requests replay 100 completed keys instead of new ones, and the share of
+ * the baseline issue #5 asks for (drawn on the charts).
+ */
 export const SCENARIOS = [
-  { id: 'S1', title: 'S1: 50 ms handler, unique keys', delayMs: 50, replay: false },
-  { id: 'S2', title: 'S2: 0 ms handler, unique keys', delayMs: 0, replay: false },
-  { id: 'S3', title: 'S3: 0 ms handler, replays of 100 completed keys', delayMs: 0, replay: true },
+  {
+    id: 'S1',
+    title: 'S1: 50 ms handler, unique keys',
+    delayMs: 50,
+    replay: false,
+    targets: [{ ratio: 0.99, label: 'target, Redis and PostgreSQL' }],
+  },
+  {
+    id: 'S2',
+    title: 'S2: 0 ms handler, unique keys',
+    delayMs: 0,
+    replay: false,
+    targets: [
+      { ratio: 0.85, label: 'target, Redis' },
+      { ratio: 0.7, label: 'target, PostgreSQL' },
+    ],
+  },
+  {
+    id: 'S3',
+    title: 'S3: 0 ms handler, replays of 100 completed keys',
+    delayMs: 0,
+    replay: true,
+    targets: [],
+  },
 ] as const;
 
 /**

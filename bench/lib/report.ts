@@ -42,12 +42,10 @@ export function median(values: number[]): number {
   return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
-/** Print a Markdown table; `ratio` is each row's ops/s divided by the first row's (the baseline). */
-export function printTable(title: string, command: string, rows: BenchRow[]): void {
-  console.log(formatTable(title, command, rows));
-}
-
-/** The Markdown table {@link printTable} prints, as text (for a script that also writes it to a file). */
+/**
+ * A Markdown table of `rows`; `ratio` is each row's ops/s divided by the first row's (the baseline). The
+ * scripts print it and write it with its chart through `./results.ts`.
+ */
 export function formatTable(title: string, command: string, rows: BenchRow[]): string {
   const base = rows[0]?.opsPerSec ?? 1;
   const extraCols = [...new Set(rows.flatMap((r) => Object.keys(r.extra ?? {})))];

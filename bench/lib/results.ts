@@ -1,0 +1,76 @@
+/**
+ * Writing a benchmark's results: `bench/results/<name>.md` with every table, each followed by its chart,
+ * and the charts as `bench/results/<name>-<n>.svg`.
+ */
+import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { type RatioChartOptions, ratioChart } from './chart.js';
+import { type BenchRow, formatTable } from './report.js';
+
+/** One part of a results file: a Markdown table, and the rows to chart under it (when it has a chart). */
+export interface ResultSection {
+  /** The Markdown text (a `formatTable` table, or any other text). */
+  text: string;
+  /** Chart `rows` as ratios of the first, titled `title`; omit for a section without a chart. */
+  chart?: { title: string; rows: BenchRow[] } & RatioChartOptions;
+}
+
+/** Where results go unless told otherwise: `bench/results/`. */
+export const RESULTS_DIR = fileURLToPath(new URL('../results/', import.meta.url));
+
+/**
+ * Write `<dir>/<name>.md` and its charts `<dir>/<name>-1.svg`, `-2.svg`… (numbered in the order of the
+ * sections that have one), replacing the charts of an earlier run, so no stale chart outlives its table.
+ * @returns The paths written, the Markdown file first.
+ */
+export function writeResults(
+  name: string,
+  sections: ResultSection[],
+  dir: string = RESULTS_DIR,
+): string[] {
+  mkdirSync(dir, { recursive: true });
+  const stale = new RegExp(`^${name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}-\\d+\\.svg$`);
+  for (const file of readdirSync(dir)) if (stale.test(file)) rmSync(join(dir, file));
+  const written: string[] = [];
+  const markdown: string[] = [];
+  let charts = 0;
+  for (const section of sections) {
+    markdown.push(section.text);
+    if (section.chart === undefined) continue;
+    const { title, rows, ...options } = section.chart;
+    const file = `${name}-${++charts}.svg`;
+    writeFileSync(join(dir, file), ratioChart(title, rows, options));
+    written.push(join(dir, file));
+    markdown.push(`![${title.replace(/[[\]]/g, '')}](./${file})`, '');
+  }
+  const path = join(dir, `${name}.md`);
+  writeFileSync(path, `${markdown.join('\n')}\n`);
+  return [path, ...written];
+}
+
+/**
+ * A results file built table by table: each {@link ResultsFile.table} prints its table at once (a long run
+ * shows its figures as they come) and keeps it with its chart; {@link ResultsFile.write} writes them all.
+ * @example
+ * const results = new ResultsFile('sqlite');
+ * results.table('SQLite store, synchronous=NORMAL', 'npx tsx bench/sqlite.ts', rows);
+ * results.write();
+ */
+export class ResultsFile {
+  private readonly sections: ResultSection[] = [];
+
+  constructor(private readonly name: string) {}
+
+  /** Print a table of `rows` (ratios against the first) and keep it, with its chart, for the file. */
+  table(title: string, command: string, rows: BenchRow[], options: RatioChartOptions = {}): void {
+    const text = formatTable(title, command, rows);
+    console.log(text);
+    this.sections.push({ text, chart: { title, rows, ...options } });
+  }
+
+  /** Write `bench/results/<name>.md` and its charts (see {@link writeResults}). */
+  write(dir: string = RESULTS_DIR): string[] {
+    return writeResults(this.name, this.sections, dir);
+  }
+}
