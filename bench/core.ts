@@ -65,6 +65,7 @@ async function main() {
       row('run(): replay, local cache hit', replayCached),
       row('run(): replay from the store (cache off)', replayStore),
     ],
+    { chart: false },
   );
   results.write();
 }

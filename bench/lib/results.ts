@@ -62,11 +62,21 @@ export class ResultsFile {
 
   constructor(private readonly name: string) {}
 
-  /** Print a table of `rows` (ratios against the first) and keep it, with its chart, for the file. */
-  table(title: string, command: string, rows: BenchRow[], options: RatioChartOptions = {}): void {
+  /**
+   * Print a table of `rows` (ratios against the first) and keep it, with its chart, for the file.
+   * `chart: false` keeps the table alone: for a table whose ratios say nothing (the core benchmark's
+   * baseline is a bare function call, so every row is ~1% of it; its figure is the overhead in µs).
+   */
+  table(
+    title: string,
+    command: string,
+    rows: BenchRow[],
+    options: RatioChartOptions & { chart?: boolean } = {},
+  ): void {
+    const { chart = true, ...chartOptions } = options;
     const text = formatTable(title, command, rows);
     console.log(text);
-    this.sections.push({ text, chart: { title, rows, ...options } });
+    this.sections.push(chart ? { text, chart: { title, rows, ...chartOptions } } : { text });
   }
 
   /** Write `bench/results/<name>.md` and its charts (see {@link writeResults}). */

@@ -142,4 +142,22 @@ describe('writeResults', () => {
     );
     expect(readFileSync(join(dir, 'core-2.svg'), 'utf8')).toContain('target 90%');
   });
+
+  it('ResultsFile writes a table without a chart when asked to', () => {
+    // Arrange
+    const dir = tempDir();
+    const results = new ResultsFile('core');
+    const log = console.log;
+    console.log = () => {};
+    // Act
+    try {
+      results.table('overhead', 'npx tsx bench/core.ts', rows, { chart: false });
+    } finally {
+      console.log = log;
+    }
+    results.write(dir);
+    // Assert
+    expect(readdirSync(dir)).toEqual(['core.md']);
+    expect(readFileSync(join(dir, 'core.md'), 'utf8')).not.toContain('![');
+  });
 });
