@@ -70,6 +70,16 @@ describe('ratioChart', () => {
     expect(escapeXml(`<>&'"`)).toBe('&#60;&#62;&#38;&#39;&#34;');
   });
 
+  it('names the picture with a title element and an aria-label', () => {
+    // Act
+    const svg = ratioChart('S1 & more', rows);
+    // Assert
+    expect(svg.split('\n').slice(0, 2)).toEqual([
+      expect.stringMatching(/^<svg [^>]*role="img" aria-label="S1 &#38; more">$/),
+      '<title>S1 &#38; more</title>',
+    ]);
+  });
+
   it('wraps a long title instead of running it out of the picture', () => {
     // Act
     const svg = ratioChart(`${'word '.repeat(40)}end`, rows);
