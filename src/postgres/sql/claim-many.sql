@@ -29,9 +29,10 @@ claimed AS (
 ),
 blocking AS (
   -- The rows the INSERT found live are already locked by it, so FOR SHARE returns their newest version
-  -- without waiting.
+  -- without waiting. Only the keys left unclaimed are looked up: usually none, and an empty array scans
+  -- nothing, where filtering after the lookup probed the index and the heap once per key of the batch.
   SELECT r.* FROM {{table}} AS r
-  WHERE r.key = ANY ($1::text[]) AND r.key NOT IN (SELECT key FROM claimed)
+  WHERE r.key = ANY (ARRAY(SELECT key FROM input EXCEPT SELECT key FROM claimed))
   FOR SHARE
 )
 SELECT key, true AS claimed, NULL::text AS status, NULL::text AS fingerprint, token, attempt,

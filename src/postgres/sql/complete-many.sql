@@ -17,5 +17,8 @@ done AS (
 )
 SELECT key FROM done
 UNION ALL
-SELECT r.key FROM {{table}} AS r JOIN input ON r.key = input.key AND r.token = input.token
-WHERE r.status = 'completed' AND r.expires_at > now() AND r.key NOT IN (SELECT key FROM done);
+-- Keys the UPDATE did not complete may have been completed by this token already (a retried batch). Only
+-- those are looked up: the filter on input runs before the join, so the usual batch, all done, probes
+-- nothing (a filter on the joined row would probe the index and the heap once per key).
+SELECT r.key FROM input JOIN {{table}} AS r ON r.key = input.key AND r.token = input.token
+WHERE input.key NOT IN (SELECT key FROM done) AND r.status = 'completed' AND r.expires_at > now();
