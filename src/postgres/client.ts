@@ -69,6 +69,8 @@ export const SqlState = {
   DeadlockDetected: '40P01',
   LockNotAvailable: '55P03',
   UndefinedTable: '42P01',
+  /** A function that does not exist (the batch functions on a schema not migrated to 0003). */
+  UndefinedFunction: '42883',
   InFailedTransaction: '25P02',
 } as const;
 

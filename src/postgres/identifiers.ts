@@ -33,6 +33,10 @@ export interface TableNames {
   expiresIndex: string;
   /** `"schema"."table_migrations"`: the schema-version table */
   migrationsTable: string;
+  /** `"schema"."table_claim_many"`: the batch claim as a function (migration 0003) */
+  claimManyFunction: string;
+  /** `"schema"."table_complete_many"`: the batch completion as a function (migration 0003) */
+  completeManyFunction: string;
 }
 
 function checkIdentifier(option: string, value: unknown, maxLength: number): string {
@@ -65,6 +69,8 @@ export function tableNames(
     sequence: qualified(`${tableName}_token_seq`),
     expiresIndex: quote(`${tableName}_expires_at_idx`),
     migrationsTable: qualified(`${tableName}_migrations`),
+    claimManyFunction: qualified(`${tableName}_claim_many`),
+    completeManyFunction: qualified(`${tableName}_complete_many`),
   };
 }
 

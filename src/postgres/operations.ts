@@ -9,7 +9,13 @@ import { bufferView } from '../core/bytes.js';
 import { StoreUnavailableError } from '../core/errors.js';
 import type { ClaimResult, IdempotencyRecord } from '../core/record.js';
 import type { ClaimOptions, ClaimRequest, CompleteRequest, StoreStats } from '../store/store.js';
-import { isNodePostgres, type PgQueryable, type PgQueryResult } from './client.js';
+import {
+  isNodePostgres,
+  type PgQueryable,
+  type PgQueryResult,
+  SqlState,
+  sqlState,
+} from './client.js';
 import { renderSql, type TableNames } from './identifiers.js';
 import { type RecordRow, rowToClaimResult, rowToRecord, toSafeInteger } from './row.js';
 import * as sql from './sql.gen.js';
@@ -23,7 +29,9 @@ const CLAIM_ATTEMPTS = 10;
 // moment. A records table starts empty, so that plan joins the batch's keys by a sequential scan, and the
 // connection keeps it while the table grows: a consumer draining 20,000 messages fell to 1% of its rate.
 // Planning a batch costs a fraction of a millisecond, shared by all its keys; single-key statements
-// look a key up by its primary key whatever the statistics, so they stay prepared.
+// look a key up by its primary key whatever the statistics, so they stay prepared. On a schema migrated
+// to 0003 the batches run inside functions instead, which keep the parse and never plan generically; these
+// statements are then only the fallback for a schema without them.
 const PLANNED_PER_CALL: ReadonlySet<string> = new Set(['claimMany', 'completeMany']);
 
 /** The statements of one records table. */
@@ -98,6 +106,9 @@ export function createOperations(names: TableNames, options: OperationsOptions =
     deleteRecord: renderSql(sql.deleteRecord, names),
     purge: renderSql(sql.purge, names),
     stats: renderSql(sql.stats, names),
+    // The same batches through the functions of migration 0003 (parsed once per connection).
+    claimManyCall: `SELECT * FROM ${names.claimManyFunction}($1, $2, $3)`,
+    completeManyCall: `SELECT * FROM ${names.completeManyFunction}($1, $2, $3, $4)`,
   };
   const statements = Object.fromEntries(
     Object.entries(rendered).map(([op, sqlText]) => [
@@ -122,6 +133,44 @@ export function createOperations(names: TableNames, options: OperationsOptions =
     return db.query(statement.text, values);
   }
 
+  // Whether the schema has the batch functions: assumed until a call finds one missing (a schema not yet
+  // migrated to 0003), then the batch statements are sent instead for the life of this store.
+  let batchFunctions = true;
+
+  // 42883 also names a missing operator or cast; only our own function's absence means "not migrated".
+  const functionNames = {
+    claimManyCall: `${names.tableName}_claim_many`,
+    completeManyCall: `${names.tableName}_complete_many`,
+  };
+  function isMissing(error: unknown, call: keyof typeof functionNames): boolean {
+    return (
+      sqlState(error) === SqlState.UndefinedFunction &&
+      error instanceof Error &&
+      error.message.includes(functionNames[call])
+    );
+  }
+
+  /**
+   * Run a batch through its function, or through its statement on a schema without the function. Only
+   * "the function does not exist" switches over: any other error is the batch's own and is thrown.
+   */
+  async function runBatch(
+    db: PgQueryable,
+    call: 'claimManyCall' | 'completeManyCall',
+    statement: 'claimMany' | 'completeMany',
+    values: unknown[],
+  ): Promise<PgQueryResult> {
+    if (batchFunctions) {
+      try {
+        return await run(db, call, values);
+      } catch (error) {
+        if (!isMissing(error, call)) throw error;
+        batchFunctions = false;
+      }
+    }
+    return run(db, statement, values);
+  }
+
   return {
     names,
     async claim(db, key, { fingerprint, leaseMs }) {
@@ -139,7 +188,7 @@ export function createOperations(names: TableNames, options: OperationsOptions =
       return (rows[0] as { ok?: boolean } | undefined)?.ok === true;
     },
     async claimDistinct(db, requests) {
-      const { rows } = await run(db, 'claimMany', [
+      const { rows } = await runBatch(db, 'claimManyCall', 'claimMany', [
         requests.map((request) => request.key),
         requests.map((request) => request.fingerprint),
         requests.map((request) => request.leaseMs),
@@ -151,7 +200,7 @@ export function createOperations(names: TableNames, options: OperationsOptions =
       return results;
     },
     async completeDistinct(db, requests) {
-      const { rows } = await run(db, 'completeMany', [
+      const { rows } = await runBatch(db, 'completeManyCall', 'completeMany', [
         requests.map((request) => request.key),
         requests.map((request) => request.token),
         requests.map((request) => bufferView(request.outcome)),

@@ -1,12 +1,13 @@
 /**
  * The PostgreSQL store's batch paths beyond the conformance suite: the keys a `claim-many` statement cannot
  * settle (a blocking row committed after its snapshot) and a deadlock with an outside writer, both of which
- * fall back to one statement per key.
+ * fall back to one statement per key; the batch functions of migration 0003, and the statements a schema
+ * without them falls back to.
  */
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { postgresStore } from '../../../src/postgres/index.js';
+import { type PgQueryable, postgresStore } from '../../../src/postgres/index.js';
 import { env } from '../../helpers/env.js';
 import { type PostgresFixture, setupPostgres } from '../../helpers/postgres-env.js';
 
@@ -153,5 +154,98 @@ describe('postgresStore claimMany', () => {
       await client.end();
       await fresh.dispose();
     }
+  });
+});
+
+/** `fx.pool` behind a wrapper that records the text of every statement sent through it. */
+function recording(pool: PgQueryable): { db: PgQueryable; texts: string[] } {
+  const texts: string[] = [];
+  const db: PgQueryable = {
+    query(text, values) {
+      texts.push(text);
+      return pool.query(text, values);
+    },
+  };
+  return { db, texts };
+}
+
+/** Claim then complete `keys` as two batches; every key must be claimed and completed. */
+async function claimAndComplete(store: ReturnType<typeof postgresStore>, keys: string[]) {
+  const claims = await store.claimMany!(keys.map((k) => ({ key: k, ...lease })));
+  const done = await store.completeMany!(
+    keys.map((k, i) => {
+      const claim = claims[i];
+      if (!claim?.claimed) throw new Error(`${k} not claimed`);
+      return { key: k, token: claim.token, outcome: Buffer.from('ok'), retentionMs: day };
+    }),
+  );
+  expect(done).toEqual(keys.map(() => true));
+}
+
+describe('postgresStore batch functions (migration 0003)', () => {
+  it('sends claimMany and completeMany through the functions on a migrated schema', async () => {
+    // Arrange
+    const { db, texts } = recording(fx.pool);
+    const store = postgresStore({ pool: db, schema: fx.schema });
+    // Act
+    await claimAndComplete(store, [key('fn-a'), key('fn-b'), key('fn-c')]);
+    // Assert
+    expect(texts).toEqual([
+      `SELECT * FROM "${fx.schema}"."idempotency_records_claim_many"($1, $2, $3)`,
+      `SELECT * FROM "${fx.schema}"."idempotency_records_complete_many"($1, $2, $3, $4)`,
+    ]);
+  });
+
+  it('falls back to the batch statements on a schema without the functions, once, and stays correct', async () => {
+    // Arrange: a schema as 0002 left it.
+    const old = await setupPostgres('batchold', { max: 2 });
+    try {
+      await old.pool.query(`DROP FUNCTION "${old.schema}"."idempotency_records_claim_many"`);
+      await old.pool.query(`DROP FUNCTION "${old.schema}"."idempotency_records_complete_many"`);
+      const { db, texts } = recording(old.pool);
+      const store = postgresStore({ pool: db, schema: old.schema });
+      const live = key('live');
+      const held = await store.claim(live, lease);
+      texts.length = 0;
+      // Act
+      await claimAndComplete(store, [key('old-a'), key('old-b')]);
+      const second = await store.claimMany!([
+        { key: live, ...lease },
+        { key: key('old-c'), ...lease },
+      ]);
+      // Assert: one failed function call, then the statements for good; a live key is still reported.
+      expect(texts.filter((t) => t.includes('_claim_many"('))).toHaveLength(1);
+      expect(texts.filter((t) => t.includes('_complete_many"('))).toHaveLength(0);
+      expect(texts.filter((t) => t.startsWith('-- claim-many'))).toHaveLength(2);
+      expect(texts.filter((t) => t.startsWith('-- complete-many'))).toHaveLength(1);
+      expect(second[0]).toMatchObject({
+        claimed: false,
+        record: { token: held.claimed && held.token },
+      });
+      expect(second[1]?.claimed).toBe(true);
+    } finally {
+      await old.dispose();
+    }
+  });
+
+  it('does not fall back when the error is not a missing function of its own', async () => {
+    // Arrange: an error raised inside the function (a lease PostgreSQL cannot turn into an interval).
+    const { db, texts } = recording(fx.pool);
+    const store = postgresStore({ pool: db, schema: fx.schema });
+    // Act
+    const failed = store.claimMany!([
+      { key: key('bad-a'), fingerprint: 'fp', leaseMs: Number.POSITIVE_INFINITY },
+      { key: key('bad-b'), ...lease },
+    ]);
+    await expect(failed).rejects.toMatchObject({ code: 'store_unavailable' });
+    await claimAndComplete(store, [key('after-a'), key('after-b')]);
+    // Assert: the failed batch was the function's, and the next ones still use the functions.
+    expect(texts.map((t) => t.slice(0, 60))).toEqual(
+      [
+        `SELECT * FROM "${fx.schema}"."idempotency_records_claim_many"(`,
+        `SELECT * FROM "${fx.schema}"."idempotency_records_claim_many"(`,
+        `SELECT * FROM "${fx.schema}"."idempotency_records_complete_many"(`,
+      ].map((t) => t.slice(0, 60)),
+    );
   });
 });

@@ -28,9 +28,9 @@ describe('migrate', () => {
     try {
       const results = await Promise.all(pools.map((p) => migrate(p, { schema })));
       expect(results.filter((r) => r.applied.length > 0)).toEqual([
-        { applied: ['0001_records', '0002_key_collation'], version: 2 },
+        { applied: ['0001_records', '0002_key_collation', '0003_batch_functions'], version: 3 },
       ]);
-      expect(results.every((r) => r.version === 2)).toBe(true);
+      expect(results.every((r) => r.version === 3)).toBe(true);
     } finally {
       await Promise.all(pools.map((p) => p.end()));
     }
@@ -58,7 +58,11 @@ describe('migrate', () => {
       }
       expect(settled).toBe(false);
       await holder.query('COMMIT');
-      expect((await migrating).applied).toEqual(['0001_records', '0002_key_collation']);
+      expect((await migrating).applied).toEqual([
+        '0001_records',
+        '0002_key_collation',
+        '0003_batch_functions',
+      ]);
     } finally {
       holder.release();
     }
@@ -71,6 +75,7 @@ describe('migrate', () => {
       expect((await migrate(client, { schema, table: 'records' })).applied).toEqual([
         '0001_records',
         '0002_key_collation',
+        '0003_batch_functions',
       ]);
       expect((await migrate(client, { schema, table: 'records' })).applied).toEqual([]);
     } finally {
