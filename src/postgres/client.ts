@@ -71,6 +71,8 @@ export const SqlState = {
   UndefinedTable: '42P01',
   /** A function that does not exist (the batch functions on a schema not migrated to 0003). */
   UndefinedFunction: '42883',
+  /** Permission denied (EXECUTE on the batch functions revoked from the serving role). */
+  InsufficientPrivilege: '42501',
   InFailedTransaction: '25P02',
 } as const;
 

@@ -9,13 +9,8 @@ import { bufferView } from '../core/bytes.js';
 import { StoreUnavailableError } from '../core/errors.js';
 import type { ClaimResult, IdempotencyRecord } from '../core/record.js';
 import type { ClaimOptions, ClaimRequest, CompleteRequest, StoreStats } from '../store/store.js';
-import {
-  isNodePostgres,
-  type PgQueryable,
-  type PgQueryResult,
-  SqlState,
-  sqlState,
-} from './client.js';
+import { batchFunctionNames, isBatchFunctionUnusable } from './batch-functions.js';
+import { isNodePostgres, type PgQueryable, type PgQueryResult } from './client.js';
 import { renderSql, type TableNames } from './identifiers.js';
 import { type RecordRow, rowToClaimResult, rowToRecord, toSafeInteger } from './row.js';
 import * as sql from './sql.gen.js';
@@ -133,42 +128,30 @@ export function createOperations(names: TableNames, options: OperationsOptions =
     return db.query(statement.text, values);
   }
 
-  // Whether the schema has the batch functions: assumed until a call finds one missing (a schema not yet
-  // migrated to 0003), then the batch statements are sent instead for the life of this store.
+  // Whether the batch functions can be used: assumed until a call finds one missing (a schema not yet
+  // migrated to 0003) or not executable by this role; then the batch statements are sent instead, for the
+  // life of this store.
   let batchFunctions = true;
-
-  // 42883 also names a missing operator or cast; only our own function's absence means "not migrated".
-  const functionNames = {
-    claimManyCall: `${names.tableName}_claim_many`,
-    completeManyCall: `${names.tableName}_complete_many`,
-  };
-  function isMissing(error: unknown, call: keyof typeof functionNames): boolean {
-    return (
-      sqlState(error) === SqlState.UndefinedFunction &&
-      error instanceof Error &&
-      error.message.includes(functionNames[call])
-    );
-  }
+  const functionNames = batchFunctionNames(names);
 
   /**
-   * Run a batch through its function, or through its statement on a schema without the function. Only
-   * "the function does not exist" switches over: any other error is the batch's own and is thrown.
+   * Run a batch through its function, or through its statement when the function cannot be used (see
+   * {@link isBatchFunctionUnusable}); any other error is the batch's own and is thrown.
    */
   async function runBatch(
     db: PgQueryable,
-    call: 'claimManyCall' | 'completeManyCall',
-    statement: 'claimMany' | 'completeMany',
+    op: 'claimMany' | 'completeMany',
     values: unknown[],
   ): Promise<PgQueryResult> {
     if (batchFunctions) {
       try {
-        return await run(db, call, values);
+        return await run(db, op === 'claimMany' ? 'claimManyCall' : 'completeManyCall', values);
       } catch (error) {
-        if (!isMissing(error, call)) throw error;
+        if (!isBatchFunctionUnusable(error, functionNames[op])) throw error;
         batchFunctions = false;
       }
     }
-    return run(db, statement, values);
+    return run(db, op, values);
   }
 
   return {
@@ -188,7 +171,7 @@ export function createOperations(names: TableNames, options: OperationsOptions =
       return (rows[0] as { ok?: boolean } | undefined)?.ok === true;
     },
     async claimDistinct(db, requests) {
-      const { rows } = await runBatch(db, 'claimManyCall', 'claimMany', [
+      const { rows } = await runBatch(db, 'claimMany', [
         requests.map((request) => request.key),
         requests.map((request) => request.fingerprint),
         requests.map((request) => request.leaseMs),
@@ -200,7 +183,7 @@ export function createOperations(names: TableNames, options: OperationsOptions =
       return results;
     },
     async completeDistinct(db, requests) {
-      const { rows } = await runBatch(db, 'completeManyCall', 'completeMany', [
+      const { rows } = await runBatch(db, 'completeMany', [
         requests.map((request) => request.key),
         requests.map((request) => request.token),
         requests.map((request) => bufferView(request.outcome)),

@@ -228,6 +228,48 @@ describe('postgresStore batch functions (migration 0003)', () => {
     }
   });
 
+  it('falls back to the statements for a role that may not execute the functions', async () => {
+    // Arrange: EXECUTE revoked from PUBLIC, and a serving role with only the table's privileges.
+    const role = `ik_noexec_${randomUUID().slice(0, 8)}`;
+    const table = `"${fx.schema}"."idempotency_records"`;
+    const fn = (name: string) => `"${fx.schema}"."idempotency_records_${name}"`;
+    await fx.pool.query(`CREATE ROLE ${role} LOGIN`);
+    await fx.pool.query(`GRANT USAGE ON SCHEMA "${fx.schema}" TO ${role}`);
+    await fx.pool.query(`GRANT SELECT, INSERT, UPDATE, DELETE ON ${table} TO ${role}`);
+    await fx.pool.query(
+      `GRANT USAGE ON SEQUENCE "${fx.schema}"."idempotency_records_token_seq" TO ${role}`,
+    );
+    await fx.pool.query(
+      `REVOKE EXECUTE ON FUNCTION ${fn('claim_many')}(text[], text[], float8[]) FROM PUBLIC`,
+    );
+    await fx.pool.query(
+      `REVOKE EXECUTE ON FUNCTION ${fn('complete_many')}(text[], bigint[], bytea[], float8[]) FROM PUBLIC`,
+    );
+    const url = new URL(env.databaseUrl);
+    url.username = role;
+    const rolePool = new pg.Pool({ connectionString: url.toString(), max: 2 });
+    try {
+      const { db, texts } = recording(rolePool);
+      const store = postgresStore({ pool: db, schema: fx.schema });
+      // Act
+      await claimAndComplete(store, [key('role-a'), key('role-b')]);
+      // Assert: one refused call, then the statements.
+      expect(texts.filter((t) => t.includes('_claim_many"('))).toHaveLength(1);
+      expect(texts.filter((t) => t.startsWith('-- claim-many'))).toHaveLength(1);
+      expect(texts.filter((t) => t.startsWith('-- complete-many'))).toHaveLength(1);
+    } finally {
+      await rolePool.end();
+      await fx.pool.query(
+        `GRANT EXECUTE ON FUNCTION ${fn('claim_many')}(text[], text[], float8[]) TO PUBLIC`,
+      );
+      await fx.pool.query(
+        `GRANT EXECUTE ON FUNCTION ${fn('complete_many')}(text[], bigint[], bytea[], float8[]) TO PUBLIC`,
+      );
+      await fx.pool.query(`DROP OWNED BY ${role}`);
+      await fx.pool.query(`DROP ROLE ${role}`);
+    }
+  });
+
   it('does not fall back when the error is not a missing function of its own', async () => {
     // Arrange: an error raised inside the function (a lease PostgreSQL cannot turn into an interval).
     const { db, texts } = recording(fx.pool);
