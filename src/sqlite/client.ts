@@ -96,13 +96,19 @@ export function openDatabase(filename: string, busyTimeoutMs: number): SqliteDat
   }
 }
 
+/** The better-sqlite3 error code of a driver failure (`SQLITE_BUSY`, …), if it has one. */
+export function driverCode(error: unknown): string | undefined {
+  return typeof error === 'object' && error !== null && 'code' in error
+    ? String(error.code)
+    : undefined;
+}
+
 /**
  * Wrap a driver failure (SQLITE_BUSY past the busy timeout, a closed connection, an I/O error…) in a
  * `StoreUnavailableError` that keeps the original as `cause`: callers fail closed and may retry.
  */
 export function unavailable(action: string, error: unknown): StoreUnavailableError {
-  const code =
-    typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : undefined;
+  const code = driverCode(error);
   const detail = error instanceof Error ? error.message : String(error);
   return new StoreUnavailableError(
     `SQLite store: ${action} failed${code === undefined ? '' : ` (${code})`}: ${detail}`,

@@ -22,7 +22,7 @@ import { defaultCodec, encodeValueOutcome, type OutcomeCodec } from '../core/out
 import type { IdempotencyRecord } from '../core/record.js';
 import { settleRecord } from '../core/settle.js';
 import { isThenable } from '../core/thenable.js';
-import { type SqliteDatabase, unavailable } from './client.js';
+import { driverCode, type SqliteDatabase, unavailable } from './client.js';
 import { migrate as runMigrations } from './migrate.js';
 import { toRecord } from './sqlite-store.js';
 import {
@@ -137,9 +137,6 @@ type Phase = 'begin' | 'claim' | 'handler' | 'complete' | 'beforeCommit' | 'comm
 type BodyResult<T> =
   | { claimed: true; value: T; token: number; attempt: number; startedAt: number }
   | { claimed: false; record: IdempotencyRecord };
-
-const driverCode = (error: unknown): string | undefined =>
-  typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : undefined;
 
 /**
  * Create the transactional mode on your better-sqlite3 connection. Use the same table and namespace as

@@ -2,7 +2,7 @@
  * Switching a connection to WAL: the one step of opening a file that SQLite's busy timeout does not cover.
  * @module
  */
-import type { SqliteDatabase } from './client.js';
+import { driverCode, type SqliteDatabase } from './client.js';
 
 // How long to sleep between tries: short at first (the usual holder is another process's migration or
 // claim, a few ms), then capped so a long writer is polled, not spun on.
@@ -31,15 +31,9 @@ export function enableWal(db: SqliteDatabase, busyTimeoutMs: number): void {
       db.pragma('journal_mode = WAL');
       return;
     } catch (error) {
-      if (!isBusy(error) || Date.now() + pause > deadline) throw error;
+      if (driverCode(error) !== 'SQLITE_BUSY' || Date.now() + pause > deadline) throw error;
     }
     Atomics.wait(sleeper, 0, 0, pause);
     pause = Math.min(pause * 2, MAX_PAUSE_MS);
   }
-}
-
-function isBusy(error: unknown): boolean {
-  return (
-    typeof error === 'object' && error !== null && 'code' in error && error.code === 'SQLITE_BUSY'
-  );
 }
