@@ -1,18 +1,9 @@
 /**
- * The batch functions of migration 0003 (`<table>_claim_many`, `<table>_complete_many`), and when the
- * store must do without them.
+ * When the store must do without the batch functions of migration 0003 (`<table>_claim_many`,
+ * `<table>_complete_many`; their names come from `batchFunctionNames` in `./identifiers.ts`).
  * @module
  */
 import { SqlState, sqlState } from './client.js';
-import type { TableNames } from './identifiers.js';
-
-/** The unquoted names of a table's batch functions, as PostgreSQL's messages spell them. */
-export function batchFunctionNames(names: TableNames): { claimMany: string; completeMany: string } {
-  return {
-    claimMany: `${names.tableName}_claim_many`,
-    completeMany: `${names.tableName}_complete_many`,
-  };
-}
 
 /**
  * Whether `error` says the store cannot call the batch function `functionName` at all, so it should send

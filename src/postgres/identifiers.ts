@@ -69,9 +69,17 @@ export function tableNames(
     sequence: qualified(`${tableName}_token_seq`),
     expiresIndex: quote(`${tableName}_expires_at_idx`),
     migrationsTable: qualified(`${tableName}_migrations`),
-    claimManyFunction: qualified(`${tableName}_claim_many`),
-    completeManyFunction: qualified(`${tableName}_complete_many`),
+    claimManyFunction: qualified(batchFunctionNames(tableName).claimMany),
+    completeManyFunction: qualified(batchFunctionNames(tableName).completeMany),
   };
+}
+
+/**
+ * The unquoted names of a table's batch functions (migration 0003): what `tableNames` quotes, and what
+ * PostgreSQL's messages about them spell.
+ */
+export function batchFunctionNames(tableName: string): { claimMany: string; completeMany: string } {
+  return { claimMany: `${tableName}_claim_many`, completeMany: `${tableName}_complete_many` };
 }
 
 /**

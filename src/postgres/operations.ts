@@ -9,9 +9,9 @@ import { bufferView } from '../core/bytes.js';
 import { StoreUnavailableError } from '../core/errors.js';
 import type { ClaimResult, IdempotencyRecord } from '../core/record.js';
 import type { ClaimOptions, ClaimRequest, CompleteRequest, StoreStats } from '../store/store.js';
-import { batchFunctionNames, isBatchFunctionUnusable } from './batch-functions.js';
+import { isBatchFunctionUnusable } from './batch-functions.js';
 import { isNodePostgres, type PgQueryable, type PgQueryResult } from './client.js';
-import { renderSql, type TableNames } from './identifiers.js';
+import { batchFunctionNames, renderSql, type TableNames } from './identifiers.js';
 import { type RecordRow, rowToClaimResult, rowToRecord, toSafeInteger } from './row.js';
 import * as sql from './sql.gen.js';
 
@@ -132,7 +132,7 @@ export function createOperations(names: TableNames, options: OperationsOptions =
   // migrated to 0003) or not executable by this role; then the batch statements are sent instead, for the
   // life of this store.
   let batchFunctions = true;
-  const functionNames = batchFunctionNames(names);
+  const functionNames = batchFunctionNames(names.tableName);
 
   /**
    * Run a batch through its function, or through its statement when the function cannot be used (see
