@@ -44,8 +44,8 @@ import { createIdempotency, memoryStore, type Store } from '../src/index.js';
 import { migrate, postgresStore } from '../src/postgres/index.js';
 import { redisStore } from '../src/redis/index.js';
 import { env } from '../test/helpers/env.js';
-import { type BenchRow, formatTable, median } from './lib/report.js';
-import { writeResults } from './lib/results.js';
+import { type BenchRow, median } from './lib/report.js';
+import { ResultsFile } from './lib/results.js';
 
 const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 5000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -292,25 +292,18 @@ try {
     .map(([name, value]) => `${name}=${value} `)
     .sort()
     .join('');
-  const text = formatTable(
+  const results = new ResultsFile('consumers');
+  results.table(
     `RabbitMQ consumer throughput (msgs/s, median of ${ROUNDS} rounds)`,
     `${settings}npx tsx bench/consumers.ts`,
     rows,
+    {
+      chartTitle: `RabbitMQ consumer, prefetch ${PREFETCH}: idempotent vs plain`,
+      targets: [{ ratio: 0.7, label: 'target, Redis store' }],
+    },
   );
-  console.log(text);
   // Only a run of every row, unprofiled, replaces the committed results.
-  if (ONLY === undefined && PROFILE === undefined) {
-    writeResults('consumers', [
-      {
-        text,
-        chart: {
-          title: `RabbitMQ consumer, prefetch ${PREFETCH}: idempotent vs plain`,
-          rows,
-          targets: [{ ratio: 0.7, label: 'target, Redis store' }],
-        },
-      },
-    ]);
-  }
+  if (ONLY === undefined && PROFILE === undefined) results.write();
 } finally {
   for await (const key of redis.scanIterator({ MATCH: `${redisPrefix}*`, COUNT: 1000 })) {
     if (key.length > 0) await redis.del(key);

@@ -40,8 +40,8 @@ import { fileURLToPath } from 'node:url';
 import { type BenchStores, cleanupBenchStores, prepareBenchStores } from './lib/bench-stores.js';
 import { buildLibrary, compareVariants, repoRoot } from './lib/build-lib.js';
 import type { BenchCpuReport, BenchServerConfig } from './lib/http-server.js';
-import { type BenchRow, formatTable, median } from './lib/report.js';
-import { type ResultSection, writeResults } from './lib/results.js';
+import { type BenchRow, median } from './lib/report.js';
+import { ResultsFile } from './lib/results.js';
 
 type Adapter = NonNullable<BenchServerConfig['adapter']>;
 type StoreName = BenchServerConfig['store'];
@@ -181,7 +181,7 @@ const command = `npx tsx bench/http-cpu.ts${
     ? ` (ADAPTERS=${adapters.join(',')} STORES=${stores.join(',')} REQUESTS=${requests} ROUNDS=${rounds})`
     : ''
 }`;
-const sections: ResultSection[] = [];
+const resultsFile = new ResultsFile('http-cpu');
 try {
   for (const adapter of adapters) {
     for (const scenario of SCENARIOS) {
@@ -263,16 +263,12 @@ try {
             },
           };
         });
-        const text = formatTable(
+        resultsFile.table(
           `HTTP CPU per request (${adapter}, ${connections} keep-alive connections; ops/s = requests per CPU-second): ${scenario.title}`,
           command,
           table,
+          { chartTitle: `HTTP CPU-bound throughput, ${adapter}: ${scenario.title}` },
         );
-        sections.push({
-          text,
-          chart: { title: `HTTP CPU-bound throughput, ${adapter}: ${scenario.title}`, rows: table },
-        });
-        console.log(text);
       } finally {
         for (const server of servers) server.stop();
       }
@@ -284,5 +280,5 @@ try {
 }
 // A run on a subset of adapters or stores would replace the full table with a partial one.
 const subset = process.env.ADAPTERS !== undefined || process.env.STORES !== undefined;
-if (compare.length === 0 && !subset && PROFILE === undefined) writeResults('http-cpu', sections);
+if (compare.length === 0 && !subset && PROFILE === undefined) resultsFile.write();
 process.exit(0);

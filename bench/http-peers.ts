@@ -28,8 +28,8 @@ import { fileURLToPath } from 'node:url';
 import { type BenchStores, cleanupBenchStores } from './lib/bench-stores.js';
 import { type LoadResult, load, ORDER_BODY, selectedScenarios } from './lib/http-load.js';
 import type { BenchCpuReport, BenchServerConfig } from './lib/http-server.js';
-import { type BenchRow, formatTable, median } from './lib/report.js';
-import { type ResultSection, writeResults } from './lib/results.js';
+import { type BenchRow, median } from './lib/report.js';
+import { ResultsFile } from './lib/results.js';
 import type { PeerStats } from './peers/server.js';
 import { PEER_LABELS, PEERS, type PeerName, type PeerServerConfig } from './peers/types.js';
 
@@ -117,7 +117,7 @@ const { scenarios, partial } = selectedScenarios();
 const command = `DURATION=${duration} ROUNDS=${rounds}${
   process.env.PEERS ? ` PEERS=${process.env.PEERS}` : ''
 } flock /tmp/bench.lock npx tsx bench/http-peers.ts`;
-const sections: ResultSection[] = [];
+const resultsFile = new ResultsFile('http-peers');
 const summary = new Map<string, Record<string, string>>(ROWS.map((row) => [row.name, {}]));
 try {
   for (const scenario of scenarios) {
@@ -198,16 +198,12 @@ try {
         },
       };
     });
-    const text = formatTable(
+    resultsFile.table(
       `HTTP vs peers (Express, autocannon, 50 connections, Redis): ${scenario.title}`,
       command,
       rows,
+      { chartTitle: `HTTP vs peers, Express and Redis: ${scenario.title}` },
     );
-    sections.push({
-      text,
-      chart: { title: `HTTP vs peers, Express and Redis: ${scenario.title}`, rows },
-    });
-    console.log(text);
   }
 } finally {
   const cleanup = (url: string, prefix: string): BenchStores => ({
@@ -235,7 +231,6 @@ const summaryTable = [
   ),
   '',
 ].join('\n');
-sections.push({ text: summaryTable });
-console.log(summaryTable);
-if (!partial) writeResults('http-peers', sections);
+resultsFile.text(summaryTable);
+if (!partial) resultsFile.write();
 process.exit(0);

@@ -28,8 +28,8 @@ import { type BenchStores, cleanupBenchStores, prepareBenchStores } from './lib/
 import { buildLibrary, compareVariants, repoRoot } from './lib/build-lib.js';
 import { load, ORDER_BODY, selectedScenarios } from './lib/http-load.js';
 import type { BenchServerConfig } from './lib/http-server.js';
-import { type BenchRow, formatTable, median } from './lib/report.js';
-import { type ResultSection, writeResults } from './lib/results.js';
+import { type BenchRow, median } from './lib/report.js';
+import { ResultsFile } from './lib/results.js';
 
 const duration = Number(process.env.DURATION ?? 3);
 const rounds = Number(process.env.ROUNDS ?? 3);
@@ -87,7 +87,7 @@ for (const variantStore of variantStores) await prepareBenchStores(variantStore)
 const command = `DURATION=${duration} ROUNDS=${rounds}${useTsx ? ' TSX=1' : ''}${
   compare.length > 0 ? ` COMPARE=${compare.map((variant) => variant.name).join(',')}` : ''
 } npx tsx bench/http.ts`;
-const sections: ResultSection[] = [];
+const resultsFile = new ResultsFile('http');
 
 interface Row {
   name: string;
@@ -176,24 +176,19 @@ try {
         },
       };
     });
-    const text = formatTable(
+    resultsFile.table(
       `HTTP (Express, autocannon, 50 connections): ${scenario.title}`,
       command,
       table,
-    );
-    sections.push({
-      text,
-      chart: {
-        title: `HTTP, Express: ${scenario.title}`,
-        rows: table,
+      {
+        chartTitle: `HTTP, Express: ${scenario.title}`,
         targets: [...scenario.targets],
       },
-    });
-    console.log(text);
+    );
   }
 } finally {
   await cleanupBenchStores(benchStores);
   for (const variantStore of variantStores) await cleanupBenchStores(variantStore);
 }
-if (compare.length === 0 && !partial) writeResults('http', sections);
+if (compare.length === 0 && !partial) resultsFile.write();
 process.exit(0);

@@ -63,20 +63,29 @@ export class ResultsFile {
   constructor(private readonly name: string) {}
 
   /**
-   * Print a table of `rows` (ratios against the first) and keep it, with its chart, for the file.
-   * `chart: false` keeps the table alone: for a table whose ratios say nothing (the core benchmark's
-   * baseline is a bare function call, so every row is ~1% of it; its figure is the overhead in µs).
+   * Print a table of `rows` (ratios against the first) and keep it, with its chart, for the file. The
+   * chart is titled `chartTitle` (default: the table's title). `chart: false` keeps the table alone: for a
+   * table whose ratios say nothing (the core benchmark's baseline is a bare function call, so every row is
+   * ~1% of it; its figure is the overhead in µs).
    */
   table(
     title: string,
     command: string,
     rows: BenchRow[],
-    options: RatioChartOptions & { chart?: boolean } = {},
+    options: RatioChartOptions & { chart?: boolean; chartTitle?: string } = {},
   ): void {
-    const { chart = true, ...chartOptions } = options;
+    const { chart = true, chartTitle = title, ...chartOptions } = options;
     const text = formatTable(title, command, rows);
     console.log(text);
-    this.sections.push(chart ? { text, chart: { title, rows, ...chartOptions } } : { text });
+    this.sections.push(
+      chart ? { text, chart: { title: chartTitle, rows, ...chartOptions } } : { text },
+    );
+  }
+
+  /** Print Markdown text (a summary table, say) and keep it for the file, without a chart. */
+  text(text: string): void {
+    console.log(text);
+    this.sections.push({ text });
   }
 
   /** Write `bench/results/<name>.md` and its charts (see {@link writeResults}). */

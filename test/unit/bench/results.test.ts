@@ -153,6 +153,32 @@ describe('writeResults', () => {
     expect(readFileSync(join(dir, 'core-2.svg'), 'utf8')).toContain('target 90%');
   });
 
+  it('ResultsFile titles a chart apart from its table, and keeps plain text without a chart', () => {
+    // Arrange
+    const dir = tempDir();
+    const results = new ResultsFile('http-peers');
+    const log = console.log;
+    const printed: string[] = [];
+    console.log = (text: string) => printed.push(text);
+    // Act
+    try {
+      results.table('HTTP vs peers: S2 (a long table title)', 'npx tsx bench/http-peers.ts', rows, {
+        chartTitle: 'S2',
+      });
+      results.text('### summary\n');
+    } finally {
+      console.log = log;
+    }
+    results.write(dir);
+    // Assert
+    expect(readdirSync(dir).sort()).toEqual(['http-peers-1.svg', 'http-peers.md']);
+    expect(readFileSync(join(dir, 'http-peers-1.svg'), 'utf8')).toBe(ratioChart('S2', rows));
+    expect(printed[1]).toBe('### summary\n');
+    expect(readFileSync(join(dir, 'http-peers.md'), 'utf8')).toMatch(
+      /!\[S2\]\(\.\/http-peers-1\.svg\)\n\n### summary\n\n$/,
+    );
+  });
+
   it('ResultsFile writes a table without a chart when asked to', () => {
     // Arrange
     const dir = tempDir();
