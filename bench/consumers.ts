@@ -52,7 +52,8 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 1);
 // V8 needs some tens of thousands of messages before the idempotent path runs optimised code.
 const WARMUP_MESSAGES = Number(process.env.BENCH_WARMUP_MESSAGES ?? 20_000);
-const PREFETCH = 100;
+// The issue measures at prefetch 100; BENCH_PREFETCH shows how far the idempotent row is bound by its window.
+const PREFETCH = Number(process.env.BENCH_PREFETCH ?? 100);
 const ONLY = process.env.BENCH_ROWS?.split(',').map(Number);
 const CPU = process.env.BENCH_CPU === '1';
 const PROFILE = process.env.BENCH_PROFILE;

@@ -60,6 +60,9 @@ export { memoryStore } from './store/memory-store.js';
 export type {
   BatchWindow,
   ClaimOptions,
+  ClaimRequest,
+  CompleteAndClaimResults,
+  CompleteRequest,
   PurgeOptions,
   Store,
   StoreCapabilities,

@@ -5,7 +5,7 @@
  * @module
  */
 import type { ClaimResult } from '../core/record.js';
-import type { ClaimRequest, CompleteRequest } from '../store/store.js';
+import type { ClaimRequest, CompleteAndClaimResults, CompleteRequest } from '../store/store.js';
 import { type PgQueryable, SqlState, sqlState } from './client.js';
 import type { Operations } from './operations.js';
 
@@ -94,4 +94,40 @@ export function completeMany(
       return distinct.map((request) => completed.has(request.key));
     },
   );
+}
+
+/**
+ * Complete, then claim, as {@link completeMany} and {@link claimMany} would one after the other, in one
+ * statement when it can: both lists of distinct keys go through the function of migration 0004, and a
+ * claim the statement left unsettled is claimed again on its own, as in a claim batch. A list that repeats
+ * a key, a deadlock (the whole statement rolled back, so nothing was applied), or a schema without the
+ * function sends the two batches instead.
+ */
+export async function completeAndClaimMany(
+  ops: Operations,
+  db: PgQueryable,
+  completes: readonly CompleteRequest[],
+  claims: readonly ClaimRequest[],
+): Promise<CompleteAndClaimResults> {
+  const separately = async (): Promise<CompleteAndClaimResults> => {
+    const completed = await completeMany(ops, db, completes);
+    return { completed, claimed: await claimMany(ops, db, claims) };
+  };
+  if (splitRepeats(completes).repeats.length > 0 || splitRepeats(claims).repeats.length > 0) {
+    return separately();
+  }
+  let both: Awaited<ReturnType<Operations['completeAndClaimDistinct']>>;
+  try {
+    both = await ops.completeAndClaimDistinct(db, completes, claims);
+  } catch (error) {
+    if (sqlState(error) !== SqlState.DeadlockDetected) throw error;
+    return separately();
+  }
+  if (both === undefined) return separately();
+  const { completed, claimed } = both;
+  const results = new Array<ClaimResult>(claims.length);
+  for (const [index, request] of claims.entries()) {
+    results[index] = claimed.get(request.key) ?? (await ops.claim(db, request.key, request));
+  }
+  return { completed: completes.map((request) => completed.has(request.key)), claimed: results };
 }

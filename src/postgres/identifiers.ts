@@ -37,6 +37,8 @@ export interface TableNames {
   claimManyFunction: string;
   /** `"schema"."table_complete_many"`: the batch completion as a function (migration 0003) */
   completeManyFunction: string;
+  /** `"schema"."table_complete_claim"`: completions then claims in one call (migration 0004) */
+  completeClaimFunction: string;
 }
 
 function checkIdentifier(option: string, value: unknown, maxLength: number): string {
@@ -61,6 +63,7 @@ export function tableNames(
   const schemaName = checkIdentifier('schema', schema, MAX_SCHEMA_LENGTH);
   const tableName = checkIdentifier('table', table, MAX_TABLE_LENGTH);
   const qualified = (name: string) => `${quote(schemaName)}.${quote(name)}`;
+  const functions = batchFunctionNames(tableName);
   return {
     schemaName,
     tableName,
@@ -69,17 +72,32 @@ export function tableNames(
     sequence: qualified(`${tableName}_token_seq`),
     expiresIndex: quote(`${tableName}_expires_at_idx`),
     migrationsTable: qualified(`${tableName}_migrations`),
-    claimManyFunction: qualified(batchFunctionNames(tableName).claimMany),
-    completeManyFunction: qualified(batchFunctionNames(tableName).completeMany),
+    claimManyFunction: qualified(functions.claimMany),
+    completeManyFunction: qualified(functions.completeMany),
+    completeClaimFunction: qualified(functions.completeClaim),
   };
 }
 
+/** The unquoted names of a table's batch functions, by the store operation each serves. */
+export interface BatchFunctionNames {
+  /** `<table>_claim_many` (migration 0003) */
+  claimMany: string;
+  /** `<table>_complete_many` (migration 0003) */
+  completeMany: string;
+  /** `<table>_complete_claim` (migration 0004); its suffix fits the room the table name leaves. */
+  completeClaim: string;
+}
+
 /**
- * The unquoted names of a table's batch functions (migration 0003): what `tableNames` quotes, and what
- * PostgreSQL's messages about them spell.
+ * The unquoted names of a table's batch functions (migrations 0003 and 0004): what `tableNames` quotes,
+ * and what PostgreSQL's messages about them spell.
  */
-export function batchFunctionNames(tableName: string): { claimMany: string; completeMany: string } {
-  return { claimMany: `${tableName}_claim_many`, completeMany: `${tableName}_complete_many` };
+export function batchFunctionNames(tableName: string): BatchFunctionNames {
+  return {
+    claimMany: `${tableName}_claim_many`,
+    completeMany: `${tableName}_complete_many`,
+    completeClaim: `${tableName}_complete_claim`,
+  };
 }
 
 /**

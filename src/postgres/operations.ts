@@ -29,6 +29,25 @@ const CLAIM_ATTEMPTS = 10;
 // statements are then only the fallback for a schema without them.
 const PLANNED_PER_CALL: ReadonlySet<string> = new Set(['claimMany', 'completeMany']);
 
+/** The parameters of a claim batch (`claim-many.sql` and the functions): one array per column. */
+function claimValues(requests: readonly ClaimRequest[]): unknown[] {
+  return [
+    requests.map((request) => request.key),
+    requests.map((request) => request.fingerprint),
+    requests.map((request) => request.leaseMs),
+  ];
+}
+
+/** The parameters of a completion batch (`complete-many.sql` and the functions). */
+function completeValues(requests: readonly CompleteRequest[]): unknown[] {
+  return [
+    requests.map((request) => request.key),
+    requests.map((request) => request.token),
+    requests.map((request) => bufferView(request.outcome)),
+    requests.map((request) => request.retentionMs),
+  ];
+}
+
 /** The statements of one records table. */
 export interface Operations {
   /** Quoted names the statements were rendered with. */
@@ -53,6 +72,17 @@ export interface Operations {
   ): Promise<Map<string, ClaimResult>>;
   /** `complete-many.sql`: completions of distinct keys in one statement; the keys that are completed. */
   completeDistinct(db: PgQueryable, requests: readonly CompleteRequest[]): Promise<Set<string>>;
+  /**
+   * Completions of distinct keys, then claims of distinct keys, in one statement (the function of
+   * migration 0004): what {@link Operations.completeDistinct} and {@link Operations.claimDistinct} return.
+   * `undefined` when the function cannot be used (a schema not yet migrated to 0004, or a role that may
+   * not execute it): send the two batches instead.
+   */
+  completeAndClaimDistinct(
+    db: PgQueryable,
+    completes: readonly CompleteRequest[],
+    claims: readonly ClaimRequest[],
+  ): Promise<{ completed: Set<string>; claimed: Map<string, ClaimResult> } | undefined>;
   /** `release.sql`: true when this token's live lease was deleted. */
   release(db: PgQueryable, key: string, token: number): Promise<boolean>;
   /** `extend.sql`: true when this token's live lease was pushed. */
@@ -104,6 +134,7 @@ export function createOperations(names: TableNames, options: OperationsOptions =
     // The same batches through the functions of migration 0003 (parsed once per connection).
     claimManyCall: `SELECT * FROM ${names.claimManyFunction}($1, $2, $3)`,
     completeManyCall: `SELECT * FROM ${names.completeManyFunction}($1, $2, $3, $4)`,
+    completeClaimCall: `SELECT * FROM ${names.completeClaimFunction}($1, $2, $3, $4, $5, $6, $7)`,
   };
   const statements = Object.fromEntries(
     Object.entries(rendered).map(([op, sqlText]) => [
@@ -132,6 +163,8 @@ export function createOperations(names: TableNames, options: OperationsOptions =
   // migrated to 0003) or not executable by this role; then the batch statements are sent instead, for the
   // life of this store.
   let batchFunctions = true;
+  // The same for the function of 0004, which a schema migrated to 0003 may lack.
+  let completeClaimFunction = true;
   const functionNames = batchFunctionNames(names.tableName);
 
   /**
@@ -171,11 +204,7 @@ export function createOperations(names: TableNames, options: OperationsOptions =
       return (rows[0] as { ok?: boolean } | undefined)?.ok === true;
     },
     async claimDistinct(db, requests) {
-      const { rows } = await runBatch(db, 'claimMany', [
-        requests.map((request) => request.key),
-        requests.map((request) => request.fingerprint),
-        requests.map((request) => request.leaseMs),
-      ]);
+      const { rows } = await runBatch(db, 'claimMany', claimValues(requests));
       const results = new Map<string, ClaimResult>();
       for (const row of rows as Array<RecordRow & { key: string }>) {
         results.set(row.key, rowToClaimResult(row));
@@ -183,13 +212,29 @@ export function createOperations(names: TableNames, options: OperationsOptions =
       return results;
     },
     async completeDistinct(db, requests) {
-      const { rows } = await runBatch(db, 'completeMany', [
-        requests.map((request) => request.key),
-        requests.map((request) => request.token),
-        requests.map((request) => bufferView(request.outcome)),
-        requests.map((request) => request.retentionMs),
-      ]);
+      const { rows } = await runBatch(db, 'completeMany', completeValues(requests));
       return new Set((rows as Array<{ key: string }>).map((row) => row.key));
+    },
+    async completeAndClaimDistinct(db, completes, claims) {
+      if (!completeClaimFunction) return undefined;
+      let rows: unknown[];
+      try {
+        ({ rows } = await run(db, 'completeClaimCall', [
+          ...completeValues(completes),
+          ...claimValues(claims),
+        ]));
+      } catch (error) {
+        if (!isBatchFunctionUnusable(error, functionNames.completeClaim)) throw error;
+        completeClaimFunction = false;
+        return undefined;
+      }
+      const completed = new Set<string>();
+      const claimed = new Map<string, ClaimResult>();
+      for (const row of rows as Array<RecordRow & { key: string; completed: boolean | null }>) {
+        if (row.completed === true) completed.add(row.key);
+        else claimed.set(row.key, rowToClaimResult(row));
+      }
+      return { completed, claimed };
     },
     async release(db, key, token) {
       const { rowCount } = await run(db, 'release', [key, token]);

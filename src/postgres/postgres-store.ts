@@ -7,7 +7,7 @@
  */
 import { InvalidOptionsError } from '../core/errors.js';
 import type { PurgeOptions, Store } from '../store/store.js';
-import { claimMany, completeMany } from './batch.js';
+import { claimMany, completeAndClaimMany, completeMany } from './batch.js';
 import { type PgQueryable, toStoreError } from './client.js';
 import { DEFAULT_SCHEMA, DEFAULT_TABLE, tableNames } from './identifiers.js';
 import { createOperations } from './operations.js';
@@ -85,6 +85,8 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
       guarded('complete', () => ops.complete(pool, key, token, outcome, retentionMs)),
     claimMany: (requests) => guarded('claimMany', () => claimMany(ops, pool, requests)),
     completeMany: (requests) => guarded('completeMany', () => completeMany(ops, pool, requests)),
+    completeAndClaimMany: (completes, claims) =>
+      guarded('completeAndClaimMany', () => completeAndClaimMany(ops, pool, completes, claims)),
     release: (key, token) => guarded('release', () => ops.release(pool, key, token)),
     extend: (key, token, leaseMs) => guarded('extend', () => ops.extend(pool, key, token, leaseMs)),
     get: (key) => guarded('get', () => ops.get(pool, key)),

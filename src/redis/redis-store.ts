@@ -26,6 +26,7 @@ import type { ClaimResult, IdempotencyRecord } from '../core/record.js';
 import type {
   ClaimOptions,
   ClaimRequest,
+  CompleteAndClaimResults,
   CompleteRequest,
   Store,
   StoreStats,
@@ -37,9 +38,17 @@ import {
   type RedisCommander,
   toCommander,
 } from './client.js';
+import { completeClaimMany } from './complete-claim-script.js';
 import { createGuard } from './guard.js';
 import { outcomeArg } from './outcome-arg.js';
-import { decodeClaim, decodeClaims, decodeFlag, decodeFlags, decodeGet } from './replies.js';
+import {
+  decodeClaim,
+  decodeClaims,
+  decodeCompleteAndClaim,
+  decodeFlag,
+  decodeFlags,
+  decodeGet,
+} from './replies.js';
 import { loadScript, runScript, scriptCommand, sendScript } from './script-runner.js';
 import {
   claim,
@@ -99,6 +108,11 @@ export interface RedisStore extends Store {
   claimMany(requests: readonly ClaimRequest[]): Promise<ClaimResult[]>;
   /** Complete several records, each as `complete` would, in order; one script call on a single node. */
   completeMany(requests: readonly CompleteRequest[]): Promise<boolean[]>;
+  /** Complete several records, then claim several keys, each as a single call would; one script call. */
+  completeAndClaimMany(
+    completes: readonly CompleteRequest[],
+    claims: readonly ClaimRequest[],
+  ): Promise<CompleteAndClaimResults>;
 }
 
 const scripts = {
@@ -106,6 +120,7 @@ const scripts = {
   claimMany: loadScript(claimMany),
   complete: loadScript(complete),
   completeMany: loadScript(completeMany),
+  completeClaimMany: loadScript(completeClaimMany),
   release: loadScript(release),
   extend: loadScript(extend),
   get: loadScript(get),
@@ -324,6 +339,60 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     });
   }
 
+  /**
+   * Both batches in one script call (`complete-claim-script.ts`), on a single node, when every completion
+   * can be sent; otherwise, as on a Cluster, `completeMany` then `claimMany`.
+   */
+  function completeAndClaimMany(
+    completes: readonly CompleteRequest[],
+    claims: readonly ClaimRequest[],
+  ): Promise<CompleteAndClaimResults> {
+    const completeCount = completes.length;
+    const claimCount = claims.length;
+    const retentions: number[] = [];
+    const leases: number[] = [];
+    let unsafeToken = false;
+    try {
+      for (let i = 0; i < completeCount; i++) {
+        const request = completes[i] as CompleteRequest;
+        retentions.push(wholeMs(request.retentionMs, 'retentionMs'));
+        if (!Number.isSafeInteger(request.token)) unsafeToken = true;
+      }
+      for (let i = 0; i < claimCount; i++) {
+        leases.push(wholeMs((claims[i] as ClaimRequest).leaseMs, 'leaseMs'));
+      }
+    } catch (error) {
+      return rejected(error);
+    }
+    if (cluster || unsafeToken || completeCount === 0 || claimCount === 0) {
+      return completeMany(completes).then((completed) =>
+        claimMany(claims).then((claimed) => ({ completed, claimed })),
+      );
+    }
+    const command = scriptCommand(scripts.completeClaimMany, completeCount + claimCount);
+    for (let i = 0; i < completeCount; i++) {
+      command.push(recordKey((completes[i] as CompleteRequest).key));
+    }
+    for (let i = 0; i < claimCount; i++) command.push(recordKey((claims[i] as ClaimRequest).key));
+    // ARGV[1] and ARGV[2] (the split) are filled in once complete-many's arguments are counted.
+    const split = command.length;
+    command.push('', '');
+    for (let i = 0; i < completeCount; i++) {
+      const item = completes[i] as CompleteRequest;
+      command.push(String(item.token), outcomeArg(item.outcome));
+    }
+    pushOnceOrEach(command, retentions);
+    command[split] = String(completeCount);
+    command[split + 1] = String(command.length - split - 2);
+    for (let i = 0; i < claimCount; i++) command.push((claims[i] as ClaimRequest).fingerprint);
+    pushOnceOrEach(command, leases);
+    return guard(
+      'completeAndClaimMany',
+      () => sendScript(commander, scripts.completeClaimMany, command),
+      (reply) => decodeCompleteAndClaim(reply, completeCount, leases),
+    );
+  }
+
   return {
     name: 'redis',
     capabilities: { crossProcess: true, purge: false, batch: !cluster },
@@ -335,6 +404,7 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     complete: (key, token, outcome, retentionMs) =>
       completeOne({ key, token, outcome, retentionMs }),
     completeMany,
+    completeAndClaimMany,
 
     async release(key, token) {
       if (!Number.isSafeInteger(token)) return false;

@@ -9,6 +9,7 @@
  * @module
  */
 import { type ClaimResult, type IdempotencyRecord, RecordStatus } from '../core/record.js';
+import type { CompleteAndClaimResults } from '../store/store.js';
 
 const BAR = 0x7c; // '|'
 const ZERO = 0x30;
@@ -154,6 +155,22 @@ export function decodeFlags(reply: unknown, count: number): boolean[] {
   const results: boolean[] = [];
   for (let i = 0; i < count; i++) results.push(decodeFlag(reply[i]));
   return results;
+}
+
+/**
+ * Decode the combined script's reply (`complete-claim-script.ts`): complete-many's flags for `completeCount`
+ * items, then claim-many's claims, item `i` having asked for `leases[i]` ms.
+ */
+export function decodeCompleteAndClaim(
+  reply: unknown,
+  completeCount: number,
+  leases: readonly number[],
+): CompleteAndClaimResults {
+  expectBatch(reply, 2);
+  return {
+    completed: decodeFlags(reply[0], completeCount),
+    claimed: decodeClaims(reply[1], leases),
+  };
 }
 
 /** Decode get-1.lua's reply: the live record's value, or nil. */

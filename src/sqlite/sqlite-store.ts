@@ -12,6 +12,7 @@ import { type ClaimResult, type IdempotencyRecord, RecordStatus } from '../core/
 import type {
   ClaimOptions,
   ClaimRequest,
+  CompleteAndClaimResults,
   CompleteRequest,
   PurgeOptions,
   Store,
@@ -92,6 +93,11 @@ export interface SqliteStore extends Store {
   claimMany(requests: readonly ClaimRequest[]): Promise<ClaimResult[]>;
   /** Complete several records, each as `complete` would, in order, in one transaction. */
   completeMany(requests: readonly CompleteRequest[]): Promise<boolean[]>;
+  /** Complete several records, then claim several keys, each as a single call would, in one transaction. */
+  completeAndClaimMany(
+    completes: readonly CompleteRequest[],
+    claims: readonly ClaimRequest[],
+  ): Promise<CompleteAndClaimResults>;
 }
 
 /** The record a row of `select-record.sql` holds (shared with the transactional mode). */
@@ -237,6 +243,25 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
       requests.map((request) => completeOne(s, request, now)),
   );
 
+  // A turn's completions, then its claims, under one write lock and one commit. A claim runs the single
+  // claim's steps: its live-record read is inside the lock here, which only makes it more current.
+  const completeAndClaimTransaction = db.transaction(
+    (
+      s: Statements,
+      completes: readonly CompleteRequest[],
+      claims: readonly ClaimRequest[],
+      now: number,
+    ): CompleteAndClaimResults => {
+      const completed = completes.map((request) => completeOne(s, request, now));
+      const claimed = claims.map(({ key, fingerprint, leaseMs }): ClaimResult => {
+        const row = s.selectRecord.get({ key, now: clock.now() }) as RecordRow | undefined;
+        if (row !== undefined) return { claimed: false, record: toRecord(row) };
+        return claimLocked(s, key, fingerprint, leaseMs);
+      });
+      return { completed, claimed };
+    },
+  );
+
   return {
     name: 'sqlite',
     // 'turn': better-sqlite3 works synchronously on the event loop, so a call never waits for I/O and
@@ -280,6 +305,15 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
 
     async completeMany(requests: readonly CompleteRequest[]): Promise<boolean[]> {
       return use('completeMany', (s, now) => completeBatchTransaction.immediate(s, requests, now));
+    },
+
+    async completeAndClaimMany(
+      completes: readonly CompleteRequest[],
+      claims: readonly ClaimRequest[],
+    ): Promise<CompleteAndClaimResults> {
+      return use('completeAndClaimMany', (s, now) =>
+        completeAndClaimTransaction.immediate(s, completes, claims, now),
+      );
     },
 
     async release(key, token) {

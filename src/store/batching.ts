@@ -28,6 +28,59 @@ export interface BatchingOptions {
   window?: BatchWindow;
 }
 
+/** Calls of one kind waiting to be sent, kept as three parallel arrays (see {@link Batcher}). */
+class Lane<Req, Res> {
+  requests: Req[] = [];
+  resolves: Array<(value: Res) => void> = [];
+  rejects: Array<(error: unknown) => void> = [];
+
+  push(request: Req, resolve: (value: Res) => void, reject: (error: unknown) => void): void {
+    this.requests.push(request);
+    this.resolves.push(resolve);
+    this.rejects.push(reject);
+  }
+
+  /** The first `max` waiting calls, handed over whole when they all fit (no copy). */
+  take(max: number): Lane<Req, Res> {
+    const taken = new Lane<Req, Res>();
+    if (this.requests.length <= max) {
+      ({ requests: taken.requests, resolves: taken.resolves, rejects: taken.rejects } = this);
+      this.requests = [];
+      this.resolves = [];
+      this.rejects = [];
+    } else {
+      taken.requests = this.requests.splice(0, max);
+      taken.resolves = this.resolves.splice(0, max);
+      taken.rejects = this.rejects.splice(0, max);
+    }
+    return taken;
+  }
+
+  /** Give each caller its result, or fail them all when the count is wrong. */
+  resolve(results: readonly Res[]): void {
+    const count = this.requests.length;
+    if (results.length !== count) {
+      this.reject(new Error(`batch returned ${results.length} results for ${count} items`));
+      return;
+    }
+    for (let i = 0; i < count; i++) (this.resolves[i] as (value: Res) => void)(results[i] as Res);
+  }
+
+  reject(error: unknown): void {
+    for (const reject of this.rejects) reject(error);
+  }
+}
+
+/** How a {@link Batcher} reaches the store. */
+interface Senders {
+  claimOne(request: ClaimRequest): Promise<ClaimResult>;
+  claimMany(requests: ClaimRequest[]): Promise<ClaimResult[]>;
+  completeOne(request: CompleteRequest): Promise<boolean>;
+  completeMany(requests: CompleteRequest[]): Promise<boolean[]>;
+  /** Both kinds in one call, when the store can ({@link Store.completeAndClaimMany}). */
+  completeAndClaimMany?: Store['completeAndClaimMany'];
+}
+
 /**
  * Natural batching: the calls made in one event-loop tick (a burst: one socket read's deliveries, a clump of
  * requests) are held until that tick ends and go together; a lone call goes at the end of its own tick,
@@ -36,43 +89,57 @@ export interface BatchingOptions {
  * store is busy wait, and go together as soon as a call returns. Under load the batches grow by
  * themselves; at rest nothing waits beyond the current tick.
  *
+ * A batcher holds claims and completions in two lanes. For a store with
+ * {@link Store.completeAndClaimMany}, one batcher takes both kinds, and what waits in both lanes goes as
+ * one call: completions first (they were asked for earlier, and a claim of the same key must see them),
+ * then claims. Under load, each store call then carries one request's completion and another's claim
+ * together: one round trip, and for PostgreSQL one statement and one commit, instead of two. A store
+ * without it gets one batcher per kind, each using one lane.
+ *
  * Why the first call of a tick is not sent ahead of the others: it bought no latency and cost a round trip.
  * node-redis writes its commands in a `setImmediate`, so the first call left in the same write as the
  * batch behind it, and on the consumer bench the extra script call per burst cost Redis and Node about
  * 2 µs per message (`bench/consumers.ts`: 55% → 65% of the plain consumer). PostgreSQL, whose client
  * writes at once, measured no better with it either.
  *
- * Pending calls are kept in three parallel arrays rather than as one object per call: every message goes
+ * Pending calls are kept in parallel arrays rather than as one object per call: every message goes
  * through here twice (claim and complete), and the arrays of a batch are handed over whole when they fit
  * in one (no copy, no `map` to pick the requests out).
  */
-class Batcher<Req, Res> {
-  private requests: Req[] = [];
-  private resolves: Array<(value: Res) => void> = [];
-  private rejects: Array<(error: unknown) => void> = [];
+class Batcher {
+  private readonly claims = new Lane<ClaimRequest, ClaimResult>();
+  private readonly completes = new Lane<CompleteRequest, boolean>();
   private inFlight = 0;
   /** True while a flush at the end of the current tick is scheduled. */
   private scheduled = false;
 
   constructor(
-    private readonly sendOne: (request: Req) => Promise<Res>,
-    private readonly sendMany: (requests: Req[]) => Promise<Res[]>,
+    private readonly send: Senders,
     private readonly maxBatch: number,
     private readonly maxInFlight: number,
     private readonly window: BatchWindow,
   ) {}
 
-  add(request: Req): Promise<Res> {
-    return new Promise<Res>((resolve, reject) => {
-      this.requests.push(request);
-      this.resolves.push(resolve);
-      this.rejects.push(reject);
-      // Every call of a tick (or of a turn) is held until its end, and they go together.
-      if (this.scheduled) return;
-      this.scheduled = true;
-      if (this.window === 'turn') setImmediate(this.endOfTick);
-      else process.nextTick(this.endOfTick);
+  claim(request: ClaimRequest): Promise<ClaimResult> {
+    return new Promise<ClaimResult>((resolve, reject) => {
+      this.claims.push(request, resolve, reject);
+      this.schedule();
     });
+  }
+
+  complete(request: CompleteRequest): Promise<boolean> {
+    return new Promise<boolean>((resolve, reject) => {
+      this.completes.push(request, resolve, reject);
+      this.schedule();
+    });
+  }
+
+  /** Every call of a tick (or of a turn) is held until its end, and they go together. */
+  private schedule(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    if (this.window === 'turn') setImmediate(this.endOfTick);
+    else process.nextTick(this.endOfTick);
   }
 
   private readonly endOfTick = (): void => {
@@ -80,50 +147,69 @@ class Batcher<Req, Res> {
     this.pump();
   };
 
+  // What waited goes at the end of the tick in which a call returned, not at once: the callers that call
+  // resolved continue in that tick's microtasks, and their next calls (a claim's completion, a
+  // completion's... ) join the batch. Sent at once, they would wait for the call after it.
+  private readonly returned = (): void => {
+    this.inFlight--;
+    this.schedule();
+  };
+
   private pump(): void {
-    while (this.requests.length > 0 && this.inFlight < this.maxInFlight) {
-      let requests: Req[];
-      let resolves: Array<(value: Res) => void>;
-      let rejects: Array<(error: unknown) => void>;
-      if (this.requests.length <= this.maxBatch) {
-        ({ requests, resolves, rejects } = this);
-        this.requests = [];
-        this.resolves = [];
-        this.rejects = [];
-      } else {
-        requests = this.requests.splice(0, this.maxBatch);
-        resolves = this.resolves.splice(0, this.maxBatch);
-        rejects = this.rejects.splice(0, this.maxBatch);
-      }
+    while (
+      (this.claims.requests.length > 0 || this.completes.requests.length > 0) &&
+      this.inFlight < this.maxInFlight
+    ) {
+      const completes = this.completes.take(this.maxBatch);
+      const claims = this.claims.take(this.maxBatch);
       this.inFlight++;
-      const count = requests.length;
-      const sent =
-        count === 1
-          ? this.sendOne(requests[0] as Req).then((result) => [result])
-          : this.sendMany(requests);
-      sent
-        .then(
-          (results) => {
-            if (results.length !== count) {
-              const error = new Error(
-                `batch returned ${results.length} results for ${count} items`,
-              );
-              for (const reject of rejects) reject(error);
-              return;
-            }
-            for (let i = 0; i < count; i++)
-              (resolves[i] as (value: Res) => void)(results[i] as Res);
-          },
-          (error: unknown) => {
-            for (const reject of rejects) reject(error);
-          },
-        )
-        .finally(() => {
-          this.inFlight--;
-          this.pump();
-        });
+      this.dispatch(completes, claims).finally(this.returned);
     }
   }
+
+  /** One store call for what was taken, or one per kind when the store cannot take both at once. */
+  private dispatch(
+    completes: Lane<CompleteRequest, boolean>,
+    claims: Lane<ClaimRequest, ClaimResult>,
+  ): Promise<unknown> {
+    const both = this.send.completeAndClaimMany;
+    if (completes.requests.length > 0 && claims.requests.length > 0 && both !== undefined) {
+      return both(completes.requests, claims.requests).then(
+        (results) => {
+          completes.resolve(results.completed);
+          claims.resolve(results.claimed);
+        },
+        (error: unknown) => {
+          completes.reject(error);
+          claims.reject(error);
+        },
+      );
+    }
+    return Promise.all([
+      completes.requests.length === 0
+        ? undefined
+        : sendLane(completes, this.send.completeOne, this.send.completeMany),
+      claims.requests.length === 0
+        ? undefined
+        : sendLane(claims, this.send.claimOne, this.send.claimMany),
+    ]);
+  }
+}
+
+/** Send one lane's calls: a lone call as a single store call, more as a batch. */
+function sendLane<Req, Res>(
+  lane: Lane<Req, Res>,
+  one: (request: Req) => Promise<Res>,
+  many: (requests: Req[]) => Promise<Res[]>,
+): Promise<void> {
+  const sent =
+    lane.requests.length === 1
+      ? one(lane.requests[0] as Req).then((result) => [result])
+      : many(lane.requests);
+  return sent.then(
+    (results) => lane.resolve(results),
+    (error: unknown) => lane.reject(error),
+  );
 }
 
 /** True when `store` can take batches. */
@@ -162,28 +248,31 @@ export function withBatching(store: Store, options: BatchingOptions = {}): Store
     throw new InvalidOptionsError(`batch.window must be 'tick' or 'turn', got ${String(window)}`);
   }
   if (!supportsBatching(store)) return store;
-  const claims = new Batcher<ClaimRequest, ClaimResult>(
-    ({ key, fingerprint, leaseMs }) => store.claim(key, { fingerprint, leaseMs }),
-    (requests) => store.claimMany(requests),
-    maxBatch,
-    maxInFlight,
-    window,
-  );
-  const completes = new Batcher<CompleteRequest, boolean>(
-    ({ key, token, outcome, retentionMs }) => store.complete(key, token, outcome, retentionMs),
-    (requests) => store.completeMany(requests),
-    maxBatch,
-    maxInFlight,
-    window,
-  );
+  const send: Senders = {
+    claimOne: ({ key, fingerprint, leaseMs }) => store.claim(key, { fingerprint, leaseMs }),
+    claimMany: (requests) => store.claimMany(requests),
+    completeOne: ({ key, token, outcome, retentionMs }) =>
+      store.complete(key, token, outcome, retentionMs),
+    completeMany: (requests) => store.completeMany(requests),
+  };
+  let claims: Batcher;
+  let completes: Batcher;
+  if (store.completeAndClaimMany === undefined) {
+    claims = new Batcher(send, maxBatch, maxInFlight, window);
+    completes = new Batcher(send, maxBatch, maxInFlight, window);
+  } else {
+    const both = store.completeAndClaimMany.bind(store);
+    claims = new Batcher({ ...send, completeAndClaimMany: both }, maxBatch, maxInFlight, window);
+    completes = claims;
+  }
   // Explicit delegation, bound to the store: a class-based store may rely on `this` (private fields).
   const view: Store = {
     name: store.name,
     capabilities: store.capabilities,
     claim: (key, claimOptions) =>
-      claims.add({ key, fingerprint: claimOptions.fingerprint, leaseMs: claimOptions.leaseMs }),
+      claims.claim({ key, fingerprint: claimOptions.fingerprint, leaseMs: claimOptions.leaseMs }),
     complete: (key, token, outcome, retentionMs) =>
-      completes.add({ key, token, outcome, retentionMs }),
+      completes.complete({ key, token, outcome, retentionMs }),
     release: (key, token) => store.release(key, token),
     extend: (key, token, leaseMs) => store.extend(key, token, leaseMs),
     get: (key) => store.get(key),
@@ -192,6 +281,11 @@ export function withBatching(store: Store, options: BatchingOptions = {}): Store
     claimMany: (requests) => store.claimMany(requests),
     completeMany: (requests) => store.completeMany(requests),
   };
+  if (store.completeAndClaimMany !== undefined) {
+    const both = store.completeAndClaimMany.bind(store);
+    view.completeAndClaimMany = (completeRequests, claimRequests) =>
+      both(completeRequests, claimRequests);
+  }
   if (store.purgeExpired !== undefined) {
     const purge = store.purgeExpired.bind(store);
     view.purgeExpired = (purgeOptions) => purge(purgeOptions);

@@ -18,6 +18,7 @@ import {
 import type {
   ClaimOptions,
   ClaimRequest,
+  CompleteAndClaimResults,
   CompleteRequest,
   PurgeOptions,
   Store,
@@ -40,6 +41,11 @@ export interface MemoryStore extends Store {
   claimMany(requests: readonly ClaimRequest[]): Promise<ClaimResult[]>;
   /** Complete several records, each as `complete` would, in order. */
   completeMany(requests: readonly CompleteRequest[]): Promise<boolean[]>;
+  /** Complete several records, then claim several keys, each as a single call would, in order. */
+  completeAndClaimMany(
+    completes: readonly CompleteRequest[],
+    claims: readonly ClaimRequest[],
+  ): Promise<CompleteAndClaimResults>;
 }
 
 // Dead records are swept once the operations since the last sweep exceed half the map's size (and at least
@@ -119,6 +125,13 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     },
     async completeMany(requests: readonly CompleteRequest[]): Promise<boolean[]> {
       return requests.map(completeNow);
+    },
+    async completeAndClaimMany(
+      completes: readonly CompleteRequest[],
+      claims: readonly ClaimRequest[],
+    ): Promise<CompleteAndClaimResults> {
+      const completed = completes.map(completeNow);
+      return { completed, claimed: claims.map(({ key, ...options }) => claimNow(key, options)) };
     },
     async release(key, token) {
       const { ok, next } = applyRelease(records.get(key), { token, now: clock.now() });

@@ -34,6 +34,14 @@ export interface CompleteRequest {
   retentionMs: number;
 }
 
+/** What {@link Store.completeAndClaimMany} returns: each list's results in its input order. */
+export interface CompleteAndClaimResults {
+  /** One per completion: `false` when fenced out. */
+  completed: boolean[];
+  /** One per claim. */
+  claimed: ClaimResult[];
+}
+
 /** Options for {@link Store.purgeExpired}. */
 export interface PurgeOptions {
   /** At most this many rows are deleted by one call. @default 1000 */
@@ -145,6 +153,18 @@ export interface Store {
    * order. Results come back in input order. Present when `capabilities.batch` is true.
    */
   completeMany?(requests: readonly CompleteRequest[]): Promise<boolean[]>;
+
+  /**
+   * Complete several records, then claim several keys, in one round trip: each completion exactly as
+   * {@link Store.completeMany} applies it, then each claim exactly as {@link Store.claimMany} applies it
+   * (a claim of a key completed in the same call sees the completed record). Neither list need be atomic
+   * as a whole. Results come back in input order. Optional even with `capabilities.batch`: the engine then
+   * sends a turn's completions and its claims as two batches.
+   */
+  completeAndClaimMany?(
+    completes: readonly CompleteRequest[],
+    claims: readonly ClaimRequest[],
+  ): Promise<CompleteAndClaimResults>;
 
   /** Release resources the store itself opened (never a client the user passed in). */
   close?(): Promise<void>;

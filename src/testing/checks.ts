@@ -478,6 +478,64 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
     }),
   );
 
+  checks.push(
+    check('completes, then claims, in one call as separate calls would', async (store, key) => {
+      if (!store.completeAndClaimMany) return;
+      const [done, fenced, fresh, live] = [key('done'), key('fenced'), key('fresh'), key('live')];
+      const cd = await store.claim(done, { fingerprint: 'fp-done', leaseMs: 60_000 });
+      const cf = await store.claim(fenced, { fingerprint: 'fp', leaseMs: 60_000 });
+      const cl = await store.claim(live, { fingerprint: 'fp-live', leaseMs: 60_000 });
+      assert.ok(cd.claimed && cf.claimed && cl.claimed);
+      const { completed, claimed } = await store.completeAndClaimMany(
+        [
+          { key: done, token: cd.token, outcome: Buffer.from('done'), retentionMs: day },
+          { key: fenced, token: cf.token + 1, outcome: Buffer.from('wrong'), retentionMs: day },
+        ],
+        [
+          { key: done, fingerprint: 'fp-done', leaseMs: 60_000 },
+          { key: fresh, fingerprint: 'fp-fresh', leaseMs: 60_000 },
+          { key: live, fingerprint: 'fp-other', leaseMs: 60_000 },
+          { key: fresh, fingerprint: 'fp-again', leaseMs: 60_000 },
+        ],
+      );
+      assert.deepEqual(completed, [true, false], 'each completion fenced by its own token');
+      assert.equal(claimed.length, 4, 'one claim result per item, in order');
+      const [rdone, rfresh, rlive, rfresh2] = claimed;
+      assert.ok(rdone && !rdone.claimed, 'a key completed by the same call is not claimed');
+      if (rdone && !rdone.claimed) {
+        assertBytesEqual(
+          assertCompleted(rdone.record, 'done').outcome,
+          Buffer.from('done'),
+          'the claim sees the outcome the same call stored',
+        );
+      }
+      assert.ok(rfresh?.claimed, 'an absent key is claimed');
+      assert.ok(rlive && !rlive.claimed, 'a live claim is not taken');
+      if (rlive && !rlive.claimed) assert.equal(rlive.record.token, cl.token);
+      assert.ok(rfresh2 && !rfresh2.claimed, 'a repeated key sees the earlier item of the call');
+      if (rfresh2 && !rfresh2.claimed && rfresh?.claimed) {
+        assert.equal(assertInProgress(rfresh2.record, 'fresh').token, rfresh.token);
+      }
+      assert.equal(
+        assertInProgress(await store.get(fenced), 'fenced').token,
+        cf.token,
+        'a fenced-out completion changes nothing',
+      );
+      // Either list may be empty.
+      const onlyCompletes = await store.completeAndClaimMany(
+        [{ key: fenced, token: cf.token, outcome: Buffer.from('late'), retentionMs: day }],
+        [],
+      );
+      assert.deepEqual(onlyCompletes, { completed: [true], claimed: [] });
+      const onlyClaims = await store.completeAndClaimMany(
+        [],
+        [{ key: key('solo'), fingerprint: 'fp', leaseMs: 60_000 }],
+      );
+      assert.equal(onlyClaims.completed.length, 0);
+      assert.ok(onlyClaims.claimed[0]?.claimed, 'a claim alone is claimed');
+    }),
+  );
+
   if (options.crossProcess !== undefined) {
     const cp = options.crossProcess;
     checks.push({

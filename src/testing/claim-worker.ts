@@ -44,7 +44,7 @@ async function main(): Promise<void> {
       }
     }
   }
-  // A store that takes batches gets half its lanes' claims as batches, so single and batched claims race.
+  // A store that takes batches gets some of its lanes' claims as batches, so single and batched claims race.
   async function batchLane(): Promise<void> {
     while (next < order.length) {
       const keys = order.slice(next, next + BATCH);
@@ -60,10 +60,49 @@ async function main(): Promise<void> {
       }
     }
   }
+  // A store that also takes completions and claims in one call gets a third kind of lane: each call
+  // completes what its previous call won (a completed record blocks claims as a live lease does) and
+  // claims the next keys, so completions of one process land among the claims of the others.
+  async function completeAndClaimLane(): Promise<void> {
+    let won: Array<{ key: string; token: number }> = [];
+    while (next < order.length || won.length > 0) {
+      const keys = order.slice(next, next + BATCH);
+      next += keys.length;
+      try {
+        const { completed, claimed } = await store.completeAndClaimMany!(
+          won.map(({ key, token }) => ({
+            key,
+            token,
+            outcome: Buffer.from('storm'),
+            retentionMs: 120_000,
+          })),
+          keys.map((key) => ({ key, fingerprint: 'storm', leaseMs: 120_000 })),
+        );
+        for (const [i, ok] of completed.entries()) {
+          if (!ok)
+            report.errors.push(`completion of ${won[i]!.key} by its own claim was fenced out`);
+        }
+        won = [];
+        report.claims += claimed.length;
+        for (const [i, result] of claimed.entries()) {
+          if (!result.claimed) continue;
+          report.wins.push(keys[i]!);
+          won.push({ key: keys[i]!, token: result.token });
+        }
+      } catch (error) {
+        report.errors.push(String(error));
+        won = [];
+      }
+    }
+  }
   const batched = store.capabilities.batch === true && typeof store.claimMany === 'function';
-  await Promise.all(
-    Array.from({ length: IN_FLIGHT }, (_, i) => (batched && i % 2 === 1 ? batchLane() : lane())),
-  );
+  const combined = batched && typeof store.completeAndClaimMany === 'function';
+  const lanes = combined
+    ? [lane, batchLane, completeAndClaimLane]
+    : batched
+      ? [lane, batchLane]
+      : [lane];
+  await Promise.all(Array.from({ length: IN_FLIGHT }, (_, i) => lanes[i % lanes.length]!()));
   await store.close?.();
   await new Promise<void>((resolve) => process.send?.(report, () => resolve()));
   // The factory may have opened clients the store does not own (and so does not close): exit explicitly.

@@ -2,7 +2,7 @@
  * The PostgreSQL store's batch paths beyond the conformance suite: the keys a `claim-many` statement cannot
  * settle (a blocking row committed after its snapshot) and a deadlock with an outside writer, both of which
  * fall back to one statement per key; the batch functions of migration 0003, and the statements a schema
- * without them falls back to.
+ * without them falls back to; the completions-and-claims function of 0004 and its fallbacks.
  */
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
@@ -81,7 +81,9 @@ describe('postgresStore claimMany', () => {
     // The holder inserts k2 and keeps it uncommitted; the batch inserts k1 (keys go in order) and waits on
     // k2; the holder then inserts k1 and waits on the batch: a cycle. The batch's backend has the short
     // deadlock_timeout, so it detects the cycle and is the one aborted.
-    const [k1, k2, k3] = ['a', 'b', 'c'].map((suffix) => `deadlock:${randomUUID()}:${suffix}`) as [
+    // One id for the three keys: the batch inserts in key order, and the cycle needs k1 before k2.
+    const id = randomUUID();
+    const [k1, k2, k3] = ['a', 'b', 'c'].map((suffix) => `deadlock:${id}:${suffix}`) as [
       string,
       string,
       string,
@@ -153,6 +155,135 @@ describe('postgresStore claimMany', () => {
     } finally {
       await client.end();
       await fresh.dispose();
+    }
+  });
+});
+
+describe('postgresStore completeAndClaimMany (migration 0004)', () => {
+  const completeClaimCall = () =>
+    `SELECT * FROM "${fx.schema}"."idempotency_records_complete_claim"($1, $2, $3, $4, $5, $6, $7)`;
+
+  it('sends the completions and the claims as one call of the function', async () => {
+    // Arrange
+    const { db, texts } = recording(fx.pool);
+    const store = postgresStore({ pool: db, schema: fx.schema });
+    const [done, fresh] = [key('cc-done'), key('cc-fresh')];
+    const held = await store.claim(done, lease);
+    if (!held.claimed) throw new Error('not claimed');
+    texts.length = 0;
+    // Act
+    const results = await store.completeAndClaimMany!(
+      [{ key: done, token: held.token, outcome: Buffer.from('ok'), retentionMs: day }],
+      [
+        { key: done, ...lease },
+        { key: fresh, ...lease },
+      ],
+    );
+    // Assert: one statement; the claim of the completed key saw the completion.
+    expect(texts).toEqual([completeClaimCall()]);
+    expect(results.completed).toEqual([true]);
+    expect(results.claimed[0]).toMatchObject({ claimed: false, record: { status: 'completed' } });
+    expect(results.claimed[1]?.claimed).toBe(true);
+  });
+
+  it('falls back to the two batch calls on a schema without the function, once', async () => {
+    // Arrange: a schema as 0003 left it.
+    const old = await setupPostgres('batch3', { max: 2 });
+    try {
+      await old.pool.query(`DROP FUNCTION "${old.schema}"."idempotency_records_complete_claim"`);
+      const { db, texts } = recording(old.pool);
+      const store = postgresStore({ pool: db, schema: old.schema });
+      const [a, b] = [key('old3-a'), key('old3-b')];
+      const claims = await store.claimMany!([a, b].map((k) => ({ key: k, ...lease })));
+      texts.length = 0;
+      // Act: twice, each completing one key and claiming one.
+      const tokenOf = (index: number) => {
+        const claim = claims[index];
+        if (!claim?.claimed) throw new Error('not claimed');
+        return claim.token;
+      };
+      const first = await store.completeAndClaimMany!(
+        [{ key: a, token: tokenOf(0), outcome: Buffer.from('a'), retentionMs: day }],
+        [{ key: key('old3-c'), ...lease }],
+      );
+      const second = await store.completeAndClaimMany!(
+        [{ key: b, token: tokenOf(1), outcome: Buffer.from('b'), retentionMs: day }],
+        [{ key: a, ...lease }],
+      );
+      // Assert: one refused call, then the two batches; results as from the function.
+      expect(texts.filter((t) => t.includes('_complete_claim"('))).toHaveLength(1);
+      expect(
+        texts.filter((t) => t.includes('_complete_many"(') || t.includes('-- complete')),
+      ).toHaveLength(2);
+      expect(first.completed).toEqual([true]);
+      expect(first.claimed[0]?.claimed).toBe(true);
+      expect(second.completed).toEqual([true]);
+      expect(second.claimed[0]).toMatchObject({ claimed: false, record: { status: 'completed' } });
+    } finally {
+      await old.dispose();
+    }
+  });
+
+  it('sends a list that repeats a key as the two batches, which settle repeats in order', async () => {
+    const { db, texts } = recording(fx.pool);
+    const store = postgresStore({ pool: db, schema: fx.schema });
+    const k = key('cc-repeat');
+    const results = await store.completeAndClaimMany!(
+      [],
+      [
+        { key: k, ...lease },
+        { key: k, fingerprint: 'other', leaseMs: 60_000 },
+      ],
+    );
+    expect(texts.some((t) => t.includes('_complete_claim"('))).toBe(false);
+    expect(results.claimed[0]?.claimed).toBe(true);
+    expect(results.claimed[1]).toMatchObject({ claimed: false, record: { fingerprint: 'fp' } });
+  });
+
+  it('applies nothing of a call chosen as a deadlock victim, then sends the two batches', async () => {
+    // As for claimMany: the holder keeps k2 uncommitted; the call completes `done` and claims k1 then
+    // waits on k2; the holder then claims k1 and waits on the call. The call's backend has the short
+    // deadlock_timeout, so it is the one aborted, completion included, and the store resends both lists.
+    const id = randomUUID();
+    const [k1, k2, k3] = ['a', 'b', 'c'].map((suffix) => `ccdead:${id}:${suffix}`) as [
+      string,
+      string,
+      string,
+    ];
+    const done = key('ccdead-done');
+    const holder = await connection('10s');
+    const callClient = await connection('50ms');
+    try {
+      const holderStore = postgresStore({ pool: holder, schema: fx.schema });
+      const { db, texts } = recording(callClient);
+      const store = postgresStore({ pool: db, schema: fx.schema });
+      const held = await store.claim(done, lease);
+      if (!held.claimed) throw new Error('not claimed');
+      await holder.query('BEGIN');
+      expect((await holderStore.claim(k2, lease)).claimed).toBe(true);
+      texts.length = 0;
+      const call = store.completeAndClaimMany!(
+        [{ key: done, token: held.token, outcome: Buffer.from('ok'), retentionMs: day }],
+        [k3, k1, k2].map((k) => ({ key: k, ...lease })),
+      );
+      await waitForLockWait(fx.schema);
+      const holderOnK1 = await holderStore.claim(k1, lease);
+      await holder.query('COMMIT');
+      const { completed, claimed } = await call;
+      const [r3, r1, r2] = claimed;
+      // Assert: the aborted call was resent as the two batches, and each item applied once.
+      expect(texts[0]).toBe(completeClaimCall());
+      expect(texts.some((t) => t.includes('_claim_many"('))).toBe(true);
+      expect(completed).toEqual([true]);
+      expect([holderOnK1.claimed, r1?.claimed].filter(Boolean)).toHaveLength(1);
+      expect(r2?.claimed).toBe(false);
+      expect(r3?.claimed).toBe(true);
+      const record = await store.get(k3);
+      expect(record?.status === 'in_progress' && record.attempt).toBe(1);
+      expect((await store.get(done))?.status).toBe('completed');
+    } finally {
+      await holder.end();
+      await callClient.end();
     }
   });
 });

@@ -28,9 +28,17 @@ describe('migrate', () => {
     try {
       const results = await Promise.all(pools.map((p) => migrate(p, { schema })));
       expect(results.filter((r) => r.applied.length > 0)).toEqual([
-        { applied: ['0001_records', '0002_key_collation', '0003_batch_functions'], version: 3 },
+        {
+          applied: [
+            '0001_records',
+            '0002_key_collation',
+            '0003_batch_functions',
+            '0004_complete_claim_function',
+          ],
+          version: 4,
+        },
       ]);
-      expect(results.every((r) => r.version === 3)).toBe(true);
+      expect(results.every((r) => r.version === 4)).toBe(true);
     } finally {
       await Promise.all(pools.map((p) => p.end()));
     }
@@ -62,6 +70,7 @@ describe('migrate', () => {
         '0001_records',
         '0002_key_collation',
         '0003_batch_functions',
+        '0004_complete_claim_function',
       ]);
     } finally {
       holder.release();
@@ -76,6 +85,7 @@ describe('migrate', () => {
         '0001_records',
         '0002_key_collation',
         '0003_batch_functions',
+        '0004_complete_claim_function',
       ]);
       expect((await migrate(client, { schema, table: 'records' })).applied).toEqual([]);
     } finally {

@@ -1,6 +1,7 @@
 import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createIdempotency } from '../../../src/index.js';
+import { completeClaimMany } from '../../../src/redis/complete-claim-script.js';
 import { redisStore } from '../../../src/redis/index.js';
 import { loadScript } from '../../../src/redis/script-runner.js';
 import { claim, claimMany, complete, completeMany } from '../../../src/redis/scripts.gen.js';
@@ -162,5 +163,43 @@ describe.each<RedisLib>(['node-redis', 'ioredis'])('redis store round trips (%s)
     expect(count(complete)).toBe(0);
     expect(log.commands.filter((name) => name !== 'evalsha')).toEqual(['echo burst']);
     expect(log.commands.length - 1).toBe(log.shas.length);
+  });
+
+  it("sends one burst's completions and the next burst's claims as one script call", async () => {
+    // Arrange: one call in flight at a time, so the second burst's claims wait for the first's.
+    const connection = await connectClient(lib, server.url);
+    const store = redisStore({ client: connection.client, prefix: `rt-pair:${lib}:` });
+    await store.ready;
+    const idempotency = createIdempotency({
+      store,
+      namespace: `pair-${lib}`,
+      batch: { maxBatch: 100, maxInFlight: 1 },
+    });
+    const runs = (label: string) =>
+      Array.from({ length: 20 }, (_, i) => idempotency.run({ key: `${label}-${i}` }, () => i));
+    await Promise.all([...runs('warm-a'), ...runs('warm-b')]);
+    const log = await CommandLog.open(server.port);
+    const count = (script: { source: string; numberOfKeys: number | null }) =>
+      log.shas.filter((s) => s === loadScript(script).sha).length;
+
+    // Act: the first burst in this tick, the second in the next one, while the first's claims are out.
+    const first = runs('first');
+    const second = await new Promise<Array<Promise<unknown>>>((resolve) =>
+      process.nextTick(() => resolve(runs('second'))),
+    );
+    const outcomes = (await Promise.all([...first, ...second])) as Array<{ status: string }>;
+    await echoOn(lib, connection.client, 'pair');
+    await log.until('pair');
+    log.close();
+    await connection.close();
+
+    // Assert: three calls for 40 runs: the first claims; the first completions with the second claims;
+    // the second completions.
+    expect(outcomes.map((outcome) => outcome.status)).toEqual(outcomes.map(() => 'executed'));
+    expect(count(claimMany)).toBe(1);
+    expect(count(completeClaimMany)).toBe(1);
+    expect(count(completeMany)).toBe(1);
+    expect(count(claim) + count(complete)).toBe(0);
+    expect(log.shas).toHaveLength(3);
   });
 });
