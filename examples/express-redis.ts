@@ -1,6 +1,7 @@
 /**
  * Express + Redis: `POST /orders` requires an `Idempotency-Key`; the same request sent twice runs the
- * handler once and the second response is a replay (`Idempotent-Replayed: true`).
+ * handler once and the second response is a replay (`Idempotent-Replayed: true`), even though a load
+ * balancer's cookie changed in between: only the session cookie scopes the records (`scopeCookies`).
  *
  * Run: `npx tsx examples/express-redis.ts` (REDIS_URL, default redis://127.0.0.1:6379).
  * @module
@@ -21,6 +22,9 @@ const idem = idempotency({
   store: redisStore({ client, prefix: 'example:http:', timeoutMs: 500 }),
   namespace: 'orders-api',
   retentionMs: '24h',
+  // Records are scoped by the caller's session cookie alone; other cookies may change between retries.
+  // Behind real authentication, pass `scope: (req) => req.user.id` instead.
+  scopeCookies: ['sid'],
 });
 
 let executions = 0;
@@ -43,7 +47,11 @@ const key = randomUUID();
 for (let i = 0; i < 2; i++) {
   const response = await fetch(url, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', 'idempotency-key': `"${key}"` },
+    headers: {
+      'content-type': 'application/json',
+      'idempotency-key': `"${key}"`,
+      cookie: `sid=session-1; lb=node-${i + 1}`,
+    },
     body: JSON.stringify({ sku: 'book', qty: 1 }),
   });
   console.log(

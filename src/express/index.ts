@@ -10,7 +10,6 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { bufferView } from '../core/bytes.js';
 import {
-  credentialScope,
   decide,
   type EngineSource,
   type HttpResponseData,
@@ -42,6 +41,7 @@ export type ExpressIdempotencyOptions = HttpRouteOptions &
     /**
      * Who is calling: records are never shared across scopes. Mount the middleware after authentication
      * and return the principal or tenant id. @default a digest of the Authorization and Cookie headers
+     *   (only the cookies `scopeCookies` names, when it is set)
      */
     scope?: (req: Request) => string | Promise<string>;
   };
@@ -63,9 +63,7 @@ export interface ExpressIdempotency extends RequestHandler {
 export function idempotency(options: ExpressIdempotencyOptions): ExpressIdempotency {
   const engine = resolveEngine(options);
   const base = routeOptionsOf(options);
-  const scope =
-    options.scope ??
-    ((req: Request) => credentialScope(req.headers.authorization, req.headers.cookie));
+  const scope = options.scope;
 
   const create = (route: HttpRouteOptions): RequestHandler => {
     const policy = resolvePolicy(base, route);
@@ -93,7 +91,7 @@ class ExpressFacts implements RequestFacts {
 
   constructor(
     private readonly req: Request,
-    private readonly scopeOf: (req: Request) => string | Promise<string>,
+    private readonly scopeOf: ((req: Request) => string | Promise<string>) | undefined,
   ) {
     const url = req.originalUrl ?? req.url;
     const q = url.indexOf('?');
@@ -111,8 +109,8 @@ class ExpressFacts implements RequestFacts {
     return this.req.body as unknown;
   }
 
-  scope(): string | Promise<string> {
-    return this.scopeOf(this.req);
+  scope(): string | Promise<string> | undefined {
+    return this.scopeOf?.(this.req);
   }
 }
 

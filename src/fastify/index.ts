@@ -13,7 +13,6 @@ import fp from 'fastify-plugin';
 import {
   type CapturedResponse,
   collectBody,
-  credentialScope,
   decide,
   type EngineSource,
   type Execution,
@@ -85,12 +84,8 @@ class FastifyFacts implements RequestFacts {
     return this.request.body;
   }
 
-  scope(): string | Promise<string> {
-    const { request } = this;
-    return (
-      this.scopeOf?.(request) ??
-      credentialScope(request.headers.authorization, request.headers.cookie)
-    );
+  scope(): string | Promise<string> | undefined {
+    return this.scopeOf?.(this.request);
   }
 }
 

@@ -43,7 +43,7 @@ export type FetchIdempotencyOptions = HttpRouteOptions &
 /** The request's facts, reading the body from a clone so the handler still gets an unread body. */
 export function requestFacts(
   request: Request,
-  scope: (request: Request) => string | Promise<string>,
+  scope: ((request: Request) => string | Promise<string>) | undefined,
 ): RequestFacts {
   const url = new URL(request.url);
   return {
@@ -53,7 +53,7 @@ export function requestFacts(
     header: (name) => request.headers.get(name) ?? undefined,
     body: async () =>
       request.body === null ? undefined : new Uint8Array(await request.clone().arrayBuffer()),
-    scope: () => scope(request),
+    scope: () => scope?.(request),
   };
 }
 
@@ -73,7 +73,11 @@ export function idempotencyOf(request: Request): IdempotencyContext | undefined 
   return contexts.get(request);
 }
 
-/** The default scope of a `Request`: a digest of its credentials. */
+/**
+ * A digest of a `Request`'s credentials (`Authorization` and the whole `Cookie` header), for a `scope`
+ * function that adds to it. Without a `scope` function the layer computes the same digest itself, with
+ * the route's `scopeCookies`.
+ */
 export const defaultScope = (request: Request): string =>
   credentialScope(request.headers.get('authorization'), request.headers.get('cookie'));
 
@@ -90,7 +94,7 @@ export function withIdempotency<Args extends unknown[]>(
 ): (request: Request, ...args: Args) => Promise<Response> {
   const engine = resolveEngine(options);
   const policy = resolvePolicy(routeOptionsOf(options));
-  const scope = options.scope ?? defaultScope;
+  const scope = options.scope;
   return async (request, ...args) => {
     const decision = await decide(engine, policy, requestFacts(request, scope));
     if (decision.action === 'pass') return handler(request, ...args);

@@ -8,7 +8,6 @@
 import type { Context, MiddlewareHandler } from 'hono';
 import {
   captureWebResponse,
-  credentialScope,
   decide,
   type EngineSource,
   type HttpRouteOptions,
@@ -46,7 +45,10 @@ export interface HonoIdempotency extends MiddlewareHandler {
   route(options: HttpRouteOptions): MiddlewareHandler;
 }
 
-function facts(c: Context, scope: (c: Context) => string | Promise<string>): RequestFacts {
+function facts(
+  c: Context,
+  scope: ((c: Context) => string | Promise<string>) | undefined,
+): RequestFacts {
   const url = new URL(c.req.url);
   return {
     method: c.req.method,
@@ -57,7 +59,7 @@ function facts(c: Context, scope: (c: Context) => string | Promise<string>): Req
     // `c.req.raw.body` first: on @hono/node-server that builds a whole fetch Request and its stream, and an
     // absent body reads as zero bytes, which fingerprints the same.
     body: () => c.req.arrayBuffer().then((buffer) => new Uint8Array(buffer)),
-    scope: () => scope(c),
+    scope: () => scope?.(c),
   };
 }
 
@@ -99,9 +101,7 @@ function cacheText(c: Context): void {
 export function idempotency(options: HonoIdempotencyOptions): HonoIdempotency {
   const engine = resolveEngine(options);
   const base = routeOptionsOf(options);
-  const scope =
-    options.scope ??
-    ((c: Context) => credentialScope(c.req.header('authorization'), c.req.header('cookie')));
+  const scope = options.scope;
 
   const create = (route: HttpRouteOptions): MiddlewareHandler => {
     const policy = resolvePolicy(base, route);

@@ -16,6 +16,7 @@ import { parseKeyHeader } from './key-header.js';
 import type { RoutePolicy } from './options.js';
 import { type HttpResponseData, problemResponse } from './problem.js';
 import { type HttpOutcome, httpResponseCodec } from './response-codec.js';
+import { credentialScope } from './scope.js';
 
 /** What the layer needs to know about a request. */
 export interface RequestFacts {
@@ -29,8 +30,12 @@ export interface RequestFacts {
   header(name: string): string | readonly string[] | undefined;
   /** The body as the fingerprint should see it (bytes, string or parsed value); read only when needed. */
   body(): unknown;
-  /** The scope (tenant, principal); computed only when the layer applies. */
-  scope(): string | Promise<string>;
+  /**
+   * The scope (tenant, principal) from the adapter's `scope` function; computed only when the layer
+   * applies. `undefined` when there is none: the layer then digests the request's credentials
+   * ({@link credentialScope}, with the route's `scopeCookies`).
+   */
+  scope(): string | Promise<string> | undefined;
 }
 
 /** A response the handler produced, as the adapter captured it. */
@@ -115,6 +120,23 @@ function fromOutcome(outcome: RunOutcome<HttpOutcome>): HttpResponseData {
   }
 }
 
+/** The scope of a request without a `scope` function: a digest of its credentials. */
+function defaultScope(policy: RoutePolicy, request: RequestFacts): string {
+  return credentialScope(
+    joined(request.header('authorization')),
+    joined(request.header('cookie'), '; '),
+    policy.scopeCookies,
+  );
+}
+
+/** A header's value as one string: several lines joined (cookies with `; `, as HTTP/2 splits them). */
+function joined(
+  value: string | readonly string[] | undefined,
+  separator = ', ',
+): string | undefined {
+  return typeof value === 'string' || value === undefined ? value : value.join(separator);
+}
+
 /**
  * Decide what to do with a request.
  *
@@ -131,7 +153,7 @@ export function decide(
   try {
     const key = keyOf(policy, request);
     if (typeof key !== 'string') return Promise.resolve(key);
-    const scope = request.scope();
+    const scope = request.scope() ?? defaultScope(policy, request);
     if (typeof scope !== 'string') {
       return Promise.resolve(scope).then(async (resolved) => {
         const body = (await request.body()) as unknown;

@@ -31,6 +31,13 @@ export interface HttpRouteOptions {
   /** Request headers that are part of the fingerprint (e.g. an API version). @default [] */
   fingerprintHeaders?: readonly string[];
   /**
+   * The cookies that identify the caller (your session cookie), for the default scope: it then digests
+   * `Authorization` and these cookies only, so a retry whose other cookies changed (a load balancer's
+   * stickiness cookie, analytics) is still the same caller. Ignored when the adapter has a `scope`
+   * function. @default every cookie (the whole `Cookie` header)
+   */
+  scopeCookies?: readonly string[];
+  /**
    * Largest response body kept for replay, in bytes. A larger response is sent once and not kept; a retry
    * gets a `response_too_large` problem (409) and is never re-run. @default 1048576 (1 MiB)
    */
@@ -63,6 +70,8 @@ export interface RoutePolicy {
   headerName: string;
   replayHeaders: ReadonlySet<string>;
   fingerprintHeaders: readonly string[];
+  /** The cookies the default scope digests; `undefined` for the whole `Cookie` header. */
+  scopeCookies: ReadonlySet<string> | undefined;
   maxBodyBytes: number;
   storeServerErrors: boolean;
   failOpen: boolean;
@@ -84,6 +93,21 @@ export function resolveEngine(source: EngineSource): Idempotency {
 }
 
 const KEY_MODES: ReadonlySet<string> = new Set(Object.values(KeyMode));
+// RFC 6265's cookie-name: an HTTP token.
+const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+function cookieNameSet(names: readonly string[] | undefined): ReadonlySet<string> | undefined {
+  if (names === undefined) return undefined;
+  if (!Array.isArray(names) || names.length === 0) {
+    throw new InvalidOptionsError('scopeCookies: expected a non-empty array of cookie names');
+  }
+  for (const name of names) {
+    if (typeof name !== 'string' || !TOKEN.test(name)) {
+      throw new InvalidOptionsError(`scopeCookies: '${String(name)}' is not a cookie name`);
+    }
+  }
+  return new Set(names);
+}
 
 /**
  * Merge route options over defaults and validate them.
@@ -112,6 +136,7 @@ export function resolvePolicy(base: HttpRouteOptions, route: HttpRouteOptions = 
     headerName,
     replayHeaders: replayedHeaderSet(merged.replayHeaders),
     fingerprintHeaders: (merged.fingerprintHeaders ?? []).map((h) => h.toLowerCase()),
+    scopeCookies: cookieNameSet(merged.scopeCookies),
     maxBodyBytes,
     storeServerErrors: merged.storeServerErrors ?? false,
     failOpen: merged.failOpen ?? false,
@@ -134,6 +159,7 @@ export function routeOptionsOf(options: HttpRouteOptions): HttpRouteOptions {
     headerName,
     replayHeaders,
     fingerprintHeaders,
+    scopeCookies,
     maxBodyBytes,
     storeServerErrors,
     failOpen,
@@ -147,6 +173,7 @@ export function routeOptionsOf(options: HttpRouteOptions): HttpRouteOptions {
     headerName,
     replayHeaders,
     fingerprintHeaders,
+    scopeCookies,
     maxBodyBytes,
     storeServerErrors,
     failOpen,

@@ -6,15 +6,40 @@
 import { createHash } from 'node:crypto';
 
 /**
- * A digest of the `Authorization` and `Cookie` header values; `''` when the request carries neither.
- * Only the digest is used (inside the hashed storage key); credentials are never stored.
+ * A digest of the `Authorization` header and the cookies; `''` when the request carries neither.
+ *
+ * Without `cookieNames`, the whole `Cookie` header counts: safe against replaying to another caller, but a
+ * retry whose cookies changed in between (a load balancer's stickiness cookie, an analytics cookie, a
+ * rotated session) lands in another scope and runs again. With `cookieNames` (the route's `scopeCookies`),
+ * only those cookies count, by name and value in name order, and every other cookie is ignored. Only the
+ * digest is used (inside the hashed storage key); credentials are never stored.
  */
 export function credentialScope(
   authorization: string | undefined | null,
   cookie: string | undefined | null,
+  cookieNames?: ReadonlySet<string>,
 ): string {
-  if (!authorization && !cookie) return '';
+  const cookies =
+    cookieNames === undefined || !cookie ? cookie : selectCookies(cookie, cookieNames);
+  if (!authorization && !cookies) return '';
   return createHash('sha256')
-    .update(JSON.stringify([authorization ?? '', cookie ?? '']))
+    .update(JSON.stringify([authorization ?? '', cookies ?? '']))
     .digest('base64url');
+}
+
+/**
+ * The `name=value` pairs of a `Cookie` header whose names are in `names`, sorted and joined with `; `
+ * (`''` when there are none). A name sent twice keeps both values, in the order sent.
+ */
+export function selectCookies(cookie: string, names: ReadonlySet<string>): string {
+  const picked: Array<{ name: string; pair: string }> = [];
+  for (const part of cookie.split(';')) {
+    const pair = part.trim();
+    const equals = pair.indexOf('=');
+    const name = equals < 0 ? pair : pair.slice(0, equals).trim();
+    if (names.has(name)) picked.push({ name, pair });
+  }
+  // Array.prototype.sort is stable: the values of one name keep the order they came in.
+  picked.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  return picked.map(({ pair }) => pair).join('; ');
 }

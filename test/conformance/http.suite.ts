@@ -83,6 +83,12 @@ export function describeHttpSuite(
       { method: 'POST', path: '/off', options: { key: 'off' }, handle: jsonHandler },
       {
         method: 'POST',
+        path: '/session',
+        options: { scopeCookies: ['sid'] },
+        handle: jsonHandler,
+      },
+      {
+        method: 'POST',
         path: '/binary',
         handle: async (req) => {
           count(req);
@@ -482,6 +488,29 @@ export function describeHttpSuite(
       expect((bob.json() as { caller: string }).caller).toBe('Bearer bob');
       expect(bob.headers.get('idempotent-replayed')).toBeNull();
       expect(aliceAgain.bytes.equals(alice.bytes)).toBe(true);
+      expect(ran(tag)).toBe(2);
+    });
+
+    it('scopes by the session cookie alone with scopeCookies: other cookies may change between retries', async () => {
+      const { key, tag } = fresh();
+      const first = await send('/session', {
+        key,
+        tag,
+        headers: { cookie: 'sid=alice; lb=node-1' },
+      });
+      // A load balancer's stickiness cookie changed, and an analytics cookie appeared: the same caller.
+      const retry = await send('/session', {
+        key,
+        tag,
+        headers: { cookie: '_ga=GA1.1; lb=node-2; sid=alice' },
+      });
+      // Another session with the same key: never the first caller's response.
+      const other = await send('/session', { key, tag, headers: { cookie: 'sid=bob; lb=node-1' } });
+      expect(first.status).toBe(201);
+      expect(retry.headers.get('idempotent-replayed')).toBe('true');
+      expect(retry.bytes.equals(first.bytes)).toBe(true);
+      expect(other.status).toBe(201);
+      expect(other.headers.get('idempotent-replayed')).toBeNull();
       expect(ran(tag)).toBe(2);
     });
 
