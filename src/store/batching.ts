@@ -174,7 +174,7 @@ class Batcher {
   ): Promise<unknown> {
     const both = this.send.completeAndClaimMany;
     if (completes.requests.length > 0 && claims.requests.length > 0 && both !== undefined) {
-      return both(completes.requests, claims.requests).then(
+      return callStore(() => both(completes.requests, claims.requests)).then(
         (results) => {
           completes.resolve(results.completed);
           claims.resolve(results.claimed);
@@ -196,6 +196,18 @@ class Batcher {
   }
 }
 
+/**
+ * A store call whose synchronous throw (a store's bug, a bad argument checked eagerly) becomes its
+ * rejection: thrown inside the end-of-tick flush, it would escape every caller and crash the process.
+ */
+function callStore<T>(send: () => Promise<T>): Promise<T> {
+  try {
+    return send();
+  } catch (error) {
+    return Promise.reject(error);
+  }
+}
+
 /** Send one lane's calls: a lone call as a single store call, more as a batch. */
 function sendLane<Req, Res>(
   lane: Lane<Req, Res>,
@@ -204,8 +216,8 @@ function sendLane<Req, Res>(
 ): Promise<void> {
   const sent =
     lane.requests.length === 1
-      ? one(lane.requests[0] as Req).then((result) => [result])
-      : many(lane.requests);
+      ? callStore(() => one(lane.requests[0] as Req)).then((result) => [result])
+      : callStore(() => many(lane.requests));
   return sent.then(
     (results) => lane.resolve(results),
     (error: unknown) => lane.reject(error),

@@ -194,6 +194,41 @@ describe('batching of claims and completions', () => {
     expect(fn).not.toHaveBeenCalled();
   });
 
+  it('rejects the callers of a store call that throws instead of rejecting, and keeps batching', async () => {
+    // Arrange: a store whose batch methods throw synchronously (a bug), once each.
+    const store = memoryStore();
+    const { claimMany, completeAndClaimMany } = store;
+    store.claimMany = () => {
+      store.claimMany = claimMany;
+      throw new Error('claimMany threw');
+    };
+    store.completeAndClaimMany = () => {
+      store.completeAndClaimMany = completeAndClaimMany;
+      throw new Error('completeAndClaimMany threw');
+    };
+    const batched = withBatching(store, { maxInFlight: 1 });
+    const claim = (key: string) => batched.claim(key, { fingerprint: '', leaseMs: 60_000 });
+    // Act
+    const thrown = await Promise.allSettled([claim('a'), claim('b')]);
+    const held = await claim('c');
+    if (!held.claimed) throw new Error('not claimed');
+    const [completed, claimedAlongside] = await Promise.allSettled([
+      batched.complete('c', held.token, new Uint8Array(), 60_000),
+      claim('d'),
+    ]);
+    const after = await Promise.all([claim('e'), claim('f')]);
+    // Assert: the callers of each throwing call are rejected with its error; later calls go through.
+    expect(thrown.map((r) => r.status === 'rejected' && String(r.reason))).toEqual([
+      'Error: claimMany threw',
+      'Error: claimMany threw',
+    ]);
+    expect(completed.status === 'rejected' && String(completed.reason)).toBe(
+      'Error: completeAndClaimMany threw',
+    );
+    expect(claimedAlongside.status).toBe('rejected');
+    expect(after.every((result) => result.claimed)).toBe(true);
+  });
+
   it('rejects a batch whose result count does not match', async () => {
     const store = memoryStore();
     vi.spyOn(store, 'claimMany').mockResolvedValue([]);
