@@ -157,6 +157,56 @@ function pushOnceOrEach(command: RedisArg[], values: readonly number[]): void {
   else for (const value of values) command.push(String(value));
 }
 
+/** Every claim's lease in whole ms, checked before anything is sent (a batch is one call, applied whole). */
+function leasesOf(requests: readonly ClaimRequest[]): number[] {
+  const leases: number[] = [];
+  for (let i = 0; i < requests.length; i++) {
+    leases.push(wholeMs((requests[i] as ClaimRequest).leaseMs, 'leaseMs'));
+  }
+  return leases;
+}
+
+/**
+ * Every completion's retention in whole ms, checked before anything is sent, and how many tokens are not
+ * safe integers (such a token never matches a record: fenced out without asking Redis).
+ */
+function retentionsOf(requests: readonly CompleteRequest[]): {
+  retentions: number[];
+  unsafeTokens: number;
+} {
+  const retentions: number[] = [];
+  let unsafeTokens = 0;
+  for (let i = 0; i < requests.length; i++) {
+    const request = requests[i] as CompleteRequest;
+    retentions.push(wholeMs(request.retentionMs, 'retentionMs'));
+    if (!Number.isSafeInteger(request.token)) unsafeTokens++;
+  }
+  return { retentions, unsafeTokens };
+}
+
+/** claim-many-n.lua's arguments: the fingerprints, then the leases. */
+function pushClaimArgs(
+  command: RedisArg[],
+  requests: readonly ClaimRequest[],
+  leases: readonly number[],
+): void {
+  for (let i = 0; i < requests.length; i++) command.push((requests[i] as ClaimRequest).fingerprint);
+  pushOnceOrEach(command, leases);
+}
+
+/** complete-many-n.lua's arguments: token and outcome per item, then the retentions. */
+function pushCompleteArgs(
+  command: RedisArg[],
+  items: readonly CompleteRequest[],
+  retentions: readonly number[],
+): void {
+  for (let i = 0; i < items.length; i++) {
+    const item = items[i] as CompleteRequest;
+    command.push(String(item.token), outcomeArg(item.outcome));
+  }
+  pushOnceOrEach(command, retentions);
+}
+
 /**
  * Run `one` for every request, in order per key and concurrently across keys (Cluster batches: each call
  * goes to its key's node, and a key repeated in the batch still sees its earlier items first).
@@ -211,6 +261,11 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     commander.kind === RedisClientKind.IoRedisCluster;
 
   const recordKey = (key: string) => `${prefix}{${key}}`;
+  /** Append the record key of every item: a batch script's KEYS. */
+  const pushRecordKeys = (command: RedisArg[], items: readonly { key: string }[]): void => {
+    for (let i = 0; i < items.length; i++)
+      command.push(recordKey((items[i] as { key: string }).key));
+  };
   const run = (script: (typeof scripts)[keyof typeof scripts], keys: string[], args: RedisArg[]) =>
     runScript(commander, script, keys, args);
 
@@ -267,19 +322,15 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
       const [only] = requests as [ClaimRequest];
       return claimOne(only.key, only).then((result) => [result]);
     }
-    // Validate every item before sending anything: a batch is one call, applied whole.
-    const leases: number[] = [];
+    let leases: number[];
     try {
-      for (let i = 0; i < count; i++) {
-        leases.push(wholeMs((requests[i] as ClaimRequest).leaseMs, 'leaseMs'));
-      }
+      leases = leasesOf(requests);
     } catch (error) {
       return rejected(error);
     }
     const command = scriptCommand(scripts.claimMany, count);
-    for (let i = 0; i < count; i++) command.push(recordKey((requests[i] as ClaimRequest).key));
-    for (let i = 0; i < count; i++) command.push((requests[i] as ClaimRequest).fingerprint);
-    pushOnceOrEach(command, leases);
+    pushRecordKeys(command, requests);
+    pushClaimArgs(command, requests, leases);
     return guard(
       'claimMany',
       () => sendScript(commander, scripts.claimMany, command),
@@ -297,12 +348,8 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     if (cluster) return eachInKeyOrder(items, completeOne);
     if (count === 1) return completeOne(items[0] as CompleteRequest).then((flag) => [flag]);
     const command = scriptCommand(scripts.completeMany, count);
-    for (let i = 0; i < count; i++) command.push(recordKey((items[i] as CompleteRequest).key));
-    for (let i = 0; i < count; i++) {
-      const item = items[i] as CompleteRequest;
-      command.push(String(item.token), outcomeArg(item.outcome));
-    }
-    pushOnceOrEach(command, retentions);
+    pushRecordKeys(command, items);
+    pushCompleteArgs(command, items, retentions);
     return guard(
       'completeMany',
       () => sendScript(commander, scripts.completeMany, command),
@@ -312,18 +359,14 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
 
   function completeMany(requests: readonly CompleteRequest[]): Promise<boolean[]> {
     const count = requests.length;
-    const retentions: number[] = [];
-    let fenced = 0;
+    let checked: ReturnType<typeof retentionsOf>;
     try {
-      for (let i = 0; i < count; i++) {
-        const request = requests[i] as CompleteRequest;
-        retentions.push(wholeMs(request.retentionMs, 'retentionMs'));
-        if (!Number.isSafeInteger(request.token)) fenced++;
-      }
+      checked = retentionsOf(requests);
     } catch (error) {
       return rejected(error);
     }
-    if (fenced === 0) return sendCompletes(requests, retentions);
+    const { retentions } = checked;
+    if (checked.unsafeTokens === 0) return sendCompletes(requests, retentions);
     // A token that is not a safe integer never matches a record: fenced out without asking Redis.
     const sent: number[] = [];
     for (let i = 0; i < count; i++) {
@@ -349,43 +392,30 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
   ): Promise<CompleteAndClaimResults> {
     const completeCount = completes.length;
     const claimCount = claims.length;
-    const retentions: number[] = [];
-    const leases: number[] = [];
-    let unsafeToken = false;
+    // Both lists are checked before anything is sent, also on the path that sends them one after the other.
+    let checked: ReturnType<typeof retentionsOf>;
+    let leases: number[];
     try {
-      for (let i = 0; i < completeCount; i++) {
-        const request = completes[i] as CompleteRequest;
-        retentions.push(wholeMs(request.retentionMs, 'retentionMs'));
-        if (!Number.isSafeInteger(request.token)) unsafeToken = true;
-      }
-      for (let i = 0; i < claimCount; i++) {
-        leases.push(wholeMs((claims[i] as ClaimRequest).leaseMs, 'leaseMs'));
-      }
+      checked = retentionsOf(completes);
+      leases = leasesOf(claims);
     } catch (error) {
       return rejected(error);
     }
-    if (cluster || unsafeToken || completeCount === 0 || claimCount === 0) {
+    if (cluster || checked.unsafeTokens > 0 || completeCount === 0 || claimCount === 0) {
       return completeMany(completes).then((completed) =>
         claimMany(claims).then((claimed) => ({ completed, claimed })),
       );
     }
     const command = scriptCommand(scripts.completeClaimMany, completeCount + claimCount);
-    for (let i = 0; i < completeCount; i++) {
-      command.push(recordKey((completes[i] as CompleteRequest).key));
-    }
-    for (let i = 0; i < claimCount; i++) command.push(recordKey((claims[i] as ClaimRequest).key));
+    pushRecordKeys(command, completes);
+    pushRecordKeys(command, claims);
     // ARGV[1] and ARGV[2] (the split) are filled in once complete-many's arguments are counted.
     const split = command.length;
     command.push('', '');
-    for (let i = 0; i < completeCount; i++) {
-      const item = completes[i] as CompleteRequest;
-      command.push(String(item.token), outcomeArg(item.outcome));
-    }
-    pushOnceOrEach(command, retentions);
+    pushCompleteArgs(command, completes, checked.retentions);
     command[split] = String(completeCount);
     command[split + 1] = String(command.length - split - 2);
-    for (let i = 0; i < claimCount; i++) command.push((claims[i] as ClaimRequest).fingerprint);
-    pushOnceOrEach(command, leases);
+    pushClaimArgs(command, claims, leases);
     return guard(
       'completeAndClaimMany',
       () => sendScript(commander, scripts.completeClaimMany, command),

@@ -148,8 +148,8 @@ class Batcher {
   };
 
   // What waited goes at the end of the tick in which a call returned, not at once: the callers that call
-  // resolved continue in that tick's microtasks, and their next calls (a claim's completion, a
-  // completion's... ) join the batch. Sent at once, they would wait for the call after it.
+  // resolved continue in that tick's microtasks, and the calls they make next (the completion after a
+  // claim) join what waited. Sent at once, those calls would wait for the call after it.
   private readonly returned = (): void => {
     this.inFlight--;
     this.schedule();
