@@ -28,12 +28,14 @@ import {
   idempotency as honoIdempotency,
 } from '../../src/hono/index.js';
 import type { IdempotencyContext } from '../../src/http/index.js';
+import type { Idempotency } from '../../src/index.js';
 import {
   type HttpAdapterHarness,
   parseTestBody,
   type RunningServer,
   type TestBody,
   type TestReply,
+  type TestRoute,
 } from './http-harness.js';
 
 // The context on the framework's request object, checked against currentIdempotency() when the test runs
@@ -249,3 +251,21 @@ export const honoHarness: HttpAdapterHarness = {
 
 /** Every harness. */
 export const allHarnesses = [expressHarness, fastifyHarness, fetchHarness, honoHarness];
+
+/**
+ * Start every adapter on one engine with the same routes and no route defaults, for tests that check a
+ * behaviour on all four; close each `server` afterwards.
+ */
+export async function startAllAdapters(
+  engine: Idempotency,
+  routes: TestRoute[],
+): Promise<Array<{ name: string; server: RunningServer }>> {
+  const servers: Array<{ name: string; server: RunningServer }> = [];
+  for (const harness of allHarnesses) {
+    servers.push({
+      name: harness.name,
+      server: await harness.start({ engine, defaults: {}, routes }),
+    });
+  }
+  return servers;
+}

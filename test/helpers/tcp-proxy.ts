@@ -1,0 +1,74 @@
+/**
+ * A TCP proxy on loopback in front of a real server, for store-outage tests: `cut()` stops forwarding, as a
+ * network partition looks to a client: connections stay open but nothing comes back, so only the client's
+ * own timeouts notice. `restore()` closes the cut connections (their byte streams lost data, so they cannot
+ * resume) and forwards again; clients reconnect as after any dropped connection.
+ */
+import net from 'node:net';
+
+/** A running proxy. */
+export interface TcpProxy {
+  /** The port clients connect to, on 127.0.0.1. */
+  readonly port: number;
+  /** Stop forwarding: open and new connections get no answer. */
+  cut(): void;
+  /** Close the connections open during the cut and forward again. */
+  restore(): void;
+  /** Close the proxy and every connection. */
+  close(): Promise<void>;
+}
+
+/** A client connection and its upstream, the two halves of one proxied connection. */
+interface Pair {
+  client: net.Socket;
+  upstream: net.Socket | undefined;
+}
+
+/** Start a proxy to `target` (`host:port` of a real server on loopback). */
+export async function startTcpProxy(target: { host: string; port: number }): Promise<TcpProxy> {
+  const pairs = new Set<Pair>();
+  let cut = false;
+
+  const destroy = (pair: Pair) => {
+    pairs.delete(pair);
+    pair.client.destroy();
+    pair.upstream?.destroy();
+  };
+
+  const server = net.createServer((client) => {
+    const pair: Pair = { client, upstream: undefined };
+    pairs.add(pair);
+    client.on('error', () => destroy(pair));
+    client.on('close', () => destroy(pair));
+    // What a client sends while the link is cut is dropped, never delivered late.
+    client.on('data', (chunk) => {
+      if (!cut) pair.upstream?.write(chunk);
+    });
+    if (cut) return; // connected to nothing until restore() closes it
+    const upstream = net.connect(target.port, target.host);
+    pair.upstream = upstream;
+    upstream.on('data', (chunk) => {
+      if (!cut) client.write(chunk);
+    });
+    upstream.on('error', () => destroy(pair));
+    upstream.on('close', () => destroy(pair));
+    // A client's first bytes can arrive before the upstream connects: net buffers writes until then.
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as net.AddressInfo).port;
+
+  return {
+    port,
+    cut: () => {
+      cut = true;
+    },
+    restore: () => {
+      cut = false;
+      for (const pair of [...pairs]) destroy(pair);
+    },
+    close: async () => {
+      for (const pair of [...pairs]) destroy(pair);
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
