@@ -23,6 +23,9 @@ const idempotency = createIdempotency({
   store: redisStore({ client: redis, prefix: `example:${process.pid}:` }),
   leaseMs: '30s',
   retentionMs: '7d', // longer than any redelivery or manual replay from the DLQ
+  // A handler still running after 10 minutes is treated as hung: its lease stops being extended, so the
+  // key is not held for as long as this process lives.
+  maxExecution: '10m',
 });
 
 let shipped = 0;

@@ -22,6 +22,9 @@ const idem = idempotency({
   store: redisStore({ client, prefix: 'example:http:', timeoutMs: 500 }),
   namespace: 'orders-api',
   retentionMs: '24h',
+  // A request still running after 2 minutes is treated as hung: its key can then be taken over by a retry
+  // instead of answering 409 for as long as this process lives.
+  maxExecution: '2m',
   // Records are scoped by the caller's session cookie alone; other cookies may change between retries.
   // Behind real authentication, pass `scope: (req) => req.user.id` instead.
   scopeCookies: ['sid'],

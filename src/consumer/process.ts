@@ -175,7 +175,7 @@ class Attempt<M> {
    */
   private execute(context: RunContext): Promise<undefined> | undefined {
     const { delivery } = this;
-    const timer = startTouching(this.options, delivery);
+    const timer = startTouching(this.options, delivery, context);
     let result: unknown;
     try {
       result = this.handler(
@@ -215,13 +215,24 @@ const EXECUTED: AttemptResult = Object.freeze({ kind: 'executed' });
 const REPLAYED: AttemptResult = Object.freeze({ kind: 'replayed' });
 const MISMATCH: AttemptResult = Object.freeze({ kind: 'mismatch' });
 
+/**
+ * Keep the broker's own timer of the delivery alive while its handler runs, until the lease is lost (taken
+ * over, or no longer extended past `maxExecution`): from then on the broker may redeliver the message, and
+ * the redelivery is settled against whoever holds the key, instead of a hung handler keeping it forever.
+ */
 function startTouching<M>(
   options: ResolvedConsumerOptions<M>,
   delivery: Delivery<M>,
+  run: RunContext,
 ): NodeJS.Timeout | undefined {
   const { touch, touchIntervalMs } = delivery;
   if (touch === undefined || touchIntervalMs === undefined) return undefined;
   const timer = setInterval(async () => {
+    // Read here, not before the handler: the engine creates a run's signal only when it is asked for.
+    if (run.signal.aborted) {
+      clearInterval(timer);
+      return;
+    }
     try {
       await touch();
     } catch (error) {

@@ -47,6 +47,16 @@ export interface IdempotencyOptions {
    * every third of it. @default true
    */
   extendLease?: boolean;
+  /**
+   * The longest an execution keeps its claim alive through automatic extension (`extendLease`). A handler
+   * still running after it is treated as hung: its `signal` aborts (within half a lease, with a
+   * `LeaseLostError`), `extendLease()` rejects, and its lease is no longer extended, so the key can be
+   * taken over by a retry at the latest one lease later. The handler itself is not stopped (JavaScript
+   * cannot stop it): what it does after that may happen alongside the takeover, and its completion is
+   * fenced out once the key was taken over. Without it, a handler that never settles holds its key for as
+   * long as its process lives. @default no bound
+   */
+  maxExecution?: Duration;
   /** Run `fn` unprotected when the store is unreachable, instead of failing closed. @default false */
   failOpen?: boolean;
   /** Store thrown errors as final outcomes (replayed as `ReplayedError`) instead of releasing. @default false */
@@ -181,6 +191,8 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
   const namespace = options.namespace ?? 'default';
   const defaultLeaseMs = toMs(options.leaseMs ?? '30s', 'leaseMs');
   const defaultRetentionMs = toMs(options.retentionMs ?? '24h', 'retentionMs');
+  const maxExecutionMs =
+    options.maxExecution === undefined ? undefined : toMs(options.maxExecution, 'maxExecution');
   const hooks = options.hooks ?? {};
   const clock = options.clock ?? systemClock;
   const leases: LeaseEnvironment = {
@@ -189,6 +201,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     hooks,
     namespace,
     heartbeats: (options.extendLease ?? true) ? new Heartbeats() : undefined,
+    maxExecutionMs,
   };
   const cacheOption = options.cache ?? {};
   const cache =

@@ -1,6 +1,7 @@
 /**
  * Keeps a claim's lease alive while the handler runs (a heartbeat about every third of the lease) and
- * aborts the handler's `AbortSignal` the moment the lease is known to be lost.
+ * aborts the handler's `AbortSignal` the moment the lease is known to be lost, or once the execution has
+ * outlived the engine's `maxExecution` (its lease is then no longer extended).
  * @module
  */
 import type { Store } from '../store/store.js';
@@ -17,6 +18,8 @@ export interface LeaseEnvironment {
   namespace: string;
   /** The engine's heartbeat timers; `undefined` when leases are not extended automatically. */
   heartbeats: Heartbeats | undefined;
+  /** How long an execution may keep its claim alive; `undefined` for no bound. */
+  maxExecutionMs: number | undefined;
 }
 
 /** The lease of one claim, from claim to completion or release. */
@@ -26,6 +29,8 @@ export class LeaseKeeper implements Beating {
   private controller: AbortController | undefined;
   private started = false;
   private stopped = false;
+  /** When the lease stops being extended (`maxExecution` after the start), if bounded. */
+  private deadline = Number.POSITIVE_INFINITY;
 
   constructor(
     private readonly env: LeaseEnvironment,
@@ -51,8 +56,10 @@ export class LeaseKeeper implements Beating {
     return Math.max(Math.floor(this.leaseMs / 3), 5);
   }
 
-  /** Start the heartbeat, if enabled. */
+  /** Start the heartbeat, if enabled, and the `maxExecution` clock, if bounded. */
   start(): void {
+    const { maxExecutionMs } = this.env;
+    if (maxExecutionMs !== undefined) this.deadline = this.env.clock.now() + maxExecutionMs;
     if (this.env.heartbeats === undefined) return;
     this.started = true;
     this.env.heartbeats.add(this, this.periodMs);
@@ -78,6 +85,7 @@ export class LeaseKeeper implements Beating {
   async extend(leaseMs = this.leaseMs): Promise<void> {
     const { store, hooks, namespace } = this.env;
     if (this.aborted) throw this.signal.reason;
+    if (this.overtime()) throw this.signal.reason;
     let held: boolean;
     try {
       held = await store.extend(this.storageKey, this.token, leaseMs);
@@ -103,6 +111,10 @@ export class LeaseKeeper implements Beating {
   /** One heartbeat (called by the engine's {@link Heartbeats}); never rejects. */
   async beat(): Promise<void> {
     if (this.stopped) return;
+    if (this.overtime()) {
+      this.unschedule();
+      return;
+    }
     try {
       await this.extend();
     } catch {
@@ -114,7 +126,23 @@ export class LeaseKeeper implements Beating {
     if (this.aborted) this.unschedule();
   }
 
-  private lose(): void {
+  /**
+   * True once the execution has run past `maxExecution`: it is then treated as hung. Its lease is not
+   * extended again (it runs out within one lease, and a retry may take the key over), and its signal aborts
+   * now, so a handler that is only slow can stop before that happens.
+   */
+  private overtime(): boolean {
+    // A finished run (stopped) is past caring: nothing to abort, nothing to count.
+    if (this.stopped || this.env.clock.now() < this.deadline) return false;
+    if (!this.aborted) {
+      this.lose(
+        `Execution exceeded maxExecution: the lease of token ${this.token} is no longer extended and will be taken over`,
+      );
+    }
+    return true;
+  }
+
+  private lose(message?: string): void {
     if (this.aborted) return;
     emit(this.env.hooks, 'onLeaseLost', {
       namespace: this.env.namespace,
@@ -122,6 +150,6 @@ export class LeaseKeeper implements Beating {
       token: this.token,
     });
     this.controller ??= new AbortController();
-    this.controller.abort(new LeaseLostError(this.token));
+    this.controller.abort(new LeaseLostError(this.token, message));
   }
 }

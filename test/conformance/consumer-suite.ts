@@ -17,6 +17,7 @@ import {
 import { spawnChildConsumer } from '../helpers/consumer-process.js';
 import { env, requireService } from '../helpers/env.js';
 import { connectClient, deleteKeys, type TestRedisClient } from '../helpers/redis-clients.js';
+import { startTcpProxy } from '../helpers/tcp-proxy.js';
 
 const SERVICE: Record<BrokerName, [string, string]> = {
   amqp: ['RabbitMQ', env.amqpUrl],
@@ -98,6 +99,28 @@ export function defineConsumerSuite(broker: BrokerName): void {
       const consumer = await brokerCase.start(...args);
       consumers.push(consumer);
       return consumer;
+    }
+
+    /**
+     * A consumer whose first execution never settles (a handler hung on a call without a timeout), on an
+     * engine with a short lease and `maxExecution`; later executions return at once.
+     */
+    function startHung(brokerCase: BrokerCase, worker: string, run: ReturnType<typeof tally>) {
+      return start(
+        brokerCase,
+        () => {
+          run.counts.handlerCalls++;
+          return run.counts.handlerCalls === 1 ? new Promise(() => {}) : undefined;
+        },
+        {
+          idempotency: createIdempotency({ store, leaseMs: 500, maxExecution: '1s' }),
+          name: worker,
+          hooks: run.hooks,
+          drainTimeout: '100ms',
+          minRetryDelay: '100ms',
+          maxRetryDelay: '300ms',
+        },
+      );
     }
 
     it('executes a message published 20 times once and acks every copy', async () => {
@@ -252,6 +275,93 @@ export function defineConsumerSuite(broker: BrokerName): void {
       expect(counts.executed).toBe(1);
       expect(counts.deadLetter).toBe(0);
     });
+
+    it('redelivers later while the store is unreachable, then executes once: never acked, never dead-lettered', async () => {
+      const { brokerCase, worker } = await newCase('outage');
+      const { counts, hooks } = tally();
+      // The store's client goes through a proxy that can cut the link to the real Redis server.
+      const target = new URL(env.redisUrl);
+      const proxy = await startTcpProxy({
+        host: target.hostname,
+        port: Number(target.port || 6379),
+      });
+      const proxied = await connectClient('node-redis', `redis://${target.hostname}:${proxy.port}`);
+      try {
+        const outageStore = redisStore({
+          client: proxied.client,
+          prefix,
+          checkEvictionPolicy: false,
+          timeoutMs: 300,
+        });
+        let unavailable = 0;
+        let handlerCalls = 0;
+        proxy.cut();
+        await brokerCase.publish('outage-1', 'during the outage');
+
+        await start(brokerCase, async () => void handlerCalls++, {
+          idempotency: createIdempotency({ store: outageStore, leaseMs: 10_000 }),
+          name: worker,
+          maxDeliveries: 2,
+          minRetryDelay: '100ms',
+          maxRetryDelay: '300ms',
+          hooks: {
+            ...hooks,
+            onRetry: (event) => {
+              if (event.reason === 'store_unavailable') unavailable++;
+            },
+          },
+        });
+        // Fail closed: nothing runs while the store cannot be reached, and the message keeps coming back
+        // (more deliveries than maxDeliveries: an outage is not the message's fault).
+        await waitUntil('three redeliveries for store_unavailable', () => unavailable >= 3);
+        expect(handlerCalls).toBe(0);
+        expect(counts.deadLetter).toBe(0);
+
+        proxy.restore();
+        await waitUntil('the execution once the store is back', () => counts.executed === 1);
+        expect(handlerCalls).toBe(1);
+        expect(counts.deadLetter).toBe(0);
+        expect(await brokerCase.deadLetters()).toHaveLength(0);
+        // The completion is durable in the real server, under the consumer's scope.
+        const storageKey = engine().storageKeyFor('outage-1', `consumer:${worker}`);
+        expect((await store.get(storageKey))?.status).toBe('completed');
+        await sleep(300);
+        expect(handlerCalls).toBe(1);
+      } finally {
+        await proxied.close();
+        await proxy.close();
+      }
+    });
+
+    it('lets a duplicate take over the key of a hung handler once maxExecution has passed', async () => {
+      const { brokerCase, worker } = await newCase('hung');
+      const run = tally();
+      const { counts } = run;
+      await brokerCase.publish('hung-1', 'copy 1');
+      // Without maxExecution the hung execution's lease would be extended forever.
+      await startHung(brokerCase, worker, run);
+      await waitUntil('the hung handler to start', () => counts.handlerCalls === 1);
+      await brokerCase.publish('hung-1', 'copy 2');
+      await waitUntil('an in-progress redelivery of the copy', () => counts.inProgress > 0);
+      await waitUntil('the takeover execution', () => counts.executed === 1, 10_000);
+      expect(counts.handlerCalls).toBe(2);
+      expect(counts.deadLetter).toBe(0);
+    });
+
+    // Only brokers whose delivery timer the consumer keeps alive (RabbitMQ has none to keep).
+    if (broker !== 'amqp') {
+      it('stops keeping a hung handler’s delivery alive after maxExecution: the broker redelivers it', async () => {
+        const { brokerCase, worker } = await newCase('hung-timer');
+        const run = tally();
+        const { counts } = run;
+        await brokerCase.publish('hung-2', 'only copy');
+        await startHung(brokerCase, worker, run);
+        // No duplicate is published: only the broker's own redelivery of the hung delivery can run it.
+        await waitUntil('the redelivered message to run', () => counts.executed === 1, 15_000);
+        expect(counts.handlerCalls).toBe(2);
+        expect(counts.deadLetter).toBe(0);
+      });
+    }
 
     it('drains in-flight messages on close before resolving', async () => {
       const { brokerCase, worker } = await newCase('drain');

@@ -306,6 +306,72 @@ describe('createIdempotency().run', () => {
     await settled;
   });
 
+  it('stops extending a hung handler after maxExecution: its signal aborts and a retry takes the key over', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+    const store = memoryStore();
+    const onLeaseLost = vi.fn();
+    const idempotency = createIdempotency({
+      store,
+      leaseMs: 300,
+      maxExecution: '1s',
+      cache: false,
+      hooks: { onLeaseLost },
+    });
+    let signal: AbortSignal | undefined;
+    let extendLease: (() => Promise<void>) | undefined;
+    const hung = idempotency.run({ key: 'k' }, (ctx) => {
+      signal = ctx.signal;
+      extendLease = () => ctx.extendLease();
+      return new Promise<string>(() => {}); // never settles
+    });
+    void hung.catch(() => {});
+    // Kept alive past several leases while under maxExecution…
+    await vi.advanceTimersByTimeAsync(900);
+    expect(signal?.aborted).toBe(false);
+    await expect(idempotency.run({ key: 'k' }, () => 'retry')).resolves.toMatchObject({
+      status: 'in_progress',
+    });
+    // …then aborted within half a lease after it, and no longer extended, by beat or by hand.
+    await vi.advanceTimersByTimeAsync(250);
+    expect(signal?.aborted).toBe(true);
+    expect(isLeaseLostError(signal?.reason)).toBe(true);
+    expect((signal?.reason as Error | undefined)?.message).toMatch(/maxExecution/);
+    expect(onLeaseLost).toHaveBeenCalledOnce();
+    await expect(extendLease?.()).rejects.toSatisfy(isLeaseLostError);
+    // Within one lease more, the claim has run out and a retry runs the key.
+    await vi.advanceTimersByTimeAsync(300);
+    await expect(idempotency.run({ key: 'k' }, () => 'retry')).resolves.toMatchObject({
+      status: 'executed',
+      value: 'retry',
+      attempt: 2,
+    });
+  });
+
+  it('lets a handler that finishes within maxExecution complete as usual', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+    const idempotency = createIdempotency({
+      store: memoryStore(),
+      leaseMs: 300,
+      maxExecution: '2s',
+      cache: false,
+    });
+    let signal: AbortSignal | undefined;
+    const running = idempotency.run({ key: 'k' }, async (ctx) => {
+      signal = ctx.signal;
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      return 'done';
+    });
+    await vi.advanceTimersByTimeAsync(1600);
+    await expect(running).resolves.toMatchObject({ status: 'executed', value: 'done' });
+    expect(signal?.aborted).toBe(false);
+  });
+
+  it('rejects an invalid maxExecution', () => {
+    expect(() => createIdempotency({ store: memoryStore(), maxExecution: 'soon' as '1s' })).toThrow(
+      /maxExecution/,
+    );
+  });
+
   it('lets fn extend its lease explicitly', async () => {
     const { idempotency, clock } = setup({ leaseMs: 1000, cache: false });
     const hold = gate();
