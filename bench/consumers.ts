@@ -38,7 +38,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { join } from 'node:path';
-import { type Channel, type ChannelModel, connect } from 'amqplib';
+import { type Channel, type ChannelModel, type ConsumeMessage, connect } from 'amqplib';
 import pg from 'pg';
 import { createClient } from 'redis';
 import { idempotentConsumer } from '../src/amqp/index.js';
@@ -141,6 +141,42 @@ async function plain(
   return count / seconds;
 }
 
+/**
+ * Drain `queue` with a plain consumer that makes two Redis round trips (PING) between receipt and ack, as a
+ * claim before the handler and a completion before the ack would: the floor of any consumer that claims
+ * before running the handler and acks only once its completion is durable, with no store work at all. It
+ * batches as the idempotent consumer does: the deliveries of one tick share their two PINGs and one
+ * multiple ack (round trips on one connection complete in order, so every earlier tag is acked by then).
+ */
+async function floor(connection: ChannelModel, queue: string, count: number): Promise<number> {
+  const channel = await connection.createChannel();
+  await channel.prefetch(PREFETCH);
+  let seen = 0;
+  let batch: ConsumeMessage[] = [];
+  const started = performance.now();
+  await new Promise<void>((resolve) => {
+    const flush = () => {
+      const messages = batch;
+      batch = [];
+      void redis
+        .ping()
+        .then(() => redis.ping())
+        .then(() => {
+          channel.ack(messages[messages.length - 1]!, true);
+          seen += messages.length;
+          if (seen === count) resolve();
+        });
+    };
+    void channel.consume(queue, (message) => {
+      if (message === null) return;
+      if (batch.push(message) === 1) process.nextTick(flush);
+    });
+  });
+  const seconds = (performance.now() - started) / 1000;
+  await channel.close();
+  return count / seconds;
+}
+
 /** Drain `queue` with the idempotent consumer on `store`; msgs/s. */
 async function idempotent(
   connection: ChannelModel,
@@ -208,6 +244,7 @@ const cases: Array<[string, (queue: string, count: number) => Promise<number>]> 
   ['plain amqplib consumer (ack on receipt)', (q, n) => plain(connection, q, n)],
   ['plain amqplib consumer, confirm channel', (q, n) => plain(connection, q, n, true)],
   ['idempotent, memory store', (q, n) => idempotent(connection, q, n, memoryStore())],
+  ['floor: plain + 2 Redis round trips per burst', (q, n) => floor(connection, q, n)],
   [
     'idempotent, Redis store (batched, default)',
     (q, n) =>

@@ -6,6 +6,10 @@
  * - S2: 0 ms handler, a unique key per request;
  * - S3: 0 ms handler, replays of 100 completed keys.
  *
+ * With Redis among the stores, a floor row measures the baseline plus two Redis round trips per request
+ * (before the handler, and before the response is released): what a claim and a completion cost at the
+ * least, whatever the layer does around them.
+ *
  * Run: `npx tsx bench/http.ts` (DURATION seconds per measurement, default 3; ROUNDS, default 3, interleaved
  * and reported as the median; ONLY, a comma-separated list of scenario ids such as `S1,S3`, measures only
  * those and does not write the results file; STORES, default
@@ -113,12 +117,27 @@ for (const store of stores) {
   }
 }
 
+// The floor: no idempotency layer, only the two Redis round trips a claim and a completion make (see
+// `redis-floor` in lib/http-server.ts). No layer that claims before the handler and stores the response
+// before sending it can beat this row; the distance between it and the Redis row is the layer's own cost.
+if (stores.includes('redis')) {
+  rows.push({
+    name: 'floor: no idempotency, 2 Redis round trips',
+    store: 'redis-floor',
+    src: library,
+    tag: '',
+    pgSchema,
+  });
+}
+
 try {
   for (const scenario of scenarios) {
+    // A replay needs one round trip at most (none from the engine's local cache): no floor for S3.
+    const scenarioRows = rows.filter((row) => !(scenario.replay && row.store === 'redis-floor'));
     // One server per row for the whole scenario; rows are measured in interleaved rounds so that the
     // drift of a shared, noisy machine hits every row alike. Each row reports the median of its rounds.
     const servers = await Promise.all(
-      rows.map((row) =>
+      scenarioRows.map((row) =>
         startServer({
           store: row.store,
           src: row.src,
@@ -131,11 +150,11 @@ try {
         }),
       ),
     );
-    const results = rows.map(() => [] as Array<Awaited<ReturnType<typeof load>>>);
+    const results = scenarioRows.map(() => [] as Array<Awaited<ReturnType<typeof load>>>);
     try {
       const prefix = `${scenario.id}-${randomUUID()}`;
       for (const [index, server] of servers.entries()) {
-        if (scenario.replay && rows[index]!.store !== 'none') {
+        if (scenario.replay && scenarioRows[index]!.store !== 'none') {
           // Complete the 100 keys first, so the measured runs only replay.
           for (let i = 0; i < 100; i++) {
             await fetch(server.url, {
@@ -160,7 +179,7 @@ try {
     } finally {
       for (const server of servers) server.stop();
     }
-    const table: BenchRow[] = rows.map((row, index) => {
+    const table: BenchRow[] = scenarioRows.map((row, index) => {
       const runs = results[index]!;
       const rps = runs.map((r) => r.rps);
       const mid = runs[rps.indexOf(median(rps))] ?? runs[0]!;
@@ -169,6 +188,11 @@ try {
         opsPerSec: median(rps),
         extra: {
           rounds: rps.map((r) => Math.round(r).toLocaleString('en-US')).join(' / '),
+          // Each round over the baseline's in that same round, then the median: steadier than the ratio of
+          // medians when the machine's speed drifts from round to round.
+          'same-round ratio (median)': `${(
+            median(rps.map((r, round) => r / (results[0]![round]?.rps ?? Number.NaN))) * 100
+          ).toFixed(1)}%`,
           'p50 ms': String(mid.p50),
           'p99 ms': String(mid.p99),
           'non-2xx/errors': String(runs.reduce((sum, r) => sum + r.bad, 0)),

@@ -11,7 +11,12 @@ import type { Store } from '../../src/index.js';
 
 /** What the parent asks for. */
 export interface BenchServerConfig {
-  store: 'none' | 'memory' | 'sqlite' | 'redis' | 'postgres';
+  /**
+   * `'redis-floor'`: no idempotency layer, but one Redis round trip (PING) before the handler and one
+   * before the response is released, as a claim and a completion would make: what any layer that claims
+   * before running the handler and stores the response before sending it costs at the least (Express only).
+   */
+  store: 'none' | 'memory' | 'sqlite' | 'redis' | 'postgres' | 'redis-floor';
   /** Framework. @default 'express' */
   adapter?: 'express' | 'fastify' | 'hono';
   delayMs: number;
@@ -40,6 +45,7 @@ const lib = <T>(path: string): Promise<T> =>
 async function createStore(): Promise<Store | undefined> {
   switch (config.store) {
     case 'none':
+    case 'redis-floor':
       return undefined;
     case 'memory':
       return (await lib<typeof import('../../src/index.js')>('index.js')).memoryStore();
@@ -75,6 +81,7 @@ async function startExpress(store: Store | undefined): Promise<number> {
   const app = express();
   app.use(express.json());
   if (store !== undefined) app.use(idempotency({ store }));
+  if (config.store === 'redis-floor') app.use(await redisRoundTrips());
   app.post('/orders', async (req, res) => {
     await delay();
     res.status(201).json({ id: 'ord_123', amount: (req.body as { amount?: number }).amount ?? 0 });
@@ -84,6 +91,27 @@ async function startExpress(store: Store | undefined): Promise<number> {
       resolve((server.address() as AddressInfo).port);
     });
   });
+}
+
+/**
+ * The floor row's middleware: a Redis PING before the handler, and another between the handler's `end` and
+ * the real one. node-redis pipelines the PINGs of one turn of the event loop into one write, as the store's
+ * batching gathers claims and completions.
+ */
+async function redisRoundTrips(): Promise<import('express').RequestHandler> {
+  const { createClient } = await import('redis');
+  const client = createClient({ url: config.redisUrl! });
+  await client.connect();
+  return (_req, res, next) => {
+    client.ping().then(() => {
+      const end = res.end as (...args: unknown[]) => unknown;
+      res.end = ((...args: unknown[]) => {
+        client.ping().then(() => end.apply(res, args));
+        return res;
+      }) as typeof res.end;
+      next();
+    }, next);
+  };
 }
 
 async function startFastify(store: Store | undefined): Promise<number> {
