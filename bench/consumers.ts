@@ -31,6 +31,9 @@
  * bound by the time each message holds its slot rather than by CPU.
  * A run of every row at prefetch 100 (no `BENCH_ROWS`, no `BENCH_PROFILE`) writes the table and its chart to
  * `bench/results/consumers.md` and `consumers-1.svg`.
+ * `COMPARE=name=/abs/path/to/src,…` adds a Redis row per variant, loading the library from another source
+ * tree (a snapshot of `src/`), for before/after figures of a change in one run; the results file is then not
+ * written.
  * `BENCH_PROFILE=<dir>` writes a V8 CPU profile of this process per measured row and round, covering only the
  * consuming (not the filling), as `<dir>/<row>-<round>.cpuprofile` (open it in Chrome DevTools).
  */
@@ -38,6 +41,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { type Channel, type ChannelModel, type ConsumeMessage, connect } from 'amqplib';
 import pg from 'pg';
 import { createClient } from 'redis';
@@ -46,6 +50,7 @@ import { createIdempotency, memoryStore, type Store } from '../src/index.js';
 import { migrate, postgresStore } from '../src/postgres/index.js';
 import { redisStore } from '../src/redis/index.js';
 import { env } from '../test/helpers/env.js';
+import { compareVariants } from './lib/build-lib.js';
 import { type BenchRow, median } from './lib/report.js';
 import { ResultsFile } from './lib/results.js';
 
@@ -59,6 +64,7 @@ const PREFETCH = Number(process.env.BENCH_PREFETCH ?? 100);
 const ONLY = process.env.BENCH_ROWS?.split(',').map(Number);
 const CPU = process.env.BENCH_CPU === '1';
 const PROFILE = process.env.BENCH_PROFILE;
+const compare = compareVariants();
 const run = randomUUID().slice(0, 8);
 
 /** CPU seconds (user + system) of every process whose command name is in `names`, from /proc. */
@@ -177,6 +183,30 @@ async function floor(connection: ChannelModel, queue: string, count: number): Pr
   return count / seconds;
 }
 
+/** The parts of the library the idempotent rows use: this checkout's, or a `COMPARE` variant's. */
+interface Library {
+  idempotentConsumer: typeof idempotentConsumer;
+  createIdempotency: typeof createIdempotency;
+  redisStore: typeof redisStore;
+}
+
+const checkout: Library = { idempotentConsumer, createIdempotency, redisStore };
+
+/** Load a variant's sources (a snapshot of `src/`) through tsx, as this script loads the checkout's. */
+async function loadLibrary(src: string): Promise<Library> {
+  const load = <T>(path: string) => import(pathToFileURL(join(src, path)).href) as Promise<T>;
+  const [amqp, core, redisModule] = await Promise.all([
+    load<typeof import('../src/amqp/index.js')>('amqp/index.ts'),
+    load<typeof import('../src/index.js')>('index.ts'),
+    load<typeof import('../src/redis/index.js')>('redis/index.ts'),
+  ]);
+  return {
+    idempotentConsumer: amqp.idempotentConsumer,
+    createIdempotency: core.createIdempotency,
+    redisStore: redisModule.redisStore,
+  };
+}
+
 /** Drain `queue` with the idempotent consumer on `store`; msgs/s. */
 async function idempotent(
   connection: ChannelModel,
@@ -184,6 +214,7 @@ async function idempotent(
   count: number,
   store: Store,
   batch = true,
+  lib: Library = checkout,
 ): Promise<number> {
   const channel = await connection.createConfirmChannel();
   // Declared before the clock starts, as the plain rows' queue is: only consuming is timed.
@@ -198,10 +229,10 @@ async function idempotent(
     done = resolve;
   });
   const started = performance.now();
-  const consumer = await idempotentConsumer(channel, async () => {}, {
+  const consumer = await lib.idempotentConsumer(channel, async () => {}, {
     queue,
     name: `bench-${run}`,
-    idempotency: createIdempotency({
+    idempotency: lib.createIdempotency({
       store,
       extendLease: true,
       ...(batch ? {} : { batch: false }),
@@ -271,6 +302,23 @@ const cases: Array<[string, (queue: string, count: number) => Promise<number>]> 
     (q, n) => idempotent(connection, q, n, postgresStore({ pool, schema })),
   ],
 ];
+
+// COMPARE=name=/abs/src,…: one more Redis row per variant, measured in the same rounds as the others.
+for (const variant of compare) {
+  const lib = await loadLibrary(variant.src);
+  cases.push([
+    `idempotent, Redis store (batched, default) [${variant.name}]`,
+    (q, n) =>
+      idempotent(
+        connection,
+        q,
+        n,
+        lib.redisStore({ client: redis, prefix: redisPrefix, checkEvictionPolicy: false }),
+        true,
+        lib,
+      ),
+  ]);
+}
 
 const selected = cases
   .map((c, index) => [c, index] as const)
@@ -343,7 +391,9 @@ try {
     },
   );
   // Only a run of every row, unprofiled, at the issue's prefetch, replaces the committed results.
-  if (ONLY === undefined && PROFILE === undefined && PREFETCH === 100) results.write();
+  if (ONLY === undefined && PROFILE === undefined && PREFETCH === 100 && compare.length === 0) {
+    results.write();
+  }
 } finally {
   for await (const key of redis.scanIterator({ MATCH: `${redisPrefix}*`, COUNT: 1000 })) {
     if (key.length > 0) await redis.del(key);
