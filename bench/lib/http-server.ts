@@ -96,7 +96,9 @@ async function startExpress(store: Store | undefined): Promise<number> {
 /**
  * The floor row's middleware: a Redis PING before the handler, and another between the handler's `end` and
  * the real one. node-redis pipelines the PINGs of one turn of the event loop into one write, as the store's
- * batching gathers claims and completions.
+ * batching gathers claims and completions. Patching `end` on each response costs Express 5 a few µs of CPU
+ * (see src/express/capture.ts), so in the CPU-bound S2 the floor is a little lower than it could be; in S1
+ * the server is mostly idle and the round trips decide.
  */
 async function redisRoundTrips(): Promise<import('express').RequestHandler> {
   const { createClient } = await import('redis');
