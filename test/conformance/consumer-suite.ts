@@ -17,7 +17,7 @@ import {
 import { spawnChildConsumer } from '../helpers/consumer-process.js';
 import { env, requireService } from '../helpers/env.js';
 import { connectClient, deleteKeys, type TestRedisClient } from '../helpers/redis-clients.js';
-import { startTcpProxy } from '../helpers/tcp-proxy.js';
+import { startRedisProxy } from '../helpers/tcp-proxy.js';
 
 const SERVICE: Record<BrokerName, [string, string]> = {
   amqp: ['RabbitMQ', env.amqpUrl],
@@ -280,12 +280,8 @@ export function defineConsumerSuite(broker: BrokerName): void {
       const { brokerCase, worker } = await newCase('outage');
       const { counts, hooks } = tally();
       // The store's client goes through a proxy that can cut the link to the real Redis server.
-      const target = new URL(env.redisUrl);
-      const proxy = await startTcpProxy({
-        host: target.hostname,
-        port: Number(target.port || 6379),
-      });
-      const proxied = await connectClient('node-redis', `redis://${target.hostname}:${proxy.port}`);
+      const proxy = await startRedisProxy(env.redisUrl);
+      const proxied = await connectClient('node-redis', proxy.url);
       try {
         const outageStore = redisStore({
           client: proxied.client,
@@ -294,11 +290,10 @@ export function defineConsumerSuite(broker: BrokerName): void {
           timeoutMs: 300,
         });
         let unavailable = 0;
-        let handlerCalls = 0;
         proxy.cut();
         await brokerCase.publish('outage-1', 'during the outage');
 
-        await start(brokerCase, async () => void handlerCalls++, {
+        await start(brokerCase, async () => void counts.handlerCalls++, {
           idempotency: createIdempotency({ store: outageStore, leaseMs: 10_000 }),
           name: worker,
           maxDeliveries: 2,
@@ -314,19 +309,19 @@ export function defineConsumerSuite(broker: BrokerName): void {
         // Fail closed: nothing runs while the store cannot be reached, and the message keeps coming back
         // (more deliveries than maxDeliveries: an outage is not the message's fault).
         await waitUntil('three redeliveries for store_unavailable', () => unavailable >= 3);
-        expect(handlerCalls).toBe(0);
+        expect(counts.handlerCalls).toBe(0);
         expect(counts.deadLetter).toBe(0);
 
         proxy.restore();
         await waitUntil('the execution once the store is back', () => counts.executed === 1);
-        expect(handlerCalls).toBe(1);
+        expect(counts.handlerCalls).toBe(1);
         expect(counts.deadLetter).toBe(0);
         expect(await brokerCase.deadLetters()).toHaveLength(0);
         // The completion is durable in the real server, under the consumer's scope.
         const storageKey = engine().storageKeyFor('outage-1', `consumer:${worker}`);
         expect((await store.get(storageKey))?.status).toBe('completed');
         await sleep(300);
-        expect(handlerCalls).toBe(1);
+        expect(counts.handlerCalls).toBe(1);
       } finally {
         await proxied.close();
         await proxy.close();

@@ -72,3 +72,15 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
     },
   };
 }
+
+/**
+ * A proxy in front of the Redis server at `redisUrl`, with `url`: the same URL (credentials and database
+ * kept) through the proxy, for the client whose link a test cuts.
+ */
+export async function startRedisProxy(redisUrl: string): Promise<TcpProxy & { url: string }> {
+  const target = new URL(redisUrl);
+  const proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port || 6379) });
+  const through = new URL(redisUrl);
+  through.port = String(proxy.port);
+  return Object.assign(proxy, { url: through.href });
+}

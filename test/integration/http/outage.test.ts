@@ -12,7 +12,7 @@ import { startAllAdapters } from '../../helpers/http-adapters.js';
 import type { RunningServer, TestRoute } from '../../helpers/http-harness.js';
 import { connectClient, type TestRedisClient } from '../../helpers/redis-clients.js';
 import { freePorts, PrivateRedis } from '../../helpers/redis-servers.js';
-import { startTcpProxy, type TcpProxy } from '../../helpers/tcp-proxy.js';
+import { startRedisProxy, type TcpProxy } from '../../helpers/tcp-proxy.js';
 
 const HTTP_OUTAGE_PORTS = [7100, 7200] as const;
 
@@ -113,7 +113,7 @@ describe('HTTP on a Redis store whose server is down', () => {
  * again once the link is back.
  */
 describe('HTTP on a Redis store cut off by a network partition', () => {
-  let proxy: TcpProxy;
+  let proxy: TcpProxy & { url: string };
   let connection: TestRedisClient;
   const servers: Array<{ name: string; server: RunningServer }> = [];
   const executions: string[] = [];
@@ -122,9 +122,8 @@ describe('HTTP on a Redis store cut off by a network partition', () => {
 
   beforeAll(async () => {
     await requireService('Redis', env.redisUrl);
-    const target = new URL(env.redisUrl);
-    proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port || 6379) });
-    connection = await connectClient('node-redis', `redis://${target.hostname}:${proxy.port}`);
+    proxy = await startRedisProxy(env.redisUrl);
+    connection = await connectClient('node-redis', proxy.url);
     const store = redisStore({
       client: connection.client,
       prefix: `idemtest:partition:${randomUUID()}:`,
