@@ -31,26 +31,26 @@
  * bound by the time each message holds its slot rather than by CPU.
  * A run of every row at prefetch 100 (no `BENCH_ROWS`, no `BENCH_PROFILE`) writes the table and its chart to
  * `bench/results/consumers.md` and `consumers-1.svg`.
+ * The idempotent rows load the library compiled with `tsc` into a temporary directory, as users run the
+ * published `dist/` (see `lib/build-lib.ts`); `TSX=1` loads the TypeScript sources through tsx instead.
  * `COMPARE=name=/abs/path/to/src,…` adds a Redis row per variant, loading the library from another source
- * tree (a snapshot of `src/`), for before/after figures of a change in one run; the results file is then not
- * written.
+ * tree (a snapshot of `src/`, compiled the same way), for before/after figures of a change in one run; the
+ * results file is then not written.
  * `BENCH_PROFILE=<dir>` writes a V8 CPU profile of this process per measured row and round, covering only the
  * consuming (not the filling), as `<dir>/<row>-<round>.cpuprofile` (open it in Chrome DevTools).
  */
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { type Channel, type ChannelModel, type ConsumeMessage, connect } from 'amqplib';
 import pg from 'pg';
 import { createClient } from 'redis';
-import { idempotentConsumer } from '../src/amqp/index.js';
-import { createIdempotency, memoryStore, type Store } from '../src/index.js';
-import { migrate, postgresStore } from '../src/postgres/index.js';
-import { redisStore } from '../src/redis/index.js';
+import type { Store } from '../src/index.js';
 import { env } from '../test/helpers/env.js';
-import { compareVariants } from './lib/build-lib.js';
+import { buildLibrary, compareVariants, repoRoot } from './lib/build-lib.js';
 import { type BenchRow, median } from './lib/report.js';
 import { ResultsFile } from './lib/results.js';
 
@@ -66,6 +66,12 @@ const CPU = process.env.BENCH_CPU === '1';
 const PROFILE = process.env.BENCH_PROFILE;
 const compare = compareVariants();
 const run = randomUUID().slice(0, 8);
+// The idempotent rows run the library compiled by tsc, as users run the published `dist/` (the HTTP
+// benchmarks do the same, see `lib/build-lib.ts`): through tsx, esbuild's `keepNames` helper renames every
+// closure the consumer path creates per message, a cost no user pays. TSX=1 loads the sources instead.
+const useTsx = process.env.TSX === '1';
+const buildDir = mkdtempSync(join(tmpdir(), 'ik-bench-consumers-build-'));
+const build = (name: string, src: string) => (useTsx ? src : buildLibrary(buildDir, name, src));
 
 /** CPU seconds (user + system) of every process whose command name is in `names`, from /proc. */
 function processCpu(names: string[]): number {
@@ -185,27 +191,37 @@ async function floor(connection: ChannelModel, queue: string, count: number): Pr
 
 /** The parts of the library the idempotent rows use: this checkout's, or a `COMPARE` variant's. */
 interface Library {
-  idempotentConsumer: typeof idempotentConsumer;
-  createIdempotency: typeof createIdempotency;
-  redisStore: typeof redisStore;
+  idempotentConsumer: typeof import('../src/amqp/index.js').idempotentConsumer;
+  createIdempotency: typeof import('../src/index.js').createIdempotency;
+  memoryStore: typeof import('../src/index.js').memoryStore;
+  redisStore: typeof import('../src/redis/index.js').redisStore;
+  postgresStore: typeof import('../src/postgres/index.js').postgresStore;
+  migrate: typeof import('../src/postgres/index.js').migrate;
 }
 
-const checkout: Library = { idempotentConsumer, createIdempotency, redisStore };
-
-/** Load a variant's sources (a snapshot of `src/`) through tsx, as this script loads the checkout's. */
-async function loadLibrary(src: string): Promise<Library> {
-  const load = <T>(path: string) => import(pathToFileURL(join(src, path)).href) as Promise<T>;
-  const [amqp, core, redisModule] = await Promise.all([
-    load<typeof import('../src/amqp/index.js')>('amqp/index.ts'),
-    load<typeof import('../src/index.js')>('index.ts'),
-    load<typeof import('../src/redis/index.js')>('redis/index.ts'),
+/**
+ * Load the library from `dir`: a tree compiled by {@link buildLibrary}, or TypeScript sources (TSX=1),
+ * which tsx resolves from the same `.js` specifiers.
+ */
+async function loadLibrary(dir: string): Promise<Library> {
+  const load = <T>(path: string) => import(pathToFileURL(join(dir, path)).href) as Promise<T>;
+  const [amqp, core, redisModule, postgres] = await Promise.all([
+    load<typeof import('../src/amqp/index.js')>('amqp/index.js'),
+    load<typeof import('../src/index.js')>('index.js'),
+    load<typeof import('../src/redis/index.js')>('redis/index.js'),
+    load<typeof import('../src/postgres/index.js')>('postgres/index.js'),
   ]);
   return {
     idempotentConsumer: amqp.idempotentConsumer,
     createIdempotency: core.createIdempotency,
+    memoryStore: core.memoryStore,
     redisStore: redisModule.redisStore,
+    postgresStore: postgres.postgresStore,
+    migrate: postgres.migrate,
   };
 }
+
+const checkout = await loadLibrary(build('checkout', join(repoRoot, 'src')));
 
 /** Drain `queue` with the idempotent consumer on `store`; msgs/s. */
 async function idempotent(
@@ -261,7 +277,7 @@ const redis = createClient({ url: env.redisUrl });
 await redis.connect();
 const pool = new pg.Pool({ connectionString: env.databaseUrl, max: 20 });
 const schema = `ik_bench_consumers_${process.pid}`;
-await migrate(pool, { schema });
+await checkout.migrate(pool, { schema });
 const redisPrefix = `ik-bench:consumers:${run}:`;
 
 const profiler = new Session();
@@ -274,7 +290,7 @@ if (PROFILE !== undefined) {
 const cases: Array<[string, (queue: string, count: number) => Promise<number>]> = [
   ['plain amqplib consumer (ack on receipt)', (q, n) => plain(connection, q, n)],
   ['plain amqplib consumer, confirm channel', (q, n) => plain(connection, q, n, true)],
-  ['idempotent, memory store', (q, n) => idempotent(connection, q, n, memoryStore())],
+  ['idempotent, memory store', (q, n) => idempotent(connection, q, n, checkout.memoryStore())],
   ['floor: plain + 2 Redis round trips per burst', (q, n) => floor(connection, q, n)],
   [
     'idempotent, Redis store (batched, default)',
@@ -283,7 +299,7 @@ const cases: Array<[string, (queue: string, count: number) => Promise<number>]> 
         connection,
         q,
         n,
-        redisStore({ client: redis, prefix: redisPrefix, checkEvictionPolicy: false }),
+        checkout.redisStore({ client: redis, prefix: redisPrefix, checkEvictionPolicy: false }),
       ),
   ],
   [
@@ -293,19 +309,19 @@ const cases: Array<[string, (queue: string, count: number) => Promise<number>]> 
         connection,
         q,
         n,
-        redisStore({ client: redis, prefix: redisPrefix, checkEvictionPolicy: false }),
+        checkout.redisStore({ client: redis, prefix: redisPrefix, checkEvictionPolicy: false }),
         false,
       ),
   ],
   [
     'idempotent, PostgreSQL store',
-    (q, n) => idempotent(connection, q, n, postgresStore({ pool, schema })),
+    (q, n) => idempotent(connection, q, n, checkout.postgresStore({ pool, schema })),
   ],
 ];
 
 // COMPARE=name=/abs/src,…: one more Redis row per variant, measured in the same rounds as the others.
 for (const variant of compare) {
-  const lib = await loadLibrary(variant.src);
+  const lib = await loadLibrary(build(variant.name, variant.src));
   cases.push([
     `idempotent, Redis store (batched, default) [${variant.name}]`,
     (q, n) =>
@@ -402,4 +418,5 @@ try {
   await pool.end();
   redis.destroy();
   await connection.close();
+  rmSync(buildDir, { recursive: true, force: true });
 }
