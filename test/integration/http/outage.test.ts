@@ -10,7 +10,7 @@ import { redisStore } from '../../../src/redis/index.js';
 import { env, requireService } from '../../helpers/env.js';
 import { startAllAdapters } from '../../helpers/http-adapters.js';
 import type { RunningServer, TestRoute } from '../../helpers/http-harness.js';
-import { connectClient, type TestRedisClient } from '../../helpers/redis-clients.js';
+import { connectClient, deleteKeys, type TestRedisClient } from '../../helpers/redis-clients.js';
 import { freePorts, PrivateRedis } from '../../helpers/redis-servers.js';
 import { startRedisProxy, type TcpProxy } from '../../helpers/tcp-proxy.js';
 
@@ -117,6 +117,7 @@ describe('HTTP on a Redis store cut off by a network partition', () => {
   let connection: TestRedisClient;
   const servers: Array<{ name: string; server: RunningServer }> = [];
   const executions: string[] = [];
+  const prefix = `idemtest:partition:${randomUUID()}:`;
 
   const handle = recordingHandler(executions);
 
@@ -126,7 +127,7 @@ describe('HTTP on a Redis store cut off by a network partition', () => {
     connection = await connectClient('node-redis', proxy.url);
     const store = redisStore({
       client: connection.client,
-      prefix: `idemtest:partition:${randomUUID()}:`,
+      prefix,
       timeoutMs: 300,
       checkEvictionPolicy: false,
     });
@@ -140,6 +141,10 @@ describe('HTTP on a Redis store cut off by a network partition', () => {
     for (const { server } of servers) await server.close();
     await connection?.close().catch(() => undefined);
     await proxy?.close();
+    // The records the test stored, through a direct connection: the proxied one may still be cut.
+    const direct = await connectClient('node-redis', env.redisUrl);
+    await deleteKeys(direct.client, prefix);
+    await direct.close();
   });
 
   const post = (url: string, key: string, tag: string) =>
