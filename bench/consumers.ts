@@ -40,9 +40,8 @@
  * consuming (not the filling), as `<dir>/<row>-<round>.cpuprofile` (open it in Chrome DevTools).
  */
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { type Channel, type ChannelModel, type ConsumeMessage, connect } from 'amqplib';
@@ -50,7 +49,7 @@ import pg from 'pg';
 import { createClient } from 'redis';
 import type { Store } from '../src/index.js';
 import { env } from '../test/helpers/env.js';
-import { buildLibrary, compareVariants, repoRoot } from './lib/build-lib.js';
+import { compareVariants, libraryBuilder, repoRoot } from './lib/build-lib.js';
 import { type BenchRow, median } from './lib/report.js';
 import { ResultsFile } from './lib/results.js';
 
@@ -66,12 +65,7 @@ const CPU = process.env.BENCH_CPU === '1';
 const PROFILE = process.env.BENCH_PROFILE;
 const compare = compareVariants();
 const run = randomUUID().slice(0, 8);
-// The idempotent rows run the library compiled by tsc, as users run the published `dist/` (the HTTP
-// benchmarks do the same, see `lib/build-lib.ts`): through tsx, esbuild's `keepNames` helper renames every
-// closure the consumer path creates per message, a cost no user pays. TSX=1 loads the sources instead.
-const useTsx = process.env.TSX === '1';
-const buildDir = mkdtempSync(join(tmpdir(), 'ik-bench-consumers-build-'));
-const build = (name: string, src: string) => (useTsx ? src : buildLibrary(buildDir, name, src));
+const { buildDir, build } = libraryBuilder('ik-bench-consumers-build-');
 
 /** CPU seconds (user + system) of every process whose command name is in `names`, from /proc. */
 function processCpu(names: string[]): number {
@@ -200,7 +194,7 @@ interface Library {
 }
 
 /**
- * Load the library from `dir`: a tree compiled by {@link buildLibrary}, or TypeScript sources (TSX=1),
+ * Load the library from `dir`: a tree compiled by `libraryBuilder`'s `build`, or TypeScript sources (TSX=1),
  * which tsx resolves from the same `.js` specifiers.
  */
 async function loadLibrary(dir: string): Promise<Library> {
@@ -392,7 +386,7 @@ try {
   }));
   // The command as run, with the settings that were given, so the file says how to reproduce it.
   const settings = Object.entries(process.env)
-    .filter(([name]) => name.startsWith('BENCH_'))
+    .filter(([name]) => name.startsWith('BENCH_') || name === 'TSX')
     .map(([name, value]) => `${name}=${value} `)
     .sort()
     .join('');

@@ -38,7 +38,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type BenchStores, cleanupBenchStores, prepareBenchStores } from './lib/bench-stores.js';
-import { buildLibrary, compareVariants, repoRoot } from './lib/build-lib.js';
+import { compareVariants, libraryBuilder, repoRoot } from './lib/build-lib.js';
 import type { BenchCpuReport, BenchServerConfig } from './lib/http-server.js';
 import { type BenchRow, median } from './lib/report.js';
 import { ResultsFile } from './lib/results.js';
@@ -52,7 +52,7 @@ const requests = Number(process.env.REQUESTS ?? 4000);
 const rounds = Number(process.env.ROUNDS ?? 5);
 const connections = Number(process.env.CONNECTIONS ?? 50);
 const compare = compareVariants();
-const useTsx = process.env.TSX === '1';
+const { buildDir, build } = libraryBuilder('ik-bench-http-cpu-build-');
 // V8 CPU profiles of the servers (see profileArgs); a profiled run writes no results file.
 const PROFILE = process.env.PROFILE;
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -61,13 +61,6 @@ const run = randomUUID().slice(0, 8);
 const sqliteDir = mkdtempSync(join(tmpdir(), 'ik-bench-http-cpu-'));
 const pgSchema = `ik_bench_http_cpu_${run}`;
 const body = JSON.stringify({ amount: 4200, currency: 'EUR' });
-
-const buildDir = mkdtempSync(join(tmpdir(), 'ik-bench-http-cpu-build-'));
-
-/** Compile the source tree `src` (no type check) and return the directory of its JavaScript. */
-function build(name: string, src: string): string {
-  return useTsx ? src : buildLibrary(buildDir, name, src);
-}
 
 const libraries = {
   main: build('main', join(repoRoot, 'src')),

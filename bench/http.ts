@@ -29,7 +29,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type BenchStores, cleanupBenchStores, prepareBenchStores } from './lib/bench-stores.js';
-import { buildLibrary, compareVariants, repoRoot } from './lib/build-lib.js';
+import { compareVariants, libraryBuilder, repoRoot } from './lib/build-lib.js';
 import { load, ORDER_BODY, selectedScenarios } from './lib/http-load.js';
 import type { BenchServerConfig } from './lib/http-server.js';
 import { type BenchRow, median } from './lib/report.js';
@@ -46,10 +46,8 @@ const databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5
 const run = randomUUID().slice(0, 8);
 const sqliteDir = mkdtempSync(join(tmpdir(), 'ik-bench-http-'));
 const pgSchema = `ik_bench_http_${run}`;
-const buildDir = mkdtempSync(join(tmpdir(), 'ik-bench-http-build-'));
-const useTsx = process.env.TSX === '1';
+const { useTsx, buildDir, build } = libraryBuilder('ik-bench-http-build-');
 const compare = compareVariants();
-const build = (name: string, src: string) => (useTsx ? src : buildLibrary(buildDir, name, src));
 const library = build('main', join(repoRoot, 'src'));
 const variants = compare.map((variant) => ({
   ...variant,

@@ -6,7 +6,8 @@
  * The build goes to a temporary directory (not `dist/`, which other work on the checkout may be using).
  */
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -44,6 +45,27 @@ export function buildLibrary(buildDir: string, name: string, src: string): strin
     stdio: 'inherit',
   });
   return join(root, 'dist');
+}
+
+/** Where a benchmark loads the library from: compiled builds (the default), or the sources under `TSX=1`. */
+export interface LibraryBuilder {
+  /** `TSX=1`: load the TypeScript sources through tsx instead of compiling them. */
+  readonly useTsx: boolean;
+  /** The temporary directory the builds go to; the benchmark removes it when done. */
+  readonly buildDir: string;
+  /** The directory to load the tree `src` from: its build named `name`, or `src` itself under `TSX=1`. */
+  build(name: string, src: string): string;
+}
+
+/** A {@link LibraryBuilder} whose builds go to a new temporary directory named after `tempPrefix`. */
+export function libraryBuilder(tempPrefix: string): LibraryBuilder {
+  const useTsx = process.env.TSX === '1';
+  const buildDir = mkdtempSync(join(tmpdir(), tempPrefix));
+  return {
+    useTsx,
+    buildDir,
+    build: (name, src) => (useTsx ? src : buildLibrary(buildDir, name, src)),
+  };
 }
 
 /** A source tree to benchmark next to the checkout's, named in `COMPARE=name=/abs/src,…`. */
