@@ -1,8 +1,16 @@
 /**
- * `run()` overhead on the memory store against calling `fn` directly, measured side by side in one run.
+ * `run()` overhead on the memory store against calling `fn` directly, measured side by side in one run,
+ * and what the observability hooks add to it (Prometheus counters; the OpenTelemetry hooks inside a
+ * recording span of a real SDK).
  * Run: npx tsx bench/core.ts
  */
-import { createIdempotency, memoryStore } from '../src/index.js';
+import { context, trace } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { BasicTracerProvider, NoopSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { Registry } from 'prom-client';
+import { combineHooks, createIdempotency, memoryStore } from '../src/index.js';
+import { openTelemetryHooks } from '../src/opentelemetry/index.js';
+import { prometheusHooks } from '../src/prometheus/index.js';
 import { median } from './lib/report.js';
 import { ResultsFile } from './lib/results.js';
 
@@ -27,6 +35,30 @@ async function main() {
   const idempotency = createIdempotency({ store: memoryStore(), extendLease: false });
   const withHeartbeat = createIdempotency({ store: memoryStore() });
   const noCache = createIdempotency({ store: memoryStore(), cache: false, extendLease: false });
+  const metered = createIdempotency({
+    store: memoryStore(),
+    extendLease: false,
+    hooks: prometheusHooks({ registry: new Registry() }),
+  });
+  const observed = createIdempotency({
+    store: memoryStore(),
+    extendLease: false,
+    hooks: combineHooks(prometheusHooks({ registry: new Registry() }), openTelemetryHooks()),
+  });
+  // A recording span around each call, as an instrumented request has; spans are dropped, not exported.
+  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+  trace.setGlobalTracerProvider(
+    new BasicTracerProvider({ spanProcessors: [new NoopSpanProcessor()] }),
+  );
+  const tracer = trace.getTracer('bench');
+  const inSpan = <T>(body: () => Promise<T>) =>
+    tracer.startActiveSpan('request', async (span) => {
+      try {
+        return await body();
+      } finally {
+        span.end();
+      }
+    });
   let counter = 0;
   const payload = { amount: 4200, currency: 'EUR', customer: 'cus_1' };
 
@@ -34,6 +66,9 @@ async function main() {
   await timeEach(WARMUP, () => fn());
   await timeEach(WARMUP, () => idempotency.run({ key: `w${counter++}`, payload }, fn));
   await timeEach(WARMUP, () => withHeartbeat.run({ key: `w${counter++}`, payload }, fn));
+  await timeEach(WARMUP, () => metered.run({ key: `w${counter++}`, payload }, fn));
+  await timeEach(WARMUP, () => inSpan(() => fn()));
+  await timeEach(WARMUP, () => inSpan(() => observed.run({ key: `w${counter++}`, payload }, fn)));
   await idempotency.run({ key: 'hot', payload }, fn);
   await noCache.run({ key: 'hot', payload }, fn);
 
@@ -44,6 +79,15 @@ async function main() {
   );
   const replayCached = await timeEach(N, () => idempotency.run({ key: 'hot', payload }, fn));
   const replayStore = await timeEach(N, () => noCache.run({ key: 'hot', payload }, fn));
+  const executedMetered = await timeEach(N, () =>
+    metered.run({ key: `m${counter++}`, payload }, fn),
+  );
+  const spanOnly = await timeEach(N, () =>
+    inSpan(() => idempotency.run({ key: `s${counter++}`, payload }, fn)),
+  );
+  const executedObserved = await timeEach(N, () =>
+    inSpan(() => observed.run({ key: `o${counter++}`, payload }, fn)),
+  );
 
   const base = median(direct);
   const row = (name: string, samples: number[]) => {
@@ -64,6 +108,12 @@ async function main() {
       row('run(): new key, executed (heartbeat on, default)', executedHb),
       row('run(): replay, local cache hit', replayCached),
       row('run(): replay from the store (cache off)', replayStore),
+      row('run(): new key, executed, with prometheusHooks', executedMetered),
+      row('run(): new key, executed, in a span (no hooks)', spanOnly),
+      row(
+        'run(): new key, executed, in a span, Prometheus + OpenTelemetry hooks',
+        executedObserved,
+      ),
     ],
     { chart: false },
   );

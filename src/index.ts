@@ -36,6 +36,7 @@ export {
 export type { FingerprintInput } from './core/fingerprint.js';
 export { createFingerprint } from './core/fingerprint.js';
 export type { HookEvent, IdempotencyHooks } from './core/hooks.js';
+export { combineHooks, RunOutcomeName } from './core/hooks.js';
 export { deriveDownstreamKey, MAX_KEY_LENGTH, storageKey, validateKey } from './core/key.js';
 export type { OutcomeCodec } from './core/outcome.js';
 export { defaultCodec } from './core/outcome.js';

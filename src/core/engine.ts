@@ -310,7 +310,11 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       value = await fn(context);
     } catch (error) {
       lease.stop();
-      await settleFailure(error, storageKey, token, retentionMs, storeErrors, event);
+      const stored = await settleFailure(error, lease, retentionMs, storeErrors, event);
+      if (hooks.onFailed !== undefined) {
+        const durationMs = clock.now() - startedAt;
+        emit(hooks, 'onFailed', { ...event, token, attempt, durationMs, stored });
+      }
       throw error;
     }
     lease.stop();
@@ -327,7 +331,8 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       completed = await completeAgain(storageKey, token, outcome, retentionMs, event, error);
     }
     if (!completed) {
-      emit(hooks, 'onLeaseLost', { ...event, token });
+      // Reported once per execution: the heartbeat may have found the loss already.
+      if (!lease.lossReported) emit(hooks, 'onLeaseLost', { ...event, token });
       throw new LeaseLostError(token);
     }
     const now = clock.now();
@@ -346,17 +351,20 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
   }
 
   // After `fn` threw: store the error as final, or release the claim so a retry runs again. Either way the
-  // caller gets `fn`'s own error; a store failure here only means the claim expires on its own.
+  // caller gets `fn`'s own error; a store failure here only means the claim expires on its own. Resolves
+  // to true when the error is now the key's stored outcome.
   async function settleFailure(
     error: unknown,
-    storageKey: string,
-    token: number,
+    lease: LeaseKeeper,
     retentionMs: number,
     storeErrors: StoreErrorsPolicy,
     event: HookEvent,
-  ): Promise<void> {
+  ): Promise<boolean> {
+    const { storageKey, token } = lease;
+    let keepError = false;
     try {
-      if (shouldStoreError(storeErrors, error)) {
+      keepError = shouldStoreError(storeErrors, error);
+      if (keepError) {
         const stored = await complete(
           storageKey,
           token,
@@ -364,13 +372,17 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
           retentionMs,
           event,
         );
-        if (!stored) emit(hooks, 'onLeaseLost', { ...event, token });
-      } else {
-        await store.release(storageKey, token);
+        if (!stored && !lease.lossReported) emit(hooks, 'onLeaseLost', { ...event, token });
+        return stored;
       }
+      await store.release(storageKey, token);
     } catch (storeError) {
-      emit(hooks, 'onStoreError', { ...event, operation: 'release', error: storeError });
+      // `complete` has reported each of its own failures already.
+      if (!keepError) {
+        emit(hooks, 'onStoreError', { ...event, operation: 'release', error: storeError });
+      }
     }
+    return false;
   }
 
   async function runUnprotected<T>(

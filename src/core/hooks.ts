@@ -12,19 +12,52 @@ export interface HookEvent {
   storageKey: string;
 }
 
+/**
+ * How a run ended, as the hooks see it: one name per outcome hook, shared by the metrics and tracing
+ * modules (the `outcome` label and the `idempotency.outcome` span attribute).
+ */
+export const RunOutcomeName = {
+  /** `fn` ran and its outcome was stored (`onExecuted`). */
+  Executed: 'executed',
+  /** A stored outcome was replayed (`onReplayed`; HTTP `Idempotent-Replayed: true`). */
+  Replayed: 'replayed',
+  /** Another attempt held the key (`onConflict`; HTTP 409, consumers redeliver later). */
+  InProgress: 'in_progress',
+  /** The key was reused with a different fingerprint (`onMismatch`; HTTP 422). */
+  Mismatch: 'mismatch',
+  /** `fn` threw: the claim was released, or the error stored as the key's outcome (`onFailed`). */
+  Failed: 'failed',
+  /** The store failed and `fn` ran unprotected because `failOpen` was set (`onFailOpen`). */
+  FailOpen: 'fail_open',
+} as const;
+/** One of {@link RunOutcomeName}'s values. */
+export type RunOutcomeName = (typeof RunOutcomeName)[keyof typeof RunOutcomeName];
+
 /** Callbacks for each engine event; all optional. */
 export interface IdempotencyHooks {
   /** `fn` ran and its outcome was stored. */
   onExecuted?(event: HookEvent & { token: number; attempt: number; durationMs: number }): void;
   /** A stored outcome was replayed. `fromCache` is true when no store round trip was needed. */
   onReplayed?(event: HookEvent & { fromCache: boolean }): void;
+  /**
+   * `fn` threw (or, in a transactional mode, its transaction rolled back with its error). `stored` is true
+   * when the error was kept as the key's final outcome (`storeErrors`), false when the claim was released
+   * (or rolled back) so a retry runs again.
+   */
+  onFailed?(
+    event: HookEvent & { token: number; attempt: number; durationMs: number; stored: boolean },
+  ): void;
   /** Another attempt holds the key (`in_progress`). */
   onConflict?(event: HookEvent & { retryAfterMs: number }): void;
   /** The key was reused with a different fingerprint. */
   onMismatch?(event: HookEvent): void;
   /** An expired claim was taken over (`attempt` > 1). */
   onTakeover?(event: HookEvent & { token: number; attempt: number }): void;
-  /** This worker lost its lease; its completion was (or will be) fenced out. */
+  /**
+   * This execution lost its lease (found by the heartbeat, or by a fenced-out completion), or gave it up
+   * past `maxExecution`: another attempt may now run the key, and this one's completion is fenced out if
+   * one did. Reported once per execution.
+   */
   onLeaseLost?(event: HookEvent & { token: number }): void;
   /** A store call failed. `operation` names the store method. */
   onStoreError?(event: HookEvent & { operation: string; error: unknown }): void;
@@ -45,4 +78,45 @@ export function emit<K extends keyof IdempotencyHooks>(
   } catch {
     // Observability must never change an outcome.
   }
+}
+
+type HookName = keyof IdempotencyHooks;
+
+// An object rather than a list, so the compiler rejects it when a hook is added above and not here.
+const HOOK_NAMES = Object.keys({
+  onExecuted: true,
+  onReplayed: true,
+  onFailed: true,
+  onConflict: true,
+  onMismatch: true,
+  onTakeover: true,
+  onLeaseLost: true,
+  onStoreError: true,
+  onFailOpen: true,
+} satisfies Record<HookName, true>) as HookName[];
+
+/**
+ * One set of hooks that calls each of `list` in turn, so metrics, traces and your own logging can all
+ * observe one engine. Each hook is isolated: one that throws neither stops the others nor changes an
+ * outcome. Only the hooks some member defines are set, so an unobserved event stays free.
+ * @example
+ * import { combineHooks, createIdempotency } from 'idempotency-kit';
+ * import { prometheusHooks } from 'idempotency-kit/prometheus';
+ * import { openTelemetryHooks } from 'idempotency-kit/opentelemetry';
+ *
+ * const idempotency = createIdempotency({
+ *   store,
+ *   hooks: combineHooks(prometheusHooks(), openTelemetryHooks(), { onLeaseLost: (e) => log.warn(e) }),
+ * });
+ */
+export function combineHooks(...list: (IdempotencyHooks | undefined)[]): IdempotencyHooks {
+  const combined: Record<string, (event: never) => void> = {};
+  for (const name of HOOK_NAMES) {
+    const members = list.flatMap((hooks) => (hooks?.[name] === undefined ? [] : [hooks]));
+    if (members.length === 0) continue;
+    combined[name] = (event: never) => {
+      for (const hooks of members) emit(hooks, name, event);
+    };
+  }
+  return combined as IdempotencyHooks;
 }

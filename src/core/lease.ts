@@ -34,8 +34,10 @@ export class LeaseKeeper implements Beating {
 
   constructor(
     private readonly env: LeaseEnvironment,
-    private readonly storageKey: string,
-    private readonly token: number,
+    /** The key this lease is on. */
+    readonly storageKey: string,
+    /** The execution's fencing token. */
+    readonly token: number,
     private readonly leaseMs: number,
     private leaseUntil: number,
   ) {}
@@ -49,6 +51,14 @@ export class LeaseKeeper implements Beating {
   // Asked without creating the controller: only a handler that reads `signal` needs one.
   private get aborted(): boolean {
     return this.controller?.signal.aborted ?? false;
+  }
+
+  /**
+   * True once the lease was found lost (or given up past `maxExecution`) and `onLeaseLost` reported it: a
+   * fenced completion after that is the same loss, not a second one.
+   */
+  get lossReported(): boolean {
+    return this.aborted;
   }
 
   // Heartbeat period: a third of the lease, at least 5 ms.

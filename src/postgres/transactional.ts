@@ -244,6 +244,8 @@ export function postgresTransactional(
       connection: { broken: boolean },
     ): Promise<RunOutcome<T>> {
       let phase: 'begin' | 'claim' | 'settle' | 'handler' | 'complete' | 'commit' = 'begin';
+      // Set once the handler starts: what `onFailed` reports if it throws.
+      let handlerRun: { token: number; attempt: number; startedAt: number } | undefined;
       try {
         await client.query(begin);
         phase = 'claim';
@@ -283,6 +285,7 @@ export function postgresTransactional(
           downstreamKey: (step) => deriveDownstreamKey(storageKey, step),
         };
         phase = 'handler';
+        handlerRun = { token, attempt, startedAt };
         const value = await fn(context);
         const outcome = encodeValueOutcome(codec.encode(value));
         phase = 'complete';
@@ -297,6 +300,7 @@ export function postgresTransactional(
         if (committed.command !== undefined && committed.command !== 'COMMIT') {
           throw new Error(`COMMIT answered ${committed.command}: the transaction had failed`);
         }
+        if (attempt > 1) emit(hooks, 'onTakeover', { ...event, token, attempt });
         emit(hooks, 'onExecuted', { ...event, token, attempt, durationMs: Date.now() - startedAt });
         return { status: 'executed', value, token, attempt, failedOpen: false };
       } catch (error) {
@@ -312,6 +316,11 @@ export function postgresTransactional(
         if (isRetryableTransactionError(error)) throw new RetryableTransaction(error);
         // The handler's own error is rethrown as is, unless the connection died under it: then nothing
         // was committed and the caller should retry, exactly as for any other store outage.
+        if (phase === 'handler' && !connection.broken && handlerRun !== undefined) {
+          const { token, attempt, startedAt } = handlerRun;
+          const durationMs = Date.now() - startedAt;
+          emit(hooks, 'onFailed', { ...event, token, attempt, durationMs, stored: false });
+        }
         if ((phase === 'handler' && !connection.broken) || isLeaseLostError(error)) throw error;
         if (phase === 'complete' && sqlState(error) === SqlState.InFailedTransaction) throw error;
         emit(hooks, 'onStoreError', { ...event, operation: `transaction ${phase}`, error });

@@ -236,7 +236,10 @@ export function sqliteTransactional(options: SqliteTransactionalOptions): Sqlite
     }
 
     // An object, so that TypeScript does not narrow it across the transaction body's assignments.
-    const at: { phase: Phase } = { phase: 'claim' };
+    // Where the body was when it threw, and, once the handler started, what `onFailed` reports.
+    const at: { phase: Phase; run?: { token: number; attempt: number; startedAt: number } } = {
+      phase: 'claim',
+    };
     try {
       // Fast path without the write lock, as the store's claim: a committed record (a replay, an engine
       // claim in flight, a mismatch) is answered from a read, so replays never queue for the lock.
@@ -274,6 +277,7 @@ export function sqliteTransactional(options: SqliteTransactionalOptions): Sqlite
 
         at.phase = 'handler';
         const startedAt = clock.now();
+        at.run = { token, attempt, startedAt };
         const value: unknown = fn(context);
         if (isThenable(value)) {
           // Whatever the async handler does after its first await runs outside this transaction; keep
@@ -317,6 +321,11 @@ export function sqliteTransactional(options: SqliteTransactionalOptions): Sqlite
       // The wrapper has rolled back by now (everything, record included). The handler's own errors, and
       // ours, pass through unchanged.
       if (at.phase === 'handler' || at.phase === 'beforeCommit' || isIdempotencyError(error)) {
+        if ((at.phase === 'handler' || at.phase === 'beforeCommit') && at.run !== undefined) {
+          const { token, attempt, startedAt } = at.run;
+          const durationMs = clock.now() - startedAt;
+          emit(hooks, 'onFailed', { ...event, token, attempt, durationMs, stored: false });
+        }
         throw error;
       }
       if (at.phase === 'begin' && driverCode(error) === 'SQLITE_BUSY') {

@@ -34,3 +34,18 @@ export function brokenStore(faults: BrokenStoreFaults): Store {
   }
   return store;
 }
+
+/**
+ * A memory store whose every claim fails as an unreachable server's would (batching off, so each run
+ * makes its own claim): for fail-closed and fail-open runs and the hooks that report them.
+ */
+export function unreachableClaimStore(): Store {
+  const inner = memoryStore();
+  return {
+    ...inner,
+    capabilities: { ...inner.capabilities, batch: false },
+    claimMany: undefined,
+    completeMany: undefined,
+    claim: () => Promise.reject(new Error('connection refused')),
+  };
+}

@@ -11,9 +11,11 @@ tarball=$(npm pack --silent --pack-destination "$work" | tail -n 1)
 cd "$work"
 npm init -y >/dev/null
 # The tarball, plus the only peers a subpath needs just to load (every other peer is needed only once the
-# user passes in a client): vitest for /testing, fastify-plugin for /fastify. TypeScript checks the types.
+# user passes in a client): vitest for /testing, fastify-plugin for /fastify, prom-client for /prometheus,
+# @opentelemetry/api for /opentelemetry. TypeScript checks the types.
 npm install --no-audit --no-fund --ignore-scripts "./$tarball" >/dev/null
-npm install --no-audit --no-fund --ignore-scripts vitest@^4 fastify-plugin@^5 typescript@~5.9 @types/node@^20 >/dev/null
+npm install --no-audit --no-fund --ignore-scripts vitest@^4 fastify-plugin@^5 prom-client@^15 \
+  @opentelemetry/api@^1.4 typescript@~5.9 @types/node@^20 >/dev/null
 
 subpaths=$(node -e '
   const pkg = require("./node_modules/idempotency-kit/package.json");

@@ -88,7 +88,12 @@ describe('postgresTransactional', () => {
   });
 
   it('rolls back the business rows and frees the key when the handler throws', async () => {
-    const tx = postgresTransactional({ pool: fx.pool, schema: fx.schema });
+    const failures: Array<{ stored: boolean; attempt: number }> = [];
+    const tx = postgresTransactional({
+      pool: fx.pool,
+      schema: fx.schema,
+      hooks: { onFailed: ({ stored, attempt }) => failures.push({ stored, attempt }) },
+    });
     const key = newKey('throws');
     await expect(
       tx.runInTransaction({ key }, async (t) => {
@@ -100,6 +105,29 @@ describe('postgresTransactional', () => {
     const retry = await tx.runInTransaction({ key }, insertOrder(key));
     expect(retry.status).toBe('executed');
     expect(await ordersFor(key)).toBe(1);
+    expect(failures).toEqual([{ stored: false, attempt: 1 }]);
+  });
+
+  it('takes over an engine claim whose lease expired, and reports the takeover', async () => {
+    const store = postgresStore({ pool: fx.pool, schema: fx.schema });
+    const key = newKey('takeover');
+    const events: string[] = [];
+    const tx = postgresTransactional({
+      pool: fx.pool,
+      schema: fx.schema,
+      hooks: {
+        onTakeover: ({ attempt }) => events.push(`takeover:${attempt}`),
+        onExecuted: ({ attempt }) => events.push(`executed:${attempt}`),
+      },
+    });
+    // A crashed engine run: claimed with a short lease, never completed.
+    const storageKey = tx.storageKeyFor(key);
+    const claim = await store.claim(storageKey, { fingerprint: '', leaseMs: 50 });
+    expect(claim.claimed).toBe(true);
+    await sleep(120);
+    const outcome = await tx.runInTransaction({ key }, insertOrder(key));
+    expect(outcome).toMatchObject({ status: 'executed', attempt: 2 });
+    expect(events).toEqual(['takeover:2', 'executed:2']);
   });
 
   it('reports a mismatch for the same key with another payload', async () => {

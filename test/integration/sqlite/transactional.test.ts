@@ -390,7 +390,7 @@ describe('sqliteTransactional', () => {
     expect(shipping.status).toBe('executed');
   });
 
-  it('calls the hooks and beforeCommit, and a beforeCommit error rolls everything back', async () => {
+  it('calls the hooks (a handler or beforeCommit error is a rolled-back failure) and beforeCommit, and a beforeCommit error rolls everything back', async () => {
     // Arrange
     const events: string[] = [];
     const db = fixture().db;
@@ -400,6 +400,7 @@ describe('sqliteTransactional', () => {
         onExecuted: () => events.push('executed'),
         onReplayed: () => events.push('replayed'),
         onMismatch: () => events.push('mismatch'),
+        onFailed: (e) => events.push(`failed:${e.stored}:${e.attempt}`),
       },
     });
     const veto = new Error('veto');
@@ -412,12 +413,25 @@ describe('sqliteTransactional', () => {
         },
       }),
     );
+    const thrown = await caught(
+      transactional.runInTransaction({ key: 'hooks' }, () => {
+        throw new Error('declined');
+      }),
+    );
     await transactional.runInTransaction({ key: 'hooks' }, () => 1);
     await transactional.runInTransaction({ key: 'hooks' }, () => 1);
     await transactional.runInTransaction({ key: 'hooks', payload: 'other' }, () => 1);
     // Assert
     expect(vetoed).toBe(veto);
-    expect(events).toEqual(['beforeCommit:true', 'executed', 'replayed', 'mismatch']);
+    expect((thrown as Error).message).toBe('declined');
+    expect(events).toEqual([
+      'beforeCommit:true',
+      'failed:false:1',
+      'failed:false:1',
+      'executed',
+      'replayed',
+      'mismatch',
+    ]);
   });
 
   it('fails closed with StoreUnavailableError when another connection holds the write lock past the busy timeout', async () => {

@@ -289,7 +289,13 @@ describe('createIdempotency().run', () => {
   it('aborts ctx.signal with LeaseLostError when the heartbeat finds the lease gone', async () => {
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
     const store = memoryStore();
-    const idempotency = createIdempotency({ store, leaseMs: 300, cache: false });
+    const onLeaseLost = vi.fn();
+    const idempotency = createIdempotency({
+      store,
+      leaseMs: 300,
+      cache: false,
+      hooks: { onLeaseLost },
+    });
     let signal: AbortSignal | undefined;
     const running = idempotency.run({ key: 'k' }, async (ctx) => {
       signal = ctx.signal;
@@ -304,6 +310,8 @@ describe('createIdempotency().run', () => {
     const settled = expect(running).rejects.toSatisfy(isLeaseLostError);
     await vi.advanceTimersByTimeAsync(1000);
     await settled;
+    // One loss, reported once: by the heartbeat, not again by the fenced completion.
+    expect(onLeaseLost).toHaveBeenCalledOnce();
   });
 
   it('stops extending a hung handler after maxExecution: its signal aborts and a retry takes the key over', async () => {
@@ -387,6 +395,63 @@ describe('createIdempotency().run', () => {
     });
     hold.open();
     await expect(running).resolves.toMatchObject({ status: 'executed' });
+  });
+
+  it('reports a failed fn through onFailed: released by default, stored with storeErrors', async () => {
+    const { store, clock } = setup();
+    const onFailed = vi.fn();
+    const onStoreError = vi.fn();
+    const idempotency = createIdempotency({
+      store,
+      clock,
+      extendLease: false,
+      hooks: { onFailed, onStoreError },
+    });
+    const boom = new Error('card declined');
+    let token = 0;
+    await expect(
+      idempotency.run({ key: 'released' }, (ctx) => {
+        token = ctx.token;
+        clock.advance(25);
+        throw boom;
+      }),
+    ).rejects.toBe(boom);
+    await expect(
+      idempotency.run({ key: 'stored', storeErrors: true }, () => Promise.reject(boom)),
+    ).rejects.toBe(boom);
+    expect(onFailed.mock.calls.map(([e]) => [e.stored, e.attempt, e.durationMs])).toEqual([
+      [false, 1, 25],
+      [true, 1, 0],
+    ]);
+    expect(onFailed.mock.calls[0]?.[0]).toMatchObject({ namespace: 'default', token });
+    expect(onStoreError).not.toHaveBeenCalled();
+    // Released: a retry runs again. Stored: a retry replays the error.
+    await expect(idempotency.run({ key: 'released' }, () => 'ok')).resolves.toMatchObject({
+      status: 'executed',
+    });
+    await expect(idempotency.run({ key: 'stored' }, () => 'ok')).rejects.toSatisfy(isReplayedError);
+  });
+
+  it('reports a failed completion of a stored error once, as complete, not again as release', async () => {
+    const { store } = setup();
+    const onStoreError = vi.fn();
+    const onFailed = vi.fn();
+    const idempotency = createIdempotency({
+      store: failingStore(store, { complete: 3 }),
+      extendLease: false,
+      hooks: { onStoreError, onFailed },
+    });
+    await expect(
+      idempotency.run({ key: 'k', storeErrors: true }, () => {
+        throw new Error('declined');
+      }),
+    ).rejects.toThrow('declined');
+    expect(onStoreError.mock.calls.map(([e]) => e.operation)).toEqual([
+      'complete',
+      'complete',
+      'complete',
+    ]);
+    expect(onFailed.mock.calls.map(([e]) => e.stored)).toEqual([false]);
   });
 
   it('ignores hooks that throw', async () => {

@@ -1,0 +1,108 @@
+/**
+ * Engine hooks that annotate the active OpenTelemetry span with each run's outcome: the trace attribute of
+ * the design's observability checklist, plus span events for takeovers, lost leases and store errors. It
+ * uses only `@opentelemetry/api`, so it writes to whatever SDK and instrumentations the application set
+ * up (the HTTP server span of `@opentelemetry/instrumentation-http`, a consumer span, your own), and
+ * does nothing when there is none.
+ * @module
+ */
+import { type Attributes, type Span, trace } from '@opentelemetry/api';
+import { type HookEvent, type IdempotencyHooks, RunOutcomeName } from '../core/hooks.js';
+import { IdempotencyAttribute, IdempotencyEvent } from './attributes.js';
+
+/** Options of {@link openTelemetryHooks}. */
+export interface OpenTelemetryHooksOptions {
+  /**
+   * The span to annotate for an event. @default the active span (`trace.getActiveSpan()`): the hooks run
+   * in the run's own async context, so this is the span that was active when the run started.
+   */
+  spanOf?: (event: HookEvent) => Span | undefined;
+}
+
+function errorAttributes(error: unknown): Attributes {
+  if (error instanceof Error)
+    return { 'exception.type': error.name, 'exception.message': error.message };
+  return { 'exception.message': String(error) };
+}
+
+/**
+ * Hooks that set `idempotency.*` attributes on the active span of each run (the outcome, the hashed key,
+ * the attempt) and add span events for takeovers, lost leases and store errors. Pass them as `hooks`,
+ * alone or with others through `combineHooks`.
+ *
+ * @param options.spanOf which span to annotate (default: the active span)
+ * @see docs/observability.md
+ * @example
+ * import { createIdempotency } from 'idempotency-kit';
+ * import { openTelemetryHooks } from 'idempotency-kit/opentelemetry';
+ *
+ * const idempotency = createIdempotency({ store, hooks: openTelemetryHooks() });
+ */
+export function openTelemetryHooks(options: OpenTelemetryHooksOptions = {}): IdempotencyHooks {
+  const spanOf = options.spanOf ?? (() => trace.getActiveSpan());
+  /** Annotate the event's span, if any, with the run's identity and `extra`. */
+  const annotate = (
+    event: HookEvent,
+    outcome: string | undefined,
+    extra: Attributes,
+  ): Span | undefined => {
+    const span = spanOf(event);
+    if (span === undefined || !span.isRecording()) return undefined;
+    span.setAttributes({
+      [IdempotencyAttribute.Namespace]: event.namespace,
+      [IdempotencyAttribute.KeyHash]: event.storageKey,
+      ...(outcome === undefined ? {} : { [IdempotencyAttribute.Outcome]: outcome }),
+      ...extra,
+    });
+    return span;
+  };
+
+  return {
+    onExecuted(event) {
+      annotate(event, RunOutcomeName.Executed, {
+        [IdempotencyAttribute.Attempt]: event.attempt,
+        [IdempotencyAttribute.Token]: event.token,
+      });
+    },
+    onReplayed(event) {
+      annotate(event, RunOutcomeName.Replayed, {
+        [IdempotencyAttribute.ReplaySource]: event.fromCache ? 'cache' : 'store',
+      });
+    },
+    onFailed(event) {
+      annotate(event, RunOutcomeName.Failed, {
+        [IdempotencyAttribute.Attempt]: event.attempt,
+        [IdempotencyAttribute.Token]: event.token,
+        [IdempotencyAttribute.ErrorStored]: event.stored,
+      });
+    },
+    onConflict(event) {
+      annotate(event, RunOutcomeName.InProgress, {
+        [IdempotencyAttribute.RetryAfterMs]: event.retryAfterMs,
+      });
+    },
+    onMismatch(event) {
+      annotate(event, RunOutcomeName.Mismatch, {});
+    },
+    onFailOpen(event) {
+      annotate(event, RunOutcomeName.FailOpen, {});
+    },
+    onTakeover(event) {
+      annotate(event, undefined, {})?.addEvent(IdempotencyEvent.Takeover, {
+        [IdempotencyAttribute.Attempt]: event.attempt,
+        [IdempotencyAttribute.Token]: event.token,
+      });
+    },
+    onLeaseLost(event) {
+      annotate(event, undefined, {})?.addEvent(IdempotencyEvent.LeaseLost, {
+        [IdempotencyAttribute.Token]: event.token,
+      });
+    },
+    onStoreError(event) {
+      annotate(event, undefined, {})?.addEvent(IdempotencyEvent.StoreError, {
+        [IdempotencyAttribute.Operation]: event.operation,
+        ...errorAttributes(event.error),
+      });
+    },
+  };
+}

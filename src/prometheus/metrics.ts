@@ -1,0 +1,111 @@
+/**
+ * The Prometheus metrics the hooks feed: their names, help texts and labels, and how they are found again
+ * in a registry, so several engines (an HTTP layer and a consumer, or one engine per route) can share one
+ * set of series, told apart by their `namespace` label.
+ * @module
+ */
+import { Counter, Histogram, type Registry } from 'prom-client';
+import { InvalidOptionsError } from '../core/errors.js';
+
+/** The metrics `prometheusHooks` updates. */
+export interface IdempotencyMetrics {
+  /** `<prefix>runs_total{namespace, outcome}`: every run, by how it ended. */
+  runs: Counter<'namespace' | 'outcome'>;
+  /** `<prefix>cache_replays_total{namespace}`: replays answered by the local cache, with no store call. */
+  cacheReplays: Counter<'namespace'>;
+  /** `<prefix>takeovers_total{namespace}`: claims that took over a crashed attempt's expired lease. */
+  takeovers: Counter<'namespace'>;
+  /** `<prefix>leases_lost_total{namespace}`: executions whose lease was lost (their completion fenced out). */
+  leasesLost: Counter<'namespace'>;
+  /** `<prefix>store_errors_total{namespace, operation}`: failed store calls, by store operation. */
+  storeErrors: Counter<'namespace' | 'operation'>;
+  /** `<prefix>execution_seconds{namespace, outcome}`: how long `fn` ran, for `executed` and `failed` runs. */
+  executionSeconds: Histogram<'namespace' | 'outcome'>;
+}
+
+/** Default buckets of `execution_seconds`: from a fast local write to a slow payment provider call. */
+export const DEFAULT_EXECUTION_BUCKETS: readonly number[] = [
+  0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
+];
+
+type AnyMetric = Counter<string> | Histogram<string>;
+
+/**
+ * The metric called `name` in `registry`: the one registered there already (by an earlier call, for
+ * another engine), else a new one. An existing metric of another kind is a configuration error, reported
+ * now rather than as a wrong series later.
+ */
+function metricIn<M extends AnyMetric>(
+  registry: Registry,
+  name: string,
+  kind: abstract new (...args: never[]) => M,
+  create: () => M,
+): M {
+  const existing = registry.getSingleMetric(name);
+  if (existing === undefined) return create();
+  if (!(existing instanceof kind)) {
+    throw new InvalidOptionsError(
+      `prometheusHooks: the registry already has a metric "${name}" that is not a ${kind.name}; ` +
+        'choose another `prefix` (or another registry)',
+    );
+  }
+  return existing;
+}
+
+/** Find or create every metric under `prefix` in `registry`. */
+export function idempotencyMetrics(
+  registry: Registry,
+  prefix: string,
+  buckets: readonly number[],
+): IdempotencyMetrics {
+  const registers = [registry];
+  const counter = <L extends string>(suffix: string, help: string, labelNames: readonly L[]) => {
+    const name = `${prefix}${suffix}`;
+    return metricIn(
+      registry,
+      name,
+      Counter,
+      () => new Counter<L>({ name, help, labelNames, registers }),
+    ) as Counter<L>;
+  };
+  const executionName = `${prefix}execution_seconds`;
+  return {
+    runs: counter(
+      'runs_total',
+      'Idempotent runs (HTTP requests with a key, consumed messages), by how they ended.',
+      ['namespace', 'outcome'],
+    ),
+    cacheReplays: counter(
+      'cache_replays_total',
+      'Replays answered from the local cache of completed records, without a store call.',
+      ['namespace'],
+    ),
+    takeovers: counter(
+      'takeovers_total',
+      'Claims that took over an attempt whose lease had expired (its holder crashed or hung).',
+      ['namespace'],
+    ),
+    leasesLost: counter(
+      'leases_lost_total',
+      'Executions that lost their lease: their completion was fenced out by a newer attempt.',
+      ['namespace'],
+    ),
+    storeErrors: counter('store_errors_total', 'Store calls that failed, by operation.', [
+      'namespace',
+      'operation',
+    ]),
+    executionSeconds: metricIn(
+      registry,
+      executionName,
+      Histogram,
+      () =>
+        new Histogram<'namespace' | 'outcome'>({
+          name: executionName,
+          help: 'How long the protected function ran, for executed and failed runs.',
+          labelNames: ['namespace', 'outcome'],
+          buckets: [...buckets],
+          registers,
+        }),
+    ) as Histogram<'namespace' | 'outcome'>,
+  };
+}

@@ -1,0 +1,149 @@
+/**
+ * Observability end to end: an Express API on the shared Redis store, with Prometheus metrics scraped
+ * from its own `/metrics` route and an OpenTelemetry span per request (as the HTTP instrumentation would
+ * make). Every way a request can end must show in both, and each span must carry its own request's
+ * outcome although the claims of concurrent requests go to Redis in one batched script call.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { trace } from '@opentelemetry/api';
+import express from 'express';
+import { Registry } from 'prom-client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { idempotency } from '../../../src/express/index.js';
+import { combineHooks } from '../../../src/index.js';
+import { IdempotencyAttribute, openTelemetryHooks } from '../../../src/opentelemetry/index.js';
+import { prometheusHooks } from '../../../src/prometheus/index.js';
+import { redisStore } from '../../../src/redis/index.js';
+import { env, requireService } from '../../helpers/env.js';
+import { connectClient, deleteKeys, type TestRedisClient } from '../../helpers/redis-clients.js';
+import { startTracing } from '../../helpers/tracing.js';
+
+describe('metrics and traces of an Express API on Redis', () => {
+  const prefix = `test:observability:${randomUUID()}:`;
+  const registry = new Registry();
+  let tracing: ReturnType<typeof startTracing>;
+  let connection: TestRedisClient;
+  let server: Server;
+  let base: string;
+  let executions = 0;
+  const gates = new Map<string, () => void>();
+
+  beforeAll(async () => {
+    await requireService('redis', env.redisUrl);
+    tracing = startTracing();
+    connection = await connectClient('node-redis', env.redisUrl);
+    const idem = idempotency({
+      store: redisStore({ client: connection.client, prefix, checkEvictionPolicy: false }),
+      namespace: 'orders-api',
+      hooks: combineHooks(prometheusHooks({ registry }), openTelemetryHooks()),
+    });
+    const app = express();
+    // One span per request, active while the route runs: what @opentelemetry/instrumentation-http does.
+    app.use((req, res, next) => {
+      trace.getTracer('test').startActiveSpan(`${req.method} ${req.url}`, (span) => {
+        span.setAttribute('test.tag', String(req.header('x-tag') ?? ''));
+        res.on('finish', () => span.end());
+        next();
+      });
+    });
+    app.use(express.json());
+    app.post('/orders', idem.route({ key: 'required' }), async (req, res) => {
+      executions++;
+      const hold = req.header('x-hold');
+      if (hold !== undefined) await new Promise<void>((resolve) => gates.set(hold, resolve));
+      if (req.body.fail === true) {
+        res.status(503).json({ error: 'payment provider down' });
+        return;
+      }
+      res.status(201).json({ id: `ord_${executions}` });
+    });
+    app.get('/metrics', async (_req, res) => {
+      res.type(registry.contentType).send(await registry.metrics());
+    });
+    server = app.listen(0, '127.0.0.1');
+    await new Promise((resolve) => server.once('listening', resolve));
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+
+  afterAll(async () => {
+    server?.close();
+    await tracing?.stop();
+    if (connection !== undefined) {
+      await deleteKeys(connection.client, prefix);
+      await connection.close();
+    }
+  });
+
+  const post = (key: string, body: unknown, headers: Record<string, string> = {}) =>
+    fetch(`${base}/orders`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'idempotency-key': key, ...headers },
+      body: JSON.stringify(body),
+    });
+
+  /** The value of one series in the scraped text, or 0 when it is absent. */
+  function sample(text: string, series: string): number {
+    const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+    return line === undefined ? 0 : Number(line.slice(series.length + 1));
+  }
+
+  it('counts each outcome and tags each request span with it', async () => {
+    // Ten new orders at once: their claims share batched script calls.
+    const fresh = await Promise.all(
+      Array.from({ length: 10 }, (_, i) => post(`new-${i}`, { sku: i }, { 'x-tag': `new-${i}` })),
+    );
+    expect(fresh.map((r) => r.status)).toEqual(Array(10).fill(201));
+    expect(
+      (await post('new-3', { sku: 3 }, { 'x-tag': 'replay' })).headers.get('idempotent-replayed'),
+    ).toBe('true');
+    expect((await post('new-3', { sku: 'other' }, { 'x-tag': 'mismatch' })).status).toBe(422);
+    expect((await post('failing', { fail: true }, { 'x-tag': 'failed' })).status).toBe(503);
+    const held = post('held', { sku: 'slow' }, { 'x-hold': 'held', 'x-tag': 'holder' });
+    while (!gates.has('held')) await new Promise((resolve) => setTimeout(resolve, 5));
+    expect((await post('held', { sku: 'slow' }, { 'x-tag': 'conflict' })).status).toBe(409);
+    gates.get('held')?.();
+    expect((await held).status).toBe(201);
+
+    const text = await (await fetch(`${base}/metrics`)).text();
+    const runs = (outcome: string) =>
+      sample(text, `idempotency_runs_total{namespace="orders-api",outcome="${outcome}"}`);
+    expect({
+      executed: runs('executed'),
+      replayed: runs('replayed'),
+      mismatch: runs('mismatch'),
+      failed: runs('failed'),
+      inProgress: runs('in_progress'),
+    }).toEqual({ executed: 11, replayed: 1, mismatch: 1, failed: 1, inProgress: 1 });
+    expect(
+      sample(
+        text,
+        'idempotency_execution_seconds_count{namespace="orders-api",outcome="executed"}',
+      ),
+    ).toBe(11);
+    expect(text).not.toContain('new-3');
+
+    const byTag = new Map(
+      tracing.spans().map((span) => [String(span.attributes['test.tag']), span.attributes]),
+    );
+    for (let i = 0; i < 10; i++) {
+      expect(byTag.get(`new-${i}`)).toMatchObject({
+        [IdempotencyAttribute.Outcome]: 'executed',
+        [IdempotencyAttribute.KeyHash]: expect.stringMatching(/^[0-9a-f]{64}$/),
+      });
+    }
+    const hashes = new Set(
+      Array.from({ length: 10 }, (_, i) => byTag.get(`new-${i}`)?.[IdempotencyAttribute.KeyHash]),
+    );
+    expect(hashes.size).toBe(10);
+    expect(byTag.get('replay')?.[IdempotencyAttribute.KeyHash]).toBe(
+      byTag.get('new-3')?.[IdempotencyAttribute.KeyHash],
+    );
+    expect(byTag.get('replay')?.[IdempotencyAttribute.Outcome]).toBe('replayed');
+    expect(byTag.get('mismatch')?.[IdempotencyAttribute.Outcome]).toBe('mismatch');
+    expect(byTag.get('failed')?.[IdempotencyAttribute.Outcome]).toBe('failed');
+    expect(byTag.get('conflict')?.[IdempotencyAttribute.Outcome]).toBe('in_progress');
+    expect(byTag.get('holder')?.[IdempotencyAttribute.Outcome]).toBe('executed');
+  });
+});
