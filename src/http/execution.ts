@@ -184,7 +184,15 @@ function keyOf(policy: RoutePolicy, request: RequestFacts): string | Decision {
   }
   try {
     const parsed = parseKeyHeader(request.header(policy.headerName));
-    if (parsed.present) return parsed.key;
+    if (parsed.present) {
+      if (parsed.key.length >= policy.minKeyLength) return parsed.key;
+      return {
+        action: 'respond',
+        response: problemResponse('invalid_key', {
+          detail: `Invalid idempotency key: must be at least ${policy.minKeyLength} characters long`,
+        }),
+      };
+    }
     if (policy.key === 'optional') return PASS;
     return {
       action: 'respond',

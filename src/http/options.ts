@@ -6,6 +6,7 @@
 import { type Duration, toMs } from '../core/duration.js';
 import { createIdempotency, type Idempotency, type IdempotencyOptions } from '../core/engine.js';
 import { InvalidOptionsError } from '../core/errors.js';
+import { MAX_KEY_LENGTH } from '../core/key.js';
 import { enableAsyncContext } from './context.js';
 import { replayedHeaderSet } from './headers.js';
 
@@ -23,6 +24,12 @@ export interface HttpRouteOptions {
   methods?: readonly string[];
   /** Request header carrying the key. @default 'Idempotency-Key' */
   headerName?: string;
+  /**
+   * Shortest key accepted, in characters (1–255). A shorter key gets 400 `invalid_key` and never reaches
+   * the store: with clients that send UUIDs, 36 (or 32) turns a client bug that sends `1` or a counter into
+   * a loud error instead of keys that collide across operations. @default 1
+   */
+  minKeyLength?: number;
   /**
    * Response headers to store and replay besides content-type, location, cache-control and etag.
    * Set-Cookie, credentials and hop-by-hop headers are refused. @default []
@@ -68,6 +75,7 @@ export interface RoutePolicy {
   key: KeyMode;
   methods: ReadonlySet<string>;
   headerName: string;
+  minKeyLength: number;
   replayHeaders: ReadonlySet<string>;
   fingerprintHeaders: readonly string[];
   /** The cookies the default scope digests; `undefined` for the whole `Cookie` header. */
@@ -130,10 +138,17 @@ export function resolvePolicy(base: HttpRouteOptions, route: HttpRouteOptions = 
   if (!/^[!#$%&'*+.^_`|~0-9a-z-]+$/.test(headerName)) {
     throw new InvalidOptionsError(`headerName: '${merged.headerName}' is not a header name`);
   }
+  const minKeyLength = merged.minKeyLength ?? 1;
+  if (!Number.isInteger(minKeyLength) || minKeyLength < 1 || minKeyLength > MAX_KEY_LENGTH) {
+    throw new InvalidOptionsError(
+      `minKeyLength: must be an integer from 1 to ${MAX_KEY_LENGTH}, got ${minKeyLength}`,
+    );
+  }
   return {
     key,
     methods: new Set((merged.methods ?? ['POST', 'PATCH']).map((m) => m.toUpperCase())),
     headerName,
+    minKeyLength,
     replayHeaders: replayedHeaderSet(merged.replayHeaders),
     fingerprintHeaders: (merged.fingerprintHeaders ?? []).map((h) => h.toLowerCase()),
     scopeCookies: cookieNameSet(merged.scopeCookies),
@@ -157,6 +172,7 @@ export function routeOptionsOf(options: HttpRouteOptions): HttpRouteOptions {
     key,
     methods,
     headerName,
+    minKeyLength,
     replayHeaders,
     fingerprintHeaders,
     scopeCookies,
@@ -171,6 +187,7 @@ export function routeOptionsOf(options: HttpRouteOptions): HttpRouteOptions {
     key,
     methods,
     headerName,
+    minKeyLength,
     replayHeaders,
     fingerprintHeaders,
     scopeCookies,

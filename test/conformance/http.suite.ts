@@ -80,6 +80,7 @@ export function describeHttpSuite(
       { method: 'GET', path: '/json', handle: jsonHandler },
       { method: 'PUT', path: '/json', handle: jsonHandler },
       { method: 'POST', path: '/required', options: { key: 'required' }, handle: jsonHandler },
+      { method: 'POST', path: '/uuid-keys', options: { minKeyLength: 36 }, handle: jsonHandler },
       { method: 'POST', path: '/off', options: { key: 'off' }, handle: jsonHandler },
       {
         method: 'POST',
@@ -356,6 +357,33 @@ export function describeHttpSuite(
       }
       expect(ran(tag)).toBe(0);
       expect(store.claims).toBe(claimsBefore);
+    });
+
+    it('answers 400 invalid_key for a key under the route’s minKeyLength, and accepts one at it', async () => {
+      const tag = randomUUID();
+      const claimsBefore = store.claims;
+      for (const key of ['1', `"${'k'.repeat(35)}"`]) {
+        const response = await rawRequest(
+          server.url,
+          'POST',
+          '/uuid-keys',
+          [
+            ['X-Tag', tag],
+            ['Idempotency-Key', key],
+          ],
+          '{}',
+        );
+        expect(response.status, key).toBe(400);
+        expect(response.headers['content-type']).toMatch(/^application\/problem\+json/);
+        const problem = JSON.parse(response.body.toString());
+        expect(problem.type).toBe(`${ERRORS_DOC_URL}#invalid_key`);
+        expect(problem.detail).toMatch(/at least 36 characters/);
+      }
+      expect(ran(tag)).toBe(0);
+      expect(store.claims).toBe(claimsBefore);
+      const accepted = await send('/uuid-keys', { key: randomUUID(), tag });
+      expect(accepted.status).toBe(201);
+      expect(ran(tag)).toBe(1);
     });
 
     it('accepts a 255-character key, quoted or bare, as the same key', async () => {

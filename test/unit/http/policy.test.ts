@@ -120,4 +120,17 @@ describe('route policy', () => {
     expect(() => resolvePolicy({ key: 'sometimes' as 'required' })).toThrow(/key/);
     expect(() => resolvePolicy({ maxBodyBytes: -1 })).toThrow(/maxBodyBytes/);
   });
+
+  it('accepts keys of 1 character by default, and refuses a minKeyLength outside 1–255', () => {
+    expect(resolvePolicy({}).minKeyLength).toBe(1);
+    expect(resolvePolicy({ minKeyLength: 10 }, { minKeyLength: 36 }).minKeyLength).toBe(36);
+    for (const bad of [0, 256, 1.5, Number.NaN]) {
+      expect(() => resolvePolicy({ minKeyLength: bad }), String(bad)).toThrow(
+        expect.objectContaining({
+          code: 'invalid_options',
+          message: expect.stringMatching(/minKeyLength/),
+        }),
+      );
+    }
+  });
 });
