@@ -4,11 +4,12 @@
  * outlived the engine's `maxExecution` (its lease is then no longer extended).
  * @module
  */
+import { AsyncResource } from 'node:async_hooks';
 import type { Store } from '../store/store.js';
 import type { Clock } from './clock.js';
 import { LeaseLostError, StoreUnavailableError } from './errors.js';
 import type { Beating, Heartbeats } from './heartbeat.js';
-import { emit, type IdempotencyHooks } from './hooks.js';
+import { emit, type HookEvent, type IdempotencyHooks } from './hooks.js';
 
 /** What every lease of one engine shares. */
 export interface LeaseEnvironment {
@@ -31,6 +32,12 @@ export class LeaseKeeper implements Beating {
   private stopped = false;
   /** When the lease stops being extended (`maxExecution` after the start), if bounded. */
   private deadline = Number.POSITIVE_INFINITY;
+  /**
+   * The run's async context, captured at start when a lease event may be reported from a heartbeat: the
+   * engine's shared timer runs in the context of whichever run armed it, and a hook reading the active
+   * span or a request-scoped logger must see this run's.
+   */
+  private runScope: AsyncResource | undefined;
 
   constructor(
     private readonly env: LeaseEnvironment,
@@ -71,6 +78,10 @@ export class LeaseKeeper implements Beating {
     const { maxExecutionMs } = this.env;
     if (maxExecutionMs !== undefined) this.deadline = this.env.clock.now() + maxExecutionMs;
     if (this.env.heartbeats === undefined) return;
+    const { hooks } = this.env;
+    if (hooks.onLeaseLost !== undefined || hooks.onStoreError !== undefined) {
+      this.runScope = new AsyncResource('idempotency-kit.lease');
+    }
     this.started = true;
     this.env.heartbeats.add(this, this.periodMs);
   }
@@ -93,14 +104,14 @@ export class LeaseKeeper implements Beating {
    * @throws StoreUnavailableError when the store could not be reached.
    */
   async extend(leaseMs = this.leaseMs): Promise<void> {
-    const { store, hooks, namespace } = this.env;
+    const { store, namespace } = this.env;
     if (this.aborted) throw this.signal.reason;
     if (this.overtime()) throw this.signal.reason;
     let held: boolean;
     try {
       held = await store.extend(this.storageKey, this.token, leaseMs);
     } catch (error) {
-      emit(hooks, 'onStoreError', {
+      this.report('onStoreError', {
         namespace,
         storageKey: this.storageKey,
         operation: 'extend',
@@ -152,9 +163,19 @@ export class LeaseKeeper implements Beating {
     return true;
   }
 
+  /** Call a hook in the run's own async context (see `runScope`). */
+  private report<K extends 'onLeaseLost' | 'onStoreError'>(
+    name: K,
+    event: Parameters<NonNullable<IdempotencyHooks[K]>>[0] & HookEvent,
+  ): void {
+    const { hooks } = this.env;
+    if (this.runScope === undefined) emit(hooks, name, event);
+    else this.runScope.runInAsyncScope(emit, undefined, hooks, name, event);
+  }
+
   private lose(message?: string): void {
     if (this.aborted) return;
-    emit(this.env.hooks, 'onLeaseLost', {
+    this.report('onLeaseLost', {
       namespace: this.env.namespace,
       storageKey: this.storageKey,
       token: this.token,

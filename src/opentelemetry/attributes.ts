@@ -30,7 +30,7 @@ export const IdempotencyAttribute = {
 export const IdempotencyEvent = {
   /** This run took over an attempt whose lease had expired. */
   Takeover: 'idempotency.takeover',
-  /** This execution lost its lease; its completion was (or will be) fenced out. */
+  /** This execution lost its lease, or gave it up past `maxExecution` (see the engine's `onLeaseLost`). */
   LeaseLost: 'idempotency.lease_lost',
   /** A store call failed (also when a retry of it succeeded later). */
   StoreError: 'idempotency.store_error',

@@ -115,6 +115,32 @@ describe('openTelemetryHooks', () => {
     ]);
   });
 
+  it("puts a loss the heartbeat finds on the lost run's span, not on the span of the run that armed the timer", async () => {
+    const store = memoryStore();
+    // A 300 ms lease: the engine's one heartbeat timer for it ticks every 50 ms, first armed by `armer`.
+    const idempotency = createIdempotency({
+      store,
+      leaseMs: 300,
+      cache: false,
+      hooks: openTelemetryHooks(),
+    });
+    const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+    const armer = inSpan('armer', () => idempotency.run({ key: 'armer' }, () => sleep(500)));
+    await sleep(5);
+    const lost = inSpan('lost', () =>
+      idempotency.run({ key: 'lost' }, async () => {
+        // An operator removes the record: the next beat finds the lease gone.
+        await store.delete(idempotency.storageKeyFor('lost'));
+        await sleep(400);
+      }),
+    ).catch((error: unknown) => error);
+    await Promise.all([armer, lost]);
+    expect(tracing.spans('lost')[0]?.events.map((e) => e.name)).toEqual([
+      IdempotencyEvent.LeaseLost,
+    ]);
+    expect(tracing.spans('armer')[0]?.events).toEqual([]);
+  });
+
   it('records a failed store call as an event with its operation and error', async () => {
     const down = unreachableClaimStore();
     const idempotency = createIdempotency({ store: down, hooks: openTelemetryHooks() });
