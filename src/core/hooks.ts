@@ -80,25 +80,11 @@ export function emit<K extends keyof IdempotencyHooks>(
   }
 }
 
-type HookName = keyof IdempotencyHooks;
-
-// An object rather than a list, so the compiler rejects it when a hook is added above and not here.
-const HOOK_NAMES = Object.keys({
-  onExecuted: true,
-  onReplayed: true,
-  onFailed: true,
-  onConflict: true,
-  onMismatch: true,
-  onTakeover: true,
-  onLeaseLost: true,
-  onStoreError: true,
-  onFailOpen: true,
-} satisfies Record<HookName, true>) as HookName[];
-
 /**
  * One set of hooks that calls each of `list` in turn, so metrics, traces and your own logging can all
- * observe one engine. Each hook is isolated: one that throws neither stops the others nor changes an
- * outcome. Only the hooks some member defines are set, so an unobserved event stays free.
+ * observe one engine (or one consumer: it combines consumer hooks alike). Each hook is isolated: one that
+ * throws neither stops the others nor changes an outcome. Only the hooks some member defines are set, so
+ * an unobserved event stays free.
  * @example
  * import { combineHooks, createIdempotency } from 'idempotency-kit';
  * import { prometheusHooks } from 'idempotency-kit/prometheus';
@@ -109,14 +95,30 @@ const HOOK_NAMES = Object.keys({
  *   hooks: combineHooks(prometheusHooks(), openTelemetryHooks(), { onLeaseLost: (e) => log.warn(e) }),
  * });
  */
-export function combineHooks(...list: (IdempotencyHooks | undefined)[]): IdempotencyHooks {
-  const combined: Record<string, (event: never) => void> = {};
-  for (const name of HOOK_NAMES) {
-    const members = list.flatMap((hooks) => (hooks?.[name] === undefined ? [] : [hooks]));
-    if (members.length === 0) continue;
-    combined[name] = (event: never) => {
-      for (const hooks of members) emit(hooks, name, event);
+export function combineHooks<H extends object = IdempotencyHooks>(...list: (H | undefined)[]): H {
+  const members = new Map<string, Array<(event: unknown) => void>>();
+  for (const hooks of list) {
+    if (hooks === undefined) continue;
+    for (const [name, hook] of Object.entries(hooks)) {
+      // Only the `on…` callbacks: hook sets may carry other members (prometheusHooks' `metrics`).
+      if (typeof hook !== 'function' || !name.startsWith('on')) continue;
+      const bound = (hook as (event: unknown) => void).bind(hooks);
+      const existing = members.get(name);
+      if (existing === undefined) members.set(name, [bound]);
+      else existing.push(bound);
+    }
+  }
+  const combined: Record<string, (event: unknown) => void> = {};
+  for (const [name, hooks] of members) {
+    combined[name] = (event: unknown) => {
+      for (const hook of hooks) {
+        try {
+          hook(event);
+        } catch {
+          // Observability must never change an outcome, nor silence the other observers.
+        }
+      }
     };
   }
-  return combined as IdempotencyHooks;
+  return combined as H;
 }

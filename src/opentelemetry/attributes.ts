@@ -26,6 +26,22 @@ export const IdempotencyAttribute = {
   Operation: 'idempotency.operation',
 } as const;
 
+/** Attributes set on the active span of a delivery by the consumer hooks. */
+export const ConsumerAttribute = {
+  /** The consumer's name (the scope of its keys). */
+  Name: 'idempotency.consumer.name',
+  /** What was done with the delivery: `ack`, `retry` or `dead_letter`. */
+  Decision: 'idempotency.consumer.decision',
+  /** Why: `executed`, `duplicate`, `in_progress`, `store_unavailable`, `handler_error`, `lease_lost`, `mismatch`, `invalid_key`. */
+  Reason: 'idempotency.consumer.reason',
+  /** Deliveries of the message so far, this one included. */
+  DeliveryCount: 'idempotency.consumer.delivery_count',
+  /** For a retry: the delay before the redelivery, in ms. */
+  RetryDelayMs: 'idempotency.consumer.retry_delay_ms',
+  /** On a broker-error event: the broker operation that failed (`ack`, `retry`, `dead_letter`). */
+  Operation: 'idempotency.consumer.operation',
+} as const;
+
 /** Events added to the active span when something unusual happens during a run. */
 export const IdempotencyEvent = {
   /** This run took over an attempt whose lease had expired. */
@@ -34,4 +50,8 @@ export const IdempotencyEvent = {
   LeaseLost: 'idempotency.lease_lost',
   /** A store call failed (also when a retry of it succeeded later). */
   StoreError: 'idempotency.store_error',
+  /** A consumer dead-lettered the delivery, with the error it recorded. */
+  DeadLetter: 'idempotency.dead_letter',
+  /** A consumer's broker operation (ack, redelivery, dead-letter publish) failed. */
+  BrokerError: 'idempotency.broker_error',
 } as const;

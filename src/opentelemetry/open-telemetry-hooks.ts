@@ -9,6 +9,7 @@
 import { type Attributes, type Span, trace } from '@opentelemetry/api';
 import { type HookEvent, type IdempotencyHooks, RunOutcomeName } from '../core/hooks.js';
 import { IdempotencyAttribute, IdempotencyEvent } from './attributes.js';
+import { errorAttributes } from './error-attributes.js';
 
 /** Options of {@link openTelemetryHooks}. */
 export interface OpenTelemetryHooksOptions {
@@ -17,12 +18,6 @@ export interface OpenTelemetryHooksOptions {
    * in the run's own async context, so this is the span that was active when the run started.
    */
   spanOf?: (event: HookEvent) => Span | undefined;
-}
-
-function errorAttributes(error: unknown): Attributes {
-  if (error instanceof Error)
-    return { 'exception.type': error.name, 'exception.message': error.message };
-  return { 'exception.message': String(error) };
 }
 
 /**

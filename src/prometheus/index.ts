@@ -1,8 +1,15 @@
 /**
- * `idempotency-kit/prometheus`: engine hooks that count every run in Prometheus metrics, through
- * prom-client (an optional peer: install it to use this entry).
+ * `idempotency-kit/prometheus`: hooks that count every run of the engine, and every decision of an
+ * idempotent consumer, in Prometheus metrics, through prom-client (an optional peer: install it to use
+ * this entry).
  * @module
  */
+export type {
+  ConsumerMetrics,
+  PrometheusConsumerHooks,
+  PrometheusConsumerHooksOptions,
+} from './consumer-hooks.js';
+export { ConsumerDecisionLabel, prometheusConsumerHooks } from './consumer-hooks.js';
 export type { IdempotencyMetrics } from './metrics.js';
 export { DEFAULT_EXECUTION_BUCKETS } from './metrics.js';
 export type { PrometheusHooks, PrometheusHooksOptions } from './prometheus-hooks.js';

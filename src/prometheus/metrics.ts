@@ -32,8 +32,8 @@ type AnyMetric = Counter<string> | Histogram<string>;
 
 /**
  * The metric called `name` in `registry`: the one registered there already (by an earlier call, for
- * another engine), else a new one. An existing metric of another kind is a configuration error, reported
- * now rather than as a wrong series later.
+ * another engine or consumer), else a new one. An existing metric of another kind is a configuration
+ * error, reported now rather than as a wrong series later.
  */
 function metricIn<M extends AnyMetric>(
   registry: Registry,
@@ -45,11 +45,42 @@ function metricIn<M extends AnyMetric>(
   if (existing === undefined) return create();
   if (!(existing instanceof kind)) {
     throw new InvalidOptionsError(
-      `prometheusHooks: the registry already has a metric "${name}" that is not a ${kind.name}; ` +
+      `prometheus: the registry already has a metric "${name}" that is not a ${kind.name}; ` +
         'choose another `prefix` (or another registry)',
     );
   }
   return existing;
+}
+
+/** The counter called `name` in `registry`, found or created (see `metricIn`). */
+export function counterIn<L extends string>(
+  registry: Registry,
+  name: string,
+  help: string,
+  labelNames: readonly L[],
+): Counter<L> {
+  return metricIn(
+    registry,
+    name,
+    Counter,
+    () => new Counter<L>({ name, help, labelNames, registers: [registry] }),
+  ) as Counter<L>;
+}
+
+const METRIC_PREFIX = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
+
+/**
+ * `prefix` as given, or `fallback`, checked to start a valid Prometheus metric name.
+ * @throws InvalidOptionsError otherwise.
+ */
+export function metricPrefix(prefix: unknown, fallback: string, factory: string): string {
+  const value = prefix ?? fallback;
+  if (typeof value !== 'string' || (value !== '' && !METRIC_PREFIX.test(value))) {
+    throw new InvalidOptionsError(
+      `${factory}: \`prefix\` must be a valid start of a Prometheus metric name ([a-zA-Z_:][a-zA-Z0-9_:]*)`,
+    );
+  }
+  return value;
 }
 
 /** Find or create every metric under `prefix` in `registry`. */
@@ -58,16 +89,8 @@ export function idempotencyMetrics(
   prefix: string,
   buckets: readonly number[],
 ): IdempotencyMetrics {
-  const registers = [registry];
-  const counter = <L extends string>(suffix: string, help: string, labelNames: readonly L[]) => {
-    const name = `${prefix}${suffix}`;
-    return metricIn(
-      registry,
-      name,
-      Counter,
-      () => new Counter<L>({ name, help, labelNames, registers }),
-    ) as Counter<L>;
-  };
+  const counter = <L extends string>(suffix: string, help: string, labelNames: readonly L[]) =>
+    counterIn(registry, `${prefix}${suffix}`, help, labelNames);
   const executionName = `${prefix}execution_seconds`;
   return {
     runs: counter(
@@ -104,7 +127,7 @@ export function idempotencyMetrics(
           help: 'How long the protected function ran, for executed and failed runs.',
           labelNames: ['namespace', 'outcome'],
           buckets: [...buckets],
-          registers,
+          registers: [registry],
         }),
     ) as Histogram<'namespace' | 'outcome'>,
   };

@@ -12,6 +12,7 @@ import {
   DEFAULT_EXECUTION_BUCKETS,
   type IdempotencyMetrics,
   idempotencyMetrics,
+  metricPrefix,
 } from './metrics.js';
 
 /** Options of {@link prometheusHooks}. */
@@ -29,8 +30,6 @@ export interface PrometheusHooks extends IdempotencyHooks {
   /** The metrics these hooks update. */
   readonly metrics: IdempotencyMetrics;
 }
-
-const METRIC_PREFIX = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
 
 /**
  * Hooks that count every run of an engine in Prometheus metrics. Pass them as `hooks` to
@@ -63,12 +62,7 @@ const METRIC_PREFIX = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
  * });
  */
 export function prometheusHooks(options: PrometheusHooksOptions = {}): PrometheusHooks {
-  const prefix = options.prefix ?? 'idempotency_';
-  if (typeof prefix !== 'string' || (prefix !== '' && !METRIC_PREFIX.test(prefix))) {
-    throw new InvalidOptionsError(
-      'prometheusHooks: `prefix` must be a valid start of a Prometheus metric name ([a-zA-Z_:][a-zA-Z0-9_:]*)',
-    );
-  }
+  const prefix = metricPrefix(options.prefix, 'idempotency_', 'prometheusHooks');
   const buckets = options.buckets ?? DEFAULT_EXECUTION_BUCKETS;
   if (!Array.isArray(buckets) || buckets.some((b) => typeof b !== 'number' || !(b > 0))) {
     throw new InvalidOptionsError('prometheusHooks: `buckets` must be positive numbers of seconds');

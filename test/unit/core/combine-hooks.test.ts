@@ -36,4 +36,22 @@ describe('combineHooks', () => {
     expect(Object.keys(hooks).sort()).toEqual(['onConflict', 'onMismatch']);
     expect(combineHooks()).toEqual({});
   });
+
+  it('combines any hook set, consumer hooks too, keeping only the on… callbacks and their `this`', () => {
+    const seen: string[] = [];
+    const counting = {
+      metrics: { count: 0 },
+      onDeadLetter(this: { metrics: { count: number } }, event: { reason: string }) {
+        this.metrics.count++;
+        seen.push(`counted ${event.reason}`);
+      },
+    };
+    const hooks = combineHooks<{ onDeadLetter?(event: { reason: string }): void }>(counting, {
+      onDeadLetter: (event) => seen.push(`alerted ${event.reason}`),
+    });
+    hooks.onDeadLetter?.({ reason: 'mismatch' });
+    expect(Object.keys(hooks)).toEqual(['onDeadLetter']);
+    expect(seen).toEqual(['counted mismatch', 'alerted mismatch']);
+    expect(counting.metrics.count).toBe(1);
+  });
 });
