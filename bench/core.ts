@@ -1,7 +1,7 @@
 /**
  * `run()` overhead on the memory store against calling `fn` directly, measured side by side in one run,
- * and what the observability hooks add to it (Prometheus counters; the OpenTelemetry hooks inside a
- * recording span of a real SDK).
+ * and what observability adds to it (the Prometheus hooks, the store timed by `withStoreMetrics`, the
+ * OpenTelemetry hooks inside a recording span of a real SDK).
  * Run: npx tsx bench/core.ts
  */
 import { context, trace } from '@opentelemetry/api';
@@ -10,7 +10,7 @@ import { BasicTracerProvider, NoopSpanProcessor } from '@opentelemetry/sdk-trace
 import { Registry } from 'prom-client';
 import { combineHooks, createIdempotency, memoryStore } from '../src/index.js';
 import { openTelemetryHooks } from '../src/opentelemetry/index.js';
-import { prometheusHooks } from '../src/prometheus/index.js';
+import { prometheusHooks, withStoreMetrics } from '../src/prometheus/index.js';
 import { median } from './lib/report.js';
 import { ResultsFile } from './lib/results.js';
 
@@ -40,6 +40,10 @@ async function main() {
     extendLease: false,
     hooks: prometheusHooks({ registry: new Registry() }),
   });
+  const timedStore = createIdempotency({
+    store: withStoreMetrics(memoryStore(), { registry: new Registry() }),
+    extendLease: false,
+  });
   const observed = createIdempotency({
     store: memoryStore(),
     extendLease: false,
@@ -67,6 +71,7 @@ async function main() {
   await timeEach(WARMUP, () => idempotency.run({ key: `w${counter++}`, payload }, fn));
   await timeEach(WARMUP, () => withHeartbeat.run({ key: `w${counter++}`, payload }, fn));
   await timeEach(WARMUP, () => metered.run({ key: `w${counter++}`, payload }, fn));
+  await timeEach(WARMUP, () => timedStore.run({ key: `w${counter++}`, payload }, fn));
   await timeEach(WARMUP, () => inSpan(() => fn()));
   await timeEach(WARMUP, () => inSpan(() => observed.run({ key: `w${counter++}`, payload }, fn)));
   await idempotency.run({ key: 'hot', payload }, fn);
@@ -81,6 +86,9 @@ async function main() {
   const replayStore = await timeEach(N, () => noCache.run({ key: 'hot', payload }, fn));
   const executedMetered = await timeEach(N, () =>
     metered.run({ key: `m${counter++}`, payload }, fn),
+  );
+  const executedTimedStore = await timeEach(N, () =>
+    timedStore.run({ key: `t${counter++}`, payload }, fn),
   );
   const spanOnly = await timeEach(N, () =>
     inSpan(() => idempotency.run({ key: `s${counter++}`, payload }, fn)),
@@ -109,6 +117,7 @@ async function main() {
       row('run(): replay, local cache hit', replayCached),
       row('run(): replay from the store (cache off)', replayStore),
       row('run(): new key, executed, with prometheusHooks', executedMetered),
+      row('run(): new key, executed, store wrapped by withStoreMetrics', executedTimedStore),
       row('run(): new key, executed, in a span (no hooks)', spanOnly),
       row(
         'run(): new key, executed, in a span, Prometheus + OpenTelemetry hooks',

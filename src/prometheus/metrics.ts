@@ -67,6 +67,23 @@ export function counterIn<L extends string>(
   ) as Counter<L>;
 }
 
+/** The histogram called `name` in `registry`, found or created (see `metricIn`). */
+export function histogramIn<L extends string>(
+  registry: Registry,
+  name: string,
+  help: string,
+  labelNames: readonly L[],
+  buckets: readonly number[],
+): Histogram<L> {
+  return metricIn(
+    registry,
+    name,
+    Histogram,
+    () =>
+      new Histogram<L>({ name, help, labelNames, buckets: [...buckets], registers: [registry] }),
+  ) as Histogram<L>;
+}
+
 const METRIC_PREFIX = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
 
 /**
@@ -91,7 +108,6 @@ export function idempotencyMetrics(
 ): IdempotencyMetrics {
   const counter = <L extends string>(suffix: string, help: string, labelNames: readonly L[]) =>
     counterIn(registry, `${prefix}${suffix}`, help, labelNames);
-  const executionName = `${prefix}execution_seconds`;
   return {
     runs: counter(
       'runs_total',
@@ -117,18 +133,12 @@ export function idempotencyMetrics(
       'namespace',
       'operation',
     ]),
-    executionSeconds: metricIn(
+    executionSeconds: histogramIn(
       registry,
-      executionName,
-      Histogram,
-      () =>
-        new Histogram<'namespace' | 'outcome'>({
-          name: executionName,
-          help: 'How long the protected function ran, for executed and failed runs.',
-          labelNames: ['namespace', 'outcome'],
-          buckets: [...buckets],
-          registers: [registry],
-        }),
-    ) as Histogram<'namespace' | 'outcome'>,
+      `${prefix}execution_seconds`,
+      'How long the protected function ran, for executed and failed runs.',
+      ['namespace', 'outcome'],
+      buckets,
+    ),
   };
 }

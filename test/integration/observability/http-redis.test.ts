@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { idempotency } from '../../../src/express/index.js';
 import { combineHooks } from '../../../src/index.js';
 import { IdempotencyAttribute, openTelemetryHooks } from '../../../src/opentelemetry/index.js';
-import { prometheusHooks } from '../../../src/prometheus/index.js';
+import { prometheusHooks, withStoreMetrics } from '../../../src/prometheus/index.js';
 import { redisStore } from '../../../src/redis/index.js';
 import { env, requireService } from '../../helpers/env.js';
 import { connectClient, deleteKeys, type TestRedisClient } from '../../helpers/redis-clients.js';
@@ -35,7 +35,10 @@ describe('metrics and traces of an Express API on Redis', () => {
     tracing = startTracing();
     connection = await connectClient('node-redis', env.redisUrl);
     const idem = idempotency({
-      store: redisStore({ client: connection.client, prefix, checkEvictionPolicy: false }),
+      store: withStoreMetrics(
+        redisStore({ client: connection.client, prefix, checkEvictionPolicy: false }),
+        { registry },
+      ),
       namespace: 'orders-api',
       hooks: combineHooks(prometheusHooks({ registry }), openTelemetryHooks()),
     });
@@ -123,6 +126,18 @@ describe('metrics and traces of an Express API on Redis', () => {
       ),
     ).toBe(11);
     expect(text).not.toContain('new-3');
+    // Every run's claim and completion went through the timed store: batches carried them all.
+    const items = (operation: string) =>
+      sample(text, `idempotency_store_batch_items_sum{store="redis",operation="${operation}"}`);
+    const lone = (operation: string) =>
+      sample(
+        text,
+        `idempotency_store_call_seconds_count{store="redis",operation="${operation}",result="ok"}`,
+      );
+    const claims = 15; // 10 new, the replay, the mismatch, the failure, the holder and the conflict
+    expect(
+      lone('claim') + items('claimMany') + items('completeAndClaimMany'),
+    ).toBeGreaterThanOrEqual(claims);
 
     const byTag = new Map(
       tracing.spans().map((span) => [String(span.attributes['test.tag']), span.attributes]),

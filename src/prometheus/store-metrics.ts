@@ -1,0 +1,157 @@
+/**
+ * A store that times its own calls: the latency of every claim, completion and batch the engine sends,
+ * and how many items each batch carried, as Prometheus histograms. It wraps any `Store` and changes
+ * nothing else: same results, same errors, same capabilities, so batching works through it unchanged.
+ * @module
+ */
+import { type Histogram, type Registry, register } from 'prom-client';
+import { InvalidOptionsError } from '../core/errors.js';
+import type { Store } from '../store/store.js';
+import { histogramIn, metricPrefix } from './metrics.js';
+
+/** Options of {@link withStoreMetrics}. */
+export interface StoreMetricsOptions {
+  /** Where the metrics are registered. @default prom-client's global `register` */
+  registry?: Registry;
+  /** Prepended to every metric name. @default 'idempotency_' */
+  prefix?: string;
+  /**
+   * The `store` label, to tell several stores apart. @default the store's `name` ('redis', 'postgres', …)
+   */
+  label?: string;
+  /** Buckets of `<prefix>store_call_seconds`, in seconds. @default 0.25 ms to 2.5 s */
+  buckets?: readonly number[];
+}
+
+/** Default buckets of `store_call_seconds`: from a loopback Redis call to a store on the edge of its timeout. */
+export const DEFAULT_STORE_CALL_BUCKETS: readonly number[] = [
+  0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
+];
+
+// Items per batch call: a lone call up to the engine's default `maxBatch` of 100.
+const BATCH_ITEM_BUCKETS = [1, 2, 5, 10, 20, 50, 100];
+
+/** The store's operations, in the names the `operation` label uses. */
+type Operation = Exclude<keyof Store, 'name' | 'capabilities' | 'close'>;
+
+/**
+ * Wrap `store` so that each of its calls is timed in `<prefix>store_call_seconds{store, operation,
+ * result}` (`result` is `ok` or `error`), and each batch call's size is observed in
+ * `<prefix>store_batch_items{store, operation}`. Pass the wrapper to `createIdempotency` (or an adapter)
+ * instead of the store; keep the store itself for its own extras (`ready`, `size`, …).
+ *
+ * A batch call serves many runs: its latency is what each of them waited for the store, and
+ * `store_batch_items` shows how many shared it.
+ *
+ * @param options.registry where to register the metrics (default: prom-client's global `register`)
+ * @param options.prefix prepended to every metric name (default `'idempotency_'`)
+ * @param options.label the `store` label (default: the store's `name`)
+ * @param options.buckets the latency histogram's buckets, in seconds
+ * @see docs/observability.md
+ * @example
+ * import { withStoreMetrics } from 'idempotency-kit/prometheus';
+ * import { redisStore } from 'idempotency-kit/redis';
+ *
+ * const idempotency = createIdempotency({ store: withStoreMetrics(redisStore({ client })) });
+ */
+export function withStoreMetrics(store: Store, options: StoreMetricsOptions = {}): Store {
+  const prefix = metricPrefix(options.prefix, 'idempotency_', 'withStoreMetrics');
+  const registry = options.registry ?? register;
+  const label = options.label ?? store.name;
+  if (typeof label !== 'string' || label === '') {
+    throw new InvalidOptionsError('withStoreMetrics: `label` must be a non-empty string');
+  }
+  const buckets = options.buckets ?? DEFAULT_STORE_CALL_BUCKETS;
+  if (!Array.isArray(buckets) || buckets.some((b) => typeof b !== 'number' || !(b > 0))) {
+    throw new InvalidOptionsError(
+      'withStoreMetrics: `buckets` must be positive numbers of seconds',
+    );
+  }
+  const seconds: Histogram<'store' | 'operation' | 'result'> = histogramIn(
+    registry,
+    `${prefix}store_call_seconds`,
+    'Latency of store calls, by operation (a batch call serves every run in it).',
+    ['store', 'operation', 'result'],
+    buckets,
+  );
+  const items: Histogram<'store' | 'operation'> = histogramIn(
+    registry,
+    `${prefix}store_batch_items`,
+    'Items per batch call of the store (claims and completions sent together).',
+    ['store', 'operation'],
+    BATCH_ITEM_BUCKETS,
+  );
+
+  /** `call` timed under `operation`; a synchronous throw is timed and rethrown as a rejection. */
+  function timed<A extends unknown[], R>(
+    operation: Operation,
+    call: (...args: A) => Promise<R>,
+  ): (...args: A) => Promise<R> {
+    const ok = { store: label, operation, result: 'ok' } as const;
+    const failed = { store: label, operation, result: 'error' } as const;
+    return (...args: A) => {
+      const startedAt = performance.now();
+      const observe = (labels: typeof ok | typeof failed) =>
+        seconds.observe(labels, (performance.now() - startedAt) / 1000);
+      let pending: Promise<R>;
+      try {
+        pending = call.apply(store, args);
+      } catch (error) {
+        pending = Promise.reject(error);
+      }
+      return pending.then(
+        (value) => {
+          observe(ok);
+          return value;
+        },
+        (error: unknown) => {
+          observe(failed);
+          throw error;
+        },
+      );
+    };
+  }
+
+  const wrapped: Store = {
+    name: store.name,
+    capabilities: store.capabilities,
+    claim: timed('claim', store.claim),
+    complete: timed('complete', store.complete),
+    release: timed('release', store.release),
+    extend: timed('extend', store.extend),
+    get: timed('get', store.get),
+    delete: timed('delete', store.delete),
+    stats: timed('stats', store.stats),
+  };
+  // Optional methods only where the store has them: the engine decides what to send by their presence.
+  if (store.purgeExpired !== undefined)
+    wrapped.purgeExpired = timed('purgeExpired', store.purgeExpired);
+  if (store.close !== undefined)
+    wrapped.close = () => (store.close as () => Promise<void>).call(store);
+  const claimMany = store.claimMany;
+  if (claimMany !== undefined) {
+    const call = timed('claimMany', claimMany);
+    wrapped.claimMany = (requests) => {
+      items.observe({ store: label, operation: 'claimMany' }, requests.length);
+      return call(requests);
+    };
+  }
+  const completeMany = store.completeMany;
+  if (completeMany !== undefined) {
+    const call = timed('completeMany', completeMany);
+    wrapped.completeMany = (requests) => {
+      items.observe({ store: label, operation: 'completeMany' }, requests.length);
+      return call(requests);
+    };
+  }
+  const completeAndClaimMany = store.completeAndClaimMany;
+  if (completeAndClaimMany !== undefined) {
+    const call = timed('completeAndClaimMany', completeAndClaimMany);
+    wrapped.completeAndClaimMany = (completes, claims) => {
+      const operation = 'completeAndClaimMany';
+      items.observe({ store: label, operation }, completes.length + claims.length);
+      return call(completes, claims);
+    };
+  }
+  return wrapped;
+}

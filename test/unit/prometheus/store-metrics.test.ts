@@ -1,0 +1,92 @@
+import { Registry } from 'prom-client';
+import { describe, expect, it } from 'vitest';
+import { createIdempotency, memoryStore, type Store } from '../../../src/index.js';
+import { withStoreMetrics } from '../../../src/prometheus/index.js';
+import { unreachableClaimStore } from '../../helpers/broken-store.js';
+
+/** `name`'s sample for exactly these labels (histograms: pass `name_count`, `name_sum`…). */
+async function sample(registry: Registry, name: string, labels: string): Promise<number> {
+  const text = await registry.metrics();
+  const line = text.split('\n').find((l) => l.startsWith(`${name}{${labels}} `));
+  return line === undefined ? 0 : Number(line.split(' ')[1]);
+}
+
+describe('withStoreMetrics', () => {
+  it('times every call by operation, and counts the items of each batch', async () => {
+    const registry = new Registry();
+    const store = withStoreMetrics(memoryStore(), { registry });
+    const idempotency = createIdempotency({ store, extendLease: false, cache: false });
+    // Eight runs started in one tick: their claims go as one claimMany, their completions as one batch.
+    await Promise.all(
+      Array.from({ length: 8 }, (_, i) => idempotency.run({ key: `k${i}` }, () => i)),
+    );
+    await idempotency.run({ key: 'k0' }, () => 'replayed');
+
+    const count = (operation: string) =>
+      sample(
+        registry,
+        'idempotency_store_call_seconds_count',
+        `store="memory",operation="${operation}",result="ok"`,
+      );
+    expect(await count('claimMany')).toBe(1);
+    expect(await count('claim')).toBe(1); // the lone replay
+    expect(
+      (await count('completeMany')) +
+        (await count('completeAndClaimMany')) +
+        (await count('complete')),
+    ).toBeGreaterThanOrEqual(1);
+    expect(
+      await sample(
+        registry,
+        'idempotency_store_batch_items_sum',
+        'store="memory",operation="claimMany"',
+      ),
+    ).toBe(8);
+  });
+
+  it('times failed calls as errors and passes the error through unchanged', async () => {
+    const registry = new Registry();
+    const down = unreachableClaimStore();
+    const store = withStoreMetrics(down, { registry, label: 'primary' });
+    await expect(store.claim('k', { fingerprint: '', leaseMs: 1000 })).rejects.toThrow(
+      'connection refused',
+    );
+    // A store that throws instead of rejecting still gives the caller a rejection.
+    const throwing: Store = {
+      ...memoryStore(),
+      get: () => {
+        throw new Error('bug in a store');
+      },
+    };
+    await expect(withStoreMetrics(throwing, { registry }).get('k')).rejects.toThrow(
+      'bug in a store',
+    );
+    expect(
+      await sample(
+        registry,
+        'idempotency_store_call_seconds_count',
+        'store="primary",operation="claim",result="error"',
+      ),
+    ).toBe(1);
+    expect(
+      await sample(
+        registry,
+        'idempotency_store_call_seconds_count',
+        'store="memory",operation="get",result="error"',
+      ),
+    ).toBe(1);
+  });
+
+  it('keeps the capabilities, and offers only the optional methods the store has', () => {
+    const inner = memoryStore();
+    const { claimMany: _a, completeMany: _b, completeAndClaimMany: _c, ...plain } = inner;
+    const bare: Store = { ...plain, capabilities: { ...inner.capabilities, batch: false } };
+    const wrapped = withStoreMetrics(bare, { registry: new Registry() });
+    expect(wrapped.capabilities).toBe(bare.capabilities);
+    expect(wrapped.claimMany).toBeUndefined();
+    expect(wrapped.completeAndClaimMany).toBeUndefined();
+    expect(typeof withStoreMetrics(inner, { registry: new Registry() }).completeAndClaimMany).toBe(
+      'function',
+    );
+  });
+});
