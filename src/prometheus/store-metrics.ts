@@ -112,6 +112,20 @@ export function withStoreMetrics(store: Store, options: StoreMetricsOptions = {}
     };
   }
 
+  /** `call` timed under `operation`, with the number of items of each call observed. */
+  function batched<A extends unknown[], R>(
+    operation: Operation,
+    call: (...args: A) => Promise<R>,
+    size: (...args: A) => number,
+  ): (...args: A) => Promise<R> {
+    const send = timed(operation, call);
+    const labels = { store: label, operation } as const;
+    return (...args: A) => {
+      items.observe(labels, size(...args));
+      return send(...args);
+    };
+  }
+
   const wrapped: Store = {
     name: store.name,
     capabilities: store.capabilities,
@@ -128,30 +142,22 @@ export function withStoreMetrics(store: Store, options: StoreMetricsOptions = {}
     wrapped.purgeExpired = timed('purgeExpired', store.purgeExpired);
   if (store.close !== undefined)
     wrapped.close = () => (store.close as () => Promise<void>).call(store);
-  const claimMany = store.claimMany;
-  if (claimMany !== undefined) {
-    const call = timed('claimMany', claimMany);
-    wrapped.claimMany = (requests) => {
-      items.observe({ store: label, operation: 'claimMany' }, requests.length);
-      return call(requests);
-    };
+  if (store.claimMany !== undefined) {
+    wrapped.claimMany = batched('claimMany', store.claimMany, (requests) => requests.length);
   }
-  const completeMany = store.completeMany;
-  if (completeMany !== undefined) {
-    const call = timed('completeMany', completeMany);
-    wrapped.completeMany = (requests) => {
-      items.observe({ store: label, operation: 'completeMany' }, requests.length);
-      return call(requests);
-    };
+  if (store.completeMany !== undefined) {
+    wrapped.completeMany = batched(
+      'completeMany',
+      store.completeMany,
+      (requests) => requests.length,
+    );
   }
-  const completeAndClaimMany = store.completeAndClaimMany;
-  if (completeAndClaimMany !== undefined) {
-    const call = timed('completeAndClaimMany', completeAndClaimMany);
-    wrapped.completeAndClaimMany = (completes, claims) => {
-      const operation = 'completeAndClaimMany';
-      items.observe({ store: label, operation }, completes.length + claims.length);
-      return call(completes, claims);
-    };
+  if (store.completeAndClaimMany !== undefined) {
+    wrapped.completeAndClaimMany = batched(
+      'completeAndClaimMany',
+      store.completeAndClaimMany,
+      (completes, claims) => completes.length + claims.length,
+    );
   }
   return wrapped;
 }
