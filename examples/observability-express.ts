@@ -1,8 +1,9 @@
 /**
  * Metrics and traces: an Express API on SQLite whose idempotency layer counts every request in
- * Prometheus metrics (served on `GET /metrics`) and tags each request's OpenTelemetry span with its
- * outcome and hashed key. It sends a new order, its retry, a misused key and a failing request, then
- * prints the spans' `idempotency.*` attributes and the `idempotency_runs_total` series.
+ * Prometheus metrics (served on `GET /metrics`), times every store call, and tags each request's
+ * OpenTelemetry span with its outcome and hashed key. It sends a new order, its retry, a misused key and
+ * a failing request, then prints the spans' `idempotency.*` attributes, the `idempotency_runs_total`
+ * series and the store calls made.
  *
  * Run: `npx tsx examples/observability-express.ts`.
  * @module
@@ -20,7 +21,7 @@ import { collectDefaultMetrics, Registry } from 'prom-client';
 import { idempotency } from '../src/express/index.js';
 import { combineHooks } from '../src/index.js';
 import { openTelemetryHooks } from '../src/opentelemetry/index.js';
-import { prometheusHooks } from '../src/prometheus/index.js';
+import { prometheusHooks, withStoreMetrics } from '../src/prometheus/index.js';
 import { sqliteStore } from '../src/sqlite/index.js';
 
 // Tracing: in a real service the Node SDK and the HTTP instrumentation do this; here spans stay in memory
@@ -36,8 +37,8 @@ const registry = new Registry();
 collectDefaultMetrics({ register: registry });
 
 const idem = idempotency({
-  // In memory, so every run starts afresh; a service passes a file path.
-  store: sqliteStore({ database: ':memory:' }),
+  // In memory, so every run starts afresh; a service passes a file path. Wrapped to time its calls.
+  store: withStoreMetrics(sqliteStore({ database: ':memory:' }), { registry }),
   // The `namespace` label of every metric.
   namespace: 'orders-api',
   hooks: combineHooks(
@@ -100,5 +101,6 @@ const metrics = await (await fetch(`${base}/metrics`)).text();
 console.log('\nmetrics:');
 for (const line of metrics.split('\n')) {
   if (line.startsWith('idempotency_runs_total{')) console.log(`  ${line}`);
+  if (line.startsWith('idempotency_store_call_seconds_count{')) console.log(`  ${line}`);
 }
 server.close();

@@ -11,6 +11,9 @@ describe('examples/observability-express.ts', () => {
     );
     expect(output).toMatch(/new order\s+→ 201/);
     expect(output).toMatch(/same key, other body\s+→ 422/);
+    expect(output).toMatch(
+      /idempotency_store_call_seconds_count\{store="sqlite",operation="claim",result="ok"\} [1-9]/,
+    );
     for (const outcome of ['executed', 'replayed', 'mismatch', 'failed']) {
       expect(output).toContain(`idempotency.outcome=${outcome} `);
       expect(output).toContain(
