@@ -2,7 +2,7 @@
  * `run()` overhead on the memory store against calling `fn` directly, measured side by side in one run,
  * and what observability adds to it (the Prometheus hooks, the store timed by `withStoreMetrics`, the
  * OpenTelemetry hooks inside a recording span of a real SDK).
- * Run: npx tsx bench/core.ts
+ * Run: npx tsx bench/core.ts (`BENCH_N` calls per row and round, default 20,000; `BENCH_ROUNDS`, default 5)
  */
 import { context, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
@@ -16,7 +16,8 @@ import { ResultsFile } from './lib/results.js';
 
 const results = new ResultsFile('core');
 
-const N = Number(process.env.BENCH_N ?? 50_000);
+const N = Number(process.env.BENCH_N ?? 20_000);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const WARMUP = 5_000;
 
 const fn = async () => ({ id: 'pay_123', status: 'captured', amount: 4200 });
@@ -77,53 +78,63 @@ async function main() {
   await idempotency.run({ key: 'hot', payload }, fn);
   await noCache.run({ key: 'hot', payload }, fn);
 
-  const direct = await timeEach(N, () => fn());
-  const executed = await timeEach(N, () => idempotency.run({ key: `e${counter++}`, payload }, fn));
-  const executedHb = await timeEach(N, () =>
-    withHeartbeat.run({ key: `h${counter++}`, payload }, fn),
-  );
-  const replayCached = await timeEach(N, () => idempotency.run({ key: 'hot', payload }, fn));
-  const replayStore = await timeEach(N, () => noCache.run({ key: 'hot', payload }, fn));
-  const executedMetered = await timeEach(N, () =>
-    metered.run({ key: `m${counter++}`, payload }, fn),
-  );
-  const executedTimedStore = await timeEach(N, () =>
-    timedStore.run({ key: `t${counter++}`, payload }, fn),
-  );
-  const spanOnly = await timeEach(N, () =>
-    inSpan(() => idempotency.run({ key: `s${counter++}`, payload }, fn)),
-  );
-  const executedObserved = await timeEach(N, () =>
-    inSpan(() => observed.run({ key: `o${counter++}`, payload }, fn)),
-  );
-
-  const base = median(direct);
-  const row = (name: string, samples: number[]) => {
-    const m = median(samples);
-    return {
-      name,
-      opsPerSec: 1e6 / m,
-      medianUs: m,
-      extra: { 'overhead µs (median)': (m - base).toFixed(2) },
-    };
-  };
-  results.table(
-    `run() overhead on the memory store (${N.toLocaleString('en-US')} sequential calls each)`,
-    'npx tsx bench/core.ts',
+  // Rows in rounds, each round in a rotated order: this machine's speed drifts over seconds, and a row
+  // measured in one block would carry whatever drift hit it. A row's figure is the median of its rounds'
+  // medians.
+  const rows: Array<[name: string, op: () => Promise<unknown>]> = [
+    ['baseline: fn() called directly', () => fn()],
     [
-      row('baseline: fn() called directly', direct),
-      row('run(): new key, executed (heartbeat off)', executed),
-      row('run(): new key, executed (heartbeat on, default)', executedHb),
-      row('run(): replay, local cache hit', replayCached),
-      row('run(): replay from the store (cache off)', replayStore),
-      row('run(): new key, executed, with prometheusHooks', executedMetered),
-      row('run(): new key, executed, store wrapped by withStoreMetrics', executedTimedStore),
-      row('run(): new key, executed, in a span (no hooks)', spanOnly),
-      row(
-        'run(): new key, executed, in a span, Prometheus + OpenTelemetry hooks',
-        executedObserved,
-      ),
+      'run(): new key, executed (heartbeat off)',
+      () => idempotency.run({ key: `e${counter++}`, payload }, fn),
     ],
+    [
+      'run(): new key, executed (heartbeat on, default)',
+      () => withHeartbeat.run({ key: `h${counter++}`, payload }, fn),
+    ],
+    ['run(): replay, local cache hit', () => idempotency.run({ key: 'hot', payload }, fn)],
+    ['run(): replay from the store (cache off)', () => noCache.run({ key: 'hot', payload }, fn)],
+    [
+      'run(): new key, executed, with prometheusHooks',
+      () => metered.run({ key: `m${counter++}`, payload }, fn),
+    ],
+    [
+      'run(): new key, executed, store wrapped by withStoreMetrics',
+      () => timedStore.run({ key: `t${counter++}`, payload }, fn),
+    ],
+    [
+      'run(): new key, executed, in a span (no hooks)',
+      () => inSpan(() => idempotency.run({ key: `s${counter++}`, payload }, fn)),
+    ],
+    [
+      'run(): new key, executed, in a span, Prometheus + OpenTelemetry hooks',
+      () => inSpan(() => observed.run({ key: `o${counter++}`, payload }, fn)),
+    ],
+  ];
+  const roundMedians: number[][] = rows.map(() => []);
+  for (let round = 0; round < ROUNDS; round++) {
+    for (let k = 0; k < rows.length; k++) {
+      const i = (k + round) % rows.length;
+      const [, op] = rows[i]!;
+      roundMedians[i]!.push(median(await timeEach(N, op)));
+    }
+  }
+
+  const base = median(roundMedians[0]!);
+  results.table(
+    `run() overhead on the memory store (${N.toLocaleString('en-US')} sequential calls per row and round, ${ROUNDS} rounds)`,
+    'npx tsx bench/core.ts',
+    rows.map(([name], i) => {
+      const m = median(roundMedians[i]!);
+      return {
+        name,
+        opsPerSec: 1e6 / m,
+        medianUs: m,
+        extra: {
+          'overhead µs (median)': (m - base).toFixed(2),
+          'median µs, rounds': roundMedians[i]!.map((r) => r.toFixed(2)).join(' / '),
+        },
+      };
+    }),
     { chart: false },
   );
   results.write();
