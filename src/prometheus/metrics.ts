@@ -15,7 +15,7 @@ export interface IdempotencyMetrics {
   cacheReplays: Counter<'namespace'>;
   /** `<prefix>takeovers_total{namespace}`: claims that took over a crashed attempt's expired lease. */
   takeovers: Counter<'namespace'>;
-  /** `<prefix>leases_lost_total{namespace}`: executions whose lease was lost (their completion fenced out). */
+  /** `<prefix>leases_lost_total{namespace}`: executions that lost their lease (or gave it up past `maxExecution`). */
   leasesLost: Counter<'namespace'>;
   /** `<prefix>store_errors_total{namespace, operation}`: failed store calls, by store operation. */
   storeErrors: Counter<'namespace' | 'operation'>;
@@ -126,7 +126,7 @@ export function idempotencyMetrics(
     ),
     leasesLost: counter(
       'leases_lost_total',
-      'Executions that lost their lease: their completion was fenced out by a newer attempt.',
+      'Executions that lost their lease, or gave it up past maxExecution (a newer attempt may take the key).',
       ['namespace'],
     ),
     storeErrors: counter('store_errors_total', 'Store calls that failed, by operation.', [

@@ -42,7 +42,7 @@ export interface PrometheusHooks extends IdempotencyHooks {
  * | `idempotency_runs_total` | `namespace`, `outcome` | every run: `executed`, `replayed`, `in_progress`, `mismatch`, `failed`, `fail_open` |
  * | `idempotency_cache_replays_total` | `namespace` | replays answered from the local cache |
  * | `idempotency_takeovers_total` | `namespace` | claims over a crashed attempt's expired lease |
- * | `idempotency_leases_lost_total` | `namespace` | executions fenced out after losing their lease |
+ * | `idempotency_leases_lost_total` | `namespace` | executions that lost their lease (or gave it up past `maxExecution`) |
  * | `idempotency_store_errors_total` | `namespace`, `operation` | failed store calls |
  * | `idempotency_execution_seconds` | `namespace`, `outcome` | histogram of `fn`'s duration (`executed`, `failed`) |
  *
