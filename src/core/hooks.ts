@@ -84,7 +84,8 @@ export function emit<K extends keyof IdempotencyHooks>(
  * One set of hooks that calls each of `list` in turn, so metrics, traces and your own logging can all
  * observe one engine (or one consumer: it combines consumer hooks alike). Each hook is isolated: one that
  * throws neither stops the others nor changes an outcome. Only the hooks some member defines are set, so
- * an unobserved event stays free.
+ * an unobserved event stays free. For consumer hooks that read the message, give the hook type
+ * (`combineHooks<ConsumerHooks<AmqpMessage>>(…)`): it is otherwise inferred from the first member.
  * @example
  * import { combineHooks, createIdempotency } from 'idempotency-kit';
  * import { prometheusHooks } from 'idempotency-kit/prometheus';

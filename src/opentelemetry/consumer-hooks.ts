@@ -34,12 +34,12 @@ export interface OpenTelemetryConsumerHooksOptions {
  *   hooks: openTelemetryConsumerHooks(),
  * });
  */
-export function openTelemetryConsumerHooks(
+export function openTelemetryConsumerHooks<M = unknown>(
   options: OpenTelemetryConsumerHooksOptions = {},
-): ConsumerHooks<unknown> {
+): ConsumerHooks<M> {
   const spanOf = options.spanOf ?? (() => trace.getActiveSpan());
   const annotate = (
-    event: ConsumerEvent<unknown>,
+    event: ConsumerEvent<M>,
     decision: string | undefined,
     reason: string | undefined,
     extra: Attributes = {},

@@ -26,8 +26,8 @@ export interface ConsumerMetrics {
   brokerErrors: Counter<'consumer' | 'operation'>;
 }
 
-/** The hooks, and the metrics they update. */
-export interface PrometheusConsumerHooks extends ConsumerHooks<unknown> {
+/** The hooks, and the metrics they update. `M` is the broker's message type (the hooks never read it). */
+export interface PrometheusConsumerHooks<M = unknown> extends ConsumerHooks<M> {
   /** The metrics these hooks update. */
   readonly metrics: ConsumerMetrics;
 }
@@ -66,9 +66,9 @@ export const ConsumerDecisionLabel = {
  *   hooks: prometheusConsumerHooks(),
  * });
  */
-export function prometheusConsumerHooks(
+export function prometheusConsumerHooks<M = unknown>(
   options: PrometheusConsumerHooksOptions = {},
-): PrometheusConsumerHooks {
+): PrometheusConsumerHooks<M> {
   const prefix = metricPrefix(options.prefix, 'idempotency_', 'prometheusConsumerHooks');
   const registry = options.registry ?? register;
   const metrics: ConsumerMetrics = {
