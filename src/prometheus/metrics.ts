@@ -100,6 +100,22 @@ export function metricPrefix(prefix: unknown, fallback: string, factory: string)
   return value;
 }
 
+/**
+ * `buckets` as given, or `fallback`, checked to be positive numbers of seconds.
+ * @throws InvalidOptionsError otherwise.
+ */
+export function histogramBuckets(
+  buckets: readonly number[] | undefined,
+  fallback: readonly number[],
+  factory: string,
+): readonly number[] {
+  const value = buckets ?? fallback;
+  if (!Array.isArray(value) || value.some((b) => typeof b !== 'number' || !(b > 0))) {
+    throw new InvalidOptionsError(`${factory}: \`buckets\` must be positive numbers of seconds`);
+  }
+  return value;
+}
+
 /** Find or create every metric under `prefix` in `registry`. */
 export function idempotencyMetrics(
   registry: Registry,

@@ -6,10 +6,10 @@
  * @module
  */
 import { type Registry, register } from 'prom-client';
-import { InvalidOptionsError } from '../core/errors.js';
 import { type IdempotencyHooks, RunOutcomeName } from '../core/hooks.js';
 import {
   DEFAULT_EXECUTION_BUCKETS,
+  histogramBuckets,
   type IdempotencyMetrics,
   idempotencyMetrics,
   metricPrefix,
@@ -63,10 +63,7 @@ export interface PrometheusHooks extends IdempotencyHooks {
  */
 export function prometheusHooks(options: PrometheusHooksOptions = {}): PrometheusHooks {
   const prefix = metricPrefix(options.prefix, 'idempotency_', 'prometheusHooks');
-  const buckets = options.buckets ?? DEFAULT_EXECUTION_BUCKETS;
-  if (!Array.isArray(buckets) || buckets.some((b) => typeof b !== 'number' || !(b > 0))) {
-    throw new InvalidOptionsError('prometheusHooks: `buckets` must be positive numbers of seconds');
-  }
+  const buckets = histogramBuckets(options.buckets, DEFAULT_EXECUTION_BUCKETS, 'prometheusHooks');
   const metrics = idempotencyMetrics(options.registry ?? register, prefix, buckets);
   const { runs, cacheReplays, takeovers, leasesLost, storeErrors, executionSeconds } = metrics;
 

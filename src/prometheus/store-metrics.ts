@@ -7,7 +7,7 @@
 import { type Histogram, type Registry, register } from 'prom-client';
 import { InvalidOptionsError } from '../core/errors.js';
 import type { Store } from '../store/store.js';
-import { histogramIn, metricPrefix } from './metrics.js';
+import { histogramBuckets, histogramIn, metricPrefix } from './metrics.js';
 
 /** Options of {@link withStoreMetrics}. */
 export interface StoreMetricsOptions {
@@ -61,12 +61,7 @@ export function withStoreMetrics(store: Store, options: StoreMetricsOptions = {}
   if (typeof label !== 'string' || label === '') {
     throw new InvalidOptionsError('withStoreMetrics: `label` must be a non-empty string');
   }
-  const buckets = options.buckets ?? DEFAULT_STORE_CALL_BUCKETS;
-  if (!Array.isArray(buckets) || buckets.some((b) => typeof b !== 'number' || !(b > 0))) {
-    throw new InvalidOptionsError(
-      'withStoreMetrics: `buckets` must be positive numbers of seconds',
-    );
-  }
+  const buckets = histogramBuckets(options.buckets, DEFAULT_STORE_CALL_BUCKETS, 'withStoreMetrics');
   const seconds: Histogram<'store' | 'operation' | 'result'> = histogramIn(
     registry,
     `${prefix}store_call_seconds`,

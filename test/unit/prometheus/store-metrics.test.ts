@@ -1,6 +1,11 @@
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { createIdempotency, memoryStore, type Store } from '../../../src/index.js';
+import {
+  createIdempotency,
+  isInvalidOptionsError,
+  memoryStore,
+  type Store,
+} from '../../../src/index.js';
 import { withStoreMetrics } from '../../../src/prometheus/index.js';
 import { unreachableClaimStore } from '../../helpers/broken-store.js';
 
@@ -88,5 +93,17 @@ describe('withStoreMetrics', () => {
     expect(typeof withStoreMetrics(inner, { registry: new Registry() }).completeAndClaimMany).toBe(
       'function',
     );
+  });
+
+  it('refuses a label, prefix or buckets Prometheus would not accept', () => {
+    for (const bad of [{ label: '' }, { prefix: 'store-metrics' }, { buckets: [0.001, 0] }]) {
+      let error: unknown;
+      try {
+        withStoreMetrics(memoryStore(), { registry: new Registry(), ...bad });
+      } catch (caught) {
+        error = caught;
+      }
+      expect(isInvalidOptionsError(error), JSON.stringify(bad)).toBe(true);
+    }
   });
 });
