@@ -117,21 +117,22 @@ describe('openTelemetryHooks', () => {
 
   it("puts a loss the heartbeat finds on the lost run's span, not on the span of the run that armed the timer", async () => {
     const store = memoryStore();
-    // A 300 ms lease: the engine's one heartbeat timer for it ticks every 50 ms, first armed by `armer`.
+    // A 900 ms lease: the engine's one heartbeat timer for it ticks every 150 ms, first armed by `armer`,
+    // whose own lease then has room for a stalled machine.
     const idempotency = createIdempotency({
       store,
-      leaseMs: 300,
+      leaseMs: 900,
       cache: false,
       hooks: openTelemetryHooks(),
     });
     const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-    const armer = inSpan('armer', () => idempotency.run({ key: 'armer' }, () => sleep(500)));
+    const armer = inSpan('armer', () => idempotency.run({ key: 'armer' }, () => sleep(1100)));
     await sleep(5);
     const lost = inSpan('lost', () =>
       idempotency.run({ key: 'lost' }, async () => {
         // An operator removes the record: the next beat finds the lease gone.
         await store.delete(idempotency.storageKeyFor('lost'));
-        await sleep(400);
+        await sleep(900);
       }),
     ).catch((error: unknown) => error);
     await Promise.all([armer, lost]);
