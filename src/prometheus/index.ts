@@ -1,7 +1,7 @@
 /**
- * `idempotency-kit/prometheus`: hooks that count every run of the engine, and every decision of an
- * idempotent consumer, and a store wrapper that times every store call, as Prometheus metrics, through
- * prom-client (an optional peer: install it to use this entry).
+ * `idempotency-kit/prometheus`: hooks that count every run of the engine and every decision of an
+ * idempotent consumer, a store wrapper that times every store call, and gauges of what a store holds, as
+ * Prometheus metrics, through prom-client (an optional peer: install it to use this entry).
  * @module
  */
 export type {
@@ -16,3 +16,5 @@ export type { PrometheusHooks, PrometheusHooksOptions } from './prometheus-hooks
 export { prometheusHooks } from './prometheus-hooks.js';
 export type { StoreMetricsOptions } from './store-metrics.js';
 export { DEFAULT_STORE_CALL_BUCKETS, withStoreMetrics } from './store-metrics.js';
+export type { StoreStatsOptions } from './store-stats.js';
+export { registerStoreStats } from './store-stats.js';

@@ -4,7 +4,7 @@
  * set of series, told apart by their `namespace` label.
  * @module
  */
-import { Counter, Histogram, type Registry } from 'prom-client';
+import { Counter, type Gauge, Histogram, type Registry } from 'prom-client';
 import { InvalidOptionsError } from '../core/errors.js';
 
 /** The metrics `prometheusHooks` updates. */
@@ -28,14 +28,14 @@ export const DEFAULT_EXECUTION_BUCKETS: readonly number[] = [
   0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
 ];
 
-type AnyMetric = Counter<string> | Histogram<string>;
+type AnyMetric = Counter<string> | Histogram<string> | Gauge<string>;
 
 /**
  * The metric called `name` in `registry`: the one registered there already (by an earlier call, for
  * another engine or consumer), else a new one. An existing metric of another kind is a configuration
  * error, reported now rather than as a wrong series later.
  */
-function metricIn<M extends AnyMetric>(
+export function metricIn<M extends AnyMetric>(
   registry: Registry,
   name: string,
   kind: abstract new (...args: never[]) => M,
@@ -96,6 +96,18 @@ export function metricPrefix(prefix: unknown, fallback: string, factory: string)
     throw new InvalidOptionsError(
       `${factory}: \`prefix\` must be a valid start of a Prometheus metric name ([a-zA-Z_:][a-zA-Z0-9_:]*)`,
     );
+  }
+  return value;
+}
+
+/**
+ * The `store` label: `label` as given, or the store's own `name`, checked to be a non-empty string.
+ * @throws InvalidOptionsError otherwise.
+ */
+export function storeLabel(label: unknown, store: { name: string }, factory: string): string {
+  const value = label ?? store.name;
+  if (typeof value !== 'string' || value === '') {
+    throw new InvalidOptionsError(`${factory}: \`label\` must be a non-empty string`);
   }
   return value;
 }

@@ -5,9 +5,8 @@
  * @module
  */
 import { type Histogram, type Registry, register } from 'prom-client';
-import { InvalidOptionsError } from '../core/errors.js';
 import type { Store } from '../store/store.js';
-import { histogramBuckets, histogramIn, metricPrefix } from './metrics.js';
+import { histogramBuckets, histogramIn, metricPrefix, storeLabel } from './metrics.js';
 
 /** Options of {@link withStoreMetrics}. */
 export interface StoreMetricsOptions {
@@ -57,10 +56,7 @@ type Operation = Exclude<keyof Store, 'name' | 'capabilities' | 'close'>;
 export function withStoreMetrics(store: Store, options: StoreMetricsOptions = {}): Store {
   const prefix = metricPrefix(options.prefix, 'idempotency_', 'withStoreMetrics');
   const registry = options.registry ?? register;
-  const label = options.label ?? store.name;
-  if (typeof label !== 'string' || label === '') {
-    throw new InvalidOptionsError('withStoreMetrics: `label` must be a non-empty string');
-  }
+  const label = storeLabel(options.label, store, 'withStoreMetrics');
   const buckets = histogramBuckets(options.buckets, DEFAULT_STORE_CALL_BUCKETS, 'withStoreMetrics');
   const seconds: Histogram<'store' | 'operation' | 'result'> = histogramIn(
     registry,

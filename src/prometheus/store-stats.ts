@@ -1,0 +1,167 @@
+/**
+ * Gauges of what a store holds, read from its `stats()` when Prometheus scrapes: records in progress and
+ * completed, leases that ran out with nobody taking them over (crashed holders whose key no client has
+ * retried), and the age of the oldest live lease (a handler running for far too long).
+ * @module
+ */
+import { Gauge, type Registry, register } from 'prom-client';
+import { InvalidOptionsError } from '../core/errors.js';
+import type { Store, StoreStats } from '../store/store.js';
+import { metricIn, metricPrefix, storeLabel } from './metrics.js';
+
+/** Options of {@link registerStoreStats}. */
+export interface StoreStatsOptions {
+  /** Where the gauges are registered. @default prom-client's global `register` */
+  registry?: Registry;
+  /** Prepended to every metric name. @default 'idempotency_' */
+  prefix?: string;
+  /** The `store` label, to tell several stores apart. @default the store's `name` */
+  label?: string;
+  /**
+   * The longest a reading is reused, in ms: scrapes closer together than this share one `stats()` call
+   * (on Redis a SCAN of the keyspace, on SQL stores a query over the table). @default 15_000
+   */
+  maxAgeMs?: number;
+}
+
+/** One store whose stats feed the gauges. */
+interface Source {
+  store: Store;
+  maxAgeMs: number;
+  reading?: { at: number; stats: Promise<StoreStats | undefined> };
+}
+
+/** The stores feeding one pair of gauges, and the collection a scrape has in flight. */
+interface Feed {
+  sources: Map<string, Source>;
+  inFlight?: Promise<void>;
+}
+
+// Per records gauge (one per registry and prefix): every store registered under it.
+const feeds = new WeakMap<Gauge<'store' | 'status'>, Feed>();
+
+/** The source's stats, reusing a reading younger than `maxAgeMs`; `undefined` when the store failed. */
+function readingOf(source: Source): Promise<StoreStats | undefined> {
+  const now = Date.now();
+  if (source.reading === undefined || now - source.reading.at >= source.maxAgeMs) {
+    source.reading = {
+      at: now,
+      stats: source.store.stats().catch(() => undefined),
+    };
+  }
+  return source.reading.stats;
+}
+
+/**
+ * Register gauges that report what `store` holds, read from its `stats()` at scrape time:
+ *
+ * | metric | labels | value |
+ * |---|---|---|
+ * | `idempotency_store_records` | `store`, `status` | records `in_progress`, `completed`, and `stale_lease` (in progress, lease ended, not taken over) |
+ * | `idempotency_store_oldest_lease_age_seconds` | `store` | age of the oldest live in-progress record (0 when none) |
+ *
+ * A scrape while the store is unreachable reports no sample for it rather than an old one. Register each
+ * store once (several stores under different `label`s share the gauges).
+ *
+ * @param options.registry where to register the gauges (default: prom-client's global `register`)
+ * @param options.prefix prepended to every metric name (default `'idempotency_'`)
+ * @param options.label the `store` label (default: the store's `name`)
+ * @param options.maxAgeMs the longest a `stats()` reading is reused (default 15 s)
+ * @see docs/observability.md
+ * @example
+ * import { registerStoreStats } from 'idempotency-kit/prometheus';
+ *
+ * registerStoreStats(store);
+ * // alert: idempotency_store_records{status="stale_lease"} > 0 for 15m
+ */
+export function registerStoreStats(store: Store, options: StoreStatsOptions = {}): void {
+  const prefix = metricPrefix(options.prefix, 'idempotency_', 'registerStoreStats');
+  const registry = options.registry ?? register;
+  const label = storeLabel(options.label, store, 'registerStoreStats');
+  const maxAgeMs = options.maxAgeMs ?? 15_000;
+  if (typeof maxAgeMs !== 'number' || !(maxAgeMs >= 0)) {
+    throw new InvalidOptionsError(
+      'registerStoreStats: `maxAgeMs` must be a number of ms, 0 or more',
+    );
+  }
+
+  const recordsName = `${prefix}store_records`;
+  const ageName = `${prefix}store_oldest_lease_age_seconds`;
+  const records = metricIn(
+    registry,
+    recordsName,
+    Gauge,
+    () =>
+      new Gauge<'store' | 'status'>({
+        name: recordsName,
+        help: 'Records the store holds, by status (stale_lease: in progress, lease ended, not taken over).',
+        labelNames: ['store', 'status'],
+        registers: [registry],
+        async collect() {
+          await collectOnce(this, age);
+        },
+      }),
+  ) as Gauge<'store' | 'status'>;
+  const age = metricIn(
+    registry,
+    ageName,
+    Gauge,
+    () =>
+      new Gauge<'store'>({
+        name: ageName,
+        help: 'Age of the oldest live in-progress record, in seconds (0 when there is none).',
+        labelNames: ['store'],
+        registers: [registry],
+        async collect() {
+          await collectOnce(records, this);
+        },
+      }),
+  ) as Gauge<'store'>;
+
+  let feed = feeds.get(records);
+  if (feed === undefined) {
+    feed = { sources: new Map() };
+    feeds.set(records, feed);
+  }
+  const { sources } = feed;
+  if (sources.has(label)) {
+    throw new InvalidOptionsError(
+      `registerStoreStats: a store labelled '${label}' is registered already; pass another \`label\``,
+    );
+  }
+  sources.set(label, { store, maxAgeMs });
+}
+
+/**
+ * Set both gauges from one reading of every store. A scrape collects its metrics concurrently, so the two
+ * gauges' `collect` calls share the collection in flight instead of reading the stores twice.
+ */
+function collectOnce(records: Gauge<'store' | 'status'>, age: Gauge<'store'>): Promise<void> {
+  const feed = feeds.get(records);
+  if (feed === undefined) return Promise.resolve();
+  feed.inFlight ??= collectAll(feed.sources, records, age).finally(() => {
+    feed.inFlight = undefined;
+  });
+  return feed.inFlight;
+}
+
+/** Read every store (concurrently) and set both gauges from the readings. */
+async function collectAll(
+  sources: Map<string, Source>,
+  records: Gauge<'store' | 'status'>,
+  age: Gauge<'store'>,
+): Promise<void> {
+  const readings = await Promise.all(
+    [...sources].map(async ([label, source]) => [label, await readingOf(source)] as const),
+  );
+  // Reset only now, with every reading in hand: a scrape never sees the gauges half set.
+  records.reset();
+  age.reset();
+  for (const [store, stats] of readings) {
+    if (stats === undefined) continue;
+    records.set({ store, status: 'in_progress' }, stats.inProgress);
+    records.set({ store, status: 'completed' }, stats.completed);
+    records.set({ store, status: 'stale_lease' }, stats.staleLeases);
+    age.set({ store }, (stats.oldestLeaseAgeMs ?? 0) / 1000);
+  }
+}
