@@ -1,22 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll } from 'vitest';
 import { redisStore } from '../../src/redis/index.js';
 import { defineStoreSuite } from '../../src/testing/index.js';
-import { env, requireService } from '../helpers/env.js';
-import { connectClient, deleteKeys, type TestRedisClient } from '../helpers/redis-clients.js';
+import { env } from '../helpers/env.js';
+import { redisForFile } from '../helpers/redis-file-connection.js';
 
 const prefix = `idemtest:io:${randomUUID().slice(0, 8)}:`;
-let connection: TestRedisClient;
-
-beforeAll(async () => {
-  await requireService('Redis', env.redisUrl);
-  connection = await connectClient('ioredis', env.redisUrl);
-});
-
-afterAll(async () => {
-  await deleteKeys(connection.client, prefix);
-  await connection.close();
-});
+const redis = redisForFile('ioredis', prefix);
 
 defineStoreSuite({
   name: 'redis (ioredis)',
@@ -24,7 +13,7 @@ defineStoreSuite({
   // time-based checks deterministic on a loaded machine.
   shortLeaseMs: 600,
   createStore: (checkPrefix) =>
-    redisStore({ client: connection.client, prefix: `${prefix}${checkPrefix}` }),
+    redisStore({ client: redis.client, prefix: `${prefix}${checkPrefix}` }),
   crossProcess: {
     module: new URL('../helpers/redis-clients.ts', import.meta.url),
     argument: { lib: 'ioredis', url: env.redisUrl, prefix: `${prefix}storm:` },

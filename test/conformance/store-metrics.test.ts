@@ -4,26 +4,14 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Registry } from 'prom-client';
-import { afterAll, beforeAll } from 'vitest';
 import { memoryStore } from '../../src/index.js';
 import { withStoreMetrics } from '../../src/prometheus/index.js';
 import { redisStore } from '../../src/redis/index.js';
 import { defineStoreSuite } from '../../src/testing/index.js';
-import { env, requireService } from '../helpers/env.js';
-import { connectClient, deleteKeys, type TestRedisClient } from '../helpers/redis-clients.js';
+import { redisForFile } from '../helpers/redis-file-connection.js';
 
 const prefix = `idemtest:metrics:${randomUUID().slice(0, 8)}:`;
-let connection: TestRedisClient;
-
-beforeAll(async () => {
-  await requireService('Redis', env.redisUrl);
-  connection = await connectClient('node-redis', env.redisUrl);
-});
-
-afterAll(async () => {
-  await deleteKeys(connection.client, prefix);
-  await connection.close();
-});
+const redis = redisForFile('node-redis', prefix);
 
 defineStoreSuite({
   name: 'memory, through withStoreMetrics',
@@ -34,7 +22,7 @@ defineStoreSuite({
   name: 'redis (node-redis), through withStoreMetrics',
   shortLeaseMs: 600,
   createStore: (checkPrefix) =>
-    withStoreMetrics(redisStore({ client: connection.client, prefix: `${prefix}${checkPrefix}` }), {
+    withStoreMetrics(redisStore({ client: redis.client, prefix: `${prefix}${checkPrefix}` }), {
       registry: new Registry(),
     }),
 });
