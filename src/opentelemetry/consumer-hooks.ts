@@ -8,7 +8,7 @@
 import { type Attributes, type Span, trace } from '@opentelemetry/api';
 import type { ConsumerEvent, ConsumerHooks } from '../consumer/options.js';
 import { ConsumerAttribute, IdempotencyEvent } from './attributes.js';
-import { errorAttributes } from './error-attributes.js';
+import { errorAttributes, recording } from './span-writes.js';
 
 /** Options of {@link openTelemetryConsumerHooks}. */
 export interface OpenTelemetryConsumerHooksOptions {
@@ -38,15 +38,15 @@ export function openTelemetryConsumerHooks<M = unknown>(
   options: OpenTelemetryConsumerHooksOptions = {},
 ): ConsumerHooks<M> {
   const spanOf = options.spanOf ?? (() => trace.getActiveSpan());
-  const annotate = (
+  /** Annotate the delivery's span, if it records, with the consumer, the decision and `extra`. */
+  const annotateDelivery = (
     event: ConsumerEvent<M>,
     decision: string | undefined,
     reason: string | undefined,
     extra: Attributes = {},
-  ): Span | undefined => {
-    const span = spanOf(event);
-    if (span === undefined || !span.isRecording()) return undefined;
-    span.setAttributes({
+  ) => {
+    const span = recording(spanOf(event));
+    span?.setAttributes({
       [ConsumerAttribute.Name]: event.consumer,
       [ConsumerAttribute.DeliveryCount]: event.deliveryCount,
       ...(decision === undefined ? {} : { [ConsumerAttribute.Decision]: decision }),
@@ -58,23 +58,24 @@ export function openTelemetryConsumerHooks<M = unknown>(
 
   return {
     onExecuted(event) {
-      annotate(event, 'ack', 'executed');
+      annotateDelivery(event, 'ack', 'executed');
     },
     onDuplicate(event) {
-      annotate(event, 'ack', 'duplicate');
+      annotateDelivery(event, 'ack', 'duplicate');
     },
     onRetry(event) {
-      annotate(event, 'retry', event.reason, { [ConsumerAttribute.RetryDelayMs]: event.delayMs });
+      annotateDelivery(event, 'retry', event.reason, {
+        [ConsumerAttribute.RetryDelayMs]: event.delayMs,
+      });
     },
     onDeadLetter(event) {
-      annotate(event, 'dead_letter', event.reason)?.addEvent(IdempotencyEvent.DeadLetter, {
+      annotateDelivery(event, 'dead_letter', event.reason)?.addEvent(IdempotencyEvent.DeadLetter, {
         [ConsumerAttribute.Reason]: event.reason,
-        'exception.type': event.error.name,
-        'exception.message': event.error.message,
+        ...errorAttributes(event.error),
       });
     },
     onBrokerError(event) {
-      annotate(event, undefined, undefined)?.addEvent(IdempotencyEvent.BrokerError, {
+      annotateDelivery(event, undefined, undefined)?.addEvent(IdempotencyEvent.BrokerError, {
         [ConsumerAttribute.Operation]: event.operation,
         ...errorAttributes(event.error),
       });

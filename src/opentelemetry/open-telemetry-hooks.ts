@@ -9,7 +9,7 @@
 import { type Attributes, type Span, trace } from '@opentelemetry/api';
 import { type HookEvent, type IdempotencyHooks, RunOutcomeName } from '../core/hooks.js';
 import { IdempotencyAttribute, IdempotencyEvent } from './attributes.js';
-import { errorAttributes } from './error-attributes.js';
+import { errorAttributes, recording } from './span-writes.js';
 
 /** Options of {@link openTelemetryHooks}. */
 export interface OpenTelemetryHooksOptions {
@@ -35,15 +35,10 @@ export interface OpenTelemetryHooksOptions {
  */
 export function openTelemetryHooks(options: OpenTelemetryHooksOptions = {}): IdempotencyHooks {
   const spanOf = options.spanOf ?? (() => trace.getActiveSpan());
-  /** Annotate the event's span, if any, with the run's identity and `extra`. */
-  const annotate = (
-    event: HookEvent,
-    outcome: string | undefined,
-    extra: Attributes,
-  ): Span | undefined => {
-    const span = spanOf(event);
-    if (span === undefined || !span.isRecording()) return undefined;
-    span.setAttributes({
+  /** Annotate the event's span, if it records, with the run's identity, its outcome and `extra`. */
+  const annotateRun = (event: HookEvent, outcome: string | undefined, extra: Attributes) => {
+    const span = recording(spanOf(event));
+    span?.setAttributes({
       [IdempotencyAttribute.Namespace]: event.namespace,
       [IdempotencyAttribute.KeyHash]: event.storageKey,
       ...(outcome === undefined ? {} : { [IdempotencyAttribute.Outcome]: outcome }),
@@ -54,47 +49,47 @@ export function openTelemetryHooks(options: OpenTelemetryHooksOptions = {}): Ide
 
   return {
     onExecuted(event) {
-      annotate(event, RunOutcomeName.Executed, {
+      annotateRun(event, RunOutcomeName.Executed, {
         [IdempotencyAttribute.Attempt]: event.attempt,
         [IdempotencyAttribute.Token]: event.token,
       });
     },
     onReplayed(event) {
-      annotate(event, RunOutcomeName.Replayed, {
+      annotateRun(event, RunOutcomeName.Replayed, {
         [IdempotencyAttribute.ReplaySource]: event.fromCache ? 'cache' : 'store',
       });
     },
     onFailed(event) {
-      annotate(event, RunOutcomeName.Failed, {
+      annotateRun(event, RunOutcomeName.Failed, {
         [IdempotencyAttribute.Attempt]: event.attempt,
         [IdempotencyAttribute.Token]: event.token,
         [IdempotencyAttribute.ErrorStored]: event.stored,
       });
     },
     onConflict(event) {
-      annotate(event, RunOutcomeName.InProgress, {
+      annotateRun(event, RunOutcomeName.InProgress, {
         [IdempotencyAttribute.RetryAfterMs]: event.retryAfterMs,
       });
     },
     onMismatch(event) {
-      annotate(event, RunOutcomeName.Mismatch, {});
+      annotateRun(event, RunOutcomeName.Mismatch, {});
     },
     onFailOpen(event) {
-      annotate(event, RunOutcomeName.FailOpen, {});
+      annotateRun(event, RunOutcomeName.FailOpen, {});
     },
     onTakeover(event) {
-      annotate(event, undefined, {})?.addEvent(IdempotencyEvent.Takeover, {
+      annotateRun(event, undefined, {})?.addEvent(IdempotencyEvent.Takeover, {
         [IdempotencyAttribute.Attempt]: event.attempt,
         [IdempotencyAttribute.Token]: event.token,
       });
     },
     onLeaseLost(event) {
-      annotate(event, undefined, {})?.addEvent(IdempotencyEvent.LeaseLost, {
+      annotateRun(event, undefined, {})?.addEvent(IdempotencyEvent.LeaseLost, {
         [IdempotencyAttribute.Token]: event.token,
       });
     },
     onStoreError(event) {
-      annotate(event, undefined, {})?.addEvent(IdempotencyEvent.StoreError, {
+      annotateRun(event, undefined, {})?.addEvent(IdempotencyEvent.StoreError, {
         [IdempotencyAttribute.Operation]: event.operation,
         ...errorAttributes(event.error),
       });

@@ -178,24 +178,33 @@ describe('metrics of a RabbitMQ consumer on Redis', () => {
         decision: exported?.attributes[ConsumerAttribute.Decision],
         reason: exported?.attributes[ConsumerAttribute.Reason],
         events: exported?.events.map((e) => e.name),
+        error: exported?.events[0]?.attributes?.['exception.message'],
       };
     });
     expect(seen).toEqual([
-      { id: 'order-1', decision: 'ack', reason: 'executed', events: [] },
-      { id: 'order-1', decision: 'ack', reason: 'duplicate', events: [] },
-      { id: 'order-1', decision: 'ack', reason: 'duplicate', events: [] },
-      { id: 'order-fail', decision: 'retry', reason: 'handler_error', events: [] },
+      { id: 'order-1', decision: 'ack', reason: 'executed', events: [], error: undefined },
+      { id: 'order-1', decision: 'ack', reason: 'duplicate', events: [], error: undefined },
+      { id: 'order-1', decision: 'ack', reason: 'duplicate', events: [], error: undefined },
+      {
+        id: 'order-fail',
+        decision: 'retry',
+        reason: 'handler_error',
+        events: [],
+        error: undefined,
+      },
       {
         id: 'order-fail',
         decision: 'dead_letter',
         reason: 'handler_error',
         events: [IdempotencyEvent.DeadLetter],
+        error: 'address unknown',
       },
       {
         id: undefined,
         decision: 'dead_letter',
         reason: 'invalid_key',
         events: [IdempotencyEvent.DeadLetter],
+        error: 'The message has no idempotency key',
       },
     ]);
   });
