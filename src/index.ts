@@ -51,11 +51,17 @@ export {
   applyComplete,
   applyExtend,
   applyRelease,
+  applySaveStep,
   isHeldBy,
   isRecordDead,
+  isRecordGone,
+  isReservedFor,
   nextToken,
   RecordStatus,
+  stepsHeldBy,
 } from './core/record.js';
+export type { StepContext, StepOptions } from './core/steps.js';
+export { assertStepName } from './core/steps.js';
 export type { MemoryStore, MemoryStoreOptions } from './store/memory-store.js';
 export { memoryStore } from './store/memory-store.js';
 export type {

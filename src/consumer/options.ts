@@ -34,6 +34,11 @@ export interface ConsumerContext {
   extendLease: RunContext['extendLease'];
   /** A stable key for a downstream provider's own deduplication, the same on every attempt. */
   downstreamKey(step: string): string;
+  /**
+   * Run a named step once per message: a redelivery that takes over a crashed attempt gets the step's
+   * recorded result instead of running it again (see `RunContext.step`).
+   */
+  step: RunContext['step'];
 }
 
 /** The user's message handler. Its return value is not stored: consumers only need "done". */

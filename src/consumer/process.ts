@@ -97,6 +97,7 @@ class HandlerContext implements ConsumerContext {
   // Own properties, so that they keep working when destructured (`const { extendLease } = ctx`).
   readonly extendLease: RunContext['extendLease'];
   readonly downstreamKey: (step: string) => string;
+  readonly step: RunContext['step'];
   readonly #run: RunContext;
 
   constructor(
@@ -109,6 +110,7 @@ class HandlerContext implements ConsumerContext {
     this.attempt = run.attempt;
     this.extendLease = run.extendLease;
     this.downstreamKey = run.downstreamKey;
+    this.step = run.step;
   }
 
   get signal(): AbortSignal {

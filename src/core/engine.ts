@@ -28,6 +28,7 @@ import {
 import { type IdempotencyRecord, RecordStatus } from './record.js';
 import { ExecutionContext } from './run-context.js';
 import { settleRecord } from './settle.js';
+import type { StepContext, StepOptions } from './steps.js';
 
 /** Decides whether a thrown error is a final outcome (stored and replayed) or releases the claim. */
 export type StoreErrorsPolicy = boolean | ((error: unknown) => boolean);
@@ -119,6 +120,22 @@ export interface RunContext {
   extendLease(leaseMs?: Duration): Promise<void>;
   /** A stable key for a downstream provider's own deduplication, the same on every attempt. */
   downstreamKey(step: string): string;
+  /**
+   * Run a named step once per request: its result is recorded on the claim, and an attempt that takes
+   * over a crashed one (same request) gets the recorded result instead of running the step again. `fn`
+   * gets the step's downstream key to pass to the provider it calls. Needs a store with
+   * `capabilities.steps` (every built-in store); names match `[A-Za-z0-9._:-]{1,100}` and are unique
+   * within an execution.
+   * @example
+   * const charge = await ctx.step('charge', ({ downstreamKey }) =>
+   *   stripe.paymentIntents.create(params, { idempotencyKey: downstreamKey }),
+   * );
+   */
+  step<S>(
+    name: string,
+    fn: (step: StepContext) => Promise<S> | S,
+    options?: StepOptions,
+  ): Promise<S>;
 }
 
 /** The result of {@link Idempotency.run}: an exhaustive union, switch on `status`. */
@@ -288,7 +305,9 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
 
     let claim: Awaited<ReturnType<Store['claim']>>;
     try {
-      claim = await store.claim(storageKey, { fingerprint, leaseMs });
+      // The key stays reserved for this request as long as its outcome would be kept: should this attempt
+      // crash, a different request under the same key is a mismatch, not a takeover (guarantee 3).
+      claim = await store.claim(storageKey, { fingerprint, leaseMs, reserveMs: retentionMs });
     } catch (error) {
       emit(hooks, 'onStoreError', { ...event, operation: 'claim', error });
       const unavailable = asStoreError(store, 'claim', error);
@@ -396,6 +415,9 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       storageKey,
       extendLease: async () => {},
       downstreamKey: (step) => deriveDownstreamKey(storageKey, step),
+      // Failing open records nothing: a step simply runs.
+      step: async (name, stepFn) =>
+        stepFn({ downstreamKey: deriveDownstreamKey(storageKey, name), attempt: 1 }),
     });
     return { status: 'executed', value, token: 0, attempt: 1, failedOpen: true };
   }

@@ -49,6 +49,30 @@ export class LeaseKeeper implements Beating {
     private leaseUntil: number,
   ) {}
 
+  /** The store the lease is held in. */
+  get store(): Store {
+    return this.env.store;
+  }
+
+  /**
+   * The store fenced this execution out of an operation (a step's recording): the lease is lost. Reports
+   * it once, aborts the signal, and returns the error to throw.
+   */
+  fencedOut(): LeaseLostError {
+    this.lose();
+    return this.signal.reason as LeaseLostError;
+  }
+
+  /** Report a failed store call made for this execution, in its async context. */
+  reportStoreError(operation: string, error: unknown): void {
+    this.report('onStoreError', {
+      namespace: this.env.namespace,
+      storageKey: this.storageKey,
+      operation,
+      error,
+    });
+  }
+
   /** Aborts (with a {@link LeaseLostError} as reason) when the lease is lost. */
   get signal(): AbortSignal {
     this.controller ??= new AbortController();

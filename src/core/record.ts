@@ -26,6 +26,18 @@ export interface InProgressRecord {
   attempt: number;
   /** Epoch ms (store clock) of the first claim. */
   createdAt: number;
+  /**
+   * Epoch ms (store clock) until which the key stays reserved for this record's fingerprint once its lease
+   * has ended (a crashed holder's claim): only an attempt with the same fingerprint may take it over before
+   * then. Absent: the lease end. Stores need not report it on the records they return.
+   */
+  reservedUntil?: number;
+  /**
+   * Results of the steps finished under this claim (see `RunContext.step`), by step name, as encoded
+   * outcome bytes. Kept across takeovers by the same request (same fingerprint), dropped by anything else.
+   * Stores need not report it on the records they return.
+   */
+  steps?: Readonly<Record<string, Uint8Array>>;
 }
 
 /** The execution finished and its encoded outcome is kept until `expiresAt` (store clock, epoch ms). */
@@ -56,11 +68,40 @@ export function nextToken(previousToken: number | undefined, nowMicros: number):
   return previousToken === undefined ? floor : Math.max(previousToken + 1, floor);
 }
 
-/** True when a record no longer exists from the store's point of view at `now`. */
+/**
+ * True when a record no longer exists from the store's point of view at `now`: it is not live (see
+ * {@link isReservedFor} for the one way a dead lease still blocks a claim).
+ */
 export function isRecordDead(record: IdempotencyRecord, now: number): boolean {
   return record.status === RecordStatus.InProgress
     ? record.leaseUntil <= now
     : record.expiresAt <= now;
+}
+
+/**
+ * True when a store may forget `record` at `now` (purge, sweep): it is dead and no longer reserved either.
+ */
+export function isRecordGone(record: IdempotencyRecord, now: number): boolean {
+  return record.status === RecordStatus.InProgress
+    ? Math.max(record.leaseUntil, record.reservedUntil ?? 0) <= now
+    : record.expiresAt <= now;
+}
+
+/**
+ * True when `record` is an in-progress record whose lease has ended but whose reservation has not, and
+ * `fingerprint` is not the one it was claimed with: a claim with that fingerprint is a misuse of the key
+ * (a different request under a crashed request's key) and must get the dead record back, not the key.
+ */
+export function isReservedFor(
+  record: IdempotencyRecord | undefined,
+  fingerprint: string,
+  now: number,
+): boolean {
+  return (
+    record?.status === RecordStatus.InProgress &&
+    record.fingerprint !== fingerprint &&
+    (record.reservedUntil ?? record.leaseUntil) > now
+  );
 }
 
 /** Result of a claim attempt: the caller holds the key, or gets the record that blocks it. */
@@ -70,16 +111,28 @@ export type ClaimResult =
 
 /**
  * The claim transition, as every store must apply it atomically: create if absent or dead; take over an
- * in-progress record whose lease expired (token and attempt grow, the new fingerprint is recorded);
- * otherwise leave the record as is and return it. Tokens of one key strictly increase over its whole
- * history, releases and expiries included.
+ * in-progress record whose lease expired (token and attempt grow) if the claim's fingerprint is the
+ * record's or the record's reservation has ended too; otherwise leave the record as is and return it.
+ * Tokens of one key strictly increase over its whole history, releases and expiries included.
+ *
+ * `reserveMs` (from the claim) keeps the new record's key reserved for its fingerprint that long after the
+ * claim, should the holder crash: the same request may take it over after the lease, another may not.
  */
 export function applyClaim(
   current: IdempotencyRecord | undefined,
-  input: { fingerprint: string; leaseMs: number; now: number; minToken?: number },
+  input: {
+    fingerprint: string;
+    leaseMs: number;
+    reserveMs?: number;
+    now: number;
+    minToken?: number;
+  },
 ): { result: ClaimResult; next: IdempotencyRecord | undefined } {
   const { fingerprint, leaseMs, now } = input;
-  if (current !== undefined && !isRecordDead(current, now)) {
+  if (
+    current !== undefined &&
+    (!isRecordDead(current, now) || isReservedFor(current, fingerprint, now))
+  ) {
     return { result: { claimed: false, record: current }, next: current };
   }
   const takeover = current?.status === RecordStatus.InProgress;
@@ -94,6 +147,12 @@ export function applyClaim(
     attempt: takeover ? current.attempt + 1 : 1,
     createdAt: takeover ? current.createdAt : now,
   };
+  const reserveMs = input.reserveMs ?? 0;
+  if (reserveMs > leaseMs) next.reservedUntil = now + reserveMs;
+  // The same request resumes where the crashed attempt got to; another request starts from nothing.
+  if (takeover && current.steps !== undefined && current.fingerprint === fingerprint) {
+    next.steps = current.steps;
+  }
   return {
     result: { claimed: true, token, attempt: next.attempt, leaseUntil: next.leaseUntil },
     next,
@@ -163,4 +222,31 @@ export function applyExtend(
 ): { ok: boolean; next: IdempotencyRecord | undefined } {
   if (!isHeldBy(current, input.token, input.now)) return { ok: false, next: current };
   return { ok: true, next: { ...current, leaseUntil: input.now + input.leaseMs } };
+}
+
+/**
+ * The save-step transition: record `value` as the result of step `name` on the in-progress record held by
+ * `token` with a live lease (replacing an earlier result of that name). Anything else is fenced out.
+ */
+export function applySaveStep(
+  current: IdempotencyRecord | undefined,
+  input: { token: number; name: string; value: Uint8Array; now: number },
+): { ok: boolean; next: IdempotencyRecord | undefined } {
+  if (!isHeldBy(current, input.token, input.now)) return { ok: false, next: current };
+  return {
+    ok: true,
+    next: { ...current, steps: { ...current.steps, [input.name]: input.value } },
+  };
+}
+
+/**
+ * The step results of the in-progress record held by `token` with a live lease (an empty object when it
+ * has none), or `undefined` when that token does not hold the key.
+ */
+export function stepsHeldBy(
+  current: IdempotencyRecord | undefined,
+  token: number,
+  now: number,
+): Readonly<Record<string, Uint8Array>> | undefined {
+  return isHeldBy(current, token, now) ? (current.steps ?? {}) : undefined;
 }

@@ -6,6 +6,7 @@ import { type Duration, toMs } from './duration.js';
 import type { RunContext } from './engine.js';
 import { deriveDownstreamKey } from './key.js';
 import type { LeaseKeeper } from './lease.js';
+import { StepRecorder, type StepRunner } from './steps.js';
 
 /**
  * A class rather than an object literal: `signal` must stay a lazy getter (an AbortController per run is a
@@ -19,6 +20,7 @@ export class ExecutionContext implements RunContext {
   // Own properties, not methods, so that they keep working when destructured (`const { extendLease } = ctx`).
   readonly extendLease: (leaseMs?: Duration) => Promise<void>;
   readonly downstreamKey: (step: string) => string;
+  readonly step: StepRunner;
   readonly #lease: LeaseKeeper;
 
   constructor(
@@ -34,6 +36,12 @@ export class ExecutionContext implements RunContext {
     this.storageKey = storageKey;
     this.extendLease = (ms) => lease.extend(ms === undefined ? leaseMs : toMs(ms, 'leaseMs'));
     this.downstreamKey = (step) => deriveDownstreamKey(storageKey, step);
+    // The recorder is built on the first step: most executions have none.
+    let steps: StepRecorder | undefined;
+    this.step = (name, fn, options) => {
+      steps ??= new StepRecorder(lease, attempt);
+      return steps.run(name, fn, options);
+    };
   }
 
   /** Aborts, with a `LeaseLostError` reason, when this execution's lease is lost. */

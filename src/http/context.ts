@@ -10,6 +10,7 @@
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Duration } from '../core/duration.js';
+import type { RunContext } from '../core/engine.js';
 import { InvalidOptionsError } from '../core/errors.js';
 
 /** What a handler running under the idempotency layer can learn about its execution. */
@@ -30,6 +31,15 @@ export interface IdempotencyContext {
   downstreamKey(step: string): string;
   /** Extend the lease now (long handlers; a heartbeat already does it by default). */
   extendLease(leaseMs?: Duration): Promise<void>;
+  /**
+   * Run a named step once per request: a retry that takes over a crashed attempt (same request, after the
+   * lease) gets the step's recorded result instead of running it again (see `RunContext.step`).
+   * @example
+   * const charge = await ctx.step('charge', ({ downstreamKey }) =>
+   *   payments.charge(order, { idempotencyKey: downstreamKey }),
+   * );
+   */
+  step: RunContext['step'];
 }
 
 const storage = new AsyncLocalStorage<IdempotencyContext>();

@@ -69,6 +69,8 @@ export const SqlState = {
   DeadlockDetected: '40P01',
   LockNotAvailable: '55P03',
   UndefinedTable: '42P01',
+  /** A column that does not exist (a column a later migration adds, on a schema not yet migrated). */
+  UndefinedColumn: '42703',
   /** A function that does not exist (the batch functions on a schema not migrated to 0003). */
   UndefinedFunction: '42883',
   /** Permission denied (EXECUTE on the batch functions revoked from the serving role). */
@@ -89,16 +91,39 @@ export function isRetryableTransactionError(error: unknown): boolean {
 }
 
 /**
- * Wrap a driver error as `StoreUnavailableError` (fail closed), keeping it as `cause`. A missing table gets
- * a message that names the fix.
+ * Columns that migrations after 0001 add, with the migration that adds each. The store's statements name
+ * them, so on a table not yet migrated that far they fail with 42703 (undefined column).
+ */
+const MIGRATED_COLUMNS: ReadonlyArray<{ column: string; migration: string }> = [
+  { column: 'reserved_until', migration: '0005_reservations_and_steps' },
+  { column: 'steps', migration: '0005_reservations_and_steps' },
+];
+
+// The column a 42703 message names: `column "steps" of relation "t" does not exist` (an INSERT's or an
+// UPDATE's target), `column "steps" does not exist`, or `column r.steps does not exist` (qualified).
+const UNDEFINED_COLUMN = /\bcolumn (?:"?\w+"?\.)?"?(\w+)"? /;
+
+/** The fix a driver error calls for, as a parenthesised hint, or `''`. */
+function migrationHint(error: unknown, message: string): string {
+  const state = sqlState(error);
+  if (state === SqlState.UndefinedTable)
+    return ' (run migrate() or `idempotency-kit migrate` first)';
+  if (state !== SqlState.UndefinedColumn) return '';
+  const named = UNDEFINED_COLUMN.exec(message)?.[1];
+  const missing = MIGRATED_COLUMNS.find(({ column }) => column === named);
+  return missing === undefined
+    ? ''
+    : ` (the records table lacks migration ${missing.migration}: run migrate() or \`idempotency-kit migrate\` first)`;
+}
+
+/**
+ * Wrap a driver error as `StoreUnavailableError` (fail closed), keeping it as `cause`. A missing table, or
+ * a column that a migration not yet applied adds, gets a message that names the fix.
  */
 export function toStoreError(operation: string, error: unknown): StoreUnavailableError {
   if (isStoreUnavailableError(error)) return error;
   const message = String((error as PgErrorLike | null)?.message ?? error);
-  const hint =
-    sqlState(error) === SqlState.UndefinedTable
-      ? ' (run migrate() or `idempotency-kit migrate` first)'
-      : '';
+  const hint = migrationHint(error, message);
   return new StoreUnavailableError(
     `PostgreSQL store failed during ${operation}: ${message}${hint}`,
     {

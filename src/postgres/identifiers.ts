@@ -33,11 +33,11 @@ export interface TableNames {
   expiresIndex: string;
   /** `"schema"."table_migrations"`: the schema-version table */
   migrationsTable: string;
-  /** `"schema"."table_claim_many"`: the batch claim as a function (migration 0003) */
+  /** `"schema"."table_claim_many"`: the batch claim as a function (migration 0003, replaced in 0005) */
   claimManyFunction: string;
-  /** `"schema"."table_complete_many"`: the batch completion as a function (migration 0003) */
+  /** `"schema"."table_complete_many"`: the batch completion as a function (migration 0003, body replaced in 0005) */
   completeManyFunction: string;
-  /** `"schema"."table_complete_claim"`: completions then claims in one call (migration 0004) */
+  /** `"schema"."table_complete_claim"`: completions then claims in one call (migration 0004, replaced in 0005) */
   completeClaimFunction: string;
 }
 
@@ -80,16 +80,19 @@ export function tableNames(
 
 /** The unquoted names of a table's batch functions, by the store operation each serves. */
 export interface BatchFunctionNames {
-  /** `<table>_claim_many` (migration 0003) */
+  /** `<table>_claim_many` (migration 0003; 0005 replaces it with a version that takes reservations) */
   claimMany: string;
-  /** `<table>_complete_many` (migration 0003) */
+  /** `<table>_complete_many` (migration 0003; 0005 replaces its body, which then clears the steps) */
   completeMany: string;
-  /** `<table>_complete_claim` (migration 0004); its suffix fits the room the table name leaves. */
+  /**
+   * `<table>_complete_claim` (migration 0004; 0005 replaces it with a version that takes reservations); its
+   * suffix fits the room the table name leaves.
+   */
   completeClaim: string;
 }
 
 /**
- * The unquoted names of a table's batch functions (migrations 0003 and 0004): what `tableNames` quotes,
+ * The unquoted names of a table's batch functions (migrations 0003, 0004 and 0005): what `tableNames` quotes,
  * and what PostgreSQL's messages about them spell.
  */
 export function batchFunctionNames(tableName: string): BatchFunctionNames {

@@ -29,12 +29,22 @@ const CLAIM_ATTEMPTS = 10;
 // statements are then only the fallback for a schema without them.
 const PLANNED_PER_CALL: ReadonlySet<string> = new Set(['claimMany', 'completeMany']);
 
+/**
+ * The reservation a claim sends (`$4` of `claim.sql`): `reserveMs` when it exceeds the lease, else 0 (none
+ * beyond the lease). The statements apply the same rule; deciding it here also turns a missing or NaN
+ * value into 0, which PostgreSQL would otherwise compare as greater than any lease.
+ */
+function reservation({ leaseMs, reserveMs }: ClaimOptions): number {
+  return reserveMs !== undefined && reserveMs > leaseMs ? reserveMs : 0;
+}
+
 /** The parameters of a claim batch (`claim-many.sql` and the functions): one array per column. */
 function claimValues(requests: readonly ClaimRequest[]): unknown[] {
   return [
     requests.map((request) => request.key),
     requests.map((request) => request.fingerprint),
     requests.map((request) => request.leaseMs),
+    requests.map(reservation),
   ];
 }
 
@@ -46,6 +56,27 @@ function completeValues(requests: readonly CompleteRequest[]): unknown[] {
     requests.map((request) => bufferView(request.outcome)),
     requests.map((request) => request.retentionMs),
   ];
+}
+
+/** A row of `load-steps.sql`: one step (its bytes in base64), or a NULL name when the record has none. */
+interface StepRow {
+  name: string | null;
+  value: string | null;
+}
+
+/**
+ * The steps of `load-steps.sql`'s rows, by name. Built with `Object.fromEntries`, so every valid name
+ * (`__proto__` included) is an own property; each value is decoded into bytes of its own (a small
+ * `Buffer.from` is a view of Node's shared pool, so it is copied out).
+ */
+function rowsToSteps(rows: readonly StepRow[]): Record<string, Uint8Array> {
+  return Object.fromEntries(
+    rows.flatMap((row) =>
+      row.name === null || row.value === null
+        ? []
+        : [[row.name, new Uint8Array(Buffer.from(row.value, 'base64'))]],
+    ),
+  );
 }
 
 /** The statements of one records table. */
@@ -87,6 +118,20 @@ export interface Operations {
   release(db: PgQueryable, key: string, token: number): Promise<boolean>;
   /** `extend.sql`: true when this token's live lease was pushed. */
   extend(db: PgQueryable, key: string, token: number, leaseMs: number): Promise<boolean>;
+  /** `save-step.sql`: true when the step was recorded on this token's live lease. */
+  saveStep(
+    db: PgQueryable,
+    key: string,
+    token: number,
+    name: string,
+    value: Uint8Array,
+  ): Promise<boolean>;
+  /** `load-steps.sql`: the steps recorded on this token's live lease; `undefined` when fenced out. */
+  loadSteps(
+    db: PgQueryable,
+    key: string,
+    token: number,
+  ): Promise<Record<string, Uint8Array> | undefined>;
   /** `get.sql`: the live record, if any. */
   get(db: PgQueryable, key: string): Promise<IdempotencyRecord | undefined>;
   /** `delete-record.sql`: true when a live record was removed. */
@@ -127,14 +172,17 @@ export function createOperations(names: TableNames, options: OperationsOptions =
     completeMany: renderSql(sql.completeMany, names),
     release: renderSql(sql.release, names),
     extend: renderSql(sql.extend, names),
+    saveStep: renderSql(sql.saveStep, names),
+    loadSteps: renderSql(sql.loadSteps, names),
     get: renderSql(sql.get, names),
     deleteRecord: renderSql(sql.deleteRecord, names),
     purge: renderSql(sql.purge, names),
     stats: renderSql(sql.stats, names),
-    // The same batches through the functions of migration 0003 (parsed once per connection).
-    claimManyCall: `SELECT * FROM ${names.claimManyFunction}($1, $2, $3)`,
+    // The same batches through the functions of migration 0003 (parsed once per connection), the claims
+    // in the versions of migration 0005 that take the reservations too.
+    claimManyCall: `SELECT * FROM ${names.claimManyFunction}($1, $2, $3, $4)`,
     completeManyCall: `SELECT * FROM ${names.completeManyFunction}($1, $2, $3, $4)`,
-    completeClaimCall: `SELECT * FROM ${names.completeClaimFunction}($1, $2, $3, $4, $5, $6, $7)`,
+    completeClaimCall: `SELECT * FROM ${names.completeClaimFunction}($1, $2, $3, $4, $5, $6, $7, $8)`,
   };
   const statements = Object.fromEntries(
     Object.entries(rendered).map(([op, sqlText]) => [
@@ -189,9 +237,10 @@ export function createOperations(names: TableNames, options: OperationsOptions =
 
   return {
     names,
-    async claim(db, key, { fingerprint, leaseMs }) {
+    async claim(db, key, options) {
+      const values = [key, options.fingerprint, options.leaseMs, reservation(options)];
       for (let attempt = 1; attempt <= CLAIM_ATTEMPTS; attempt++) {
-        const { rows } = await run(db, 'claim', [key, fingerprint, leaseMs]);
+        const { rows } = await run(db, 'claim', values);
         const row = rows[0] as RecordRow | undefined;
         if (row !== undefined) return rowToClaimResult(row);
       }
@@ -243,6 +292,20 @@ export function createOperations(names: TableNames, options: OperationsOptions =
     async extend(db, key, token, leaseMs) {
       const { rowCount } = await run(db, 'extend', [key, token, leaseMs]);
       return rowCount === 1;
+    },
+    async saveStep(db, key, token, name, value) {
+      // base64 text: a jsonb value holds text only (see save-step.sql).
+      const { rowCount } = await run(db, 'saveStep', [
+        key,
+        token,
+        name,
+        bufferView(value).toString('base64'),
+      ]);
+      return rowCount === 1;
+    },
+    async loadSteps(db, key, token) {
+      const { rows } = await run(db, 'loadSteps', [key, token]);
+      return rows.length === 0 ? undefined : rowsToSteps(rows as StepRow[]);
     },
     async get(db, key) {
       const { rows } = await run(db, 'get', [key]);

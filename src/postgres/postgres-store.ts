@@ -3,9 +3,14 @@
  * database clock (`now()`); tokens come from a sequence, so they strictly increase for a key over its whole
  * history. Every driver error becomes a `StoreUnavailableError` (fail closed) with the error as `cause`;
  * node-postgres's pool discards the broken connection, so the next call recovers on its own.
+ *
+ * Recorded steps (`saveStep`, `loadSteps`) live in the record's row, in the `steps` column (migration
+ * 0005): a jsonb object of base64 values that the claim statements keep for the same request's takeover
+ * only and the completion clears.
  * @module
  */
 import { InvalidOptionsError } from '../core/errors.js';
+import { assertStepName } from '../core/steps.js';
 import type { PurgeOptions, Store } from '../store/store.js';
 import { claimMany, completeAndClaimMany, completeMany } from './batch.js';
 import { type PgQueryable, toStoreError } from './client.js';
@@ -42,6 +47,13 @@ export interface PostgresStore extends Store {
   readonly table: string;
   /** Delete one bounded batch of dead rows (never a live lease); returns how many were deleted. */
   purgeExpired(options?: PurgeOptions): Promise<number>;
+  /**
+   * Record a step's result on the record held by `token`, in one statement (see {@link Store.saveStep}).
+   * @throws InvalidOptionsError (as a rejection) for a name outside `[A-Za-z0-9._:-]{1,100}`.
+   */
+  saveStep(key: string, token: number, name: string, value: Uint8Array): Promise<boolean>;
+  /** The step results on the record held by `token` (see {@link Store.loadSteps}). */
+  loadSteps(key: string, token: number): Promise<Record<string, Uint8Array> | undefined>;
 }
 
 /**
@@ -76,7 +88,14 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
     // commit for many keys. Every statement costs a commit (and its WAL flush) plus a socket write on
     // each side, so batches should form as soon as two calls are outstanding: measured with
     // bench/http.ts S2, 2 gives ~74% of the no-middleware rate against ~58% with the engine's usual 4.
-    capabilities: { crossProcess: true, purge: true, batch: true, batchMaxInFlight: 2 },
+    // steps: recorded in the row's `steps` column (migration 0005), see save-step.sql.
+    capabilities: {
+      crossProcess: true,
+      purge: true,
+      batch: true,
+      batchMaxInFlight: 2,
+      steps: true,
+    },
     pool,
     schema: names.schemaName,
     table: names.tableName,
@@ -89,6 +108,11 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
       guarded('completeAndClaimMany', () => completeAndClaimMany(ops, pool, completes, claims)),
     release: (key, token) => guarded('release', () => ops.release(pool, key, token)),
     extend: (key, token, leaseMs) => guarded('extend', () => ops.extend(pool, key, token, leaseMs)),
+    saveStep: async (key, token, name, value) => {
+      assertStepName(name, 'postgresStore');
+      return guarded('saveStep', () => ops.saveStep(pool, key, token, name, value));
+    },
+    loadSteps: (key, token) => guarded('loadSteps', () => ops.loadSteps(pool, key, token)),
     get: (key) => guarded('get', () => ops.get(pool, key)),
     delete: (key) => guarded('delete', () => ops.delete(pool, key)),
     purgeExpired: (purgeOptions: PurgeOptions = {}) => {

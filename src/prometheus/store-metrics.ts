@@ -133,6 +133,8 @@ export function withStoreMetrics(store: Store, options: StoreMetricsOptions = {}
     wrapped.purgeExpired = timed('purgeExpired', store.purgeExpired);
   if (store.close !== undefined)
     wrapped.close = () => (store.close as () => Promise<void>).call(store);
+  if (store.saveStep !== undefined) wrapped.saveStep = timed('saveStep', store.saveStep);
+  if (store.loadSteps !== undefined) wrapped.loadSteps = timed('loadSteps', store.loadSteps);
   if (store.claimMany !== undefined) {
     wrapped.claimMany = batched('claimMany', store.claimMany, (requests) => requests.length);
   }

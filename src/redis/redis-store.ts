@@ -8,13 +8,23 @@
  * `c|<token>|<completedAt>|<expiresAt>|<fingerprint bytes>|<fingerprint><outcome>` completed, and the
  * tombstone `r|<token>`. A string costs Redis one `SET` to write and one `GET` to read, where a hash cost
  * an `HSET`, an `HMGET` and a `PEXPIREAT`; the claim's hot path is `TIME` + `SET NX GET PXAT`. An
- * in-progress key expires with its lease (`PXAT`), a completed key after its retention. A release or an
- * admin delete leaves a tombstone for `tokenFloorMs`, so a claim right after it, even in the same
- * microsecond, still gets a larger token; tombstones are invisible to `get`, `claim` and `stats`.
+ * in-progress key expires with its lease (`PXAT`), or with its claim's reservation (`reserveMs`) when that
+ * ends later: an in-progress value whose lease has ended but whose key still exists is a crashed claim's
+ * reservation, which only the same fingerprint may take over; `extend` never moves the expiry earlier. A
+ * completed key expires after its retention. A release or an admin delete leaves a tombstone for
+ * `tokenFloorMs`, so a claim right after it, even in the same microsecond, still gets a larger token (and a
+ * reservation ends with it); tombstones are invisible to `get`, `claim` and `stats`.
  *
  * Tokens are Redis's `TIME` in microseconds, raised to previous token + 1 when a previous record or
  * tombstone survives: strictly increasing per key as long as Redis's clock does not step back by more
  * than a lease (after an expiry no record survives to compare with).
+ *
+ * Steps (`saveStep`, `loadSteps`) live in a second key per record, `<record key>:s`, a hash of the step
+ * results plus a lineage field (`#`: the record's `<createdAt>|<fingerprint>`) telling which record they
+ * belong to. The hash tag makes it the record key's slot. Claims and completions never touch it (their hot
+ * paths are unchanged): a record whose lineage differs (another request's takeover, a fresh claim) simply
+ * does not see, and the next step script deletes, the hash; a release and a delete remove it; it expires
+ * with the record key.
  *
  * Batches (`claimMany`, `completeMany`) are one script call for the whole batch on a single node. On a
  * Cluster, the keys of a batch live in different slots, which no script may span, so `capabilities.batch`
@@ -23,6 +33,7 @@
  */
 import { InvalidOptionsError } from '../core/errors.js';
 import type { ClaimResult, IdempotencyRecord } from '../core/record.js';
+import { assertStepName } from '../core/steps.js';
 import type {
   ClaimOptions,
   ClaimRequest,
@@ -48,6 +59,7 @@ import {
   decodeFlag,
   decodeFlags,
   decodeGet,
+  decodeSteps,
 } from './replies.js';
 import { loadScript, runScript, scriptCommand, sendScript } from './script-runner.js';
 import {
@@ -57,8 +69,10 @@ import {
   completeMany,
   extend,
   get,
+  loadSteps,
   release,
   remove,
+  saveStep,
 } from './scripts.gen.js';
 import { checkEvictionPolicy, type RedisStoreWarning } from './startup-check.js';
 import { scanStats } from './stats.js';
@@ -113,6 +127,10 @@ export interface RedisStore extends Store {
     completes: readonly CompleteRequest[],
     claims: readonly ClaimRequest[],
   ): Promise<CompleteAndClaimResults>;
+  /** Record a step's result on the record held by `token`; one script call. */
+  saveStep(key: string, token: number, name: string, value: Uint8Array): Promise<boolean>;
+  /** The step results on the record held by `token`; one script call. */
+  loadSteps(key: string, token: number): Promise<Record<string, Uint8Array> | undefined>;
 }
 
 const scripts = {
@@ -125,6 +143,8 @@ const scripts = {
   extend: loadScript(extend),
   get: loadScript(get),
   remove: loadScript(remove),
+  saveStep: loadScript(saveStep),
+  loadSteps: loadScript(loadSteps),
 } as const;
 
 function positiveNumber(value: unknown, name: string, fallback: number): number {
@@ -145,10 +165,21 @@ function wholeMs(value: number, name: string): number {
   return Math.ceil(value);
 }
 
+// A claim's reservation in whole ms: absent is 0 (none); a value not above the lease reserves nothing.
+function reserveOf(value: number | undefined): number {
+  if (value === undefined) return 0;
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
+    throw new InvalidOptionsError(
+      `redisStore: reserveMs must be a non-negative number of ms, got ${value}`,
+    );
+  }
+  return Math.ceil(value);
+}
+
 /**
- * Append a batch's per-item durations (leases, retentions) to a script command: once when every item
- * has the same (the usual case: one engine, one lease, one retention), else one per item. The batch
- * scripts tell the two apart by their argument count.
+ * Append a batch's per-item durations (retentions) to a script command: once when every item has the
+ * same (the usual case: one engine, one retention), else one per item. The batch scripts tell the two
+ * apart by their argument count.
  */
 function pushOnceOrEach(command: RedisArg[], values: readonly number[]): void {
   let same = true;
@@ -157,13 +188,25 @@ function pushOnceOrEach(command: RedisArg[], values: readonly number[]): void {
   else for (const value of values) command.push(String(value));
 }
 
-/** Every claim's lease in whole ms, checked before anything is sent (a batch is one call, applied whole). */
-function leasesOf(requests: readonly ClaimRequest[]): number[] {
+/** A batch's claims' durations in whole ms: `leases[i]` and `reserves[i]` for item `i`. */
+interface ClaimDurations {
+  leases: number[];
+  reserves: number[];
+}
+
+/**
+ * Every claim's lease and reservation in whole ms, checked before anything is sent (a batch is one call,
+ * applied whole).
+ */
+function durationsOf(requests: readonly ClaimRequest[]): ClaimDurations {
   const leases: number[] = [];
+  const reserves: number[] = [];
   for (let i = 0; i < requests.length; i++) {
-    leases.push(wholeMs((requests[i] as ClaimRequest).leaseMs, 'leaseMs'));
+    const request = requests[i] as ClaimRequest;
+    leases.push(wholeMs(request.leaseMs, 'leaseMs'));
+    reserves.push(reserveOf(request.reserveMs));
   }
-  return leases;
+  return { leases, reserves };
 }
 
 /**
@@ -184,14 +227,27 @@ function retentionsOf(requests: readonly CompleteRequest[]): {
   return { retentions, unsafeTokens };
 }
 
-/** claim-many-n.lua's arguments: the fingerprints, then the leases. */
+/**
+ * claim-many-n.lua's arguments: the fingerprints, then (lease, reservation) pairs: one pair when every
+ * item has the same (the usual case: one engine, one lease, one retention), else one pair per item. The
+ * script tells the two apart by the argument count (n + 2 against 3n, the same layout when n = 1).
+ */
 function pushClaimArgs(
   command: RedisArg[],
   requests: readonly ClaimRequest[],
-  leases: readonly number[],
+  { leases, reserves }: ClaimDurations,
 ): void {
-  for (let i = 0; i < requests.length; i++) command.push((requests[i] as ClaimRequest).fingerprint);
-  pushOnceOrEach(command, leases);
+  const count = requests.length;
+  for (let i = 0; i < count; i++) command.push((requests[i] as ClaimRequest).fingerprint);
+  let same = true;
+  for (let i = 1; i < count && same; i++) {
+    same = leases[i] === leases[0] && reserves[i] === reserves[0];
+  }
+  if (same) {
+    command.push(String(leases[0]), String(reserves[0]));
+  } else {
+    for (let i = 0; i < count; i++) command.push(String(leases[i]), String(reserves[i]));
+  }
 }
 
 /** complete-many-n.lua's arguments: token and outcome per item, then the retentions. */
@@ -261,6 +317,8 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     commander.kind === RedisClientKind.IoRedisCluster;
 
   const recordKey = (key: string) => `${prefix}{${key}}`;
+  // The record's steps: same hash tag, so the same Cluster slot as the record key.
+  const stepsKey = (key: string) => `${prefix}{${key}}:s`;
   /** Append the record key of every item: a batch script's KEYS. */
   const pushRecordKeys = (command: RedisArg[], items: readonly { key: string }[]): void => {
     for (let i = 0; i < items.length; i++)
@@ -280,14 +338,21 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
 
   function claimOne(key: string, claimOptions: ClaimOptions): Promise<ClaimResult> {
     let leaseMs: number;
+    let reserveMs: number;
     try {
       leaseMs = wholeMs(claimOptions.leaseMs, 'leaseMs');
+      reserveMs = reserveOf(claimOptions.reserveMs);
     } catch (error) {
       return rejected(error);
     }
     return guard(
       'claim',
-      () => run(scripts.claim, [recordKey(key)], [claimOptions.fingerprint, String(leaseMs)]),
+      () =>
+        run(
+          scripts.claim,
+          [recordKey(key)],
+          [claimOptions.fingerprint, String(leaseMs), String(reserveMs)],
+        ),
       (reply) => decodeClaim(reply, leaseMs),
     );
   }
@@ -322,19 +387,19 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
       const [only] = requests as [ClaimRequest];
       return claimOne(only.key, only).then((result) => [result]);
     }
-    let leases: number[];
+    let durations: ClaimDurations;
     try {
-      leases = leasesOf(requests);
+      durations = durationsOf(requests);
     } catch (error) {
       return rejected(error);
     }
     const command = scriptCommand(scripts.claimMany, count);
     pushRecordKeys(command, requests);
-    pushClaimArgs(command, requests, leases);
+    pushClaimArgs(command, requests, durations);
     return guard(
       'claimMany',
       () => sendScript(commander, scripts.claimMany, command),
-      (reply) => decodeClaims(reply, leases),
+      (reply) => decodeClaims(reply, durations.leases),
     );
   }
 
@@ -394,10 +459,10 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     const claimCount = claims.length;
     // Both lists are checked before anything is sent, also on the path that sends them one after the other.
     let checked: ReturnType<typeof retentionsOf>;
-    let leases: number[];
+    let durations: ClaimDurations;
     try {
       checked = retentionsOf(completes);
-      leases = leasesOf(claims);
+      durations = durationsOf(claims);
     } catch (error) {
       return rejected(error);
     }
@@ -415,17 +480,17 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     pushCompleteArgs(command, completes, checked.retentions);
     command[split] = String(completeCount);
     command[split + 1] = String(command.length - split - 2);
-    pushClaimArgs(command, claims, leases);
+    pushClaimArgs(command, claims, durations);
     return guard(
       'completeAndClaimMany',
       () => sendScript(commander, scripts.completeClaimMany, command),
-      (reply) => decodeCompleteAndClaim(reply, completeCount, leases),
+      (reply) => decodeCompleteAndClaim(reply, completeCount, durations.leases),
     );
   }
 
   return {
     name: 'redis',
-    capabilities: { crossProcess: true, purge: false, batch: !cluster },
+    capabilities: { crossProcess: true, purge: false, batch: !cluster, steps: true },
     clientKind: commander.kind,
     prefix,
     ready,
@@ -440,7 +505,7 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
       if (!Number.isSafeInteger(token)) return false;
       return guard(
         'release',
-        () => run(scripts.release, [recordKey(key)], [String(token), tokenFloorMs]),
+        () => run(scripts.release, [recordKey(key), stepsKey(key)], [String(token), tokenFloorMs]),
         decodeFlag,
       );
     },
@@ -450,7 +515,7 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
       if (!Number.isSafeInteger(token)) return false;
       return guard(
         'extend',
-        () => run(scripts.extend, [recordKey(key)], [String(token), lease]),
+        () => run(scripts.extend, [recordKey(key), stepsKey(key)], [String(token), lease]),
         decodeFlag,
       );
     },
@@ -463,8 +528,32 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
       // A script, not a DEL: it leaves a tombstone, so a later claim still gets a larger token.
       return guard(
         'delete',
-        () => run(scripts.remove, [recordKey(key)], [tokenFloorMs]),
+        () => run(scripts.remove, [recordKey(key), stepsKey(key)], [tokenFloorMs]),
         decodeFlag,
+      );
+    },
+
+    async saveStep(key, token, name, value) {
+      assertStepName(name, 'redisStore');
+      if (!Number.isSafeInteger(token)) return false;
+      return guard(
+        'saveStep',
+        () =>
+          run(
+            scripts.saveStep,
+            [recordKey(key), stepsKey(key)],
+            [String(token), name, outcomeArg(value)],
+          ),
+        decodeFlag,
+      );
+    },
+
+    async loadSteps(key, token) {
+      if (!Number.isSafeInteger(token)) return undefined;
+      return guard(
+        'loadSteps',
+        () => run(scripts.loadSteps, [recordKey(key), stepsKey(key)], [String(token)]),
+        decodeSteps,
       );
     },
 

@@ -5,7 +5,8 @@
  * A record is one string value (see `redis-store.ts`):
  * `p|<token>|<leaseUntil>|<createdAt>|<attempt>|<fingerprint>` while in progress,
  * `c|<token>|<completedAt>|<expiresAt>|<fingerprint byte length>|<fingerprint><outcome bytes>` once
- * completed, and `r|<token>` for the tombstone a release leaves (not a record).
+ * completed, and `r|<token>` for the tombstone a release leaves (not a record). Steps come back from
+ * load-steps-2.lua as a flat array of names and results.
  * @module
  */
 import { type ClaimResult, type IdempotencyRecord, RecordStatus } from '../core/record.js';
@@ -176,6 +177,23 @@ export function decodeCompleteAndClaim(
 /** Decode get-1.lua's reply: the live record's value, or nil. */
 export function decodeGet(reply: unknown): IdempotencyRecord | undefined {
   return reply === null || reply === undefined ? undefined : decodeValue(reply);
+}
+
+/**
+ * Decode load-steps-2.lua's reply: nil when the token does not hold the key, else a flat array of step
+ * names and results. Results are copied out of the client's read buffer, as outcomes are. The object is
+ * built with `Object.fromEntries`, so every name (`__proto__` is a valid step name) is an own property.
+ */
+export function decodeSteps(reply: unknown): Record<string, Uint8Array> | undefined {
+  if (reply === null || reply === undefined) return undefined;
+  if (!Array.isArray(reply) || reply.length % 2 !== 0) {
+    throw new Error('unexpected Redis reply: expected step names and results');
+  }
+  const entries: Array<[string, Uint8Array]> = [];
+  for (let i = 0; i < reply.length; i += 2) {
+    entries.push([replyText(reply[i]), new Uint8Array(replyBuffer(reply[i + 1]))]);
+  }
+  return Object.fromEntries(entries);
 }
 
 /** Decode a compare-and-set script's `1` / `0`. */

@@ -64,7 +64,8 @@ async function scanNode(
       if (header.status === RecordStatus.Completed) {
         if (header.liveUntil > now) stats.completed++;
       } else if (header.liveUntil <= now) {
-        // A lease that ended this millisecond but whose key Redis has not expired yet.
+        // A dead lease whose key lives on: a crashed claim's reservation (its key expires when the
+        // reservation ends), or a lease that ended this millisecond, before Redis expired its key.
         stats.staleLeases++;
       } else {
         stats.inProgress++;

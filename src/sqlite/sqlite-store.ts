@@ -3,12 +3,14 @@
  * Each transition is one SQL statement, except claim: one `BEGIN IMMEDIATE` transaction (the claim upsert
  * and the token counter update). Batches (`claimMany`, `completeMany`) apply each item exactly as the
  * single call would, in order, inside one transaction: one commit (one WAL append) for the whole batch.
+ * Recorded steps (`saveStep`, `loadSteps`) live in the record's row, as a JSON object of base64 values.
  * @module
  */
 import { bufferView } from '../core/bytes.js';
 import { type Clock, systemClock } from '../core/clock.js';
 import { InvalidOptionsError, isIdempotencyError, StoreUnavailableError } from '../core/errors.js';
 import { type ClaimResult, type IdempotencyRecord, RecordStatus } from '../core/record.js';
+import { assertStepName } from '../core/steps.js';
 import type {
   ClaimOptions,
   ClaimRequest,
@@ -28,6 +30,7 @@ import {
   type RecordRow,
   type Statements,
   type StatsRow,
+  type StepsRow,
 } from './statements.js';
 import { enableWal } from './wal-mode.js';
 
@@ -41,6 +44,55 @@ export const SqliteSynchronous = {
 
 /** One of the {@link SqliteSynchronous} values. */
 export type SqliteSynchronous = (typeof SqliteSynchronous)[keyof typeof SqliteSynchronous];
+
+/**
+ * The parameters of `claim.sql` for a claim at `now` (read under the write lock). A `reserveMs` not above
+ * `leaseMs` reserves nothing beyond the lease: `reserved_until` is then NULL. Shared with the
+ * transactional mode.
+ */
+export function claimParams(
+  key: string,
+  options: ClaimOptions,
+  now: number,
+): Record<string, unknown> {
+  const { fingerprint, leaseMs, reserveMs = 0 } = options;
+  return {
+    key,
+    fingerprint,
+    now,
+    now_micros: Math.floor(now * 1000),
+    lease_until: now + leaseMs,
+    reserved_until: reserveMs > leaseMs ? now + reserveMs : null,
+  };
+}
+
+/**
+ * The row that keeps a claim with `fingerprint` from taking `key` at `now`, as `claim.sql` judges it: the
+ * live record, or a dead lease still reserved for another fingerprint. Never what `get` reads: a dead
+ * lease is not a live record. Shared with the transactional mode.
+ */
+export function readBlocking(
+  s: Statements,
+  key: string,
+  fingerprint: string,
+  now: number,
+): RecordRow | undefined {
+  return s.selectBlockingRecord.get({ key, fingerprint, now }) as RecordRow | undefined;
+}
+
+/**
+ * The step results of a `load-steps.sql` row: the JSON object's base64 values decoded, each into bytes of
+ * its own. Built with `Object.fromEntries`, so any valid name (`__proto__` included) is an own property.
+ */
+function decodeSteps(row: StepsRow): Record<string, Uint8Array> {
+  const encoded = JSON.parse(row.steps) as Record<string, string>;
+  return Object.fromEntries(
+    Object.entries(encoded).map(([name, base64]) => [
+      name,
+      new Uint8Array(Buffer.from(base64, 'base64')),
+    ]),
+  );
+}
 
 /** Options of {@link sqliteStore}. */
 export interface SqliteStoreOptions {
@@ -84,7 +136,8 @@ export interface SqliteStore extends Store {
   readonly table: string;
   /**
    * Delete at most `limit` dead rows (expired leases and expired outcomes), oldest first, in one statement;
-   * never a live lease. Run it from a timer or a cron job until it returns less than `limit`.
+   * never a live lease, nor a dead one still reserved for its fingerprint. Run it from a timer or a cron job
+   * until it returns less than `limit`.
    */
   purgeExpired(options?: PurgeOptions): Promise<number>;
   /** Close the connection if the store opened it; later calls reject with `StoreUnavailableError`. */
@@ -98,9 +151,20 @@ export interface SqliteStore extends Store {
     completes: readonly CompleteRequest[],
     claims: readonly ClaimRequest[],
   ): Promise<CompleteAndClaimResults>;
+  /**
+   * Record a step's result on the record held by `token`, in one statement (see {@link Store.saveStep}).
+   * @throws InvalidOptionsError when `name` does not match `[A-Za-z0-9._:-]{1,100}`.
+   */
+  saveStep(key: string, token: number, name: string, value: Uint8Array): Promise<boolean>;
+  /** The step results on the record held by `token` (see {@link Store.loadSteps}). */
+  loadSteps(key: string, token: number): Promise<Record<string, Uint8Array> | undefined>;
 }
 
-/** The record a row of `select-record.sql` holds (shared with the transactional mode). */
+/**
+ * The record a row of `select-record.sql` or `select-blocking-record.sql` holds (shared with the
+ * transactional mode). The reservation of an in-progress record is not reported (`reservedUntil` absent),
+ * nor are its steps (`loadSteps` gives them to their holder).
+ */
 export function toRecord(row: RecordRow): IdempotencyRecord {
   if (row.status === RecordStatus.Completed) {
     return {
@@ -189,21 +253,11 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
   // The write half of claim, in one IMMEDIATE transaction: the claim upsert reads the token counter and
   // the update raises it, with no other writer in between (in this process or any other). Wrapped once:
   // better-sqlite3 compiles BEGIN/COMMIT per wrapper.
-  function claimLocked(
-    s: Statements,
-    key: string,
-    fingerprint: string,
-    leaseMs: number,
-  ): ClaimResult {
-    // Read the clock once the write lock is held: waiting for it must not shorten the lease.
+  function claimLocked(s: Statements, key: string, claimOptions: ClaimOptions): ClaimResult {
+    // Read the clock once the write lock is held: waiting for it must not shorten the lease (nor the
+    // reservation).
     const now = clock.now();
-    const won = s.claim.get({
-      key,
-      fingerprint,
-      now,
-      now_micros: Math.floor(now * 1000),
-      lease_until: now + leaseMs,
-    }) as ClaimRow | undefined;
+    const won = s.claim.get(claimParams(key, claimOptions, now)) as ClaimRow | undefined;
     if (won !== undefined) {
       s.bumpToken.run({ token: won.token });
       return {
@@ -213,20 +267,22 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
         leaseUntil: won.lease_until,
       };
     }
-    const row = s.selectRecord.get({ key, now }) as RecordRow | undefined;
-    // The upsert left a live row in place, and nothing can change it before COMMIT.
-    if (row === undefined) throw new Error(`claim of ${key} neither won nor found a live record`);
+    // The upsert left in place a live row, or a dead lease reserved for another fingerprint, and nothing
+    // can change it before COMMIT.
+    const row = readBlocking(s, key, claimOptions.fingerprint, now);
+    if (row === undefined) throw new Error(`claim of ${key} found no blocking record`);
     return { claimed: false, record: toRecord(row) };
   }
   const claimTransaction = db.transaction(claimLocked);
 
-  // The items of a claim batch that found no live record, claimed in order under one write lock: an item
-  // whose key appeared earlier in the batch finds that item's claim, as a later single call would.
+  // The items of a claim batch that found no blocking record, claimed in order under one write lock: an
+  // item whose key appeared earlier in the batch finds that item's claim, as a later single call would.
   const claimBatchTransaction = db.transaction(
     (s: Statements, requests: readonly ClaimRequest[], pending: number[], out: ClaimResult[]) => {
       for (const i of pending) {
-        const { key, fingerprint, leaseMs } = requests[i] as ClaimRequest;
-        out[i] = claimLocked(s, key, fingerprint, leaseMs);
+        // A ClaimRequest is its own ClaimOptions (the extra `key` is ignored).
+        const request = requests[i] as ClaimRequest;
+        out[i] = claimLocked(s, request.key, request);
       }
     },
   );
@@ -244,7 +300,7 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
   );
 
   // A turn's completions, then its claims, under one write lock and one commit. A claim runs the single
-  // claim's steps: its live-record read is inside the lock here, which only makes it more current.
+  // claim's steps: its blocking-record read is inside the lock here, which only makes it more current.
   const completeAndClaimTransaction = db.transaction(
     (
       s: Statements,
@@ -253,10 +309,10 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
       now: number,
     ): CompleteAndClaimResults => {
       const completed = completes.map((request) => completeOne(s, request, now));
-      const claimed = claims.map(({ key, fingerprint, leaseMs }): ClaimResult => {
-        const row = s.selectRecord.get({ key, now: clock.now() }) as RecordRow | undefined;
+      const claimed = claims.map((request): ClaimResult => {
+        const row = readBlocking(s, request.key, request.fingerprint, clock.now());
         if (row !== undefined) return { claimed: false, record: toRecord(row) };
-        return claimLocked(s, key, fingerprint, leaseMs);
+        return claimLocked(s, request.key, request);
       });
       return { completed, claimed };
     },
@@ -267,17 +323,24 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
     // 'turn': better-sqlite3 works synchronously on the event loop, so a call never waits for I/O and
     // batches would never form within a tick of HTTP requests; gathering a whole turn's calls makes
     // one transaction (one commit) of them.
-    capabilities: { crossProcess: true, purge: true, batch: true, batchWindow: 'turn' },
+    capabilities: {
+      crossProcess: true,
+      purge: true,
+      batch: true,
+      batchWindow: 'turn',
+      steps: true,
+    },
     database: db,
     table,
 
     async claim(key: string, claimOptions: ClaimOptions): Promise<ClaimResult> {
       return use('claim', (s, now) => {
-        // Fast path without the write lock: a live record (a replay, or a claim in flight) is returned as
-        // read. It was live at that instant, which is all a losing claim reports.
-        const row = s.selectRecord.get({ key, now }) as RecordRow | undefined;
+        // Fast path without the write lock: a live record (a replay, or a claim in flight), or a dead lease
+        // still reserved for another fingerprint (a mismatch), is returned as read. It blocked the claim
+        // at that instant, which is all a losing claim reports.
+        const row = readBlocking(s, key, claimOptions.fingerprint, now);
         if (row !== undefined) return { claimed: false, record: toRecord(row) };
-        return claimTransaction.immediate(s, key, claimOptions.fingerprint, claimOptions.leaseMs);
+        return claimTransaction.immediate(s, key, claimOptions);
       });
     },
 
@@ -285,14 +348,19 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
       return use('claimMany', (s, now) => {
         const out: ClaimResult[] = new Array(requests.length);
         const pending: number[] = [];
-        // The single claim's fast path, item by item: a live record is reported as read, without the
+        // Keys of the pending items: a later item of such a key must see that item's claim, so it waits
+        // for the lock too. (What blocks a claim depends on its fingerprint: a dead lease reserved for
+        // "a" blocks "b" only, so a read made before "a" takes the key over would be stale for "b".)
+        const claiming = new Set<string>();
+        // The single claim's fast path, item by item: a blocking record is reported as read, without the
         // write lock; only the others are claimed, in one transaction.
         for (let i = 0; i < requests.length; i++) {
-          const row = s.selectRecord.get({ key: (requests[i] as ClaimRequest).key, now }) as
-            | RecordRow
-            | undefined;
-          if (row === undefined) pending.push(i);
-          else out[i] = { claimed: false, record: toRecord(row) };
+          const { key, fingerprint } = requests[i] as ClaimRequest;
+          const row = claiming.has(key) ? undefined : readBlocking(s, key, fingerprint, now);
+          if (row === undefined) {
+            pending.push(i);
+            claiming.add(key);
+          } else out[i] = { claimed: false, record: toRecord(row) };
         }
         if (pending.length > 0) claimBatchTransaction.immediate(s, requests, pending, out);
         return out;
@@ -325,6 +393,23 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
         'extend',
         (s, now) => s.extend.run({ key, token, now, lease_until: now + leaseMs }).changes === 1,
       );
+    },
+
+    async saveStep(key, token, name, value) {
+      assertStepName(name, 'sqliteStore');
+      // base64: a JSON string holds text only. One statement, under the guard of complete and extend.
+      const encoded = bufferView(value).toString('base64');
+      return use(
+        'saveStep',
+        (s, now) => s.saveStep.run({ key, token, name, value: encoded, now }).changes === 1,
+      );
+    },
+
+    async loadSteps(key, token) {
+      return use('loadSteps', (s, now) => {
+        const row = s.loadSteps.get({ key, token, now }) as StepsRow | undefined;
+        return row === undefined ? undefined : decodeSteps(row);
+      });
     },
 
     async get(key) {

@@ -33,7 +33,7 @@ export function forTable(source: string, table: string): string {
   return table === DEFAULT_TABLE ? source : source.replaceAll(DEFAULT_TABLE, table);
 }
 
-/** A row of `select-record.sql`. */
+/** A row of `select-record.sql` (and of `select-blocking-record.sql`). */
 export interface RecordRow {
   status: string;
   fingerprint: string;
@@ -52,6 +52,11 @@ export interface ClaimRow {
   lease_until: number;
 }
 
+/** A row of `load-steps.sql`: a JSON object, step name → base64 of the result's bytes. */
+export interface StepsRow {
+  steps: string;
+}
+
 /** A row of `stats.sql`. */
 export interface StatsRow {
   in_progress: number;
@@ -63,12 +68,15 @@ export interface StatsRow {
 /** Every statement of the store, prepared on one connection for one table. */
 export interface Statements {
   selectRecord: SqliteStatement;
+  selectBlockingRecord: SqliteStatement;
   claim: SqliteStatement;
   bumpToken: SqliteStatement;
   complete: SqliteStatement;
   isCompletedBy: SqliteStatement;
   release: SqliteStatement;
   extend: SqliteStatement;
+  saveStep: SqliteStatement;
+  loadSteps: SqliteStatement;
   deleteRecord: SqliteStatement;
   purgeExpired: SqliteStatement;
   stats: SqliteStatement;
@@ -93,12 +101,15 @@ export function prepareStatements(db: SqliteDatabase, table: string): Statements
   const prepare = (source: string) => db.prepare(forTable(source, table)).safeIntegers(false);
   const statements: Statements = {
     selectRecord: prepare(sql.selectRecord),
+    selectBlockingRecord: prepare(sql.selectBlockingRecord),
     claim: prepare(sql.claim),
     bumpToken: prepare(sql.bumpToken),
     complete: prepare(sql.complete),
     isCompletedBy: prepare(sql.isCompletedBy),
     release: prepare(sql.release),
     extend: prepare(sql.extend),
+    saveStep: prepare(sql.saveStep),
+    loadSteps: prepare(sql.loadSteps),
     deleteRecord: prepare(sql.deleteRecord),
     purgeExpired: prepare(sql.purgeExpired),
     stats: prepare(sql.stats),

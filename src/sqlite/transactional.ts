@@ -24,13 +24,12 @@ import { settleRecord } from '../core/settle.js';
 import { isThenable } from '../core/thenable.js';
 import { driverCode, type SqliteDatabase, unavailable } from './client.js';
 import { migrate as runMigrations } from './migrate.js';
-import { toRecord } from './sqlite-store.js';
+import { claimParams, readBlocking, toRecord } from './sqlite-store.js';
 import {
   type ClaimRow,
   checkTableName,
   DEFAULT_TABLE,
   prepareStatements,
-  type RecordRow,
   type Statements,
 } from './statements.js';
 
@@ -127,6 +126,8 @@ export interface SqliteTransactional {
 
 // The record is invisible to other connections until COMMIT, and by then it is completed: the lease
 // never governs a takeover here. It only has to outlast the transaction for complete's live-lease check.
+// Nor does the claim reserve the key (no reserveMs): a rolled-back transaction leaves nothing to guard.
+// A reservation left by a crashed engine claim is still honoured, by claim.sql and by the reads below.
 const TRANSACTION_LEASE_MS = 3_600_000;
 
 // Where a failure happened decides what the caller gets: the handler's own error as is, anything else as
@@ -201,8 +202,10 @@ export function sqliteTransactional(options: SqliteTransactionalOptions): Sqlite
     });
   }
 
-  function readLive(key: string): IdempotencyRecord | undefined {
-    const row = prepared().selectRecord.get({ key, now: clock.now() }) as RecordRow | undefined;
+  // The record that blocks a claim with `fingerprint`: a live one, or a crashed engine claim's dead lease
+  // still reserved for another fingerprint (answered as a mismatch).
+  function readBlocker(key: string, fingerprint: string): IdempotencyRecord | undefined {
+    const row = readBlocking(prepared(), key, fingerprint, clock.now());
     return row === undefined ? undefined : toRecord(row);
   }
 
@@ -242,8 +245,9 @@ export function sqliteTransactional(options: SqliteTransactionalOptions): Sqlite
     };
     try {
       // Fast path without the write lock, as the store's claim: a committed record (a replay, an engine
-      // claim in flight, a mismatch) is answered from a read, so replays never queue for the lock.
-      const existing = readLive(storageKey);
+      // claim in flight, a mismatch, a crashed engine claim's key still reserved for another fingerprint)
+      // is answered from a read, so replays never queue for the lock.
+      const existing = readBlocker(storageKey, fingerprint);
       if (existing !== undefined) return settleExisting(existing, fingerprint, codec, event);
 
       at.phase = 'begin';
@@ -251,18 +255,14 @@ export function sqliteTransactional(options: SqliteTransactionalOptions): Sqlite
         at.phase = 'claim';
         // Read the clock once the write lock is held: waiting for it must not count against the lease.
         const now = clock.now();
-        const won = s.claim.get({
-          key: storageKey,
-          fingerprint,
-          now,
-          now_micros: Math.floor(now * 1000),
-          lease_until: now + TRANSACTION_LEASE_MS,
-        }) as ClaimRow | undefined;
+        const won = s.claim.get(
+          claimParams(storageKey, { fingerprint, leaseMs: TRANSACTION_LEASE_MS }, now),
+        ) as ClaimRow | undefined;
         if (won === undefined) {
-          // Committed by another process while we waited for the lock: nothing was written, the empty
-          // transaction commits.
-          const row = s.selectRecord.get({ key: storageKey, now }) as RecordRow | undefined;
-          if (row === undefined) throw new Error('claim neither won nor found a live record');
+          // Committed by another process while we waited for the lock (or a dead lease reserved for
+          // another fingerprint): nothing was written, the empty transaction commits.
+          const row = readBlocking(s, storageKey, fingerprint, now);
+          if (row === undefined) throw new Error('claim neither won nor found a blocking record');
           return { claimed: false, record: toRecord(row) };
         }
         s.bumpToken.run({ token: won.token });
@@ -330,7 +330,7 @@ export function sqliteTransactional(options: SqliteTransactionalOptions): Sqlite
       }
       if (at.phase === 'begin' && driverCode(error) === 'SQLITE_BUSY') {
         // Locked past the busy timeout: if the holder committed this key meanwhile, answer from it.
-        const committed = safeRead(storageKey);
+        const committed = safeRead(storageKey, fingerprint);
         if (committed !== undefined) return settleExisting(committed, fingerprint, codec, event);
       }
       emit(hooks, 'onStoreError', { ...event, operation: `transaction ${at.phase}`, error });
@@ -338,9 +338,9 @@ export function sqliteTransactional(options: SqliteTransactionalOptions): Sqlite
     }
   }
 
-  function safeRead(key: string): IdempotencyRecord | undefined {
+  function safeRead(key: string, fingerprint: string): IdempotencyRecord | undefined {
     try {
-      return readLive(key);
+      return readBlocker(key, fingerprint);
     } catch {
       return undefined;
     }

@@ -261,7 +261,8 @@ export function withBatching(store: Store, options: BatchingOptions = {}): Store
   }
   if (!supportsBatching(store)) return store;
   const send: Senders = {
-    claimOne: ({ key, fingerprint, leaseMs }) => store.claim(key, { fingerprint, leaseMs }),
+    claimOne: ({ key, fingerprint, leaseMs, reserveMs }) =>
+      store.claim(key, { fingerprint, leaseMs, reserveMs }),
     claimMany: (requests) => store.claimMany(requests),
     completeOne: ({ key, token, outcome, retentionMs }) =>
       store.complete(key, token, outcome, retentionMs),
@@ -282,7 +283,12 @@ export function withBatching(store: Store, options: BatchingOptions = {}): Store
     name: store.name,
     capabilities: store.capabilities,
     claim: (key, claimOptions) =>
-      claims.claim({ key, fingerprint: claimOptions.fingerprint, leaseMs: claimOptions.leaseMs }),
+      claims.claim({
+        key,
+        fingerprint: claimOptions.fingerprint,
+        leaseMs: claimOptions.leaseMs,
+        reserveMs: claimOptions.reserveMs,
+      }),
     complete: (key, token, outcome, retentionMs) =>
       completes.complete({ key, token, outcome, retentionMs }),
     release: (key, token) => store.release(key, token),
@@ -293,6 +299,11 @@ export function withBatching(store: Store, options: BatchingOptions = {}): Store
     claimMany: (requests) => store.claimMany(requests),
     completeMany: (requests) => store.completeMany(requests),
   };
+  const { saveStep, loadSteps } = store;
+  if (saveStep !== undefined && loadSteps !== undefined) {
+    view.saveStep = (key, token, name, value) => saveStep.call(store, key, token, name, value);
+    view.loadSteps = (key, token) => loadSteps.call(store, key, token);
+  }
   if (store.completeAndClaimMany !== undefined) {
     const both = store.completeAndClaimMany.bind(store);
     view.completeAndClaimMany = (completeRequests, claimRequests) =>

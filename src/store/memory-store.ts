@@ -10,10 +10,13 @@ import {
   applyComplete,
   applyExtend,
   applyRelease,
+  applySaveStep,
   type ClaimResult,
   type IdempotencyRecord,
   isRecordDead,
+  isRecordGone,
   RecordStatus,
+  stepsHeldBy,
 } from '../core/record.js';
 import type {
   ClaimOptions,
@@ -41,6 +44,10 @@ export interface MemoryStore extends Store {
   claimMany(requests: readonly ClaimRequest[]): Promise<ClaimResult[]>;
   /** Complete several records, each as `complete` would, in order. */
   completeMany(requests: readonly CompleteRequest[]): Promise<boolean[]>;
+  /** Record a step's result on the record held by `token`. */
+  saveStep(key: string, token: number, name: string, value: Uint8Array): Promise<boolean>;
+  /** The step results on the record held by `token`. */
+  loadSteps(key: string, token: number): Promise<Record<string, Uint8Array> | undefined>;
   /** Complete several records, then claim several keys, each as a single call would, in order. */
   completeAndClaimMany(
     completes: readonly CompleteRequest[],
@@ -67,7 +74,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     let removed = 0;
     for (const [key, record] of records) {
       if (removed >= limit) break;
-      if (isRecordDead(record, now)) {
+      if (isRecordGone(record, now)) {
         records.delete(key);
         removed++;
       }
@@ -110,7 +117,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
 
   return {
     name: 'memory',
-    capabilities: { crossProcess: false, purge: true, batch: true },
+    capabilities: { crossProcess: false, purge: true, batch: true, steps: true },
     get size() {
       return records.size;
     },
@@ -142,6 +149,17 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       const { ok, next } = applyExtend(records.get(key), { token, leaseMs, now: clock.now() });
       if (ok) write(key, next);
       return ok;
+    },
+    async saveStep(key, token, name, value) {
+      // Copy, as for outcomes: the caller may reuse its buffer.
+      const input = { token, name, value: Uint8Array.from(value), now: clock.now() };
+      const { ok, next } = applySaveStep(records.get(key), input);
+      if (ok) write(key, next);
+      return ok;
+    },
+    async loadSteps(key, token) {
+      const steps = stepsHeldBy(records.get(key), token, clock.now());
+      return steps === undefined ? undefined : { ...steps };
     },
     async get(key) {
       const record = live(key, clock.now());

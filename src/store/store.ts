@@ -14,6 +14,15 @@ export interface ClaimOptions {
   fingerprint: string;
   /** Lease length in ms; after it, another attempt may take over. */
   leaseMs: number;
+  /**
+   * How long from this claim, in ms, the key stays reserved for this fingerprint if the claim is never
+   * completed or released (its holder crashed). After the lease ends, an attempt with the same fingerprint
+   * takes the key over at once; one with another fingerprint gets the dead record back (a mismatch) until
+   * the reservation ends too. The engine passes its retention, so a crashed request's key is guarded as
+   * long as a completed one's. A value not above `leaseMs` reserves nothing beyond the lease.
+   * @default 0 (once the lease ends, any attempt takes the key over)
+   */
+  reserveMs?: number;
 }
 
 /** One claim of a batch ({@link Store.claimMany}). */
@@ -86,6 +95,11 @@ export interface StoreCapabilities {
    * one commit instead of one per call. @default 'tick'
    */
   batchWindow?: BatchWindow;
+  /**
+   * The store implements {@link Store.saveStep} and {@link Store.loadSteps}, so executions can record
+   * steps (`RunContext.step`). @default false
+   */
+  steps?: boolean;
 }
 
 /**
@@ -109,8 +123,9 @@ export interface Store {
 
   /**
    * Create an `in_progress` record if the key is absent (or its record expired); take over an
-   * `in_progress` record whose lease expired (token and attempt grow); otherwise change nothing and
-   * return the existing record.
+   * `in_progress` record whose lease expired (token and attempt grow), unless the record is still
+   * reserved for another fingerprint (see {@link ClaimOptions.reserveMs}); otherwise change nothing and
+   * return the existing record (live, or dead but reserved).
    */
   claim(key: string, options: ClaimOptions): Promise<ClaimResult>;
 
@@ -133,8 +148,8 @@ export interface Store {
   delete(key: string): Promise<boolean>;
 
   /**
-   * Delete expired completed records and dead leases in one bounded batch; never a live lease. Returns the
-   * number deleted. Present when `capabilities.purge` is true.
+   * Delete expired completed records and dead leases in one bounded batch; never a live lease, nor a dead
+   * one still reserved for its fingerprint. Returns the number deleted. Present when `capabilities.purge` is true.
    */
   purgeExpired?(options?: PurgeOptions): Promise<number>;
 
@@ -165,6 +180,23 @@ export interface Store {
     completes: readonly CompleteRequest[],
     claims: readonly ClaimRequest[],
   ): Promise<CompleteAndClaimResults>;
+
+  /**
+   * Record `value` as the result of the step `name` on the `in_progress` record held by `token` (with a
+   * live lease), replacing an earlier result of that name. Step results belong to the record: a takeover
+   * with the same fingerprint keeps them, a takeover with another fingerprint, a completion, a release or
+   * an expiry drops them. Returns `false` when fenced out. Present when `capabilities.steps` is true.
+   *
+   * Step names match `[A-Za-z0-9._:-]{1,100}` (the engine checks), so a store may use them as field names.
+   */
+  saveStep?(key: string, token: number, name: string, value: Uint8Array): Promise<boolean>;
+
+  /**
+   * The step results on the `in_progress` record held by `token` (with a live lease), by name: those this
+   * execution saved and those the attempts it took over saved. `undefined` when fenced out. Present when
+   * `capabilities.steps` is true.
+   */
+  loadSteps?(key: string, token: number): Promise<Record<string, Uint8Array> | undefined>;
 
   /** Release resources the store itself opened (never a client the user passed in). */
   close?(): Promise<void>;

@@ -352,6 +352,100 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
 
   checks.push(
     check(
+      'keeps a crashed claim’s key reserved for its fingerprint: the same request takes it over',
+      async (store, key) => {
+        const k = key();
+        const crashed = await store.claim(k, {
+          fingerprint: 'fp-a',
+          leaseMs: lease,
+          reserveMs: day,
+        });
+        assert.ok(crashed.claimed);
+        await sleep(lease + 150);
+        const other = await store.claim(k, {
+          fingerprint: 'fp-b',
+          leaseMs: 60_000,
+          reserveMs: day,
+        });
+        assert.equal(other.claimed, false, 'another fingerprint must not take a reserved key');
+        if (!other.claimed) {
+          const record = assertInProgress(other.record, 'the reserved record is returned');
+          assert.equal(record.fingerprint, 'fp-a', 'with the crashed claim’s fingerprint');
+          assert.equal(record.token, crashed.token);
+        }
+        assert.equal(await store.get(k), undefined, 'a dead lease is still not a live record');
+        assert.equal(
+          await store.complete(k, crashed.token, Buffer.from('late'), day),
+          false,
+          'the crashed holder stays fenced out',
+        );
+        const same = await store.claim(k, { fingerprint: 'fp-a', leaseMs: 60_000, reserveMs: day });
+        assert.ok(same.claimed, 'the same fingerprint takes the key over');
+        assert.ok(same.token > crashed.token, 'token grows on takeover');
+        assert.equal(same.attempt, 2, 'the reserved record counts the takeover');
+        assert.equal(await store.complete(k, same.token, Buffer.from('done'), day), true);
+      },
+    ),
+    check(
+      'frees a crashed claim’s key for any request once its reservation ends',
+      async (store, key) => {
+        const k = key();
+        const crashed = await store.claim(k, {
+          fingerprint: 'fp-a',
+          leaseMs: lease,
+          reserveMs: lease * 2,
+        });
+        assert.ok(crashed.claimed);
+        await sleep(lease * 2 + 150);
+        const other = await store.claim(k, { fingerprint: 'fp-b', leaseMs: 60_000 });
+        assert.ok(other.claimed, 'an ended reservation blocks nothing');
+        assert.ok(other.token > crashed.token, 'token grows');
+        const unreserved = key('unreserved');
+        assert.ok((await store.claim(unreserved, { fingerprint: 'fp-a', leaseMs: lease })).claimed);
+        await sleep(lease + 150);
+        const next = await store.claim(unreserved, { fingerprint: 'fp-b', leaseMs: 60_000 });
+        assert.ok(next.claimed, 'without reserveMs the key is free once the lease ends');
+      },
+    ),
+    check(
+      'keeps the reservation through extensions and drops it on release',
+      async (store, key) => {
+        const k = key();
+        const claim = await store.claim(k, { fingerprint: 'fp-a', leaseMs: lease, reserveMs: day });
+        assert.ok(claim.claimed);
+        assert.equal(await store.extend(k, claim.token, lease), true, 'extend');
+        await sleep(lease + 150);
+        const other = await store.claim(k, { fingerprint: 'fp-b', leaseMs: 60_000 });
+        assert.equal(other.claimed, false, 'an extension must not shorten the reservation');
+        const released = key('released');
+        const held = await store.claim(released, {
+          fingerprint: 'fp-a',
+          leaseMs: 60_000,
+          reserveMs: day,
+        });
+        assert.ok(held.claimed);
+        assert.equal(await store.release(released, held.token), true, 'release');
+        const next = await store.claim(released, { fingerprint: 'fp-b', leaseMs: 60_000 });
+        assert.ok(next.claimed, 'a released key is free to any request');
+      },
+    ),
+    check('never purges a dead lease that is still reserved', async (store, key) => {
+      const k = key();
+      const crashed = await store.claim(k, { fingerprint: 'fp-a', leaseMs: 50, reserveMs: day });
+      assert.ok(crashed.claimed);
+      await sleep(200);
+      if (store.purgeExpired !== undefined && store.capabilities.purge) {
+        while ((await store.purgeExpired({ limit: 1000 })) > 0) {}
+      }
+      const other = await store.claim(k, { fingerprint: 'fp-b', leaseMs: 60_000 });
+      assert.equal(other.claimed, false, 'the reservation survives a purge');
+      const stats = await store.stats();
+      assert.ok(stats.staleLeases >= 1, 'a reserved dead lease is a stale lease in stats');
+    }),
+  );
+
+  checks.push(
+    check(
       'purges expired records in bounded batches and never a live lease',
       async (store, key) => {
         if (store.purgeExpired === undefined || !store.capabilities.purge) {
@@ -533,6 +627,143 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
       );
       assert.equal(onlyClaims.completed.length, 0);
       assert.ok(onlyClaims.claimed[0]?.claimed, 'a claim alone is claimed');
+    }),
+  );
+
+  checks.push(
+    check('applies reservations in batches as single claims do', async (store, key) => {
+      if (!store.capabilities.batch || !store.claimMany) return;
+      const [a, b, c, d] = [key('a'), key('b'), key('c'), key('d')];
+      for (const k of [a, b, c, d]) {
+        const crashed = await store.claim(k, { fingerprint: 'fp', leaseMs: lease, reserveMs: day });
+        assert.ok(crashed.claimed);
+      }
+      await sleep(lease + 150);
+      const results = await store.claimMany([
+        { key: a, fingerprint: 'fp-other', leaseMs: 60_000, reserveMs: day },
+        { key: b, fingerprint: 'fp', leaseMs: lease, reserveMs: day },
+      ]);
+      const [ra, rb] = results;
+      assert.ok(ra && !ra.claimed, 'claimMany: another fingerprint is refused');
+      if (ra && !ra.claimed) assert.equal(ra.record.fingerprint, 'fp');
+      assert.ok(rb?.claimed, 'claimMany: the same fingerprint takes over');
+      assert.equal(rb.attempt, 2);
+      // A later item of the batch sees what an earlier item did to the key, not what was stored before.
+      const [rd, rd2] = await store.claimMany([
+        { key: d, fingerprint: 'fp', leaseMs: 60_000, reserveMs: day },
+        { key: d, fingerprint: 'fp-other', leaseMs: 60_000, reserveMs: day },
+      ]);
+      assert.ok(rd?.claimed, 'claimMany: the same fingerprint takes over first');
+      assert.ok(rd2 && !rd2.claimed, 'claimMany: then another fingerprint is refused');
+      if (rd2 && !rd2.claimed) {
+        assert.equal(rd2.record.token, rd.token, 'by the claim the earlier item made');
+      }
+      if (!store.completeAndClaimMany) return;
+      const both = await store.completeAndClaimMany(
+        [],
+        [
+          { key: c, fingerprint: 'fp-other', leaseMs: 60_000, reserveMs: day },
+          { key: c, fingerprint: 'fp', leaseMs: 60_000, reserveMs: day },
+        ],
+      );
+      const [rc, rc2] = both.claimed;
+      assert.ok(rc && !rc.claimed, 'completeAndClaimMany: another fingerprint is refused');
+      assert.ok(rc2?.claimed, 'completeAndClaimMany: the same fingerprint takes over');
+      // The takeover reserved the key again, from now.
+      await sleep(lease + 150);
+      const later = await store.claimMany([
+        { key: b, fingerprint: 'fp-other', leaseMs: 60_000 },
+        { key: key('fresh'), fingerprint: 'fp', leaseMs: 60_000 },
+      ]);
+      assert.ok(later[0] && !later[0].claimed, 'a takeover renews the reservation');
+      assert.ok(later[1]?.claimed);
+    }),
+  );
+
+  checks.push(
+    check('records steps on the held claim, fenced by its token', async (store, key) => {
+      if (!store.capabilities.steps) return;
+      assert.ok(
+        store.saveStep && store.loadSteps,
+        'capabilities.steps needs saveStep and loadSteps',
+      );
+      const k = key();
+      const claim = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000, reserveMs: day });
+      assert.ok(claim.claimed);
+      assert.deepEqual(await store.loadSteps(k, claim.token), {}, 'no steps yet');
+      const binary = Uint8Array.from({ length: 65_536 }, (_, i) => i % 256);
+      assert.equal(await store.saveStep(k, claim.token, 'charge', Buffer.from('one')), true);
+      assert.equal(await store.saveStep(k, claim.token, 'ship.v2:eu-1_x', binary), true);
+      assert.equal(await store.saveStep(k, claim.token, 'charge', Buffer.from('two')), true);
+      const steps = await store.loadSteps(k, claim.token);
+      assert.ok(steps, 'the holder loads its steps');
+      assert.deepEqual(Object.keys(steps).sort(), ['charge', 'ship.v2:eu-1_x']);
+      assertBytesEqual(steps.charge as Uint8Array, Buffer.from('two'), 'a step saved again');
+      assertBytesEqual(steps['ship.v2:eu-1_x'] as Uint8Array, binary, 'binary step');
+      const wrong = claim.token + 1;
+      assert.equal(await store.saveStep(k, wrong, 'charge', Buffer.from('x')), false, 'save');
+      assert.equal(await store.loadSteps(k, wrong), undefined, 'load with a wrong token');
+      assert.equal(await store.complete(k, claim.token, Buffer.from('done'), day), true);
+      assert.equal(
+        await store.saveStep(k, claim.token, 'late', Buffer.from('x')),
+        false,
+        'a completed record takes no steps',
+      );
+      assert.equal(await store.loadSteps(k, claim.token), undefined, 'nor gives any');
+    }),
+    check(
+      'keeps steps across a takeover by the same request and drops them for another',
+      async (store, key) => {
+        if (!store.capabilities.steps || !store.saveStep || !store.loadSteps) return;
+        const k = key();
+        const crashed = await store.claim(k, { fingerprint: 'fp', leaseMs: lease, reserveMs: day });
+        assert.ok(crashed.claimed);
+        assert.equal(await store.saveStep(k, crashed.token, 'charge', Buffer.from('ch_1')), true);
+        await sleep(lease + 150);
+        assert.equal(
+          await store.saveStep(k, crashed.token, 'ship', Buffer.from('late')),
+          false,
+          'an expired holder records nothing',
+        );
+        const next = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000, reserveMs: day });
+        assert.ok(next.claimed);
+        assert.equal(next.attempt, 2);
+        const steps = await store.loadSteps(k, next.token);
+        assert.deepEqual(Object.keys(steps ?? {}), ['charge'], 'the crashed attempt’s step');
+        assertBytesEqual(steps?.charge as Uint8Array, Buffer.from('ch_1'), 'its result');
+        assert.equal(
+          await store.loadSteps(k, crashed.token),
+          undefined,
+          'the stale holder reads none',
+        );
+
+        // A dead claim that is not reserved may go to another request: it must not inherit the steps.
+        const other = key('other');
+        const first = await store.claim(other, { fingerprint: 'fp-a', leaseMs: lease });
+        assert.ok(first.claimed);
+        assert.equal(await store.saveStep(other, first.token, 'charge', Buffer.from('a')), true);
+        await sleep(lease + 150);
+        const stranger = await store.claim(other, { fingerprint: 'fp-b', leaseMs: 60_000 });
+        assert.ok(stranger.claimed);
+        assert.deepEqual(await store.loadSteps(other, stranger.token), {}, 'another request');
+      },
+    ),
+    check('drops steps when the claim is released or its outcome expires', async (store, key) => {
+      if (!store.capabilities.steps || !store.saveStep || !store.loadSteps) return;
+      const k = key();
+      const first = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000, reserveMs: day });
+      assert.ok(first.claimed);
+      assert.equal(await store.saveStep(k, first.token, 'charge', Buffer.from('x')), true);
+      assert.equal(await store.release(k, first.token), true);
+      const again = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000, reserveMs: day });
+      assert.ok(again.claimed);
+      assert.deepEqual(await store.loadSteps(k, again.token), {}, 'after a release');
+      assert.equal(await store.saveStep(k, again.token, 'charge', Buffer.from('y')), true);
+      assert.equal(await store.complete(k, again.token, Buffer.from('done'), 50), true);
+      await sleep(200);
+      const later = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000, reserveMs: day });
+      assert.ok(later.claimed, 'the outcome expired');
+      assert.deepEqual(await store.loadSteps(k, later.token), {}, 'after the outcome expired');
     }),
   );
 

@@ -220,9 +220,10 @@ export function defineConsumerSuite(broker: BrokerName): void {
       expect(deliveries).toHaveLength(3);
     });
 
-    it('redelivers the message of a consumer killed mid-handler and executes it once, after the lease', async () => {
+    it('redelivers the message of a consumer killed mid-handler and executes it once, after the lease, resuming from its steps', async () => {
       const { id, brokerCase, worker } = await newCase('kill');
       const { counts, contexts, hooks } = tally();
+      const charges: string[] = [];
       const leaseMs = 3000;
       await brokerCase.publish('crash-1', 'work');
       const child = spawnChildConsumer({ broker, id, prefix, name: worker, leaseMs });
@@ -237,12 +238,17 @@ export function defineConsumerSuite(broker: BrokerName): void {
           counts.handlerCalls++;
           contexts.push(context);
           executedAt = Date.now();
+          charges.push(await context.step('charge', () => 'charged again'));
         },
         { idempotency: engine(leaseMs), name: worker, hooks },
       );
 
       await waitUntil('the takeover execution', () => counts.executed === 1);
       expect(counts.handlerCalls).toBe(1);
+      // The dead child's charge was recorded: the takeover got its result and did not charge again.
+      expect(charges).toHaveLength(1);
+      expect(charges[0]).toMatch(/^charged-by-\d+$/);
+      expect(contexts[0]?.attempt).toBe(2);
       // The redelivery first met the dead child's live claim (in progress, not acked), and ran only once
       // that claim's lease had run out.
       expect(counts.inProgress).toBeGreaterThan(0);

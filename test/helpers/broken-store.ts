@@ -1,6 +1,7 @@
 /**
  * A deliberately broken store, to show that the conformance suite catches the bugs peers ship: a claim
- * that reads, yields, then writes (not atomic), and a completion that ignores the fencing token.
+ * that reads, yields, then writes (not atomic), a completion that ignores the fencing token, and a claim
+ * that lets any request take over a crashed one.
  */
 import { memoryStore, type Store } from '../../src/index.js';
 
@@ -10,6 +11,8 @@ export interface BrokenStoreFaults {
   nonAtomicClaim?: boolean;
   /** Complete whatever the token: a stale holder overwrites the newer attempt. */
   unfencedComplete?: boolean;
+  /** Claim without the reservation: any request takes over a crashed claim once its lease ended. */
+  unreservedClaim?: boolean;
 }
 
 /** A memory store with the given faults. */
@@ -24,6 +27,9 @@ export function brokenStore(faults: BrokenStoreFaults): Store {
       await inner.delete(key);
       return inner.claim(key, options);
     };
+  }
+  if (faults.unreservedClaim) {
+    store.claim = (key, { fingerprint, leaseMs }) => inner.claim(key, { fingerprint, leaseMs });
   }
   if (faults.unfencedComplete) {
     store.complete = async (key, _token, outcome, retentionMs) => {

@@ -1,7 +1,7 @@
 /**
  * A consumer in its own process, for the crash tests: it starts an idempotent consumer (concurrency 1) on
- * the case's resources with a Redis store shared with the test, prints `STARTED <key>` when its handler
- * begins, and then never finishes, until the test kills it with SIGKILL.
+ * the case's resources with a Redis store shared with the test, records a `charge` step, prints
+ * `STARTED <key>` once the step is recorded, and then never finishes, until the test kills it with SIGKILL.
  *
  * Configured through the `IK_CONSUMER_CHILD` environment variable (JSON {@link ChildConfig}).
  */
@@ -26,6 +26,8 @@ const store = redisStore({ client, prefix: config.prefix, checkEvictionPolicy: f
 const brokerCase = await openBrokerCase(config.broker, config.id);
 await brokerCase.start(
   async (_message, context) => {
+    // A step recorded on the claim before the crash: the redelivery that takes over must not run it again.
+    await context.step('charge', () => `charged-by-${process.pid}`);
     process.stdout.write(`STARTED ${context.key}\n`);
     // Hold the claim (the engine's heartbeat keeps the lease alive) until SIGKILL.
     await new Promise(() => {});

@@ -20,7 +20,9 @@ export interface HttpChildConfig {
 /** Messages sent to the parent. */
 export type HttpChildMessage =
   | { type: 'ready'; ports: Record<string, string> }
-  | { type: 'executed'; tag: string; attempt: number; pid: number };
+  | { type: 'executed'; tag: string; attempt: number; pid: number }
+  | { type: 'step'; tag: string; name: string; pid: number }
+  | { type: 'recorded'; tag: string; name: string; pid: number };
 
 const config = JSON.parse(process.env.IK_HTTP_CHILD ?? '{}') as HttpChildConfig;
 const report = (message: HttpChildMessage) => process.send?.(message);
@@ -61,6 +63,27 @@ const routes: TestRoute[] = [
       return {
         status: 201,
         body: { kind: 'json', value: { pid: process.pid, attempt: req.context?.attempt } },
+      };
+    },
+  },
+  {
+    method: 'POST',
+    path: '/steps',
+    handle: async (req) => {
+      const tag = req.header('x-tag') ?? '';
+      const context = req.context;
+      if (context === undefined) throw new Error('/steps needs an idempotency key');
+      report({ type: 'executed', tag, attempt: context.attempt, pid: process.pid });
+      // A step that "charges": recorded on the claim, so a takeover of this request does not charge again.
+      const charge = await context.step('charge', ({ downstreamKey }) => {
+        report({ type: 'step', tag, name: 'charge', pid: process.pid });
+        return { chargedBy: process.pid, downstreamKey };
+      });
+      report({ type: 'recorded', tag, name: 'charge', pid: process.pid });
+      if (req.header('x-hang') === '1') await new Promise(() => {});
+      return {
+        status: 201,
+        body: { kind: 'json', value: { pid: process.pid, attempt: context.attempt, charge } },
       };
     },
   },

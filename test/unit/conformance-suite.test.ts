@@ -34,6 +34,11 @@ describe('the store conformance suite', () => {
     await expect(check.run()).rejects.toThrow(/stale complete/);
   });
 
+  it('fails a store that lets another request take over a crashed claim', async () => {
+    const check = checkNamed({ unreservedClaim: true }, 'keeps a crashed claim’s key reserved');
+    await expect(check.run()).rejects.toThrow(/another fingerprint must not take a reserved key/);
+  });
+
   it('passes the same checks on the correct memory store', async () => {
     const { memoryStore } = await import('../../src/index.js');
     const checks = storeConformanceChecks({ name: 'memory', createStore: () => memoryStore() });
@@ -41,6 +46,7 @@ describe('the store conformance suite', () => {
       '50 concurrent claims',
       'fences out complete',
       'takes over an expired lease',
+      'keeps a crashed claim’s key reserved',
     ]) {
       await checks.find((c) => c.name.includes(fragment))!.run();
     }

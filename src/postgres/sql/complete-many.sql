@@ -1,5 +1,6 @@
 -- complete-many: complete.sql for a batch of distinct keys in ONE statement, one transaction, one commit. Each
--- key is fenced on its own: only the in_progress record held by its token, with a live lease, becomes completed.
+-- key is fenced on its own: only the in_progress record held by its token, with a live lease, becomes completed
+-- (its recorded steps, migration 0005, are cleared, as by complete.sql).
 -- $1 keys text[] (distinct), $2 tokens bigint[], $3 outcomes bytea[], $4 retentions in ms float8[].
 -- Returns the keys that are completed by their token now (just completed, or already by this token):
 -- a key that is absent was fenced out.
@@ -10,7 +11,7 @@ WITH input AS (
 done AS (
   UPDATE {{table}} AS r
   SET status = 'completed', outcome = input.outcome, completed_at = now(),
-    expires_at = now() + input.retention_ms * interval '1 millisecond'
+    expires_at = now() + input.retention_ms * interval '1 millisecond', steps = NULL
   FROM input
   WHERE r.key = input.key AND r.token = input.token AND r.status = 'in_progress' AND r.expires_at > now()
   RETURNING r.key

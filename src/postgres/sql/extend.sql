@@ -1,4 +1,5 @@
--- extend: push the lease of the in_progress record held by this token to now() + lease.
+-- extend: push the lease of the in_progress record held by this token to now() + lease. reserved_until is
+-- left as is: the key stays reserved until the later of the two, so an extension never shortens it.
 -- $1 key text, $2 token bigint, $3 lease in ms (float8).
 -- Returns: rowCount 1 when extended, 0 when fenced out (an expired lease counts as lost).
 UPDATE {{table}}

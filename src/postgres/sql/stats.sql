@@ -1,4 +1,5 @@
 -- stats: counts by status, stale leases and the age of the oldest live lease (a full scan: admin only).
+-- A stale lease is a dead in_progress row not yet taken over or purged, reserved (migration 0005) or not.
 -- $n params: none.
 -- Returns one row: in_progress, completed, stale_leases (bigint text), oldest_lease_age_ms (float8 or null).
 SELECT

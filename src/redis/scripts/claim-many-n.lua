@@ -3,10 +3,14 @@
   claim, in order (an item whose key appeared earlier in the batch sees that earlier item's record). One
   TIME for the whole batch: every item is judged at the same instant.
 
-  KEYS[i]      record key of item i    <prefix>{<storage key>}, one per item, duplicates allowed (n items)
-  ARGV[i]      fingerprint of item i
-  ARGV[n+1]    leaseMs (positive integer) of every item, when all items share it (sent once); else
-  ARGV[n+i]    leaseMs of item i
+  KEYS[i]       record key of item i    <prefix>{<storage key>}, one per item, duplicates allowed (n items)
+  ARGV[i]       fingerprint of item i
+  then the lease and reservation of every item, as pairs, once when all items share them (#ARGV = n + 2),
+  else one pair per item (#ARGV = 3n); for n = 1 the two layouts are the same:
+  ARGV[n+1]     leaseMs (positive integer) of every item, when shared
+  ARGV[n+2]     reserveMs (non-negative integer) of every item, when shared
+  ARGV[n+2i-1]  leaseMs of item i, when per item
+  ARGV[n+2i]    reserveMs of item i, when per item (as claim-1.lua's: not above leaseMs, nothing reserved)
 
   Returns  a table with one reply per item, in order, each as claim-1.lua returns it:
            token (integer) | {token, attempt, leaseUntil} | the blocking record's value (bulk)
@@ -21,21 +25,33 @@ local clockText = format('%.0f', clockToken)
 local nowText = format('%.0f', nowMs)
 local replies = {}
 local n = #KEYS
--- Items of one batch nearly always share one lease, sent once: its texts are built once.
-local shared = #ARGV == n + 1
-local lastLeaseMs, leaseUntil, leaseText, freshPrefix
+-- Items of one batch nearly always share one lease and one reservation, sent once: their texts are built
+-- once.
+local shared = #ARGV == n + 2
+local lastLeaseMs, lastReserveMs, leaseUntil, leaseText, keepText, freshPrefix
 
 for i = 1, n do
   local key = KEYS[i]
   local fingerprint = ARGV[i]
-  local leaseMs = shared and ARGV[n + 1] or ARGV[n + i]
-  if leaseMs ~= lastLeaseMs then
-    lastLeaseMs = leaseMs
-    leaseUntil = nowMs + tonumber(leaseMs)
+  local leaseMs, reserveMs
+  if shared then
+    leaseMs, reserveMs = ARGV[n + 1], ARGV[n + 2]
+  else
+    leaseMs, reserveMs = ARGV[n + 2 * i - 1], ARGV[n + 2 * i]
+  end
+  if leaseMs ~= lastLeaseMs or reserveMs ~= lastReserveMs then
+    lastLeaseMs, lastReserveMs = leaseMs, reserveMs
+    local leaseNumber, reserveNumber = tonumber(leaseMs), tonumber(reserveMs)
+    leaseUntil = nowMs + leaseNumber
     leaseText = format('%.0f', leaseUntil)
+    -- The key's expiry: the lease end, or the reservation's end when it comes later.
+    keepText = leaseText
+    if reserveNumber > leaseNumber then
+      keepText = format('%.0f', nowMs + reserveNumber)
+    end
     freshPrefix = 'p|' .. clockText .. '|' .. leaseText .. '|' .. nowText .. '|1|'
   end
-  local old = call('SET', key, freshPrefix .. fingerprint, 'NX', 'GET', 'PXAT', leaseText)
+  local old = call('SET', key, freshPrefix .. fingerprint, 'NX', 'GET', 'PXAT', keepText)
   if not old then
     replies[i] = clockToken
   else
@@ -51,9 +67,14 @@ for i = 1, n do
         if tonumber(sub(old, tokenEnd + 1, second - 1)) > nowMs then
           blocked = true
         else
+          -- A dead lease whose key still exists: reserved for its fingerprint until the key expires.
           local fourth = find(old, '|', third + 1, true)
-          attempt = tonumber(sub(old, third + 1, fourth - 1)) + 1
-          createdText = sub(old, second + 1, third - 1)
+          if sub(old, fourth + 1) ~= fingerprint and call('PEXPIRETIME', key) > nowMs then
+            blocked = true
+          else
+            attempt = tonumber(sub(old, third + 1, fourth - 1)) + 1
+            createdText = sub(old, second + 1, third - 1)
+          end
         end
       elseif tonumber(sub(old, second + 1, third - 1)) > nowMs then
         blocked = true
@@ -66,7 +87,7 @@ for i = 1, n do
       call('SET', key,
         'p|' .. format('%.0f', token) .. '|' .. leaseText .. '|' .. createdText .. '|' ..
           format('%d', attempt) .. '|' .. fingerprint,
-        'PXAT', leaseText)
+        'PXAT', keepText)
       replies[i] = {token, attempt, leaseUntil}
     end
   end

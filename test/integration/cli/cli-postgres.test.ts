@@ -53,7 +53,7 @@ describe('idempotency-kit migrate', () => {
     expect(first.stdout).toMatch(/applied 0001_records/);
     const second = await cli(['migrate', '--schema', schema], { DATABASE_URL: env.databaseUrl });
     expect(second.code).toBe(0);
-    expect(second.stdout).toMatch(/up to date \(version 4\)/);
+    expect(second.stdout).toMatch(/up to date \(version 5\)/);
     const { rows } = await pool.query(
       "SELECT relpersistence FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = 'idempotency_records'",
       [schema],
@@ -79,6 +79,7 @@ describe('idempotency-kit migrate', () => {
       { id: 2, name: '0002_key_collation' },
       { id: 3, name: '0003_batch_functions' },
       { id: 4, name: '0004_complete_claim_function' },
+      { id: 5, name: '0005_reservations_and_steps' },
     ]);
   });
 

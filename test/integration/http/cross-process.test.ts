@@ -1,7 +1,8 @@
 /**
  * Cross-process HTTP checks on shared stores (SQLite file, Redis, PostgreSQL): 50 concurrent duplicates
  * split over 2 OS processes run exactly once, and a `kill -9` mid-handler is taken over exactly once after
- * the lease — through every adapter.
+ * the lease, by the same request only (another body under the key is 422), resuming from the steps the
+ * crashed request recorded — through every adapter.
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -40,7 +41,7 @@ function startChild(config: HttpChildConfig, executions: HttpChildMessage[]): Pr
   });
 }
 
-async function post(url: string, key: string, tag: string, hang = false) {
+async function post(url: string, key: string, tag: string, hang = false, order = 42) {
   const response = await fetch(url, {
     method: 'POST',
     headers: {
@@ -49,11 +50,12 @@ async function post(url: string, key: string, tag: string, hang = false) {
       'content-type': 'application/json',
       ...(hang ? { 'x-hang': '1' } : {}),
     },
-    body: JSON.stringify({ order: 42 }),
+    body: JSON.stringify({ order }),
   });
   return {
     status: response.status,
     body: await response.text(),
+    contentType: response.headers.get('content-type'),
     replayed: response.headers.get('idempotent-replayed'),
   };
 }
@@ -166,7 +168,24 @@ for (const backend of backends) {
         expect((await post(`${survivor.ports[c.adapter]}/hang`, c.key, c.tag)).status).toBe(409);
       }
       await sleep(LEASE_MS + 200);
-      // After the lease: five concurrent retries per adapter, across both surviving processes.
+      // After the lease the key is still reserved for the crashed request: another body is a mismatch on
+      // every try, and never runs (guarantee 3 holds against a dead attempt too).
+      for (const c of cases) {
+        for (const survivorChild of children) {
+          const other = await post(
+            `${survivorChild.ports[c.adapter]}/hang`,
+            c.key,
+            c.tag,
+            false,
+            43,
+          );
+          expect(other.status).toBe(422);
+          expect(other.contentType).toContain('application/problem+json');
+          expect(JSON.parse(other.body).code).toBe('key_mismatch');
+        }
+        expect(ran(c.tag)).toHaveLength(1);
+      }
+      // Five concurrent retries of the crashed request per adapter, across both surviving processes.
       const retries = await Promise.all(
         cases.flatMap((c) =>
           Array.from({ length: 5 }, (_, i) =>
@@ -185,6 +204,44 @@ for (const backend of backends) {
         expect(replay.status).toBe(201);
         expect(replay.replayed).toBe('true');
         expect(JSON.parse(replay.body).pid).toBe(pids[1]);
+      }
+    });
+
+    it('resumes after a kill -9 from the steps the crashed request recorded', async () => {
+      const victim = await startChild(config, executions);
+      const cases = ADAPTERS.map((adapter) => ({
+        adapter,
+        key: `k-${randomUUID()}`,
+        tag: randomUUID(),
+      }));
+      const charged = (tag: string) => executions.filter((e) => e.type === 'step' && e.tag === tag);
+      for (const c of cases)
+        void post(`${victim.ports[c.adapter]}/steps`, c.key, c.tag, true).catch(() => undefined);
+      // The victim charged and recorded the charge for every request, then hangs: kill it there.
+      const recorded = (tag: string) =>
+        executions.some((e) => e.type === 'recorded' && e.tag === tag);
+      while (cases.some((c) => !recorded(c.tag))) await sleep(10);
+      victim.process.kill('SIGKILL');
+      await sleep(LEASE_MS + 200);
+      const retries = await Promise.all(
+        cases.flatMap((c) =>
+          Array.from({ length: 3 }, (_, i) =>
+            post(`${children[i % 2]!.ports[c.adapter]}/steps`, c.key, c.tag),
+          ),
+        ),
+      );
+      expect(retries.every((r) => r.status === 201 || r.status === 409)).toBe(true);
+      for (const c of cases) {
+        expect(ran(c.tag)).toHaveLength(2);
+        // The charge ran once, on the victim: the survivor that took over got its recorded result.
+        expect(charged(c.tag)).toHaveLength(1);
+        const replay = await post(`${children[0]!.ports[c.adapter]}/steps`, c.key, c.tag);
+        expect(replay.status).toBe(201);
+        const body = JSON.parse(replay.body);
+        expect(body.attempt).toBe(2);
+        expect(body.pid).not.toBe(victim.process.pid);
+        expect(body.charge.chargedBy).toBe(victim.process.pid);
+        expect(body.charge.downstreamKey).toMatch(/^ik_[0-9a-f]{40}$/);
       }
     });
   });

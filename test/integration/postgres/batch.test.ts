@@ -161,7 +161,7 @@ describe('postgresStore claimMany', () => {
 
 describe('postgresStore completeAndClaimMany (migration 0004)', () => {
   const completeClaimCall = () =>
-    `SELECT * FROM "${fx.schema}"."idempotency_records_complete_claim"($1, $2, $3, $4, $5, $6, $7)`;
+    `SELECT * FROM "${fx.schema}"."idempotency_records_complete_claim"($1, $2, $3, $4, $5, $6, $7, $8)`;
 
   it('sends the completions and the claims as one call of the function', async () => {
     // Arrange
@@ -322,7 +322,7 @@ describe('postgresStore batch functions (migration 0003)', () => {
     await claimAndComplete(store, [key('fn-a'), key('fn-b'), key('fn-c')]);
     // Assert
     expect(texts).toEqual([
-      `SELECT * FROM "${fx.schema}"."idempotency_records_claim_many"($1, $2, $3)`,
+      `SELECT * FROM "${fx.schema}"."idempotency_records_claim_many"($1, $2, $3, $4)`,
       `SELECT * FROM "${fx.schema}"."idempotency_records_complete_many"($1, $2, $3, $4)`,
     ]);
   });
@@ -371,7 +371,7 @@ describe('postgresStore batch functions (migration 0003)', () => {
       `GRANT USAGE ON SEQUENCE "${fx.schema}"."idempotency_records_token_seq" TO ${role}`,
     );
     await fx.pool.query(
-      `REVOKE EXECUTE ON FUNCTION ${fn('claim_many')}(text[], text[], float8[]) FROM PUBLIC`,
+      `REVOKE EXECUTE ON FUNCTION ${fn('claim_many')}(text[], text[], float8[], float8[]) FROM PUBLIC`,
     );
     await fx.pool.query(
       `REVOKE EXECUTE ON FUNCTION ${fn('complete_many')}(text[], bigint[], bytea[], float8[]) FROM PUBLIC`,
@@ -391,7 +391,7 @@ describe('postgresStore batch functions (migration 0003)', () => {
     } finally {
       await rolePool.end();
       await fx.pool.query(
-        `GRANT EXECUTE ON FUNCTION ${fn('claim_many')}(text[], text[], float8[]) TO PUBLIC`,
+        `GRANT EXECUTE ON FUNCTION ${fn('claim_many')}(text[], text[], float8[], float8[]) TO PUBLIC`,
       );
       await fx.pool.query(
         `GRANT EXECUTE ON FUNCTION ${fn('complete_many')}(text[], bigint[], bytea[], float8[]) TO PUBLIC`,

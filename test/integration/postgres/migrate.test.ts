@@ -1,6 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isStoreUnavailableError } from '../../../src/index.js';
+import { isBatchFunctionUnusable } from '../../../src/postgres/batch-functions.js';
+import { renderSql, tableNames } from '../../../src/postgres/identifiers.js';
 import { migrate, postgresStore } from '../../../src/postgres/index.js';
+import { migrations } from '../../../src/postgres/migrations.gen.js';
+import { createMigrationsTable } from '../../../src/postgres/sql.gen.js';
 import { env, requireService } from '../../helpers/env.js';
 import { testPool, uniqueSchema } from '../../helpers/postgres-env.js';
 
@@ -11,6 +15,29 @@ const fresh = (label: string) => {
   schemas.push(schema);
   return schema;
 };
+
+/** A schema as `migrate()` would leave it with only the migrations up to `version` in the package. */
+async function migrateTo(schema: string, version: number): Promise<void> {
+  const names = tableNames(schema);
+  await pool.query(renderSql(createMigrationsTable, names));
+  for (const migration of migrations.filter((m) => m.id <= version)) {
+    await pool.query(renderSql(migration.sql, names));
+    await pool.query(`INSERT INTO ${names.migrationsTable} (id, name) VALUES ($1, $2)`, [
+      migration.id,
+      migration.name,
+    ]);
+  }
+}
+
+/**
+ * The claim-many statement as code older than 0005 sends it, which knows no reservation: the body of 0003's
+ * claim_many function (the statement as of that migration, unchanged until 0005).
+ */
+function preReservationClaimMany(schema: string): string {
+  const text = migrations.find((m) => m.id === 3)?.sql ?? '';
+  const body = text.slice(text.indexOf('  WITH input AS'), text.indexOf('  FROM blocking;'));
+  return renderSql(`${body}  FROM blocking;`, tableNames(schema));
+}
 
 beforeAll(async () => {
   await requireService('PostgreSQL', env.databaseUrl);
@@ -34,11 +61,12 @@ describe('migrate', () => {
             '0002_key_collation',
             '0003_batch_functions',
             '0004_complete_claim_function',
+            '0005_reservations_and_steps',
           ],
-          version: 4,
+          version: 5,
         },
       ]);
-      expect(results.every((r) => r.version === 4)).toBe(true);
+      expect(results.every((r) => r.version === 5)).toBe(true);
     } finally {
       await Promise.all(pools.map((p) => p.end()));
     }
@@ -71,6 +99,7 @@ describe('migrate', () => {
         '0002_key_collation',
         '0003_batch_functions',
         '0004_complete_claim_function',
+        '0005_reservations_and_steps',
       ]);
     } finally {
       holder.release();
@@ -86,6 +115,7 @@ describe('migrate', () => {
         '0002_key_collation',
         '0003_batch_functions',
         '0004_complete_claim_function',
+        '0005_reservations_and_steps',
       ]);
       expect((await migrate(client, { schema, table: 'records' })).applied).toEqual([]);
     } finally {
@@ -124,6 +154,143 @@ describe('migrate', () => {
     expect(await store.get('done')).toMatchObject({ status: 'completed', token: done.token });
     expect((await store.claim('live', { fingerprint: 'f', leaseMs: 60_000 })).claimed).toBe(false);
     expect(live.claimed).toBe(true);
+  });
+
+  it('tells code newer than the table to migrate, then claims with reservations and records steps once 0005 is applied', async () => {
+    // Arrange: a table at 0004, with a live claim, a dead lease and a completed record written by the
+    // code of that time (0003's claim_many and complete_many, whose statements know no reservation and
+    // no steps).
+    const schema = fresh('mig4');
+    await migrateTo(schema, 4);
+    const claimMany = `SELECT * FROM "${schema}".idempotency_records_claim_many($1, $2, $3)`;
+    const seeded = await pool.query(claimMany, [
+      ['live', 'dead', 'done'],
+      ['fp-a', 'fp-a', 'fp-a'],
+      [60_000, 1, 60_000],
+    ]);
+    const tokens = new Map(seeded.rows.map((row) => [row.key as string, Number(row.token)]));
+    const completed = await pool.query(
+      `SELECT * FROM "${schema}".idempotency_records_complete_many($1, $2, $3, $4)`,
+      [['done'], [tokens.get('done')], [Buffer.from('ok')], [60_000]],
+    );
+    expect(completed.rows).toEqual([{ key: 'done' }]);
+    const store = postgresStore({ pool, schema });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    // Act / Assert: every claim fails closed with a message that names the fix; reads still work.
+    const reserve = { fingerprint: 'fp-b', leaseMs: 60_000, reserveMs: 3_600_000 };
+    const single = await store.claim('new', reserve).catch((e) => e);
+    expect(isStoreUnavailableError(single)).toBe(true);
+    expect(single.message).toMatch(/lacks migration 0005_reservations_and_steps: run migrate\(\)/);
+    const batch = await store.claimMany!([
+      { key: 'new-a', ...reserve },
+      { key: 'new-b', ...reserve },
+    ]).catch((e) => e);
+    expect(isStoreUnavailableError(batch)).toBe(true);
+    expect(batch.message).toMatch(/lacks migration 0005_reservations_and_steps/);
+    // complete.sql clears the steps column too: it needs 0005 as the claims do (a store cannot hold a
+    // claim there to complete). The steps calls fail closed the same way.
+    const liveToken = tokens.get('live')!;
+    for (const call of [
+      store.complete('live', liveToken, Buffer.from('ok'), 60_000),
+      store.saveStep('live', liveToken, 'charge', Buffer.from('x')),
+      store.loadSteps('live', liveToken),
+    ]) {
+      const error = await call.catch((e) => e);
+      expect(isStoreUnavailableError(error)).toBe(true);
+      expect(error.message).toMatch(/lacks migration 0005_reservations_and_steps: run migrate\(\)/);
+    }
+    expect(await store.get('live')).toMatchObject({
+      status: 'in_progress',
+      token: tokens.get('live'),
+    });
+    // Act: migrate.
+    expect((await migrate(pool, { schema })).applied).toEqual(['0005_reservations_and_steps']);
+    // Assert: the same store claims now; the old rows carry no reservation and keep their state.
+    expect((await store.claim('new', reserve)).claimed).toBe(true);
+    expect(await store.loadSteps('live', liveToken)).toEqual({});
+    expect(await store.saveStep('live', liveToken, 'charge', Buffer.from('x'))).toBe(true);
+    expect(await store.loadSteps('live', liveToken)).toEqual({ charge: new Uint8Array([120]) });
+    expect(await store.claim('live', reserve)).toMatchObject({
+      claimed: false,
+      record: { token: tokens.get('live') },
+    });
+    expect(await store.claim('dead', reserve)).toMatchObject({ claimed: true, attempt: 2 });
+    expect(await store.claim('done', reserve)).toMatchObject({
+      claimed: false,
+      record: { status: 'completed' },
+    });
+    // A store created after the migration sends its batches through 0005's functions.
+    const after = postgresStore({ pool, schema });
+    const results = await after.claimMany!([
+      { key: 'new', fingerprint: 'fp-c', leaseMs: 60_000 },
+      { key: 'new-c', ...reserve },
+    ]);
+    expect(results.map((r) => r.claimed)).toEqual([false, true]);
+  });
+
+  it('keeps code older than 0005 working on a migrated table', async () => {
+    // Arrange: a migrated table, and a key reserved by a crashed claim of the current code.
+    const schema = fresh('mig5old');
+    await migrate(pool, { schema });
+    const store = postgresStore({ pool, schema });
+    const crashed = await store.claim('reserved', {
+      fingerprint: 'fp-a',
+      leaseMs: 1,
+      reserveMs: 3_600_000,
+    });
+    expect(crashed.claimed).toBe(true);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    // Act / Assert: the old functions are gone, with the error that makes old code send its statements.
+    const oldClaimMany = await pool
+      .query(`SELECT * FROM "${schema}".idempotency_records_claim_many($1, $2, $3)`, [
+        ['x'],
+        ['fp'],
+        [1000],
+      ])
+      .catch((e) => e);
+    expect(isBatchFunctionUnusable(oldClaimMany, 'idempotency_records_claim_many')).toBe(true);
+    const oldCompleteClaim = await pool
+      .query(
+        `SELECT * FROM "${schema}".idempotency_records_complete_claim($1, $2, $3, $4, $5, $6, $7)`,
+        [[], [], [], [], ['x'], ['fp'], [1000]],
+      )
+      .catch((e) => e);
+    expect(isBatchFunctionUnusable(oldCompleteClaim, 'idempotency_records_complete_claim')).toBe(
+      true,
+    );
+    // Old statements work on the new column (NULL): a fresh key, a live key, and a reserved dead
+    // lease, which old code (knowing no reservation) takes over whatever the fingerprint.
+    const held = await store.claim('held', { fingerprint: 'fp-a', leaseMs: 60_000 });
+    const { rows } = await pool.query(preReservationClaimMany(schema), [
+      ['fresh', 'held', 'reserved'],
+      ['fp-b', 'fp-b', 'fp-b'],
+      [60_000, 60_000, 60_000],
+    ]);
+    const byKey = new Map(rows.map((row) => [row.key as string, row]));
+    expect(byKey.get('fresh')?.claimed).toBe(true);
+    expect(byKey.get('held')).toMatchObject({
+      claimed: false,
+      token: String(held.claimed && held.token),
+    });
+    expect(byKey.get('reserved')?.claimed).toBe(true);
+    // complete_many keeps the arguments old code calls it with (0005 replaced only its body).
+    const viaOld = await store.claim('old-complete', { fingerprint: 'fp-a', leaseMs: 60_000 });
+    if (!viaOld.claimed) throw new Error('expected a claim');
+    expect(await store.saveStep('old-complete', viaOld.token, 'charge', Buffer.from('x'))).toBe(
+      true,
+    );
+    const completedByOld = await pool.query(
+      `SELECT * FROM "${schema}".idempotency_records_complete_many($1, $2, $3, $4)`,
+      [['old-complete'], [viaOld.token], [Buffer.from('ok')], [60_000]],
+    );
+    expect(completedByOld.rows).toEqual([{ key: 'old-complete' }]);
+    expect(await store.get('old-complete')).toMatchObject({ status: 'completed' });
+    // Rows old code claimed are completed, purged and counted by the current code as any other.
+    const fresh5 = Number(byKey.get('fresh')?.token);
+    expect(await store.complete('fresh', fresh5, Buffer.from('ok'), 1)).toBe(true);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(await store.purgeExpired()).toBe(1);
+    expect((await store.stats()).inProgress).toBe(2);
   });
 
   it('fails closed with StoreUnavailableError when the database is unreachable', async () => {

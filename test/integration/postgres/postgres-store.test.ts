@@ -215,6 +215,48 @@ describe('postgresStore purge', () => {
     expect(rows[0].n).toBe(0);
   });
 
+  it('purges a reserved dead lease once its reservation ends, and a completed row whatever it reserved', async () => {
+    // Arrange: a crashed claim reserved for 1.5 s, and a claim reserved for an hour then completed with a
+    // 1 ms retention (a completed row keeps its reserved_until, which means nothing there).
+    const store = postgresStore({ pool: fx.pool, schema: fx.schema });
+    const [crashedKey, doneKey] = [key('reserved-purge'), key('reserved-done')];
+    const crashed = await store.claim(crashedKey, {
+      fingerprint: 'fp',
+      leaseMs: 50,
+      reserveMs: 1_500,
+    });
+    const done = await store.claim(doneKey, {
+      fingerprint: 'fp',
+      leaseMs: 60_000,
+      reserveMs: 3_600_000,
+    });
+    if (!crashed.claimed || !done.claimed) throw new Error('expected two claims');
+    expect(await store.complete(doneKey, done.token, Buffer.from('x'), 1)).toBe(true);
+    const exists = async (k: string) =>
+      (
+        await fx.pool.query(
+          `SELECT count(*)::int AS n FROM "${fx.schema}".idempotency_records WHERE key = $1`,
+          [k],
+        )
+      ).rows[0].n === 1;
+    await sleep(150);
+    // Act: purge while the lease is dead but still reserved.
+    while ((await store.purgeExpired({ limit: 1000 })) > 0) {}
+    // Assert: the reserved dead lease stays, the expired outcome is gone.
+    expect(await exists(crashedKey)).toBe(true);
+    expect(await exists(doneKey)).toBe(false);
+    expect(await store.get(crashedKey)).toBeUndefined();
+    // Act: purge again once the reservation has ended.
+    await sleep(1_500);
+    while ((await store.purgeExpired({ limit: 1000 })) > 0) {}
+    // Assert: deleted now, so another request claims the key afresh (attempt 1, a larger token).
+    expect(await exists(crashedKey)).toBe(false);
+    const next = await store.claim(crashedKey, { fingerprint: 'other', leaseMs: 60_000 });
+    expect(next).toMatchObject({ claimed: true, attempt: 1 });
+    expect(next.claimed && next.token).toBeGreaterThan(crashed.token);
+    await store.delete(crashedKey);
+  });
+
   it('rejects a purge limit that is not a positive integer', async () => {
     const store = postgresStore({ pool: fx.pool, schema: fx.schema });
     await expect(store.purgeExpired({ limit: 0 })).rejects.toThrow(/positive integer/);

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  createFingerprint,
   createIdempotency,
   isReplayedError,
   isStoreUnavailableError,
@@ -128,6 +129,28 @@ describe('postgresTransactional', () => {
     const outcome = await tx.runInTransaction({ key }, insertOrder(key));
     expect(outcome).toMatchObject({ status: 'executed', attempt: 2 });
     expect(events).toEqual(['takeover:2', 'executed:2']);
+  });
+
+  it('honours the reservation of a crashed engine claim: another payload is a mismatch, the same takes over', async () => {
+    const store = postgresStore({ pool: fx.pool, schema: fx.schema });
+    const tx = postgresTransactional({ pool: fx.pool, schema: fx.schema });
+    const key = newKey('reserved');
+    // A crashed engine run whose key stays reserved for its payload (the engine passes its retention).
+    const fingerprint = createFingerprint({ amount: 1 });
+    const claim = await store.claim(tx.storageKeyFor(key), {
+      fingerprint,
+      leaseMs: 50,
+      reserveMs: 3_600_000,
+    });
+    expect(claim.claimed).toBe(true);
+    await sleep(120);
+    // The transactional mode claims without a reservation of its own, and still respects this one.
+    const other = await tx.runInTransaction({ key, payload: { amount: 2 } }, insertOrder(key));
+    expect(other).toEqual({ status: 'mismatch' });
+    expect(await ordersFor(key)).toBe(0);
+    const same = await tx.runInTransaction({ key, payload: { amount: 1 } }, insertOrder(key));
+    expect(same).toMatchObject({ status: 'executed', attempt: 2 });
+    expect(await ordersFor(key)).toBe(1);
   });
 
   it('reports a mismatch for the same key with another payload', async () => {

@@ -1,64 +1,30 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { toCommander } from '../../../src/redis/client.js';
-import { type RedisStore, redisStore } from '../../../src/redis/index.js';
-import { env, requireService } from '../../helpers/env.js';
-import {
-  connectClient,
-  deleteKeys,
-  type RedisLib,
-  type TestRedisClient,
-} from '../../helpers/redis-clients.js';
+import { describe, expect, it } from 'vitest';
+import type { RedisLib } from '../../helpers/redis-clients.js';
+import { rawRedisStore, redisClientsForFile } from '../../helpers/redis-file-connection.js';
 
 // The record encoding (one string per record) and the batch scripts, on the shared server, for both clients.
 const prefix = `idemtest:enc:${randomUUID().slice(0, 8)}:`;
-const clients = new Map<RedisLib, TestRedisClient>();
+const clients = redisClientsForFile(prefix);
 const day = 86_400_000;
-
-beforeAll(async () => {
-  await requireService('Redis', env.redisUrl);
-  for (const lib of ['node-redis', 'ioredis'] as const) {
-    clients.set(lib, await connectClient(lib, env.redisUrl));
-  }
-});
-
-afterAll(async () => {
-  for (const connection of clients.values()) {
-    await deleteKeys(connection.client, prefix);
-    await connection.close();
-  }
-});
 
 describe.each<RedisLib>(['node-redis', 'ioredis'])(
   'redis record encoding and batches (%s)',
   (lib) => {
-    let store: RedisStore;
-    let raw: (args: string[]) => Promise<unknown>;
-    const storeKey = (key: string) => `${prefix}${lib}:{${key}}`;
-
-    beforeAll(() => {
-      const connection = clients.get(lib);
-      if (connection === undefined) throw new Error(`no ${lib} client`);
-      store = redisStore({
-        client: connection.client,
-        prefix: `${prefix}${lib}:`,
-        checkEvictionPolicy: false,
-      });
-      const commander = toCommander(connection.client);
-      raw = (args) => commander.send(args[1], args);
-    });
+    const redis = rawRedisStore(clients, lib, prefix);
+    const { raw, storeKey } = redis;
 
     it('declares batches on a single node', () => {
       // Arrange + Act + Assert
-      expect(store.capabilities.batch).toBe(true);
+      expect(redis.store.capabilities.batch).toBe(true);
     });
 
     it('round-trips 16-digit tokens exactly, single and batched, and stores them as exact decimal text', async () => {
       // Arrange
       const [single, batched] = [randomUUID(), randomUUID()];
       // Act
-      const one = await store.claim(single, { fingerprint: 'fp', leaseMs: 60_000 });
-      const [many] = await store.claimMany([
+      const one = await redis.store.claim(single, { fingerprint: 'fp', leaseMs: 60_000 });
+      const [many] = await redis.store.claimMany([
         { key: batched, fingerprint: 'fp', leaseMs: 60_000 },
         { key: randomUUID(), fingerprint: 'fp', leaseMs: 60_000 },
       ]);
@@ -72,7 +38,7 @@ describe.each<RedisLib>(['node-redis', 'ioredis'])(
         expect(String(token)).toMatch(/^\d{16}$/);
         const value = String(await raw(['GET', storeKey(key)]));
         expect(value).toMatch(new RegExp(`^p\\|${token}\\|\\d{13}\\|\\d{13}\\|1\\|fp$`));
-        const record = await store.get(key);
+        const record = await redis.store.get(key);
         expect(record?.token).toBe(token);
       }
       expect(one.leaseUntil).toBe(Math.floor(one.token / 1000) + 60_000);
@@ -85,8 +51,8 @@ describe.each<RedisLib>(['node-redis', 'ioredis'])(
         await raw(['SET', storeKey(key), 'r|8999999999999999', 'PX', '60000']);
       }
       // Act
-      const one = await store.claim(single, { fingerprint: 'fp', leaseMs: 60_000 });
-      const [many] = await store.claimMany([
+      const one = await redis.store.claim(single, { fingerprint: 'fp', leaseMs: 60_000 });
+      const [many] = await redis.store.claimMany([
         { key: batched, fingerprint: 'fp', leaseMs: 60_000 },
         { key: batched, fingerprint: 'fp2', leaseMs: 60_000 },
       ]);
@@ -99,8 +65,8 @@ describe.each<RedisLib>(['node-redis', 'ioredis'])(
         if (!result?.claimed) continue;
         // The lease end comes from Redis's clock, not from the raised token.
         expect(Math.abs(result.leaseUntil - (Date.now() + 60_000))).toBeLessThan(30_000);
-        expect(await store.complete(key, result.token, Buffer.from('ok'), day)).toBe(true);
-        expect(await store.get(key)).toMatchObject({
+        expect(await redis.store.complete(key, result.token, Buffer.from('ok'), day)).toBe(true);
+        expect(await redis.store.get(key)).toMatchObject({
           status: 'completed',
           token: 9_000_000_000_000_000,
         });
@@ -111,7 +77,7 @@ describe.each<RedisLib>(['node-redis', 'ioredis'])(
       // The batch scripts send a lease (retention) once when every item shares it, and per item otherwise.
       const keys = [randomUUID(), randomUUID(), randomUUID()];
       const leases = [10_000, 20_000, 30_000];
-      const claims = await store.claimMany(
+      const claims = await redis.store.claimMany(
         keys.map((key, i) => ({ key, fingerprint: `fp${i}`, leaseMs: leases[i]! })),
       );
       const tokens = claims.map((claim, i) => {
@@ -125,7 +91,7 @@ describe.each<RedisLib>(['node-redis', 'ioredis'])(
         expect(Number(ttl)).toBeLessThanOrEqual(leases[i]!);
       });
       const retentions = [100_000, 200_000, 300_000];
-      const done = await store.completeMany(
+      const done = await redis.store.completeMany(
         keys.map((key, i) => ({
           key,
           token: tokens[i]!,
@@ -135,7 +101,7 @@ describe.each<RedisLib>(['node-redis', 'ioredis'])(
       );
       expect(done).toEqual([true, true, true]);
       for (const [i, key] of keys.entries()) {
-        const record = await store.get(key);
+        const record = await redis.store.get(key);
         expect(record?.status).toBe('completed');
         if (record?.status !== 'completed') continue;
         expect(record.fingerprint).toBe(`fp${i}`);
@@ -144,10 +110,10 @@ describe.each<RedisLib>(['node-redis', 'ioredis'])(
       }
       // Shared lease and retention, empty fingerprints, binary outcomes.
       const shared = [randomUUID(), randomUUID()];
-      const sharedClaims = await store.claimMany(
+      const sharedClaims = await redis.store.claimMany(
         shared.map((key) => ({ key, fingerprint: '', leaseMs: 5_000 })),
       );
-      const sharedDone = await store.completeMany(
+      const sharedDone = await redis.store.completeMany(
         shared.map((key, i) => {
           const claim = sharedClaims[i];
           if (!claim?.claimed) throw new Error(`shared item ${i} not claimed`);
@@ -162,7 +128,7 @@ describe.each<RedisLib>(['node-redis', 'ioredis'])(
       );
       expect(sharedDone).toEqual([true, true]);
       for (const key of shared) {
-        const record = await store.get(key);
+        const record = await redis.store.get(key);
         expect(record?.status === 'completed' && record.expiresAt - record.completedAt).toBe(7_000);
         expect(record?.status === 'completed' && [...record.outcome]).toEqual([1, 0, 0x75]);
       }
@@ -171,7 +137,7 @@ describe.each<RedisLib>(['node-redis', 'ioredis'])(
     it('keeps every byte of an outcome through completeMany, separators and invalid UTF-8 included', async () => {
       // Arrange
       const keys = [randomUUID(), randomUUID()];
-      const claims = await store.claimMany(
+      const claims = await redis.store.claimMany(
         keys.map((key) => ({ key, fingerprint: 'f|p é', leaseMs: 60_000 })),
       );
       const everyByte = Uint8Array.from({ length: 256 }, (_, i) => i);
@@ -179,7 +145,7 @@ describe.each<RedisLib>(['node-redis', 'ioredis'])(
       const backing = Buffer.from(`xx|c|1|2|3|${'|'.repeat(10)}yy`);
       const view = new Uint8Array(backing.buffer, backing.byteOffset + 2, 20);
       // Act
-      const results = await store.completeMany(
+      const results = await redis.store.completeMany(
         keys.map((key, i) => {
           const claim = claims[i];
           if (!claim?.claimed) throw new Error('claimed');
@@ -188,7 +154,7 @@ describe.each<RedisLib>(['node-redis', 'ioredis'])(
       );
       // Assert
       expect(results).toEqual([true, true]);
-      const [first, second] = await Promise.all(keys.map((key) => store.get(key)));
+      const [first, second] = await Promise.all(keys.map((key) => redis.store.get(key)));
       expect(first?.status === 'completed' && [...first.outcome]).toEqual([...everyByte]);
       expect(second?.status === 'completed' && [...second.outcome]).toEqual([...view]);
       expect(first?.fingerprint).toBe('f|p é');
@@ -197,14 +163,14 @@ describe.each<RedisLib>(['node-redis', 'ioredis'])(
     it('fences a batch item by item: wrong, unsafe and stale tokens fail alone', async () => {
       // Arrange
       const [a, b] = [randomUUID(), randomUUID()];
-      const claims = await store.claimMany([
+      const claims = await redis.store.claimMany([
         { key: a, fingerprint: 'fp', leaseMs: 60_000 },
         { key: b, fingerprint: 'fp', leaseMs: 60_000 },
       ]);
       const [ca, cb] = claims;
       if (!ca?.claimed || !cb?.claimed) throw new Error('claimed');
       // Act
-      const results = await store.completeMany([
+      const results = await redis.store.completeMany([
         { key: a, token: Number.MAX_SAFE_INTEGER + 2, outcome: Buffer.from('x'), retentionMs: day },
         { key: a, token: ca.token - 1, outcome: Buffer.from('x'), retentionMs: day },
         { key: b, token: cb.token, outcome: Buffer.from('b'), retentionMs: day },
@@ -212,20 +178,20 @@ describe.each<RedisLib>(['node-redis', 'ioredis'])(
       ]);
       // Assert
       expect(results).toEqual([false, false, true, true]);
-      expect(await store.release(a, ca.token)).toBe(false);
-      expect(await store.completeMany([])).toEqual([]);
-      expect(await store.claimMany([])).toEqual([]);
+      expect(await redis.store.release(a, ca.token)).toBe(false);
+      expect(await redis.store.completeMany([])).toEqual([]);
+      expect(await redis.store.claimMany([])).toEqual([]);
     });
 
     it('claims after a release with a larger token, in a batch too, and hides the tombstone', async () => {
       // Arrange
       const key = randomUUID();
-      const first = await store.claim(key, { fingerprint: 'fp', leaseMs: 60_000 });
+      const first = await redis.store.claim(key, { fingerprint: 'fp', leaseMs: 60_000 });
       if (!first.claimed) throw new Error('claimed');
       // Act
-      const released = await store.release(key, first.token);
-      const absent = await store.get(key);
-      const [again] = await store.claimMany([
+      const released = await redis.store.release(key, first.token);
+      const absent = await redis.store.get(key);
+      const [again] = await redis.store.claimMany([
         { key, fingerprint: 'fp', leaseMs: 60_000 },
         { key: randomUUID(), fingerprint: 'fp', leaseMs: 60_000 },
       ]);

@@ -1,10 +1,13 @@
 /**
  * Model-based property test: random sequences of operations, with a manual clock, give exactly the same
  * results on the SQLite store (whose rules are written in SQL) as on a model that applies the core's pure
- * transitions (applyClaim, applyComplete, applyRelease, applyExtend) — tokens and attempts included.
+ * transitions (applyClaim, applyComplete, applyRelease, applyExtend, applySaveStep, stepsHeldBy) — tokens
+ * and attempts included, reservations (reserveMs) of claims made one by one or in batches, and the steps
+ * recorded on a claim (kept or dropped by every takeover, completion, release and purge).
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { applySaveStep, isRecordGone, stepsHeldBy } from '../../../src/core/record.js';
 import {
   applyClaim,
   applyComplete,
@@ -16,11 +19,22 @@ import {
 import { sqliteStore } from '../../../src/sqlite/index.js';
 import { ManualClock } from '../../helpers/clock.js';
 
+interface ClaimOp {
+  key: number;
+  fingerprint: string;
+  leaseMs: number;
+  reserveMs: number | undefined;
+}
+
 type Op =
-  | { op: 'claim'; key: number; fingerprint: string; leaseMs: number }
+  | ({ op: 'claim' } & ClaimOp)
+  | { op: 'claimMany'; claims: ClaimOp[] }
+  | { op: 'completeAndClaimMany'; complete: Extract<Op, { op: 'complete' }>; claims: ClaimOp[] }
   | { op: 'complete'; key: number; token: number; bytes: Uint8Array; retentionMs: number }
   | { op: 'release'; key: number; token: number }
   | { op: 'extend'; key: number; token: number; leaseMs: number }
+  | { op: 'saveStep'; key: number; token: number; name: string; bytes: Uint8Array }
+  | { op: 'loadSteps'; key: number; token: number }
   | { op: 'get'; key: number }
   | { op: 'delete'; key: number }
   | { op: 'purge' }
@@ -32,22 +46,52 @@ const key = fc.integer({ min: 0, max: 3 });
 // issued for any key, 3 one never issued.
 const tokenPick = fc.integer({ min: 0, max: 3 });
 const ms = fc.constantFrom(1, 10, 50, 100);
+// No reservation, one not above the lease (reserves nothing), or one that outlasts some leases.
+const reserveMs = fc.constantFrom(undefined, 0, 50, 150, 300);
+const claimArb: fc.Arbitrary<ClaimOp> = fc.record({
+  key,
+  fingerprint: fc.constantFrom('a', 'b'),
+  leaseMs: ms,
+  reserveMs,
+});
+const completeArb = fc.record({
+  op: fc.constant('complete' as const),
+  key,
+  token: tokenPick,
+  bytes: fc.uint8Array({ maxLength: 8 }),
+  retentionMs: ms,
+});
 const opArb: fc.Arbitrary<Op> = fc.oneof(
+  claimArb.map((claim) => ({ op: 'claim' as const, ...claim })),
   fc.record({
-    op: fc.constant('claim' as const),
-    key,
-    fingerprint: fc.constantFrom('a', 'b'),
-    leaseMs: ms,
+    op: fc.constant('claimMany' as const),
+    claims: fc.array(claimArb, { minLength: 1, maxLength: 3 }),
   }),
   fc.record({
-    op: fc.constant('complete' as const),
-    key,
-    token: tokenPick,
-    bytes: fc.uint8Array({ maxLength: 8 }),
-    retentionMs: ms,
+    op: fc.constant('completeAndClaimMany' as const),
+    complete: completeArb,
+    claims: fc.array(claimArb, { minLength: 1, maxLength: 3 }),
   }),
+  completeArb,
   fc.record({ op: fc.constant('release' as const), key, token: tokenPick }),
   fc.record({ op: fc.constant('extend' as const), key, token: tokenPick, leaseMs: ms }),
+  // Steps weigh more: what they test (kept or dropped by a takeover) needs a save, a takeover and a load
+  // in a row on one key.
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      op: fc.constant('saveStep' as const),
+      key,
+      token: tokenPick,
+      // Few names, so that saves replace each other; one with the characters a JSON path would split on.
+      name: fc.constantFrom('charge', 'ship.v2:eu-1_x'),
+      bytes: fc.uint8Array({ maxLength: 8 }),
+    }),
+  },
+  {
+    weight: 3,
+    arbitrary: fc.record({ op: fc.constant('loadSteps' as const), key, token: tokenPick }),
+  },
   fc.record({ op: fc.constant('get' as const), key }),
   fc.record({ op: fc.constant('delete' as const), key }),
   fc.record({ op: fc.constant('purge' as const) }),
@@ -66,8 +110,8 @@ function model(clock: ManualClock) {
   const set = (k: string, next: IdempotencyRecord | undefined) =>
     next === undefined ? records.delete(k) : records.set(k, next);
   return {
-    claim(k: string, fingerprint: string, leaseMs: number) {
-      const input = { fingerprint, leaseMs, now: clock.now(), minToken: lastToken + 1 };
+    claim(k: string, fingerprint: string, leaseMs: number, reserveMs: number | undefined) {
+      const input = { fingerprint, leaseMs, reserveMs, now: clock.now(), minToken: lastToken + 1 };
       const { result, next } = applyClaim(records.get(k), input);
       if (result.claimed) {
         lastToken = result.token;
@@ -95,6 +139,14 @@ function model(clock: ManualClock) {
       if (ok) set(k, next);
       return ok;
     },
+    saveStep(k: string, token: number, name: string, value: Uint8Array) {
+      const { ok, next } = applySaveStep(records.get(k), { token, name, value, now: clock.now() });
+      if (ok) set(k, next);
+      return ok;
+    },
+    loadSteps(k: string, token: number) {
+      return stepsHeldBy(records.get(k), token, clock.now());
+    },
     get: live,
     delete(k: string) {
       const existed = live(k) !== undefined;
@@ -104,7 +156,7 @@ function model(clock: ManualClock) {
     purge() {
       let n = 0;
       for (const [k, r] of records) {
-        if (isRecordDead(r, clock.now())) {
+        if (isRecordGone(r, clock.now())) {
           records.delete(k);
           n++;
         }
@@ -133,11 +185,18 @@ function model(clock: ManualClock) {
   };
 }
 
-// Outcomes compare by content: the driver returns Buffers, the model keeps Uint8Arrays.
+// Outcomes compare by content: the driver returns Buffers, the model keeps Uint8Arrays. A store need not
+// report a record's reservation (reservedUntil) nor its steps on the records it returns: their effects
+// (claims refused, loadSteps) are compared instead.
 function normalise(value: unknown): unknown {
   if (value instanceof Uint8Array) return [...value];
+  if (Array.isArray(value)) return value.map(normalise);
   if (typeof value !== 'object' || value === null) return value;
-  return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, normalise(v)]));
+  return Object.fromEntries(
+    Object.entries(value)
+      .filter(([k]) => k !== 'reservedUntil' && k !== 'steps')
+      .map(([k, v]) => [k, normalise(v)]),
+  );
 }
 
 describe('sqlite store against the core transitions', () => {
@@ -158,6 +217,21 @@ describe('sqlite store against the core transitions', () => {
               pick === 0 ? own.at(-1) : pick === 1 ? own.at(-2) : pick === 2 ? latest : 12345;
             return chosen ?? 12345;
           };
+          const request = (claim: ClaimOp) => ({
+            key: `k${claim.key}`,
+            fingerprint: claim.fingerprint,
+            leaseMs: claim.leaseMs,
+            reserveMs: claim.reserveMs,
+          });
+          const expectClaim = (claim: ClaimOp) => {
+            const { key: k, fingerprint, leaseMs, reserveMs } = request(claim);
+            const result = reference.claim(k, fingerprint, leaseMs, reserveMs);
+            if (result.claimed) {
+              latest = result.token;
+              tokens.set(k, [...(tokens.get(k) ?? []), latest]);
+            }
+            return result;
+          };
           try {
             for (const op of ops) {
               // Act
@@ -165,12 +239,35 @@ describe('sqlite store against the core transitions', () => {
               let expected: unknown;
               switch (op.op) {
                 case 'claim': {
-                  actual = await store.claim(`k${op.key}`, op);
-                  expected = reference.claim(`k${op.key}`, op.fingerprint, op.leaseMs);
-                  if ((expected as { claimed: boolean; token?: number }).claimed) {
-                    latest = (expected as { token: number }).token;
-                    tokens.set(`k${op.key}`, [...(tokens.get(`k${op.key}`) ?? []), latest]);
-                  }
+                  const { key: k, ...claimOptions } = request(op);
+                  actual = await store.claim(k, claimOptions);
+                  expected = expectClaim(op);
+                  break;
+                }
+                case 'claimMany':
+                  actual = await store.claimMany(op.claims.map(request));
+                  expected = op.claims.map(expectClaim);
+                  break;
+                case 'completeAndClaimMany': {
+                  const { complete: c } = op;
+                  const completion = {
+                    key: `k${c.key}`,
+                    token: token(`k${c.key}`, c.token),
+                    outcome: c.bytes,
+                    retentionMs: c.retentionMs,
+                  };
+                  actual = await store.completeAndClaimMany([completion], op.claims.map(request));
+                  expected = {
+                    completed: [
+                      reference.complete(
+                        completion.key,
+                        completion.token,
+                        completion.outcome,
+                        completion.retentionMs,
+                      ),
+                    ],
+                    claimed: op.claims.map(expectClaim),
+                  };
                   break;
                 }
                 case 'complete':
@@ -202,6 +299,24 @@ describe('sqlite store against the core transitions', () => {
                     token(`k${op.key}`, op.token),
                     op.leaseMs,
                   );
+                  break;
+                case 'saveStep':
+                  actual = await store.saveStep(
+                    `k${op.key}`,
+                    token(`k${op.key}`, op.token),
+                    op.name,
+                    op.bytes,
+                  );
+                  expected = reference.saveStep(
+                    `k${op.key}`,
+                    token(`k${op.key}`, op.token),
+                    op.name,
+                    op.bytes,
+                  );
+                  break;
+                case 'loadSteps':
+                  actual = await store.loadSteps(`k${op.key}`, token(`k${op.key}`, op.token));
+                  expected = reference.loadSteps(`k${op.key}`, token(`k${op.key}`, op.token));
                   break;
                 case 'get':
                   actual = await store.get(`k${op.key}`);

@@ -360,6 +360,87 @@ describe('sqliteTransactional', () => {
     expect(await fx.store.complete(key, stale.token, new Uint8Array([1]), 60_000)).toBe(false);
   });
 
+  it('honours the reservation of a crashed engine claim: another payload is a mismatch, the same one runs', async () => {
+    // Arrange: an engine claim (reserved for a day, as the engine reserves for its retention) whose holder
+    // crashed; its lease is over.
+    const fx = fixture();
+    const key = fx.transactional.storageKeyFor('reserved');
+    const crashed = await fx.store.claim(key, {
+      fingerprint: 'fp-a',
+      leaseMs: 1,
+      reserveMs: 86_400_000,
+    });
+    if (!crashed.claimed) throw new Error('setup claim lost');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    let runs = 0;
+    const handler = (tx: SqliteTransactionContext) => {
+      runs++;
+      fx.insert.run('reserved', 1);
+      return { attempt: tx.attempt };
+    };
+    // Act
+    const other = await fx.transactional.runInTransaction(
+      { key: 'reserved', fingerprint: 'fp-b' },
+      handler,
+    );
+    const same = await fx.transactional.runInTransaction(
+      { key: 'reserved', fingerprint: 'fp-a' },
+      handler,
+    );
+    const afterwards = await fx.transactional.runInTransaction(
+      { key: 'reserved', fingerprint: 'fp-b' },
+      handler,
+    );
+    // Assert
+    expect(other).toEqual({ status: 'mismatch' });
+    expect(same).toMatchObject({ status: 'executed', value: { attempt: 2 }, attempt: 2 });
+    if (same.status === 'executed') expect(same.token).toBeGreaterThan(crashed.token);
+    expect(afterwards).toEqual({ status: 'mismatch' });
+    expect(runs).toBe(1);
+    expect(fx.payments('reserved')).toBe(1);
+    expect(await fx.store.complete(key, crashed.token, new Uint8Array([1]), 60_000)).toBe(false);
+  });
+
+  it('answers a mismatch from under the write lock when a reserved dead lease appears after its read', async () => {
+    // Arrange: the lock-free read finds nothing; then, before this call's claim (here from inside the
+    // clock, under the lock this call already holds), a crashed engine claim of another payload shows
+    // up, lease over, reservation not: as if another process had committed it in between.
+    const db = fixture().db;
+    let calls = 0;
+    let insertRow = () => {};
+    const clock = {
+      now: () => {
+        if (++calls === 2) insertRow();
+        return 1_700_000_000_000;
+      },
+    };
+    const transactional = sqliteTransactional({ database: db, clock });
+    const key = transactional.storageKeyFor('late');
+    insertRow = () =>
+      db
+        .prepare(
+          `INSERT INTO idempotency_records (key, status, fingerprint, token, attempt, created_at,
+             expires_at, reserved_until) VALUES (?, 'in_progress', 'fp-a', 1, 1, 0, 1, 1800000000000)`,
+        )
+        .run(key);
+    let runs = 0;
+    // Act
+    const outcome = await transactional.runInTransaction(
+      { key: 'late', fingerprint: 'fp-b' },
+      () => {
+        runs++;
+        return 'ran';
+      },
+    );
+    // Assert
+    expect(calls).toBeGreaterThanOrEqual(2);
+    expect(outcome).toEqual({ status: 'mismatch' });
+    expect(runs).toBe(0);
+    expect(db.prepare('SELECT fingerprint, attempt FROM idempotency_records').all()).toEqual([
+      { fingerprint: 'fp-a', attempt: 1 },
+    ]);
+  });
+
   it('issues tokens from the store’s counter: above a released engine claim, and below the next one', async () => {
     // Arrange
     const fx = fixture();

@@ -223,6 +223,40 @@ describe('createIdempotency().run', () => {
     expect(onReplayed.mock.calls.map(([e]) => e.fromCache)).toEqual([false, true]);
   });
 
+  it('keeps a crashed run’s key for its own request: another payload is a mismatch for the retention', async () => {
+    const { idempotency, clock } = setup({ leaseMs: 1000, retentionMs: 60_000, cache: false });
+    const onTakeover = vi.fn();
+    const onMismatch = vi.fn();
+    const observed = createIdempotency({
+      store: idempotency.store,
+      clock,
+      extendLease: false,
+      leaseMs: 1000,
+      retentionMs: 60_000,
+      cache: false,
+      hooks: { onTakeover, onMismatch },
+    });
+    void observed.run({ key: 'k', payload: { amount: 1 } }, () => new Promise(() => {}));
+    await claimLands();
+    clock.advance(1001);
+    const other = vi.fn(() => 'other');
+    expect(await observed.run({ key: 'k', payload: { amount: 2 } }, other)).toEqual({
+      status: 'mismatch',
+    });
+    expect(other).not.toHaveBeenCalled();
+    expect(onMismatch).toHaveBeenCalledTimes(1);
+    const same = await observed.run({ key: 'k', payload: { amount: 1 } }, (ctx) => ctx.attempt);
+    expect(same).toMatchObject({ status: 'executed', value: 2, attempt: 2 });
+    expect(onTakeover).toHaveBeenCalledTimes(1);
+
+    // Once the retention has passed, the crashed request's key is a new key for anyone.
+    void observed.run({ key: 'later', payload: { amount: 1 } }, () => new Promise(() => {}));
+    await claimLands();
+    clock.advance(60_001);
+    const fresh = await observed.run({ key: 'later', payload: { amount: 2 } }, () => 'fresh');
+    expect(fresh).toMatchObject({ status: 'executed', value: 'fresh' });
+  });
+
   it('gives fn a stable downstream key per step, the same after a takeover', async () => {
     const { idempotency, clock } = setup({ leaseMs: 1000, cache: false });
     const seen: string[] = [];

@@ -90,7 +90,7 @@ describe('redis store without a server', () => {
     // Assert
     expect(released).toBe(true);
     expect(sent.map((args) => args[0])).toEqual(['EVALSHA', 'EVAL']);
-    expect(sent[0]?.slice(2)).toEqual(['1', 'p:{key}', '7', '60000']);
+    expect(sent[0]?.slice(2)).toEqual(['2', 'p:{key}', 'p:{key}:s', '7', '60000']);
     expect(sent[1]?.slice(2)).toEqual(sent[0]?.slice(2));
   });
 
@@ -123,9 +123,52 @@ describe('redis store without a server', () => {
     const sent: unknown[] = [];
     const store = redisStore({ client: client(async (args) => sent.push(args)), ...quiet });
     // Act
-    const results = [await store.release('k', 1.5), await store.extend('k', Number.NaN, 1000)];
+    const results = [
+      await store.release('k', 1.5),
+      await store.extend('k', Number.NaN, 1000),
+      await store.saveStep('k', 2 ** 60, 'charge', Uint8Array.of(1)),
+      await store.loadSteps('k', -0.5),
+    ];
     // Assert
-    expect(results).toEqual([false, false]);
+    expect(results).toEqual([false, false, false, undefined]);
+    expect(sent).toEqual([]);
+  });
+
+  it('passes the record key and its steps key (same hash tag) to the step scripts', async () => {
+    // Arrange
+    const sent: Array<ReadonlyArray<string | Buffer>> = [];
+    const replies: unknown[] = [1, [Buffer.from('charge'), Buffer.from([0, 255])], null];
+    const store = redisStore({
+      client: client(async (args) => {
+        sent.push(args);
+        return replies.shift();
+      }),
+      prefix: 'p:',
+      ...quiet,
+    });
+    // Act
+    const saved = await store.saveStep('key', 7, 'charge', Uint8Array.of(0, 255));
+    const steps = await store.loadSteps('key', 7);
+    const fenced = await store.loadSteps('key', 8);
+    // Assert
+    expect(saved).toBe(true);
+    expect(steps).toEqual({ charge: Uint8Array.of(0, 255) });
+    expect(fenced).toBeUndefined();
+    expect(sent[0]?.slice(2, 7)).toEqual(['2', 'p:{key}', 'p:{key}:s', '7', 'charge']);
+    expect(sent[1]?.slice(2)).toEqual(['2', 'p:{key}', 'p:{key}:s', '7']);
+    expect(store.capabilities.steps).toBe(true);
+  });
+
+  it('refuses a step name outside [A-Za-z0-9._:-]{1,100} (the lineage field is `#`)', async () => {
+    // Arrange
+    const sent: unknown[] = [];
+    const store = redisStore({ client: client(async (args) => sent.push(args)), ...quiet });
+    // Act + Assert
+    for (const name of ['#', '', 'a b', 'x'.repeat(101), 'é']) {
+      await expect(store.saveStep('k', 1, name, Uint8Array.of(1)), name).rejects.toMatchObject({
+        code: 'invalid_options',
+      });
+    }
     expect(sent).toEqual([]);
   });
 });

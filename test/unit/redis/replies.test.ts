@@ -5,6 +5,7 @@ import {
   decodeFlags,
   decodeGet,
   decodeHeader,
+  decodeSteps,
   decodeValue,
 } from '../../../src/redis/replies.js';
 
@@ -111,5 +112,22 @@ describe('redis record values and script replies', () => {
     expect(() => decodeValue(b('p|1.5|2|3|1|fp'))).toThrow(/malformed/);
     expect(() => decodeValue(b('c|1|2|3|99|short'))).toThrow(/malformed/);
     expect(() => decodeClaim(1.5, 1000)).toThrow(/number/);
+  });
+
+  it('decodes load-steps: nil when fenced out, names and byte-exact copies of the results', () => {
+    // Arrange
+    const read = Buffer.from([0, 1, 0xff, 0x7c]);
+    const reply = [b('charge'), read, b('__proto__'), b('p')];
+    // Act
+    const steps = decodeSteps(reply);
+    read[0] = 9;
+    // Assert: the results are copies; every name is an own property, `__proto__` included.
+    expect(decodeSteps(null)).toBeUndefined();
+    expect(decodeSteps([])).toEqual({});
+    expect(Object.getPrototypeOf(decodeSteps([]))).toBe(Object.prototype);
+    expect(steps?.charge).toEqual(Uint8Array.of(0, 1, 0xff, 0x7c));
+    expect(Object.keys(steps ?? {})).toEqual(['charge', '__proto__']);
+    expect(Object.getPrototypeOf(steps)).toBe(Object.prototype);
+    expect(() => decodeSteps([b('odd')])).toThrow(/step names and results/);
   });
 });

@@ -1,9 +1,12 @@
 --[[
-  release-1.lua: delete the in_progress record held by a token with a live lease, leaving a tombstone
+  release-2.lua: delete the in_progress record held by a token with a live lease, leaving a tombstone
   ('r|<token>', nothing else) so that the next claim still gets a larger token, even within the same
-  microsecond. The tombstone is not a record: get, claim and stats treat the key as absent.
+  microsecond. The tombstone is not a record: get, claim and stats treat the key as absent. The record's
+  steps (see save-step-2.lua) go with it: a new claim, even in the same millisecond with the same
+  fingerprint, starts with none.
 
   KEYS[1]  record key             <prefix>{<storage key>}
+  KEYS[2]  steps key              <prefix>{<storage key>}:s, a hash (same hash tag, so the same slot)
   ARGV[1]  token (decimal integer)
   ARGV[2]  tombstone lifetime in ms (positive integer)
 
@@ -23,4 +26,5 @@ if tonumber(string.sub(old, tokenEnd + 1, string.find(old, '|', tokenEnd + 1, tr
   return 0
 end
 redis.call('SET', KEYS[1], 'r|' .. ARGV[1], 'PX', ARGV[2])
+redis.call('UNLINK', KEYS[2])
 return 1

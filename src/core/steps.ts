@@ -1,0 +1,138 @@
+/**
+ * Steps: the named phases of one execution whose results are recorded on its claim (H13's recovery
+ * points). An attempt that takes over a crashed one for the same request does not run again the steps the
+ * crashed attempt finished: it gets their recorded results. A step's side effect outside the store can
+ * still repeat if the crash fell between the effect and the recording, which is why each step also gets a
+ * downstream key for the provider's own deduplication.
+ * @module
+ */
+import { InvalidOptionsError, StoreUnavailableError } from './errors.js';
+import { deriveDownstreamKey } from './key.js';
+import type { LeaseKeeper } from './lease.js';
+import { decodeOutcome, defaultCodec, encodeValueOutcome, type OutcomeCodec } from './outcome.js';
+
+/** What a step's function is given. */
+export interface StepContext {
+  /**
+   * The downstream key of this step (`ctx.downstreamKey(name)`): pass it to the provider the step calls,
+   * so that a repeat after a crash between the call and its recording is deduplicated there.
+   */
+  readonly downstreamKey: string;
+  /** The execution's attempt: more than 1 when it took over a crashed attempt. */
+  readonly attempt: number;
+}
+
+/** Options of one step. */
+export interface StepOptions {
+  /** Encodes the step's result for the record. @default defaultCodec (JSON, bytes, undefined) */
+  codec?: OutcomeCodec;
+}
+
+/** Runs one step: see {@link StepRecorder.run}. */
+export type StepRunner = <S>(
+  name: string,
+  fn: (step: StepContext) => Promise<S> | S,
+  options?: StepOptions,
+) => Promise<S>;
+
+// Names become field names in every store (a Redis hash field, a JSON object key): a safe, short alphabet.
+const STEP_NAME = /^[A-Za-z0-9._:-]{1,100}$/;
+
+/**
+ * Check a step name against the alphabet every store relies on (`[A-Za-z0-9._:-]{1,100}`): the engine
+ * checks before a step runs, and each store again before it writes, since a store may be called directly.
+ * @param who Prefix of the error message (the caller's name).
+ * @throws InvalidOptionsError for any other name.
+ */
+export function assertStepName(name: unknown, who: string): asserts name is string {
+  if (typeof name !== 'string' || !STEP_NAME.test(name)) {
+    throw new InvalidOptionsError(
+      `${who}: a step name must match ${String(STEP_NAME)}, got ${JSON.stringify(name)}`,
+    );
+  }
+}
+
+/** The steps of one execution: loads what earlier attempts recorded (once), records what this one runs. */
+export class StepRecorder {
+  readonly #lease: LeaseKeeper;
+  readonly #attempt: number;
+  readonly #names = new Set<string>();
+  #recorded: Promise<Record<string, Uint8Array>> | undefined;
+
+  constructor(lease: LeaseKeeper, attempt: number) {
+    this.#lease = lease;
+    this.#attempt = attempt;
+  }
+
+  /**
+   * Run step `name` once per request: return its recorded result if an attempt this one took over
+   * finished it, else run `fn`, record its result on the claim, and return it.
+   * @throws InvalidOptionsError for an invalid or repeated name, or a store that cannot record steps.
+   * @throws LeaseLostError when this execution no longer holds the key (nothing is recorded).
+   * @throws StoreUnavailableError when the store could not record the result (the step did run).
+   */
+  async run<S>(
+    name: string,
+    fn: (step: StepContext) => Promise<S> | S,
+    options?: StepOptions,
+  ): Promise<S> {
+    assertStepName(name, 'ctx.step');
+    // Checked before any await, so two concurrent steps of one name are caught too.
+    if (this.#names.has(name)) {
+      throw new InvalidOptionsError(`step '${name}' already ran in this execution`);
+    }
+    this.#names.add(name);
+    const lease = this.#lease;
+    const store = lease.store;
+    if (
+      store.saveStep === undefined ||
+      store.loadSteps === undefined ||
+      !store.capabilities.steps
+    ) {
+      throw new InvalidOptionsError(`store '${store.name}' cannot record steps`);
+    }
+    const codec = options?.codec ?? defaultCodec;
+    // A first attempt has nothing recorded: only a takeover asks the store.
+    if (this.#attempt > 1) {
+      this.#recorded ??= this.#load();
+      const recorded = await this.#recorded;
+      // Own properties only: a step named `constructor` must not find Object.prototype's.
+      if (Object.hasOwn(recorded, name)) {
+        const decoded = decodeOutcome(recorded[name] as Uint8Array);
+        if (decoded.kind === 'value') return codec.decode(decoded.payload) as S;
+      }
+    }
+    const value = await fn({
+      downstreamKey: deriveDownstreamKey(lease.storageKey, name),
+      attempt: this.#attempt,
+    });
+    const bytes = encodeValueOutcome(codec.encode(value));
+    let saved: boolean;
+    try {
+      saved = await store.saveStep(lease.storageKey, lease.token, name, bytes);
+    } catch (error) {
+      lease.reportStoreError('saveStep', error);
+      throw new StoreUnavailableError(`Store '${store.name}' failed to record step '${name}'`, {
+        cause: error,
+      });
+    }
+    if (!saved) throw lease.fencedOut();
+    return value;
+  }
+
+  async #load(): Promise<Record<string, Uint8Array>> {
+    const lease = this.#lease;
+    const store = lease.store;
+    let steps: Record<string, Uint8Array> | undefined;
+    try {
+      steps = await store.loadSteps?.(lease.storageKey, lease.token);
+    } catch (error) {
+      lease.reportStoreError('loadSteps', error);
+      throw new StoreUnavailableError(`Store '${store.name}' failed to load the recorded steps`, {
+        cause: error,
+      });
+    }
+    if (steps === undefined) throw lease.fencedOut();
+    return steps;
+  }
+}

@@ -1,0 +1,23 @@
+-- 0002_reservations_and_steps: the reservation of a crashed claim's key (ClaimOptions.reserveMs), and the
+-- results of the steps recorded on a claim (Store.saveStep / loadSteps).
+-- Params: none. Returns: nothing.
+-- Run by migrate() inside a BEGIN IMMEDIATE transaction, once per table (recorded in
+-- "idempotency_records_migrations"). "idempotency_records" is replaced by the configured table name.
+--
+-- `reserved_until` (epoch ms) is set by claim.sql when a claim's reserveMs exceeds its leaseMs, and means
+-- something only while status = 'in_progress': once the lease (`expires_at`) has ended, the row still
+-- blocks claims with another fingerprint, and purge keeps it, until `reserved_until` has passed too. The
+-- reservation therefore ends at max(expires_at, reserved_until). NULL (every row written before this
+-- migration, and every row written by a process still running the earlier statements) reserves nothing
+-- beyond the lease, which is the behaviour before this migration.
+--
+-- `steps` is a JSON object (text) of the step results recorded on the in_progress record: step name → the
+-- result's bytes in base64 (save-step.sql writes one name, load-steps.sql reads them all). NULL means none.
+-- It belongs to the claim: a takeover with the same fingerprint keeps it, a takeover with another
+-- fingerprint or of a completed row starts with NULL (claim.sql), complete.sql clears it, release deletes
+-- the row. It means something only while status = 'in_progress' (load-steps.sql reads no other row).
+--
+-- Adding a nullable column without a default is a change of the schema only (no row is rewritten), and
+-- statements that name their columns, as every statement of the earlier version does, keep working.
+ALTER TABLE "idempotency_records" ADD COLUMN reserved_until INTEGER;
+ALTER TABLE "idempotency_records" ADD COLUMN steps TEXT;
