@@ -190,12 +190,13 @@ describe('migrate', () => {
     // complete.sql clears the steps column too: it needs 0005 as the claims do (a store cannot hold a
     // claim there to complete). The steps calls fail closed the same way.
     const liveToken = tokens.get('live')!;
+    // One call at a time (thunks): a call started early would reject with no handler attached yet.
     for (const call of [
-      store.complete('live', liveToken, Buffer.from('ok'), 60_000),
-      store.saveStep('live', liveToken, 'charge', Buffer.from('x')),
-      store.loadSteps('live', liveToken),
+      () => store.complete('live', liveToken, Buffer.from('ok'), 60_000),
+      () => store.saveStep('live', liveToken, 'charge', Buffer.from('x')),
+      () => store.loadSteps('live', liveToken),
     ]) {
-      const error = await call.catch((e) => e);
+      const error = await call().catch((e) => e);
       expect(isStoreUnavailableError(error)).toBe(true);
       expect(error.message).toMatch(/lacks migration 0005_reservations_and_steps: run migrate\(\)/);
     }
