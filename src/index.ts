@@ -58,6 +58,7 @@ export {
   isReservedFor,
   nextToken,
   RecordStatus,
+  reservationMs,
   stepsHeldBy,
 } from './core/record.js';
 export type { StepContext, StepOptions } from './core/steps.js';

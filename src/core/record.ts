@@ -110,6 +110,16 @@ export type ClaimResult =
   | { claimed: false; record: IdempotencyRecord };
 
 /**
+ * How long beyond its claim a claim reserves its key (see {@link applyClaim}): `reserveMs` when it exceeds
+ * `leaseMs`, else 0 (the lease alone). Missing and NaN give 0 too, so a store may pass the result to a
+ * backend that compares it as a number.
+ */
+export function reservationMs(options: { leaseMs: number; reserveMs?: number }): number {
+  const { leaseMs, reserveMs } = options;
+  return reserveMs !== undefined && reserveMs > leaseMs ? reserveMs : 0;
+}
+
+/**
  * The claim transition, as every store must apply it atomically: create if absent or dead; take over an
  * in-progress record whose lease expired (token and attempt grow) if the claim's fingerprint is the
  * record's or the record's reservation has ended too; otherwise leave the record as is and return it.
@@ -147,8 +157,8 @@ export function applyClaim(
     attempt: takeover ? current.attempt + 1 : 1,
     createdAt: takeover ? current.createdAt : now,
   };
-  const reserveMs = input.reserveMs ?? 0;
-  if (reserveMs > leaseMs) next.reservedUntil = now + reserveMs;
+  const reserveMs = reservationMs(input);
+  if (reserveMs > 0) next.reservedUntil = now + reserveMs;
   // The same request resumes where the crashed attempt got to; another request starts from nothing.
   if (takeover && current.steps !== undefined && current.fingerprint === fingerprint) {
     next.steps = current.steps;

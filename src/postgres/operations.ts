@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import { bufferView } from '../core/bytes.js';
 import { StoreUnavailableError } from '../core/errors.js';
-import type { ClaimResult, IdempotencyRecord } from '../core/record.js';
+import { type ClaimResult, type IdempotencyRecord, reservationMs } from '../core/record.js';
 import type { ClaimOptions, ClaimRequest, CompleteRequest, StoreStats } from '../store/store.js';
 import { isBatchFunctionUnusable } from './batch-functions.js';
 import { isNodePostgres, type PgQueryable, type PgQueryResult } from './client.js';
@@ -29,22 +29,15 @@ const CLAIM_ATTEMPTS = 10;
 // statements are then only the fallback for a schema without them.
 const PLANNED_PER_CALL: ReadonlySet<string> = new Set(['claimMany', 'completeMany']);
 
-/**
- * The reservation a claim sends (`$4` of `claim.sql`): `reserveMs` when it exceeds the lease, else 0 (none
- * beyond the lease). The statements apply the same rule; deciding it here also turns a missing or NaN
- * value into 0, which PostgreSQL would otherwise compare as greater than any lease.
- */
-function reservation({ leaseMs, reserveMs }: ClaimOptions): number {
-  return reserveMs !== undefined && reserveMs > leaseMs ? reserveMs : 0;
-}
-
 /** The parameters of a claim batch (`claim-many.sql` and the functions): one array per column. */
 function claimValues(requests: readonly ClaimRequest[]): unknown[] {
   return [
     requests.map((request) => request.key),
     requests.map((request) => request.fingerprint),
     requests.map((request) => request.leaseMs),
-    requests.map(reservation),
+    // The statements apply the same rule; deciding it here also turns a missing or NaN value into 0,
+    // which PostgreSQL would otherwise compare as greater than any lease.
+    requests.map(reservationMs),
   ];
 }
 
@@ -238,7 +231,7 @@ export function createOperations(names: TableNames, options: OperationsOptions =
   return {
     names,
     async claim(db, key, options) {
-      const values = [key, options.fingerprint, options.leaseMs, reservation(options)];
+      const values = [key, options.fingerprint, options.leaseMs, reservationMs(options)];
       for (let attempt = 1; attempt <= CLAIM_ATTEMPTS; attempt++) {
         const { rows } = await run(db, 'claim', values);
         const row = rows[0] as RecordRow | undefined;

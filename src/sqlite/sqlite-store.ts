@@ -9,7 +9,12 @@
 import { bufferView } from '../core/bytes.js';
 import { type Clock, systemClock } from '../core/clock.js';
 import { InvalidOptionsError, isIdempotencyError, StoreUnavailableError } from '../core/errors.js';
-import { type ClaimResult, type IdempotencyRecord, RecordStatus } from '../core/record.js';
+import {
+  type ClaimResult,
+  type IdempotencyRecord,
+  RecordStatus,
+  reservationMs,
+} from '../core/record.js';
 import { assertStepName } from '../core/steps.js';
 import type {
   ClaimOptions,
@@ -55,14 +60,15 @@ export function claimParams(
   options: ClaimOptions,
   now: number,
 ): Record<string, unknown> {
-  const { fingerprint, leaseMs, reserveMs = 0 } = options;
+  const { fingerprint, leaseMs } = options;
+  const reserveMs = reservationMs(options);
   return {
     key,
     fingerprint,
     now,
     now_micros: Math.floor(now * 1000),
     lease_until: now + leaseMs,
-    reserved_until: reserveMs > leaseMs ? now + reserveMs : null,
+    reserved_until: reserveMs > 0 ? now + reserveMs : null,
   };
 }
 
