@@ -3,7 +3,8 @@
  * The first request's handler "crashes" right after the charge (it hangs, and its lease is left to run
  * out, as a killed process's would); the client's retry takes the key over once the lease has passed,
  * gets the recorded charge instead of charging again, and only ships. A different order under the same
- * key is refused with 422, even though the first request never finished.
+ * key is refused with 422, even though the first request never finished; the operator who reads the 422's
+ * storage key in the logs inspects it and sees why (a crashed request reserves it).
  *
  * Run: `npx tsx examples/steps-express.ts`.
  * @module
@@ -11,6 +12,7 @@
 import type { AddressInfo } from 'node:net';
 import express from 'express';
 import { idempotency } from '../src/express/index.js';
+import { inspectKey } from '../src/index.js';
 import { sqliteStore } from '../src/sqlite/index.js';
 
 /** A payment provider that deduplicates by idempotency key, as Stripe and Adyen do. */
@@ -27,11 +29,20 @@ const provider = {
   },
 };
 
+const store = sqliteStore({ database: ':memory:' });
+// What a log line of the mismatch would carry: the storage key (never the client's raw key).
+let mismatchedStorageKey = '';
+
 const app = express();
 app.use(express.json());
 app.use(
   idempotency({
-    store: sqliteStore({ database: ':memory:' }),
+    store,
+    hooks: {
+      onMismatch: (event) => {
+        mismatchedStorageKey = event.storageKey;
+      },
+    },
     namespace: 'orders',
     leaseMs: '1s',
     // Only so that the hanging handler below lets its lease run out, as a killed process would: a real
@@ -72,6 +83,12 @@ await new Promise((resolve) => setTimeout(resolve, 1100));
 const misuse = await order(9900);
 const problem = (await misuse.json()) as { code: string };
 console.log(`same key, other order       → ${misuse.status} ${problem.code}`);
+// Why? Inspect the key from the log line: a crashed request holds it for its own retry.
+const inspection = await inspectKey(store, mismatchedStorageKey);
+const steps = inspection.record?.status === 'in_progress' ? inspection.record.steps : undefined;
+console.log(
+  `inspect the key             → ${inspection.state}, reserved for its request, steps: ${Object.keys(steps ?? {}).join(', ')}`,
+);
 const retry = await order(4200);
 console.log(`retry after the lease       → ${retry.status} ${JSON.stringify(await retry.json())}`);
 const replay = await order(4200);

@@ -35,8 +35,10 @@ export {
 } from './core/errors.js';
 export type { FingerprintInput } from './core/fingerprint.js';
 export { createFingerprint } from './core/fingerprint.js';
-export type { HookEvent, IdempotencyHooks } from './core/hooks.js';
+export type { HookEvent, IdempotencyHooks, StepHookEvent } from './core/hooks.js';
 export { combineHooks, RunOutcomeName } from './core/hooks.js';
+export type { KeyInspection } from './core/inspection.js';
+export { inspectKey, KeyState } from './core/inspection.js';
 export { deriveDownstreamKey, MAX_KEY_LENGTH, storageKey, validateKey } from './core/key.js';
 export type { OutcomeCodec } from './core/outcome.js';
 export { defaultCodec } from './core/outcome.js';
@@ -72,6 +74,7 @@ export type {
   CompleteAndClaimResults,
   CompleteRequest,
   PurgeOptions,
+  RecordInspection,
   Store,
   StoreCapabilities,
   StoreStats,

@@ -37,14 +37,21 @@ export interface DatabaseArgs {
 export type CliCommand =
   | { command: 'help' }
   | ({ command: 'migrate' } & DatabaseArgs)
-  | ({ command: 'purge'; limit: number; batches: number } & DatabaseArgs);
+  | ({ command: 'purge'; limit: number; batches: number } & DatabaseArgs)
+  | ({ command: 'inspect'; storageKey: string; json: boolean } & DatabaseArgs)
+  | ({ command: 'stats'; json: boolean } & DatabaseArgs);
+
+const COMMANDS = ['migrate', 'purge', 'inspect', 'stats'] as const;
 
 /** The text `--help` prints. */
 export const HELP = `Usage: idempotency-kit <command> [options]
 
 Commands:
-  migrate   Create or upgrade the PostgreSQL records table (safe to run from several processes at once)
-  purge     Delete expired records in bounded batches (never a live lease)
+  migrate          Create or upgrade the PostgreSQL records table (safe to run from several processes at once)
+  purge            Delete expired records in bounded batches (never a live lease)
+  inspect <key>    Show a storage key's record and what the next request with that key meets (the key is
+                   the 64-hex-digit storage key: a trace's idempotency.key_hash, or storageKeyFor())
+  stats            Count records by state, and the age of the oldest live lease
 
 Options:
   --database-url <url>  PostgreSQL connection string (default: $DATABASE_URL)
@@ -52,6 +59,7 @@ Options:
   --table <name>        Name of the records table (default: idempotency_records)
   --limit <n>           purge: rows deleted per batch (default: 1000)
   --batches <n>         purge: stop after this many batches (default: until nothing is left)
+  --json                inspect, stats: print one JSON object instead of text
   -h, --help            Show this help
 
 Exit codes: 0 success, 1 the command failed, 2 bad command line.
@@ -82,12 +90,18 @@ export function parseCli(
   }
   const { values, positionals } = parsed;
   if (values.help === true) return { command: 'help' };
-  const [command, ...extra] = positionals;
-  if (command === undefined) throw new UsageError('missing command (migrate or purge)');
-  if (command !== 'migrate' && command !== 'purge') {
-    throw new UsageError(`unknown command '${command}' (expected migrate or purge)`);
+  const [command, ...rest] = positionals;
+  const expected = `${COMMANDS.slice(0, -1).join(', ')} or ${COMMANDS.at(-1)}`;
+  if (command === undefined) throw new UsageError(`missing command (${expected})`);
+  if (!(COMMANDS as readonly string[]).includes(command)) {
+    throw new UsageError(`unknown command '${command}' (expected ${expected})`);
   }
+  // `inspect` takes the storage key; no command takes anything else.
+  const [storageKey, ...extra] = command === 'inspect' ? rest : [undefined, ...rest];
   if (extra.length > 0) throw new UsageError(`unexpected argument '${extra[0]}'`);
+  if (command === 'inspect' && (storageKey === undefined || storageKey === '')) {
+    throw new UsageError('inspect needs the storage key to show (idempotency-kit inspect <key>)');
+  }
   const databaseUrl = values['database-url'] ?? environment.DATABASE_URL;
   if (databaseUrl === undefined || databaseUrl === '') {
     throw new UsageError('missing --database-url (or set DATABASE_URL)');
@@ -95,14 +109,19 @@ export function parseCli(
   const database: DatabaseArgs = { databaseUrl };
   if (values.schema !== undefined) database.schema = values.schema;
   if (values.table !== undefined) database.table = values.table;
-  if (command === 'migrate') {
-    if (values.limit !== undefined || values.batches !== undefined) {
-      throw new UsageError('--limit and --batches apply to purge only');
-    }
-    return { command, ...database };
+  if (command !== 'purge' && (values.limit !== undefined || values.batches !== undefined)) {
+    throw new UsageError('--limit and --batches apply to purge only');
   }
+  if (command !== 'inspect' && command !== 'stats' && values.json === true) {
+    throw new UsageError('--json applies to inspect and stats only');
+  }
+  const json = values.json === true;
+  if (command === 'migrate') return { command, ...database };
+  if (command === 'inspect')
+    return { command, ...database, storageKey: storageKey as string, json };
+  if (command === 'stats') return { command, ...database, json };
   return {
-    command,
+    command: 'purge',
     ...database,
     limit: positiveInteger('limit', values.limit, 1000),
     batches: positiveInteger('batches', values.batches, Number.MAX_SAFE_INTEGER),
@@ -120,6 +139,7 @@ function parse(argv: readonly string[]) {
       table: { type: 'string' },
       limit: { type: 'string' },
       batches: { type: 'string' },
+      json: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
   });

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 /**
- * The `idempotency-kit` executable (the package's `bin`): `migrate` and `purge` for the PostgreSQL store.
+ * The `idempotency-kit` executable (the package's `bin`): `migrate`, `purge`, `inspect` and `stats` for the
+ * PostgreSQL store.
  * Run `idempotency-kit --help` for usage.
  * @module
  */

@@ -6,7 +6,7 @@
 import { isIdempotencyError } from '../core/errors.js';
 import type { PgPool } from '../postgres/client.js';
 import { ExitCode, HELP, parseCli, UsageError } from './args.js';
-import { migrateCommand, purgeCommand } from './commands.js';
+import { inspectCommand, migrateCommand, purgeCommand, statsCommand } from './commands.js';
 
 interface PgModule {
   Pool: new (config: {
@@ -55,8 +55,20 @@ export async function runCli(argv: readonly string[]): Promise<number> {
     });
     // An idle connection dropped by the server must not crash the command with an unhandled event.
     pool.on('error', () => {});
-    if (command.command === 'migrate') await migrateCommand(pool, command, print);
-    else await purgeCommand(pool, command, print);
+    switch (command.command) {
+      case 'migrate':
+        await migrateCommand(pool, command, print);
+        break;
+      case 'purge':
+        await purgeCommand(pool, command, print);
+        break;
+      case 'inspect':
+        await inspectCommand(pool, command, print);
+        break;
+      case 'stats':
+        await statsCommand(pool, command, print);
+        break;
+    }
     return ExitCode.Ok;
   } catch (error) {
     // Invalid schema/table names are usage errors even though they are found after parsing.

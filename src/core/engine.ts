@@ -17,6 +17,7 @@ import {
 import { createFingerprint } from './fingerprint.js';
 import { Heartbeats } from './heartbeat.js';
 import { emit, type HookEvent, type IdempotencyHooks } from './hooks.js';
+import { inspectKey, type KeyInspection } from './inspection.js';
 import { deriveDownstreamKey, storageKey as toStorageKey, validateKey } from './key.js';
 import { type LeaseEnvironment, LeaseKeeper } from './lease.js';
 import {
@@ -160,6 +161,14 @@ export interface Idempotency {
   run<T>(request: RunRequest, fn: (context: RunContext) => Promise<T> | T): Promise<RunOutcome<T>>;
   /** The storage key that `run` would use for (scope, key). */
   storageKeyFor(key: string, scope?: string): string;
+  /**
+   * What the next `run` with (scope, key) would meet, and the record behind it: an admin call (one store
+   * read) for questions such as "why does this key answer 422?". With only a storage key (from a trace's
+   * `idempotency.key_hash` or a log), call {@link inspectKey} on the store.
+   * @throws InvalidKeyError for a key `run` would refuse.
+   * @throws StoreUnavailableError when the store cannot be read.
+   */
+  inspect(key: string, scope?: string): Promise<KeyInspection>;
 }
 
 // Completion is retried on store errors a few times within the lease: the side effect already happened,
@@ -429,6 +438,10 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     storageKeyFor: (key, scope = '') => {
       validateKey(key);
       return toStorageKey(namespace, scope, key);
+    },
+    inspect: async (key, scope = '') => {
+      validateKey(key);
+      return inspectKey(options.store, toStorageKey(namespace, scope, key), () => clock.now());
     },
   };
 }

@@ -63,6 +63,27 @@ export interface IdempotencyHooks {
   onStoreError?(event: HookEvent & { operation: string; error: unknown }): void;
   /** The store failed and the call ran unprotected because `failOpen` was set. */
   onFailOpen?(event: HookEvent & { error: unknown }): void;
+  /**
+   * A step's function ran and its result was recorded on the claim (`ctx.step`). `durationMs` is the
+   * function's time, not the recording's. Not reported for a step whose function threw, nor when failing
+   * open (nothing is recorded then).
+   */
+  onStepRecorded?(event: StepHookEvent & { durationMs: number }): void;
+  /**
+   * A step's result recorded by a crashed attempt was returned instead of running its function again: the
+   * crash was resumed from this step on. A count of these is how often recovery points save a repeat.
+   */
+  onStepReplayed?(event: StepHookEvent): void;
+}
+
+/** What the step hooks receive: the run's identity, and which step. */
+export interface StepHookEvent extends HookEvent {
+  /** The execution's fencing token. */
+  token: number;
+  /** The execution's attempt (a replayed step is always on an attempt above 1). */
+  attempt: number;
+  /** The step's name, as given to `ctx.step` (`[A-Za-z0-9._:-]{1,100}`). */
+  step: string;
 }
 
 /** Call a hook, swallowing anything it throws. */

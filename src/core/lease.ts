@@ -73,6 +73,27 @@ export class LeaseKeeper implements Beating {
     });
   }
 
+  /**
+   * Report a step of this execution (`onStepRecorded` with the function's duration, or `onStepReplayed`).
+   * @param attempt the execution's attempt, which the lease does not know
+   */
+  reportStep(step: string, attempt: number, durationMs?: number): void {
+    const event = {
+      namespace: this.env.namespace,
+      storageKey: this.storageKey,
+      token: this.token,
+      attempt,
+      step,
+    };
+    if (durationMs === undefined) this.report('onStepReplayed', event);
+    else this.report('onStepRecorded', { ...event, durationMs });
+  }
+
+  /** Milliseconds on the engine's clock (what hook durations are measured in). */
+  now(): number {
+    return this.env.clock.now();
+  }
+
   /** Aborts (with a {@link LeaseLostError} as reason) when the lease is lost. */
   get signal(): AbortSignal {
     this.controller ??= new AbortController();
@@ -188,7 +209,7 @@ export class LeaseKeeper implements Beating {
   }
 
   /** Call a hook in the run's own async context (see `runScope`). */
-  private report<K extends 'onLeaseLost' | 'onStoreError'>(
+  private report<K extends 'onLeaseLost' | 'onStoreError' | 'onStepRecorded' | 'onStepReplayed'>(
     name: K,
     event: Parameters<NonNullable<IdempotencyHooks[K]>>[0] & HookEvent,
   ): void {

@@ -99,13 +99,19 @@ export class StepRecorder {
       // Own properties only: a step named `constructor` must not find Object.prototype's.
       if (Object.hasOwn(recorded, name)) {
         const decoded = decodeOutcome(recorded[name] as Uint8Array);
-        if (decoded.kind === 'value') return codec.decode(decoded.payload) as S;
+        if (decoded.kind === 'value') {
+          const replayed = codec.decode(decoded.payload) as S;
+          lease.reportStep(name, this.#attempt);
+          return replayed;
+        }
       }
     }
+    const startedAt = lease.now();
     const value = await fn({
       downstreamKey: deriveDownstreamKey(lease.storageKey, name),
       attempt: this.#attempt,
     });
+    const durationMs = lease.now() - startedAt;
     const bytes = encodeValueOutcome(codec.encode(value));
     let saved: boolean;
     try {
@@ -117,6 +123,7 @@ export class StepRecorder {
       });
     }
     if (!saved) throw lease.fencedOut();
+    lease.reportStep(name, this.#attempt, durationMs);
     return value;
   }
 

@@ -24,6 +24,12 @@ export const IdempotencyAttribute = {
   ErrorStored: 'idempotency.error_stored',
   /** On a store-error event: the store operation that failed. */
   Operation: 'idempotency.operation',
+  /** On a step event: the step's name (`ctx.step`). */
+  StepName: 'idempotency.step.name',
+  /** On a step event: true when a crashed attempt's recorded result was returned instead of running it. */
+  StepReplayed: 'idempotency.step.replayed',
+  /** On a recorded step's event: how long its function ran, in ms. */
+  StepDurationMs: 'idempotency.step.duration_ms',
 } as const;
 
 /** Attributes set on the active span of a delivery by the consumer hooks. */
@@ -48,6 +54,8 @@ export const IdempotencyEvent = {
   Takeover: 'idempotency.takeover',
   /** This execution lost its lease, or gave it up past `maxExecution` (see the engine's `onLeaseLost`). */
   LeaseLost: 'idempotency.lease_lost',
+  /** A step ran and was recorded, or a crashed attempt's recorded result was returned (`ctx.step`). */
+  Step: 'idempotency.step',
   /** A store call failed (also when a retry of it succeeded later). */
   StoreError: 'idempotency.store_error',
   /** A consumer dead-lettered the delivery, with the error it recorded. */

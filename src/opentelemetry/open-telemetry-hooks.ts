@@ -1,6 +1,7 @@
 /**
  * Engine hooks that annotate the active OpenTelemetry span with each run's outcome: the trace attribute of
- * the design's observability checklist, plus span events for takeovers, lost leases and store errors. It
+ * the design's observability checklist, plus span events for takeovers, lost leases, store errors and
+ * steps. It
  * uses only `@opentelemetry/api`, so it writes to whatever SDK and instrumentations the application set
  * up (the HTTP server span of `@opentelemetry/instrumentation-http`, a consumer span, your own), and
  * does nothing when there is none.
@@ -22,7 +23,8 @@ export interface OpenTelemetryHooksOptions {
 
 /**
  * Hooks that set `idempotency.*` attributes on the active span of each run (the outcome, the hashed key,
- * the attempt) and add span events for takeovers, lost leases and store errors. Pass them as `hooks`,
+ * the attempt) and add span events for takeovers, lost leases, store errors and steps (recorded or
+ * replayed, with the step's name). Pass them as `hooks`,
  * alone or with others through `combineHooks`.
  *
  * @param options.spanOf which span to annotate (default: the active span)
@@ -92,6 +94,21 @@ export function openTelemetryHooks(options: OpenTelemetryHooksOptions = {}): Ide
       annotateRun(event, undefined, {})?.addEvent(IdempotencyEvent.StoreError, {
         [IdempotencyAttribute.Operation]: event.operation,
         ...errorAttributes(event.error),
+      });
+    },
+    onStepRecorded(event) {
+      annotateRun(event, undefined, {})?.addEvent(IdempotencyEvent.Step, {
+        [IdempotencyAttribute.StepName]: event.step,
+        [IdempotencyAttribute.StepReplayed]: false,
+        [IdempotencyAttribute.StepDurationMs]: event.durationMs,
+        [IdempotencyAttribute.Attempt]: event.attempt,
+      });
+    },
+    onStepReplayed(event) {
+      annotateRun(event, undefined, {})?.addEvent(IdempotencyEvent.Step, {
+        [IdempotencyAttribute.StepName]: event.step,
+        [IdempotencyAttribute.StepReplayed]: true,
+        [IdempotencyAttribute.Attempt]: event.attempt,
       });
     },
   };

@@ -7,8 +7,19 @@
 import { createHash } from 'node:crypto';
 import { bufferView } from '../core/bytes.js';
 import { StoreUnavailableError } from '../core/errors.js';
-import { type ClaimResult, type IdempotencyRecord, reservationMs } from '../core/record.js';
-import type { ClaimOptions, ClaimRequest, CompleteRequest, StoreStats } from '../store/store.js';
+import {
+  type ClaimResult,
+  type IdempotencyRecord,
+  RecordStatus,
+  reservationMs,
+} from '../core/record.js';
+import type {
+  ClaimOptions,
+  ClaimRequest,
+  CompleteRequest,
+  RecordInspection,
+  StoreStats,
+} from '../store/store.js';
 import { isBatchFunctionUnusable } from './batch-functions.js';
 import { isNodePostgres, type PgQueryable, type PgQueryResult } from './client.js';
 import { batchFunctionNames, renderSql, type TableNames } from './identifiers.js';
@@ -62,6 +73,13 @@ interface StepRow {
  * (`__proto__` included) is an own property; each value is decoded into bytes of its own (a small
  * `Buffer.from` is a view of Node's shared pool, so it is copied out).
  */
+/** A row of `inspect.sql`: a record row, its reservation, its steps (jsonb, parsed) and the clock. */
+interface InspectRow extends RecordRow {
+  reserved_until_ms: number | null;
+  steps: Record<string, string> | null;
+  now_ms: number;
+}
+
 function rowsToSteps(rows: readonly StepRow[]): Record<string, Uint8Array> {
   return Object.fromEntries(
     rows.flatMap((row) =>
@@ -127,6 +145,8 @@ export interface Operations {
   ): Promise<Record<string, Uint8Array> | undefined>;
   /** `get.sql`: the live record, if any. */
   get(db: PgQueryable, key: string): Promise<IdempotencyRecord | undefined>;
+  /** `inspect.sql`: the live record or a reserved dead lease, with the database clock. */
+  inspect(db: PgQueryable, key: string): Promise<RecordInspection | undefined>;
   /** `delete-record.sql`: true when a live record was removed. */
   delete(db: PgQueryable, key: string): Promise<boolean>;
   /** `purge.sql`: rows deleted in one batch of at most `limit`. */
@@ -168,6 +188,7 @@ export function createOperations(names: TableNames, options: OperationsOptions =
     saveStep: renderSql(sql.saveStep, names),
     loadSteps: renderSql(sql.loadSteps, names),
     get: renderSql(sql.get, names),
+    inspect: renderSql(sql.inspect, names),
     deleteRecord: renderSql(sql.deleteRecord, names),
     purge: renderSql(sql.purge, names),
     stats: renderSql(sql.stats, names),
@@ -304,6 +325,21 @@ export function createOperations(names: TableNames, options: OperationsOptions =
       const { rows } = await run(db, 'get', [key]);
       const row = rows[0] as RecordRow | undefined;
       return row === undefined ? undefined : rowToRecord(row);
+    },
+    async inspect(db, key) {
+      const { rows } = await run(db, 'inspect', [key]);
+      const row = rows[0] as InspectRow | undefined;
+      if (row === undefined) return undefined;
+      const record = rowToRecord(row);
+      if (record.status === RecordStatus.InProgress) {
+        if (row.reserved_until_ms !== null) record.reservedUntil = row.reserved_until_ms;
+        if (row.steps !== null) {
+          record.steps = rowsToSteps(
+            Object.entries(row.steps).map(([name, value]) => ({ name, value })),
+          );
+        }
+      }
+      return { now: row.now_ms, record };
     },
     async delete(db, key) {
       const { rows } = await run(db, 'deleteRecord', [key]);

@@ -11,7 +11,12 @@
  */
 import { InvalidOptionsError } from '../core/errors.js';
 import { assertStepName } from '../core/steps.js';
-import type { PurgeOptions, Store } from '../store/store.js';
+import {
+  assertBatchDurations,
+  assertClaimDurations,
+  assertPositiveMs,
+} from '../store/durations.js';
+import type { PurgeOptions, RecordInspection, Store } from '../store/store.js';
 import { claimMany, completeAndClaimMany, completeMany } from './batch.js';
 import { type PgQueryable, toStoreError } from './client.js';
 import { DEFAULT_SCHEMA, DEFAULT_TABLE, tableNames } from './identifiers.js';
@@ -39,6 +44,8 @@ export interface PostgresStoreOptions {
 
 /** A {@link Store} backed by PostgreSQL. */
 export interface PostgresStore extends Store {
+  /** The record as an operator sees it, a reserved dead lease included (see {@link Store.inspect}). */
+  inspect(key: string): Promise<RecordInspection | undefined>;
   /** The client the store runs its statements on. */
   readonly pool: PgQueryable;
   /** The validated schema name. */
@@ -99,21 +106,41 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
     pool,
     schema: names.schemaName,
     table: names.tableName,
-    claim: (key, claimOptions) => guarded('claim', () => ops.claim(pool, key, claimOptions)),
-    complete: (key, token, outcome, retentionMs) =>
-      guarded('complete', () => ops.complete(pool, key, token, outcome, retentionMs)),
-    claimMany: (requests) => guarded('claimMany', () => claimMany(ops, pool, requests)),
-    completeMany: (requests) => guarded('completeMany', () => completeMany(ops, pool, requests)),
-    completeAndClaimMany: (completes, claims) =>
-      guarded('completeAndClaimMany', () => completeAndClaimMany(ops, pool, completes, claims)),
+    // Durations are checked outside `guarded`: a caller's mistake is an InvalidOptionsError, not an outage.
+    claim: async (key, claimOptions) => {
+      assertClaimDurations(claimOptions, 'postgresStore');
+      return guarded('claim', () => ops.claim(pool, key, claimOptions));
+    },
+    complete: async (key, token, outcome, retentionMs) => {
+      assertPositiveMs(retentionMs, 'retentionMs', 'postgresStore');
+      return guarded('complete', () => ops.complete(pool, key, token, outcome, retentionMs));
+    },
+    claimMany: async (requests) => {
+      assertBatchDurations(requests, [], 'postgresStore');
+      return guarded('claimMany', () => claimMany(ops, pool, requests));
+    },
+    completeMany: async (requests) => {
+      assertBatchDurations([], requests, 'postgresStore');
+      return guarded('completeMany', () => completeMany(ops, pool, requests));
+    },
+    completeAndClaimMany: async (completes, claims) => {
+      assertBatchDurations(claims, completes, 'postgresStore');
+      return guarded('completeAndClaimMany', () =>
+        completeAndClaimMany(ops, pool, completes, claims),
+      );
+    },
     release: (key, token) => guarded('release', () => ops.release(pool, key, token)),
-    extend: (key, token, leaseMs) => guarded('extend', () => ops.extend(pool, key, token, leaseMs)),
+    extend: async (key, token, leaseMs) => {
+      assertPositiveMs(leaseMs, 'leaseMs', 'postgresStore');
+      return guarded('extend', () => ops.extend(pool, key, token, leaseMs));
+    },
     saveStep: async (key, token, name, value) => {
       assertStepName(name, 'postgresStore');
       return guarded('saveStep', () => ops.saveStep(pool, key, token, name, value));
     },
     loadSteps: (key, token) => guarded('loadSteps', () => ops.loadSteps(pool, key, token)),
     get: (key) => guarded('get', () => ops.get(pool, key)),
+    inspect: (key) => guarded('inspect', () => ops.inspect(pool, key)),
     delete: (key) => guarded('delete', () => ops.delete(pool, key)),
     purgeExpired: (purgeOptions: PurgeOptions = {}) => {
       const limit = purgeOptions.limit ?? 1000;

@@ -243,7 +243,8 @@ export function postgresTransactional(
       transactionAttempt: number,
       connection: { broken: boolean },
     ): Promise<RunOutcome<T>> {
-      let phase: 'begin' | 'claim' | 'settle' | 'handler' | 'complete' | 'commit' = 'begin';
+      let phase: 'begin' | 'claim' | 'settle' | 'handler' | 'complete' | 'beforeCommit' | 'commit' =
+        'begin';
       // Set once the handler starts: what `onFailed` reports if it throws.
       let handlerRun: { token: number; attempt: number; startedAt: number } | undefined;
       try {
@@ -294,6 +295,7 @@ export function postgresTransactional(
         if (!(await ops.complete(client, storageKey, token, outcome, retentionMs))) {
           throw new LeaseLostError(token);
         }
+        phase = 'beforeCommit';
         await runOptions.beforeCommit?.(context);
         phase = 'commit';
         const committed: PgQueryResult = await client.query('COMMIT');
@@ -314,14 +316,16 @@ export function postgresTransactional(
           });
         }
         if (isRetryableTransactionError(error)) throw new RetryableTransaction(error);
-        // The handler's own error is rethrown as is, unless the connection died under it: then nothing
-        // was committed and the caller should retry, exactly as for any other store outage.
-        if (phase === 'handler' && !connection.broken && handlerRun !== undefined) {
+        // The handler's own error (or beforeCommit's: the user's code too, a veto) is rethrown as is,
+        // unless the connection died under it: then nothing was committed and the caller should retry,
+        // exactly as for any other store outage.
+        const usersError = (phase === 'handler' || phase === 'beforeCommit') && !connection.broken;
+        if (usersError && handlerRun !== undefined) {
           const { token, attempt, startedAt } = handlerRun;
           const durationMs = Date.now() - startedAt;
           emit(hooks, 'onFailed', { ...event, token, attempt, durationMs, stored: false });
         }
-        if ((phase === 'handler' && !connection.broken) || isLeaseLostError(error)) throw error;
+        if (usersError || isLeaseLostError(error)) throw error;
         if (phase === 'complete' && sqlState(error) === SqlState.InFailedTransaction) throw error;
         emit(hooks, 'onStoreError', { ...event, operation: `transaction ${phase}`, error });
         throw toStoreError(`transaction ${phase}`, error);

@@ -11,7 +11,7 @@ export type {
 } from './consumer-hooks.js';
 export { ConsumerDecisionLabel, prometheusConsumerHooks } from './consumer-hooks.js';
 export type { IdempotencyMetrics } from './metrics.js';
-export { DEFAULT_EXECUTION_BUCKETS } from './metrics.js';
+export { DEFAULT_EXECUTION_BUCKETS, StepResultName } from './metrics.js';
 export type { PrometheusHooks, PrometheusHooksOptions } from './prometheus-hooks.js';
 export { prometheusHooks } from './prometheus-hooks.js';
 export type { StoreMetricsOptions } from './store-metrics.js';

@@ -21,7 +21,21 @@ export interface IdempotencyMetrics {
   storeErrors: Counter<'namespace' | 'operation'>;
   /** `<prefix>execution_seconds{namespace, outcome}`: how long `fn` ran, for `executed` and `failed` runs. */
   executionSeconds: Histogram<'namespace' | 'outcome'>;
+  /**
+   * `<prefix>steps_total{namespace, result}`: steps (`ctx.step`) by `result`: `recorded` (the function ran
+   * and its result was recorded) or `replayed` (a crashed attempt's recorded result was returned). No step
+   * name label: names may be built from data, and a label per name could grow without bound.
+   */
+  steps: Counter<'namespace' | 'result'>;
 }
+
+/** The `result` label of `<prefix>steps_total`. */
+export const StepResultName = {
+  /** The step's function ran and its result was recorded (`onStepRecorded`). */
+  Recorded: 'recorded',
+  /** A crashed attempt's recorded result was returned instead (`onStepReplayed`). */
+  Replayed: 'replayed',
+} as const;
 
 /** Default buckets of `execution_seconds`: from a fast local write to a slow payment provider call. */
 export const DEFAULT_EXECUTION_BUCKETS: readonly number[] = [
@@ -167,6 +181,11 @@ export function idempotencyMetrics(
       'How long the protected function ran, for executed and failed runs.',
       ['namespace', 'outcome'],
       buckets,
+    ),
+    steps: counter(
+      'steps_total',
+      "Steps of executions: recorded (ran and recorded) or replayed (a crashed attempt's result returned).",
+      ['namespace', 'result'],
     ),
   };
 }

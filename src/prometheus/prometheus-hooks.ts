@@ -13,6 +13,7 @@ import {
   type IdempotencyMetrics,
   idempotencyMetrics,
   metricPrefix,
+  StepResultName,
 } from './metrics.js';
 
 /** Options of {@link prometheusHooks}. */
@@ -45,6 +46,7 @@ export interface PrometheusHooks extends IdempotencyHooks {
  * | `idempotency_leases_lost_total` | `namespace` | executions that lost their lease (or gave it up past `maxExecution`) |
  * | `idempotency_store_errors_total` | `namespace`, `operation` | failed store calls |
  * | `idempotency_execution_seconds` | `namespace`, `outcome` | histogram of `fn`'s duration (`executed`, `failed`) |
+ * | `idempotency_steps_total` | `namespace`, `result` | steps (`ctx.step`): `recorded`, or `replayed` after a crash |
  *
  * @param options.registry where to register the metrics (default: prom-client's global `register`)
  * @param options.prefix prepended to every metric name (default `'idempotency_'`)
@@ -65,7 +67,8 @@ export function prometheusHooks(options: PrometheusHooksOptions = {}): Prometheu
   const prefix = metricPrefix(options.prefix, 'idempotency_', 'prometheusHooks');
   const buckets = histogramBuckets(options.buckets, DEFAULT_EXECUTION_BUCKETS, 'prometheusHooks');
   const metrics = idempotencyMetrics(options.registry ?? register, prefix, buckets);
-  const { runs, cacheReplays, takeovers, leasesLost, storeErrors, executionSeconds } = metrics;
+  const { runs, cacheReplays, takeovers, leasesLost, storeErrors, executionSeconds, steps } =
+    metrics;
 
   return {
     metrics,
@@ -98,6 +101,12 @@ export function prometheusHooks(options: PrometheusHooksOptions = {}): Prometheu
     },
     onStoreError({ namespace, operation }) {
       storeErrors.inc({ namespace, operation });
+    },
+    onStepRecorded({ namespace }) {
+      steps.inc({ namespace, result: StepResultName.Recorded });
+    },
+    onStepReplayed({ namespace }) {
+      steps.inc({ namespace, result: StepResultName.Replayed });
     },
   };
 }

@@ -135,6 +135,7 @@ export function withStoreMetrics(store: Store, options: StoreMetricsOptions = {}
     wrapped.close = () => (store.close as () => Promise<void>).call(store);
   if (store.saveStep !== undefined) wrapped.saveStep = timed('saveStep', store.saveStep);
   if (store.loadSteps !== undefined) wrapped.loadSteps = timed('loadSteps', store.loadSteps);
+  if (store.inspect !== undefined) wrapped.inspect = timed('inspect', store.inspect);
   if (store.claimMany !== undefined) {
     wrapped.claimMany = batched('claimMany', store.claimMany, (requests) => requests.length);
   }

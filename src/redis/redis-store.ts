@@ -39,6 +39,7 @@ import type {
   ClaimRequest,
   CompleteAndClaimResults,
   CompleteRequest,
+  RecordInspection,
   Store,
   StoreStats,
 } from '../store/store.js';
@@ -59,6 +60,7 @@ import {
   decodeFlag,
   decodeFlags,
   decodeGet,
+  decodeInspection,
   decodeSteps,
 } from './replies.js';
 import { loadScript, runScript, scriptCommand, sendScript } from './script-runner.js';
@@ -69,6 +71,7 @@ import {
   completeMany,
   extend,
   get,
+  inspect,
   loadSteps,
   release,
   remove,
@@ -109,6 +112,8 @@ export interface RedisStoreOptions {
 
 /** A {@link Store} backed by Redis or Redis Cluster. */
 export interface RedisStore extends Store {
+  /** The record as an operator sees it, a reserved dead lease included (see {@link Store.inspect}). */
+  inspect(key: string): Promise<RecordInspection | undefined>;
   /** Which client was detected. */
   readonly clientKind: RedisClientKind;
   /** The key prefix in use. */
@@ -142,6 +147,7 @@ const scripts = {
   release: loadScript(release),
   extend: loadScript(extend),
   get: loadScript(get),
+  inspect: loadScript(inspect),
   remove: loadScript(remove),
   saveStep: loadScript(saveStep),
   loadSteps: loadScript(loadSteps),
@@ -522,6 +528,14 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
 
     async get(key): Promise<IdempotencyRecord | undefined> {
       return guard('get', () => run(scripts.get, [recordKey(key)], []), decodeGet);
+    },
+
+    async inspect(key) {
+      return guard(
+        'inspect',
+        () => run(scripts.inspect, [recordKey(key), stepsKey(key)], []),
+        decodeInspection,
+      );
     },
 
     async delete(key) {

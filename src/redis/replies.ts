@@ -10,7 +10,7 @@
  * @module
  */
 import { type ClaimResult, type IdempotencyRecord, RecordStatus } from '../core/record.js';
-import type { CompleteAndClaimResults } from '../store/store.js';
+import type { CompleteAndClaimResults, RecordInspection } from '../store/store.js';
 
 const BAR = 0x7c; // '|'
 const ZERO = 0x30;
@@ -194,6 +194,26 @@ export function decodeSteps(reply: unknown): Record<string, Uint8Array> | undefi
     entries.push([replyText(reply[i]), new Uint8Array(replyBuffer(reply[i + 1]))]);
   }
   return Object.fromEntries(entries);
+}
+
+/**
+ * Decode inspect-2.lua's reply: nil, or the value, the key's expiry, Redis's clock and the steps. The key's
+ * expiry past an in-progress record's lease end is its reservation (see claim-1.lua).
+ */
+export function decodeInspection(reply: unknown): RecordInspection | undefined {
+  if (reply === null || reply === undefined) return undefined;
+  if (!Array.isArray(reply) || reply.length !== 4) {
+    throw new Error('unexpected Redis reply: expected a value, an expiry, a time and steps');
+  }
+  const record = decodeValue(reply[0]);
+  if (record === undefined) return undefined;
+  const keyExpiresAt = replyNumber(reply[1]);
+  if (record.status === RecordStatus.InProgress) {
+    if (keyExpiresAt > record.leaseUntil) record.reservedUntil = keyExpiresAt;
+    const steps = decodeSteps(reply[3]) ?? {};
+    if (Object.keys(steps).length > 0) record.steps = steps;
+  }
+  return { record, now: replyNumber(reply[2]) };
 }
 
 /** Decode a compare-and-set script's `1` / `0`. */

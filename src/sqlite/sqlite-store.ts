@@ -16,12 +16,18 @@ import {
   reservationMs,
 } from '../core/record.js';
 import { assertStepName } from '../core/steps.js';
+import {
+  assertBatchDurations,
+  assertClaimDurations,
+  assertPositiveMs,
+} from '../store/durations.js';
 import type {
   ClaimOptions,
   ClaimRequest,
   CompleteAndClaimResults,
   CompleteRequest,
   PurgeOptions,
+  RecordInspection,
   Store,
   StoreStats,
 } from '../store/store.js';
@@ -31,6 +37,7 @@ import {
   type ClaimRow,
   checkTableName,
   DEFAULT_TABLE,
+  type InspectRow,
   prepareStatements,
   type RecordRow,
   type Statements,
@@ -136,6 +143,8 @@ export interface SqliteStoreOptions {
 
 /** A {@link Store} on a SQLite file. */
 export interface SqliteStore extends Store {
+  /** The record as an operator sees it, a reserved dead lease included (see {@link Store.inspect}). */
+  inspect(key: string): Promise<RecordInspection | undefined>;
   /** The connection in use (yours, or the one the store opened). */
   readonly database: SqliteDatabase;
   /** The records table. */
@@ -340,6 +349,7 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
     table,
 
     async claim(key: string, claimOptions: ClaimOptions): Promise<ClaimResult> {
+      assertClaimDurations(claimOptions, 'sqliteStore');
       return use('claim', (s, now) => {
         // Fast path without the write lock: a live record (a replay, or a claim in flight), or a dead lease
         // still reserved for another fingerprint (a mismatch), is returned as read. It blocked the claim
@@ -351,6 +361,7 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
     },
 
     async claimMany(requests: readonly ClaimRequest[]): Promise<ClaimResult[]> {
+      assertBatchDurations(requests, [], 'sqliteStore');
       return use('claimMany', (s, now) => {
         const out: ClaimResult[] = new Array(requests.length);
         const pending: number[] = [];
@@ -374,10 +385,12 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
     },
 
     async complete(key, token, outcome, retentionMs) {
+      assertPositiveMs(retentionMs, 'retentionMs', 'sqliteStore');
       return use('complete', (s, now) => completeOne(s, { key, token, outcome, retentionMs }, now));
     },
 
     async completeMany(requests: readonly CompleteRequest[]): Promise<boolean[]> {
+      assertBatchDurations([], requests, 'sqliteStore');
       return use('completeMany', (s, now) => completeBatchTransaction.immediate(s, requests, now));
     },
 
@@ -385,6 +398,7 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
       completes: readonly CompleteRequest[],
       claims: readonly ClaimRequest[],
     ): Promise<CompleteAndClaimResults> {
+      assertBatchDurations(claims, completes, 'sqliteStore');
       return use('completeAndClaimMany', (s, now) =>
         completeAndClaimTransaction.immediate(s, completes, claims, now),
       );
@@ -395,6 +409,7 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
     },
 
     async extend(key, token, leaseMs) {
+      assertPositiveMs(leaseMs, 'leaseMs', 'sqliteStore');
       return use(
         'extend',
         (s, now) => s.extend.run({ key, token, now, lease_until: now + leaseMs }).changes === 1,
@@ -422,6 +437,19 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
       return use('get', (s, now) => {
         const row = s.selectRecord.get({ key, now }) as RecordRow | undefined;
         return row === undefined ? undefined : toRecord(row);
+      });
+    },
+
+    async inspect(key) {
+      return use('inspect', (s, now) => {
+        const row = s.inspectRecord.get({ key, now }) as InspectRow | undefined;
+        if (row === undefined) return undefined;
+        const record = toRecord(row);
+        if (record.status === RecordStatus.InProgress) {
+          if (row.reserved_until !== null) record.reservedUntil = row.reserved_until;
+          if (row.steps !== null) record.steps = decodeSteps({ steps: row.steps });
+        }
+        return { now, record };
       });
     },
 

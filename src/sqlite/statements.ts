@@ -45,6 +45,12 @@ export interface RecordRow {
   outcome: Uint8Array | null;
 }
 
+/** A row of `inspect-record.sql`: a record row, with its reservation and steps (JSON, or NULL). */
+export interface InspectRow extends RecordRow {
+  reserved_until: number | null;
+  steps: string | null;
+}
+
 /** A row returned by `claim.sql` when the claim won. */
 export interface ClaimRow {
   token: number;
@@ -69,6 +75,7 @@ export interface StatsRow {
 export interface Statements {
   selectRecord: SqliteStatement;
   selectBlockingRecord: SqliteStatement;
+  inspectRecord: SqliteStatement;
   claim: SqliteStatement;
   bumpToken: SqliteStatement;
   complete: SqliteStatement;
@@ -102,6 +109,7 @@ export function prepareStatements(db: SqliteDatabase, table: string): Statements
   const statements: Statements = {
     selectRecord: prepare(sql.selectRecord),
     selectBlockingRecord: prepare(sql.selectBlockingRecord),
+    inspectRecord: prepare(sql.inspectRecord),
     claim: prepare(sql.claim),
     bumpToken: prepare(sql.bumpToken),
     complete: prepare(sql.complete),

@@ -299,6 +299,8 @@ export function withBatching(store: Store, options: BatchingOptions = {}): Store
     claimMany: (requests) => store.claimMany(requests),
     completeMany: (requests) => store.completeMany(requests),
   };
+  const { inspect } = store;
+  if (inspect !== undefined) view.inspect = (key) => inspect.call(store, key);
   const { saveStep, loadSteps } = store;
   if (saveStep !== undefined && loadSteps !== undefined) {
     view.saveStep = (key, token, name, value) => saveStep.call(store, key, token, name, value);

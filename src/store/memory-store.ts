@@ -13,17 +13,20 @@ import {
   applySaveStep,
   type ClaimResult,
   type IdempotencyRecord,
+  type InProgressRecord,
   isRecordDead,
   isRecordGone,
   RecordStatus,
   stepsHeldBy,
 } from '../core/record.js';
+import { assertBatchDurations, assertClaimDurations, assertPositiveMs } from './durations.js';
 import type {
   ClaimOptions,
   ClaimRequest,
   CompleteAndClaimResults,
   CompleteRequest,
   PurgeOptions,
+  RecordInspection,
   Store,
   StoreStats,
 } from './store.js';
@@ -36,6 +39,8 @@ export interface MemoryStoreOptions {
 
 /** A {@link Store} kept in this process's memory. */
 export interface MemoryStore extends Store {
+  /** The record as an operator sees it, a reserved dead lease included (see {@link Store.inspect}). */
+  inspect(key: string): Promise<RecordInspection | undefined>;
   /** Records held right now, dead ones not yet swept included (for tests and diagnostics). */
   readonly size: number;
   /** Delete dead records, at most `limit` (default 1000) per call. */
@@ -122,21 +127,26 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       return records.size;
     },
     async claim(key: string, claimOptions: ClaimOptions): Promise<ClaimResult> {
+      assertClaimDurations(claimOptions, 'memoryStore');
       return claimNow(key, claimOptions);
     },
     async claimMany(requests: readonly ClaimRequest[]): Promise<ClaimResult[]> {
+      assertBatchDurations(requests, [], 'memoryStore');
       return requests.map(({ key, ...claimOptions }) => claimNow(key, claimOptions));
     },
     async complete(key, token, outcome, retentionMs) {
+      assertPositiveMs(retentionMs, 'retentionMs', 'memoryStore');
       return completeNow({ key, token, outcome, retentionMs });
     },
     async completeMany(requests: readonly CompleteRequest[]): Promise<boolean[]> {
+      assertBatchDurations([], requests, 'memoryStore');
       return requests.map(completeNow);
     },
     async completeAndClaimMany(
       completes: readonly CompleteRequest[],
       claims: readonly ClaimRequest[],
     ): Promise<CompleteAndClaimResults> {
+      assertBatchDurations(claims, completes, 'memoryStore');
       const completed = completes.map(completeNow);
       return { completed, claimed: claims.map(({ key, ...options }) => claimNow(key, options)) };
     },
@@ -146,6 +156,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       return ok;
     },
     async extend(key, token, leaseMs) {
+      assertPositiveMs(leaseMs, 'leaseMs', 'memoryStore');
       const { ok, next } = applyExtend(records.get(key), { token, leaseMs, now: clock.now() });
       if (ok) write(key, next);
       return ok;
@@ -167,6 +178,23 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         return { ...record, outcome: Uint8Array.from(record.outcome) };
       }
       return record === undefined ? undefined : { ...record };
+    },
+    async inspect(key) {
+      const now = clock.now();
+      const record = records.get(key);
+      if (record === undefined || isRecordGone(record, now)) return undefined;
+      if (record.status === RecordStatus.Completed) {
+        return { now, record: { ...record, outcome: Uint8Array.from(record.outcome) } };
+      }
+      const { steps, ...rest } = record;
+      const copy: InProgressRecord = { ...rest };
+      // Copies: what an operator reads must not be a handle on the store's own bytes.
+      if (steps !== undefined) {
+        copy.steps = Object.fromEntries(
+          Object.entries(steps).map(([name, value]) => [name, Uint8Array.from(value)]),
+        );
+      }
+      return { now, record: copy };
     },
     async delete(key) {
       const existed = live(key, clock.now()) !== undefined;

@@ -113,7 +113,9 @@ export type BatchWindow = 'tick' | 'turn';
  * must be one atomic store operation (one Lua script, one SQL statement, one synchronous SQLite
  * transaction): never a read, a decision in JavaScript and then a write.
  *
- * Failures to reach the backend reject with `StoreUnavailableError`.
+ * Failures to reach the backend reject with `StoreUnavailableError`. Invalid durations (`leaseMs` or
+ * `retentionMs` not a positive finite number, `reserveMs` not a non-negative finite one) reject with
+ * `InvalidOptionsError` before anything is written; a batch with one is refused whole.
  */
 export interface Store {
   /** Short name used in logs and errors, e.g. `'redis'`. */
@@ -198,6 +200,28 @@ export interface Store {
    */
   loadSteps?(key: string, token: number): Promise<Record<string, Uint8Array> | undefined>;
 
+  /**
+   * The record of `key` as an operator needs to see it (admin, not on any request path): what `get` returns,
+   * and also a crashed claim's dead lease while it is still reserved for its request, which `get` hides
+   * although it answers other requests with a mismatch. An in-progress record carries the `reservedUntil`
+   * the store keeps (none, or one not after `leaseUntil`, reserves nothing beyond the lease) and the `steps`
+   * recorded under it. `undefined` when nothing about the key
+   * affects a claim any more (absent, or dead and unreserved). Optional: stores without it can only be
+   * inspected through `get`.
+   */
+  inspect?(key: string): Promise<RecordInspection | undefined>;
+
   /** Release resources the store itself opened (never a client the user passed in). */
   close?(): Promise<void>;
+}
+
+/** What {@link Store.inspect} returns: a record, and the store clock's time when it was read. */
+export interface RecordInspection {
+  /** The record (see {@link Store.inspect} for what an in-progress one carries). */
+  record: IdempotencyRecord;
+  /**
+   * The store clock (epoch ms) when the record was read: judge `leaseUntil`, `reservedUntil` and
+   * `expiresAt` against it, never against the local clock (Redis and PostgreSQL judge by their own).
+   */
+  now: number;
 }

@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
+import { isInvalidOptionsError } from '../core/errors.js';
 import type { IdempotencyRecord } from '../core/record.js';
 import type { Store } from '../store/store.js';
 import { type CrossProcessOptions, runClaimStorm } from './claim-storm.js';
@@ -188,6 +189,78 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
       const record = assertInProgress(await store.get(k), 'record untouched');
       assert.equal(record.token, claim.token);
     }),
+
+    check(
+      'refuses invalid durations as the caller’s mistake, writing nothing',
+      async (store, key) => {
+        const k = key();
+        /** `call` must reject with an InvalidOptionsError (not a store outage, not a result). */
+        async function refused(what: string, call: () => Promise<unknown>) {
+          let error: unknown;
+          try {
+            await call();
+          } catch (caught) {
+            error = caught;
+          }
+          assert.ok(error !== undefined, `${what}: must reject`);
+          assert.ok(
+            isInvalidOptionsError(error),
+            `${what}: must reject with an InvalidOptionsError, got ${String(error)}`,
+          );
+        }
+        const badPositive = [
+          0,
+          -1,
+          Number.NaN,
+          Number.POSITIVE_INFINITY,
+          '100' as unknown as number,
+        ];
+        const badReserve = [-1, Number.NaN, Number.POSITIVE_INFINITY];
+        for (const leaseMs of badPositive) {
+          await refused(`claim, leaseMs ${String(leaseMs)}`, () =>
+            store.claim(k, { fingerprint: 'fp', leaseMs }),
+          );
+        }
+        for (const reserveMs of badReserve) {
+          await refused(`claim, reserveMs ${reserveMs}`, () =>
+            store.claim(k, { fingerprint: 'fp', leaseMs: 60_000, reserveMs }),
+          );
+        }
+        assert.equal(await store.get(k), undefined, 'no refused claim wrote a record');
+        if (store.capabilities.batch && store.claimMany && store.completeMany) {
+          // A batch is refused whole: its valid item is not claimed either.
+          const other = key('batch');
+          await refused('claimMany with one invalid item', () =>
+            store.claimMany!([
+              { key: other, fingerprint: 'fp', leaseMs: 60_000 },
+              { key: k, fingerprint: 'fp', leaseMs: -1 },
+            ]),
+          );
+          assert.equal(await store.get(other), undefined, 'no item of a refused batch claimed');
+        }
+
+        const claim = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 });
+        assert.ok(claim.claimed, 'a valid claim still wins');
+        for (const value of badPositive) {
+          await refused(`extend, leaseMs ${String(value)}`, () =>
+            store.extend(k, claim.token, value),
+          );
+          await refused(`complete, retentionMs ${String(value)}`, () =>
+            store.complete(k, claim.token, Buffer.from('x'), value),
+          );
+        }
+        if (store.capabilities.batch && store.completeMany) {
+          await refused('completeMany with an invalid retention', () =>
+            store.completeMany!([
+              { key: k, token: claim.token, outcome: Buffer.from('x'), retentionMs: 0 },
+            ]),
+          );
+        }
+        const record = assertInProgress(await store.get(k), 'the claim is untouched');
+        assert.equal(record.token, claim.token);
+        assert.equal(await store.complete(k, claim.token, Buffer.from('ok'), day), true);
+      },
+    ),
 
     check(
       'takes over an expired lease with a larger token and fences the stale holder',
@@ -442,6 +515,94 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
       const stats = await store.stats();
       assert.ok(stats.staleLeases >= 1, 'a reserved dead lease is a stale lease in stats');
     }),
+  );
+
+  checks.push(
+    check(
+      'inspect shows live and completed records, and a crashed claim while it is reserved',
+      async (store, key) => {
+        if (store.inspect === undefined) return;
+        const skew = 60_000;
+        const steps = store.capabilities.steps && store.saveStep !== undefined;
+        assert.equal(await store.inspect(key('absent')), undefined, 'an absent key');
+
+        const crashed = key('crashed');
+        const unreserved = key('unreserved');
+        const released = key('released');
+        const done = key('done');
+        const a = await store.claim(crashed, {
+          fingerprint: 'fp-a',
+          leaseMs: lease,
+          reserveMs: day,
+        });
+        const b = await store.claim(unreserved, { fingerprint: 'fp-b', leaseMs: lease });
+        const c = await store.claim(released, {
+          fingerprint: 'fp-c',
+          leaseMs: lease,
+          reserveMs: day,
+        });
+        const d = await store.claim(done, { fingerprint: 'fp-d', leaseMs: 60_000 });
+        assert.ok(a.claimed && b.claimed && c.claimed && d.claimed);
+        if (steps)
+          assert.equal(
+            await store.saveStep?.(crashed, a.token, 'charge', Buffer.from('ch_1')),
+            true,
+          );
+        assert.equal(await store.release(released, c.token), true);
+        assert.equal(await store.complete(done, d.token, Buffer.from('outcome'), day), true);
+
+        const live = await store.inspect(crashed);
+        assert.ok(live, 'a live claim');
+        assert.ok(Math.abs(live.now - Date.now()) < skew, 'now is the store clock, in epoch ms');
+        const held = assertInProgress(live.record, 'a live claim');
+        assert.equal(held.token, a.token);
+        assert.equal(held.fingerprint, 'fp-a');
+        assert.ok(held.leaseUntil > live.now, 'its lease is live');
+        assert.ok(
+          (held.reservedUntil ?? 0) > held.leaseUntil,
+          'its reservation reaches past its lease',
+        );
+        if (steps)
+          assertBytesEqual(held.steps?.charge ?? new Uint8Array(), Buffer.from('ch_1'), 'its step');
+
+        const completed = await store.inspect(done);
+        assert.ok(completed, 'a completed record');
+        assertBytesEqual(
+          assertCompleted(completed.record, 'completed').outcome,
+          Buffer.from('outcome'),
+          'outcome',
+        );
+        assert.equal(await store.inspect(released), undefined, 'a release leaves nothing reserved');
+
+        await sleep(lease + 150);
+        assert.equal(await store.get(crashed), undefined, 'get hides the dead lease');
+        const dead = await store.inspect(crashed);
+        assert.ok(dead, 'inspect shows the dead lease while it is reserved');
+        const record = assertInProgress(dead.record, 'the crashed claim');
+        assert.equal(record.token, a.token);
+        assert.ok(record.leaseUntil <= dead.now, 'its lease has ended');
+        assert.ok((record.reservedUntil ?? 0) > dead.now, 'its reservation has not');
+        if (steps) {
+          assertBytesEqual(
+            record.steps?.charge ?? new Uint8Array(),
+            Buffer.from('ch_1'),
+            'its step kept',
+          );
+        }
+        assert.equal(
+          await store.inspect(unreserved),
+          undefined,
+          'a dead, unreserved lease is gone',
+        );
+        // Inspecting changed nothing: the same request still takes the key over, another is refused.
+        assert.equal(
+          (await store.claim(crashed, { fingerprint: 'fp-b', leaseMs: 60_000 })).claimed,
+          false,
+        );
+        const takeover = await store.claim(crashed, { fingerprint: 'fp-a', leaseMs: 60_000 });
+        assert.ok(takeover.claimed && takeover.token > a.token);
+      },
+    ),
   );
 
   checks.push(

@@ -2,6 +2,7 @@ import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createIdempotency } from '../../../src/index.js';
 import { postgresStore } from '../../../src/postgres/index.js';
 import { env, requireService } from '../../helpers/env.js';
 import { testPool, uniqueSchema } from '../../helpers/postgres-env.js';
@@ -158,5 +159,119 @@ describe('idempotency-kit purge', () => {
     const run = await cli(['purge', '--database-url', env.databaseUrl, '--limit', '0']);
     expect(run.code).toBe(2);
     expect(run.stderr).toMatch(/--limit must be a positive integer/);
+  });
+});
+
+describe('idempotency-kit inspect and stats', () => {
+  it('shows why a crashed request’s key refuses another body, then that the same request completed it', async () => {
+    const schema = freshSchema('cliinsp');
+    expect(
+      (await cli(['migrate', '--database-url', env.databaseUrl, '--schema', schema])).code,
+    ).toBe(0);
+    const idempotency = createIdempotency({
+      store: postgresStore({ pool, schema }),
+      // Long enough for the CLI (a process started through tsx) to see the lease live.
+      leaseMs: 4000,
+      extendLease: false,
+      cache: false,
+    });
+    const key = `order-${randomUUID()}`;
+    const storageKey = idempotency.storageKeyFor(key);
+    // The first attempt records its charge, then its process "dies": the handler never settles.
+    let charged!: () => void;
+    const chargedOnce = new Promise<void>((resolve) => {
+      charged = resolve;
+    });
+    void idempotency.run({ key, payload: { amount: 5 } }, async (ctx) => {
+      await ctx.step('charge', () => ({ id: 'ch_1' }));
+      charged();
+      return new Promise(() => {});
+    });
+    await chargedOnce;
+    const live = await cli([
+      'inspect',
+      storageKey,
+      '--database-url',
+      env.databaseUrl,
+      '--schema',
+      schema,
+    ]);
+    expect(live).toMatchObject({ code: 0, stderr: '' });
+    expect(live.stdout).toMatch(new RegExp(`^${storageKey}: in_progress\\n`));
+    expect(live.stdout).toMatch(/HTTP 409 with Retry-After \d s/);
+    expect(live.stdout).toMatch(/steps {8}charge \(\d+ bytes\)/);
+
+    const held = await postgresStore({ pool, schema }).inspect(storageKey);
+    const leaseUntil = held?.record.status === 'in_progress' ? held.record.leaseUntil : Date.now();
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, leaseUntil - Date.now()) + 200));
+    // Another body under the dead request's key is refused; get() alone would show nothing here.
+    expect(await idempotency.run({ key, payload: { amount: 9 } }, () => 'other')).toMatchObject({
+      status: 'mismatch',
+    });
+    expect(await postgresStore({ pool, schema }).get(storageKey)).toBeUndefined();
+    const crashed = await cli(['inspect', storageKey, '--schema', schema], {
+      DATABASE_URL: env.databaseUrl,
+    });
+    expect(crashed).toMatchObject({ code: 0, stderr: '' });
+    expect(crashed.stdout).toMatch(new RegExp(`^${storageKey}: crashed\\n`));
+    expect(crashed.stdout).toMatch(/lease ended .* ago\) with no completion/);
+    expect(crashed.stdout).toMatch(/reserved {5}for its own request until .*\(in 23 h 59 min\)/);
+    expect(crashed.stdout).toMatch(/takes the key over \(attempt 2\)/);
+    expect(crashed.stdout).toMatch(/HTTP 422 key_mismatch/);
+    const json = await cli(['inspect', storageKey, '--json', '--schema', schema], {
+      DATABASE_URL: env.databaseUrl,
+    });
+    const parsed = JSON.parse(json.stdout) as {
+      state: string;
+      source: string;
+      now: number;
+      record: {
+        token: number;
+        attempt: number;
+        leaseUntil: number;
+        reservedUntil: number;
+        steps: Record<string, string>;
+      };
+    };
+    expect(parsed).toMatchObject({ state: 'crashed', source: 'inspect', record: { attempt: 1 } });
+    expect(parsed.record.leaseUntil).toBeLessThanOrEqual(parsed.now);
+    expect(parsed.record.reservedUntil).toBeGreaterThan(parsed.now + 86_000_000);
+    expect(Buffer.from(parsed.record.steps.charge as string, 'base64').byteLength).toBeGreaterThan(
+      0,
+    );
+
+    const stats = await cli(['stats', '--schema', schema], { DATABASE_URL: env.databaseUrl });
+    expect(stats.stdout).toMatch(/stale leases {7}1 /);
+    expect(stats.stdout).toMatch(/in progress {8}0\n/);
+
+    // The same request retried takes the key over, resumes after its charge, and completes.
+    const retry = await idempotency.run({ key, payload: { amount: 5 } }, async (ctx) =>
+      ctx.step('charge', () => ({ id: 'ch_2' })),
+    );
+    expect(retry).toMatchObject({ status: 'executed', attempt: 2, value: { id: 'ch_1' } });
+    const done = await cli(['inspect', storageKey, '--schema', schema], {
+      DATABASE_URL: env.databaseUrl,
+    });
+    expect(done.stdout).toMatch(new RegExp(`^${storageKey}: completed\\n`));
+    expect(done.stdout).toMatch(/outcome {6}\d+ bytes/);
+    const statsJson = JSON.parse(
+      (await cli(['stats', '--json', '--schema', schema], { DATABASE_URL: env.databaseUrl }))
+        .stdout,
+    ) as Record<string, unknown>;
+    expect(statsJson).toMatchObject({ inProgress: 0, completed: 1, staleLeases: 0 });
+
+    const absent = await cli(['inspect', 'f'.repeat(64), '--schema', schema], {
+      DATABASE_URL: env.databaseUrl,
+    });
+    expect(absent.stdout).toMatch(/absent — no record; the next request with this key runs\n$/);
+  });
+
+  it('exits 2 when inspect has no key, or --json is given to another command', async () => {
+    const missing = await cli(['inspect', '--database-url', env.databaseUrl]);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/inspect needs the storage key/);
+    const json = await cli(['purge', '--json', '--database-url', env.databaseUrl]);
+    expect(json.code).toBe(2);
+    expect(json.stderr).toMatch(/--json applies to inspect and stats only/);
   });
 });

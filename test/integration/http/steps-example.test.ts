@@ -16,6 +16,9 @@ describe('examples/steps-express.ts', () => {
     expect(output).toMatch(/retry while the lease holds → 409/);
     expect(output).toMatch(/same key, other order\s+→ 422 key_mismatch/);
     expect(output).toMatch(
+      /inspect the key\s+→ crashed, reserved for its request, steps: charge\n/,
+    );
+    expect(output).toMatch(
       /retry after the lease\s+→ 201 .*"id":"ch_1".*"tracking":"TRK-ch_1".*"attempt":2/,
     );
     expect(output).toMatch(/and again\s+→ 201 \(replayed: true\)/);

@@ -109,6 +109,46 @@ describe('postgresTransactional', () => {
     expect(failures).toEqual([{ stored: false, attempt: 1 }]);
   });
 
+  it('rethrows a beforeCommit veto as is, as SQLite does: rolled back, the key free, a failure not an outage', async () => {
+    const failures: Array<{ stored: boolean; attempt: number }> = [];
+    const storeErrors: string[] = [];
+    const tx = postgresTransactional({
+      pool: fx.pool,
+      schema: fx.schema,
+      hooks: {
+        onFailed: ({ stored, attempt }) => failures.push({ stored, attempt }),
+        onStoreError: ({ operation }) => storeErrors.push(operation),
+      },
+    });
+    const key = newKey('veto');
+    const veto = new Error('insufficient funds');
+    const vetoed = await tx
+      .runInTransaction({ key }, insertOrder(key), {
+        beforeCommit: () => {
+          throw veto;
+        },
+      })
+      .catch((error: unknown) => error);
+    expect(vetoed).toBe(veto);
+    // A statement of the user's own that fails in beforeCommit is the user's error too: no store
+    // outage, and no hint about the records table's migrations (its column is not ours).
+    const failedStatement = await tx
+      .runInTransaction({ key }, insertOrder(key), {
+        beforeCommit: (t) => t.query(`SELECT steps FROM "${fx.schema}".orders`).then(() => {}),
+      })
+      .catch((error: unknown) => error);
+    expect(isStoreUnavailableError(failedStatement)).toBe(false);
+    expect((failedStatement as { code?: string }).code).toBe('42703');
+    expect(await ordersFor(key)).toBe(0);
+    expect(failures).toEqual([
+      { stored: false, attempt: 1 },
+      { stored: false, attempt: 1 },
+    ]);
+    expect(storeErrors).toEqual([]);
+    expect((await tx.runInTransaction({ key }, insertOrder(key))).status).toBe('executed');
+    expect(await ordersFor(key)).toBe(1);
+  });
+
   it('takes over an engine claim whose lease expired, and reports the takeover', async () => {
     const store = postgresStore({ pool: fx.pool, schema: fx.schema });
     const key = newKey('takeover');

@@ -8,6 +8,7 @@ import {
   type Store,
 } from '../../../src/index.js';
 import { ManualClock } from '../../helpers/clock.js';
+import { crashAfterCharge, manualEngine } from '../../helpers/crashed-step.js';
 
 function setup(options: Partial<Parameters<typeof createIdempotency>[0]> = {}) {
   const clock = new ManualClock();
@@ -107,6 +108,67 @@ describe('ctx.step', () => {
       await ctx.step('toString', () => 'ran too'),
     ]);
     expect(outcome).toMatchObject({ status: 'executed', value: [1, 'ran', 'ran too'], attempt: 2 });
+  });
+
+  it('reports each recorded step with its duration, and each replayed one, to the hooks', async () => {
+    const onStepRecorded = vi.fn();
+    const onStepReplayed = vi.fn();
+    const engine = manualEngine({ onStepRecorded, onStepReplayed });
+    const { idempotency, clock } = engine;
+    // The crashed attempt's charge takes 30 ms.
+    await crashAfterCharge(engine, 'k', () => {
+      clock.advance(30);
+      return 'ch_1';
+    });
+    const storageKey = idempotency.storageKeyFor('k');
+    expect(onStepRecorded.mock.calls).toEqual([
+      [
+        {
+          namespace: 'default',
+          storageKey,
+          token: expect.any(Number),
+          attempt: 1,
+          step: 'charge',
+          durationMs: 30,
+        },
+      ],
+    ]);
+    expect(onStepReplayed).not.toHaveBeenCalled();
+
+    const outcome = await idempotency.run({ key: 'k' }, async (ctx) => [
+      await ctx.step('charge', () => 'ch_2'),
+      await ctx.step('ship', () => 'shipped'),
+    ]);
+    expect(outcome).toMatchObject({ value: ['ch_1', 'shipped'], attempt: 2 });
+    const token = (outcome as { token: number }).token;
+    expect(onStepReplayed.mock.calls).toEqual([
+      [{ namespace: 'default', storageKey, token, attempt: 2, step: 'charge' }],
+    ]);
+    expect(onStepRecorded).toHaveBeenCalledTimes(2);
+    expect(onStepRecorded).toHaveBeenLastCalledWith(
+      expect.objectContaining({ token, attempt: 2, step: 'ship', durationMs: 0 }),
+    );
+  });
+
+  it('reports no step whose function threw, nor one it could not record', async () => {
+    const onStepRecorded = vi.fn();
+    const inner = memoryStore();
+    const idempotency = createIdempotency({
+      store: { ...inner, saveStep: () => Promise.resolve(false) },
+      hooks: { onStepRecorded },
+    });
+    await expect(
+      idempotency.run({ key: 'thrown' }, (ctx) =>
+        ctx.step('call', () => {
+          throw new Error('declined');
+        }),
+      ),
+    ).rejects.toThrow('declined');
+    const fenced = await idempotency
+      .run({ key: 'fenced' }, (ctx) => ctx.step('call', () => 1))
+      .catch((e: unknown) => e);
+    expect(isLeaseLostError(fenced)).toBe(true);
+    expect(onStepRecorded).not.toHaveBeenCalled();
   });
 
   it('runs a step again when the crashed attempt had not recorded it (the step threw)', async () => {

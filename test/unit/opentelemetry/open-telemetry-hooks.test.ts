@@ -8,6 +8,7 @@ import {
 } from '../../../src/opentelemetry/index.js';
 import { unreachableClaimStore } from '../../helpers/broken-store.js';
 import { ManualClock } from '../../helpers/clock.js';
+import { crashAfterCharge, manualEngine } from '../../helpers/crashed-step.js';
 import { startTracing } from '../../helpers/tracing.js';
 
 let tracing: ReturnType<typeof startTracing>;
@@ -112,6 +113,43 @@ describe('openTelemetryHooks', () => {
     expect(takeover?.events.map((e) => e.name)).toEqual([IdempotencyEvent.Takeover]);
     expect(tracing.spans('holder')[0]?.events.map((e) => e.name)).toEqual([
       IdempotencyEvent.LeaseLost,
+    ]);
+  });
+
+  it('adds an event per step: recorded with its duration, or replayed by a takeover', async () => {
+    const engine = manualEngine(openTelemetryHooks());
+    await crashAfterCharge(
+      engine,
+      'k',
+      () => 'ch_1',
+      (start) => inSpan('crashed', start),
+    );
+    await inSpan('resumed', () =>
+      engine.idempotency.run({ key: 'k' }, async (ctx) => {
+        await ctx.step('charge', () => 'ch_2');
+        return ctx.step('ship', () => 'shipped');
+      }),
+    );
+    const resumed = tracing.spans('resumed')[0];
+    expect(resumed?.events.map((e) => [e.name, e.attributes])).toEqual([
+      [IdempotencyEvent.Takeover, expect.anything()],
+      [
+        IdempotencyEvent.Step,
+        {
+          [IdempotencyAttribute.StepName]: 'charge',
+          [IdempotencyAttribute.StepReplayed]: true,
+          [IdempotencyAttribute.Attempt]: 2,
+        },
+      ],
+      [
+        IdempotencyEvent.Step,
+        {
+          [IdempotencyAttribute.StepName]: 'ship',
+          [IdempotencyAttribute.StepReplayed]: false,
+          [IdempotencyAttribute.StepDurationMs]: 0,
+          [IdempotencyAttribute.Attempt]: 2,
+        },
+      ],
     ]);
   });
 

@@ -36,6 +36,26 @@ describe('parseCli', () => {
     expect(command).toMatchObject({ limit: 50, batches: 3 });
   });
 
+  it('parses inspect with its storage key, and stats, each with --json', () => {
+    // Act / Assert
+    expect(parseCli(['inspect', 'abc', '--database-url', url], {})).toEqual({
+      command: 'inspect',
+      databaseUrl: url,
+      storageKey: 'abc',
+      json: false,
+    });
+    expect(parseCli(['inspect', '--json', 'abc'], { DATABASE_URL: url })).toMatchObject({
+      storageKey: 'abc',
+      json: true,
+    });
+    expect(parseCli(['stats', '--json', '--table', 't'], { DATABASE_URL: url })).toEqual({
+      command: 'stats',
+      databaseUrl: url,
+      table: 't',
+      json: true,
+    });
+  });
+
   it('returns help for -h whatever else is given', () => {
     // Act / Assert
     expect(parseCli(['-h'], {})).toEqual({ command: 'help' });
@@ -44,7 +64,7 @@ describe('parseCli', () => {
 
   it.each([
     [[], /missing command/],
-    [['frob'], /unknown command 'frob'/],
+    [['frob'], /unknown command 'frob' \(expected migrate, purge, inspect or stats\)/],
     [['migrate'], /missing --database-url/],
     [['migrate', '--database-url', url, 'extra'], /unexpected argument 'extra'/],
     [['migrate', '--database-url', url, '--limit', '5'], /purge only/],
@@ -52,6 +72,11 @@ describe('parseCli', () => {
     [['purge', '--database-url', url, '--batches', '1.5'], /--batches must be a positive integer/],
     [['purge', '--database-url', url, '--nope'], /nope/],
     [['purge', '--database-url'], /database-url/],
+    [['inspect', '--database-url', url], /inspect needs the storage key/],
+    [['inspect', 'k', 'extra', '--database-url', url], /unexpected argument 'extra'/],
+    [['stats', 'k', '--database-url', url], /unexpected argument 'k'/],
+    [['migrate', '--json', '--database-url', url], /--json applies to inspect and stats only/],
+    [['stats', '--limit', '5', '--database-url', url], /purge only/],
   ])('refuses %j with a UsageError', (argv, message) => {
     // Act
     const attempt = () => parseCli(argv as string[], {});

@@ -5,7 +5,7 @@
  * conformance suite and `test/integration/postgres`.
  */
 import { describe, expect, it } from 'vitest';
-import { isStoreUnavailableError } from '../../../src/index.js';
+import { isInvalidOptionsError, isStoreUnavailableError } from '../../../src/index.js';
 import { toStoreError } from '../../../src/postgres/client.js';
 import { renderSql, tableNames } from '../../../src/postgres/identifiers.js';
 import { type PgQueryable, postgresStore } from '../../../src/postgres/index.js';
@@ -46,7 +46,6 @@ describe('postgres claims with reserveMs', () => {
     ['no reservation', { leaseMs: 1000 }, 0],
     ['a reservation equal to the lease', { leaseMs: 1000, reserveMs: 1000 }, 0],
     ['a reservation below the lease', { leaseMs: 1000, reserveMs: 10 }, 0],
-    ['a NaN reservation', { leaseMs: 1000, reserveMs: Number.NaN }, 0],
   ])('sends %s as the claim statement’s $4', async (_, options, expected) => {
     // Arrange
     const { db, sent } = recording();
@@ -57,6 +56,24 @@ describe('postgres claims with reserveMs', () => {
     expect(sent).toHaveLength(1);
     expect(sent[0]?.text).toBe(renderSql(sql.claim, tableNames()));
     expect(sent[0]?.values).toEqual(['k', 'fp', 1000, expected]);
+  });
+
+  it('refuses a NaN or negative reservation as the caller’s mistake, sending nothing', async () => {
+    // Arrange
+    const { db, sent } = recording();
+    const store = postgresStore({ pool: db });
+    // Act
+    const errors = await Promise.all(
+      [Number.NaN, -1].map((reserveMs) =>
+        store.claim('k', { fingerprint: 'fp', leaseMs: 1000, reserveMs }).catch((e: unknown) => e),
+      ),
+    );
+    // Assert
+    for (const error of errors) {
+      expect(isInvalidOptionsError(error)).toBe(true);
+      expect(isStoreUnavailableError(error)).toBe(false);
+    }
+    expect(sent).toEqual([]);
   });
 
   it('sends the reservations of a batch as the fourth array of the claim_many function', async () => {

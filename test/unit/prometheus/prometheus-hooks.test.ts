@@ -4,6 +4,7 @@ import { createIdempotency, isInvalidOptionsError, memoryStore } from '../../../
 import { prometheusHooks } from '../../../src/prometheus/index.js';
 import { unreachableClaimStore } from '../../helpers/broken-store.js';
 import { ManualClock } from '../../helpers/clock.js';
+import { crashAfterCharge, manualEngine } from '../../helpers/crashed-step.js';
 
 /** Each series of `name` in the registry, as `{labels}` → value (histograms: their `_count`). */
 async function series(registry: Registry, name: string): Promise<Record<string, number>> {
@@ -96,6 +97,22 @@ describe('prometheusHooks', () => {
     expect(text).toContain(
       'idempotency_execution_seconds_sum{namespace="default",outcome="executed"} 0.04',
     );
+  });
+
+  it('counts steps recorded, and steps a takeover replayed, without a step name label', async () => {
+    const registry = new Registry();
+    const engine = manualEngine(prometheusHooks({ registry }));
+    // The first attempt records `charge` and dies; the takeover replays it and records `ship`.
+    await crashAfterCharge(engine, 'k');
+    await engine.idempotency.run({ key: 'k' }, async (ctx) => {
+      await ctx.step('charge', () => 'ch_2');
+      return ctx.step('ship', () => 'shipped');
+    });
+    const steps = (result: string) => JSON.stringify({ namespace: 'default', result });
+    expect(await series(registry, 'idempotency_steps_total')).toEqual({
+      [steps('recorded')]: 2,
+      [steps('replayed')]: 1,
+    });
   });
 
   it('counts store errors by operation, and runs that failed open', async () => {

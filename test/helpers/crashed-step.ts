@@ -1,0 +1,54 @@
+/**
+ * A crash after a recorded step, in one process: an engine on a memory store whose clock the test moves,
+ * and a run that records a step and then hangs, as a killed process's would, until its lease is over.
+ */
+import {
+  createIdempotency,
+  type Idempotency,
+  type IdempotencyHooks,
+  memoryStore,
+} from '../../src/index.js';
+import { ManualClock } from './clock.js';
+
+/** The lease of {@link manualEngine}'s claims. */
+export const MANUAL_LEASE_MS = 1000;
+
+/** An engine on a memory store with a manual clock, a 1 s lease, no heartbeat and no local cache. */
+export function manualEngine(hooks: IdempotencyHooks) {
+  const clock = new ManualClock();
+  const idempotency = createIdempotency({
+    store: memoryStore({ clock }),
+    clock,
+    leaseMs: MANUAL_LEASE_MS,
+    extendLease: false,
+    cache: false,
+    hooks,
+  });
+  return { clock, idempotency };
+}
+
+/**
+ * Start a run of `key` that records the step `charge` (its result from `step`) and then hangs; resolve
+ * once its lease is over, so the next run of the same request takes it over.
+ * @param wrap runs the crashed run inside something, such as an active span
+ */
+export async function crashAfterCharge(
+  engine: { clock: ManualClock; idempotency: Idempotency },
+  key: string,
+  step: () => unknown = () => 'ch_1',
+  wrap: (start: () => Promise<unknown>) => unknown = (start) => start(),
+): Promise<void> {
+  let charged!: () => void;
+  const recorded = new Promise<void>((resolve) => {
+    charged = resolve;
+  });
+  void wrap(() =>
+    engine.idempotency.run({ key }, async (ctx) => {
+      await ctx.step('charge', step);
+      charged();
+      return new Promise(() => {});
+    }),
+  );
+  await recorded;
+  engine.clock.advance(MANUAL_LEASE_MS + 1);
+}
