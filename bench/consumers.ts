@@ -238,6 +238,15 @@ async function idempotent(
   const finished = new Promise<void>((resolve) => {
     done = resolve;
   });
+  // A healthy row retries nothing. One whose messages keep coming back instead of executing (a store
+  // failing every call) would spin for ever: stop it, saying why, once its retries outnumber its messages.
+  const retries = new Map<string, number>();
+  let retried = 0;
+  let lastError: unknown;
+  let stall!: (error: Error) => void;
+  const stalled = new Promise<never>((_, reject) => {
+    stall = reject;
+  });
   const started = performance.now();
   const consumer = await lib.idempotentConsumer(channel, async () => {}, {
     queue,
@@ -254,9 +263,27 @@ async function idempotent(
       onExecuted: () => {
         if (++executed === count) done();
       },
+      onRetry: ({ reason, error }) => {
+        retries.set(reason, (retries.get(reason) ?? 0) + 1);
+        if (error !== undefined) lastError = error;
+        if (++retried === count) {
+          const why = [...retries].map(([r, n]) => `${r} ×${n}`).join(', ');
+          stall(
+            new Error(
+              `the row stalled: ${retried} retries (${why}) against ${executed} executed; last error: ${String(lastError)}`,
+              { cause: lastError },
+            ),
+          );
+        }
+      },
     },
   });
-  await finished;
+  try {
+    await Promise.race([finished, stalled]);
+  } catch (error) {
+    await consumer.close();
+    throw error;
+  }
   const seconds = (performance.now() - started) / 1000;
   await consumer.close();
   await channel.deleteQueue(`${queue}.retry`);
