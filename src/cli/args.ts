@@ -23,14 +23,23 @@ export class UsageError extends Error {
   }
 }
 
-/** Settings every database command shares. */
+/**
+ * The store a command works on: exactly one of `databaseUrl` (PostgreSQL: `--database-url`, or
+ * `$DATABASE_URL` when no other store is named), `sqliteFile` (`--sqlite`) and `redisUrl` (`--redis-url`).
+ */
 export interface DatabaseArgs {
-  /** Connection string; from `--database-url` or `$DATABASE_URL`. */
-  databaseUrl: string;
-  /** `--schema`, when given. */
+  /** PostgreSQL connection string. */
+  databaseUrl?: string;
+  /** SQLite database file. */
+  sqliteFile?: string;
+  /** Redis URL (node-redis syntax, `redis://host:6379/0`). */
+  redisUrl?: string;
+  /** `--schema` (PostgreSQL), when given. */
   schema?: string;
-  /** `--table`, when given. */
+  /** `--table` (PostgreSQL, SQLite), when given. */
   table?: string;
+  /** `--prefix` (Redis), when given. */
+  prefix?: string;
 }
 
 /** A parsed command line. */
@@ -47,16 +56,22 @@ const COMMANDS = ['migrate', 'purge', 'inspect', 'stats'] as const;
 export const HELP = `Usage: idempotency-kit <command> [options]
 
 Commands:
-  migrate          Create or upgrade the PostgreSQL records table (safe to run from several processes at once)
-  purge            Delete expired records in bounded batches (never a live lease)
+  migrate          Create or upgrade the records table (PostgreSQL, SQLite; safe from several processes at once)
+  purge            Delete expired records in bounded batches, never a live lease (PostgreSQL, SQLite)
   inspect <key>    Show a storage key's record and what the next request with that key meets (the key is
                    the 64-hex-digit storage key: a trace's idempotency.key_hash, or storageKeyFor())
   stats            Count records by state, and the age of the oldest live lease
 
-Options:
+The store (one of):
   --database-url <url>  PostgreSQL connection string (default: $DATABASE_URL)
-  --schema <name>       Schema of the records table (default: public)
-  --table <name>        Name of the records table (default: idempotency_records)
+  --sqlite <file>       SQLite database file
+  --redis-url <url>     Redis URL, e.g. redis://127.0.0.1:6379 (inspect and stats: Redis expires records
+                        by itself and needs no migration)
+
+Options:
+  --schema <name>       PostgreSQL: schema of the records table (default: public)
+  --table <name>        PostgreSQL, SQLite: name of the records table (default: idempotency_records)
+  --prefix <prefix>     Redis: the store's key prefix (default: idem:)
   --limit <n>           purge: rows deleted per batch (default: 1000)
   --batches <n>         purge: stop after this many batches (default: until nothing is left)
   --json                inspect, stats: print one JSON object instead of text
@@ -102,13 +117,7 @@ export function parseCli(
   if (command === 'inspect' && (storageKey === undefined || storageKey === '')) {
     throw new UsageError('inspect needs the storage key to show (idempotency-kit inspect <key>)');
   }
-  const databaseUrl = values['database-url'] ?? environment.DATABASE_URL;
-  if (databaseUrl === undefined || databaseUrl === '') {
-    throw new UsageError('missing --database-url (or set DATABASE_URL)');
-  }
-  const database: DatabaseArgs = { databaseUrl };
-  if (values.schema !== undefined) database.schema = values.schema;
-  if (values.table !== undefined) database.table = values.table;
+  const database = storeTarget(command, values, environment);
   if (command !== 'purge' && (values.limit !== undefined || values.batches !== undefined)) {
     throw new UsageError('--limit and --batches apply to purge only');
   }
@@ -128,6 +137,57 @@ export function parseCli(
   };
 }
 
+/**
+ * The store the command names, checked against what the command and the options apply to.
+ * @throws UsageError for no store or several, or an option of another store.
+ */
+function storeTarget(
+  command: string,
+  values: ReturnType<typeof parse>['values'],
+  environment: Record<string, string | undefined>,
+): DatabaseArgs {
+  const named = [values['database-url'], values.sqlite, values['redis-url']].filter(
+    (value) => value !== undefined,
+  );
+  if (named.length > 1) {
+    throw new UsageError('give one store: --database-url, --sqlite or --redis-url');
+  }
+  if (values.sqlite === '' || values['redis-url'] === '') {
+    throw new UsageError('--sqlite and --redis-url need a value');
+  }
+  const target: DatabaseArgs = {};
+  if (values.sqlite !== undefined) target.sqliteFile = values.sqlite;
+  else if (values['redis-url'] !== undefined) target.redisUrl = values['redis-url'];
+  else {
+    const databaseUrl = values['database-url'] ?? environment.DATABASE_URL;
+    if (databaseUrl === undefined || databaseUrl === '') {
+      throw new UsageError('missing --database-url (or set DATABASE_URL), --sqlite or --redis-url');
+    }
+    target.databaseUrl = databaseUrl;
+  }
+  if (values.schema !== undefined) {
+    if (target.databaseUrl === undefined)
+      throw new UsageError('--schema applies to PostgreSQL only');
+    target.schema = values.schema;
+  }
+  if (values.table !== undefined) {
+    if (target.redisUrl !== undefined) {
+      throw new UsageError('--table applies to PostgreSQL and SQLite (Redis has --prefix)');
+    }
+    target.table = values.table;
+  }
+  if (values.prefix !== undefined) {
+    if (target.redisUrl === undefined) throw new UsageError('--prefix applies to Redis only');
+    target.prefix = values.prefix;
+  }
+  if (target.redisUrl !== undefined && (command === 'migrate' || command === 'purge')) {
+    throw new UsageError(
+      `${command} does not apply to Redis: its records expire by themselves, and it has no table`,
+    );
+  }
+  return target;
+}
+
 function parse(argv: readonly string[]) {
   return parseArgs({
     args: [...argv],
@@ -135,6 +195,9 @@ function parse(argv: readonly string[]) {
     strict: true,
     options: {
       'database-url': { type: 'string' },
+      sqlite: { type: 'string' },
+      'redis-url': { type: 'string' },
+      prefix: { type: 'string' },
       schema: { type: 'string' },
       table: { type: 'string' },
       limit: { type: 'string' },

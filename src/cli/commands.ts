@@ -1,20 +1,28 @@
 /**
- * What the CLI's commands do, given a connected pool and somewhere to print: kept apart from `main.ts` so
- * they run in-process in tests as well as from the `bin`.
+ * What the CLI's commands do, given an open store (or a PostgreSQL pool, for `migrate`) and somewhere to
+ * print: kept apart from `run.ts`, which opens the store the command line names, so they run in-process
+ * in tests as well as from the `bin`.
  * @module
  */
 
+import { InvalidOptionsError } from '../core/errors.js';
 import { inspectKey } from '../core/inspection.js';
 import type { PgQueryable } from '../postgres/client.js';
 import { migrate } from '../postgres/migrate.js';
-import { postgresStore } from '../postgres/postgres-store.js';
+import { migrate as migrateSqlite } from '../sqlite/migrate.js';
+import type { Store } from '../store/store.js';
 import type { DatabaseArgs } from './args.js';
 import { inspectionJson, inspectionLines, statsLines } from './key-report.js';
 
 /** Where a command writes its report. */
 export type Print = (line: string) => void;
 
-/** `migrate`: apply pending migrations and say what happened. */
+/** How the reports name a PostgreSQL table: `schema.table`. */
+export function postgresTarget(args: DatabaseArgs): string {
+  return `${args.schema ?? 'public'}.${args.table ?? 'idempotency_records'}`;
+}
+
+/** `migrate` on PostgreSQL: apply pending migrations and say what happened. */
 export async function migrateCommand(
   pool: PgQueryable,
   args: DatabaseArgs,
@@ -25,7 +33,7 @@ export async function migrateCommand(
     ...(args.table && { table: args.table }),
   };
   const result = await migrate(pool, options);
-  const target = targetOf(args);
+  const target = postgresTarget(args);
   print(
     result.applied.length === 0
       ? `${target} is up to date (version ${result.version})`
@@ -33,55 +41,31 @@ export async function migrateCommand(
   );
 }
 
-function storeFor(pool: PgQueryable, args: DatabaseArgs) {
-  return postgresStore({
-    pool,
-    ...(args.schema && { schema: args.schema }),
-    ...(args.table && { table: args.table }),
-  });
+/** `migrate` on SQLite: create the file if needed, apply pending migrations and say what happened. */
+export function migrateSqliteCommand(file: string, args: DatabaseArgs, print: Print): void {
+  const table = args.table ?? 'idempotency_records';
+  const result = migrateSqlite(file, { table });
+  print(
+    result.applied.length === 0
+      ? `${file} (${table}) is up to date`
+      : `${file} (${table}): applied ${result.applied.join(', ')}`,
+  );
 }
 
-function targetOf(args: DatabaseArgs): string {
-  return `${args.schema ?? 'public'}.${args.table ?? 'idempotency_records'}`;
-}
-
-/**
- * `inspect`: print a storage key's record and what the next request with that key meets (one read).
- * @returns the key's state
- */
-export async function inspectCommand(
-  pool: PgQueryable,
-  args: DatabaseArgs & { storageKey: string; json: boolean },
-  print: Print,
-): Promise<string> {
-  const inspection = await inspectKey(storeFor(pool, args), args.storageKey);
-  if (args.json) print(inspectionJson(inspection));
-  else for (const line of inspectionLines(inspection)) print(line);
-  return inspection.state;
-}
-
-/** `stats`: print the records table's counts by state (one aggregate query). */
-export async function statsCommand(
-  pool: PgQueryable,
-  args: DatabaseArgs & { json: boolean },
-  print: Print,
-): Promise<void> {
-  const stats = await storeFor(pool, args).stats();
-  if (args.json) print(JSON.stringify({ table: targetOf(args), ...stats }));
-  else for (const line of statsLines(targetOf(args), stats)) print(line);
-}
-
-/** `purge`: delete expired rows batch by batch until none is left or `batches` ran; return the count. */
+/** `purge`: delete expired records batch by batch until none is left or `batches` ran; return the count. */
 export async function purgeCommand(
-  pool: PgQueryable,
-  args: DatabaseArgs & { limit: number; batches: number },
+  store: Store,
+  args: { limit: number; batches: number },
   print: Print,
 ): Promise<number> {
-  const store = storeFor(pool, args);
+  const { purgeExpired } = store;
+  if (purgeExpired === undefined || !store.capabilities.purge) {
+    throw new InvalidOptionsError(`the ${store.name} store has nothing to purge`);
+  }
   let total = 0;
   let batches = 0;
   while (batches < args.batches) {
-    const deleted = await store.purgeExpired({ limit: args.limit });
+    const deleted = await purgeExpired.call(store, { limit: args.limit });
     batches++;
     total += deleted;
     // A short batch means nothing expired is left (rows locked by a live claim are skipped, not waited on).
@@ -91,4 +75,31 @@ export async function purgeCommand(
     `purged ${total} expired record${total === 1 ? '' : 's'} in ${batches} batch${batches === 1 ? '' : 'es'}`,
   );
   return total;
+}
+
+/**
+ * `inspect`: print a storage key's record and what the next request with that key meets (one read).
+ * @returns the key's state
+ */
+export async function inspectCommand(
+  store: Store,
+  args: { storageKey: string; json: boolean },
+  print: Print,
+): Promise<string> {
+  const inspection = await inspectKey(store, args.storageKey);
+  if (args.json) print(inspectionJson(inspection));
+  else for (const line of inspectionLines(inspection)) print(line);
+  return inspection.state;
+}
+
+/** `stats`: print the store's counts by state (one aggregate read); `target` names what was counted. */
+export async function statsCommand(
+  store: Store,
+  target: string,
+  args: { json: boolean },
+  print: Print,
+): Promise<void> {
+  const stats = await store.stats();
+  if (args.json) print(JSON.stringify({ store: store.name, target, ...stats }));
+  else for (const line of statsLines(`${target} (${store.name})`, stats)) print(line);
 }

@@ -1,36 +1,62 @@
 /**
- * The CLI's driver: parse, load `pg` (the user's installed peer) at run time, run the command, and map the
- * result to an exit code. The rest of the package never depends on `pg`.
+ * The CLI's driver: parse, open the store the command line names (through the user's installed driver,
+ * loaded at run time), run the command, and map the result to an exit code. The rest of the package
+ * never depends on the drivers.
  * @module
  */
 import { isIdempotencyError } from '../core/errors.js';
-import type { PgPool } from '../postgres/client.js';
-import { ExitCode, HELP, parseCli, UsageError } from './args.js';
-import { inspectCommand, migrateCommand, purgeCommand, statsCommand } from './commands.js';
+import { type CliCommand, ExitCode, HELP, parseCli, UsageError } from './args.js';
+import {
+  inspectCommand,
+  migrateCommand,
+  migrateSqliteCommand,
+  type Print,
+  purgeCommand,
+  statsCommand,
+} from './commands.js';
+import { type OpenTarget, openPostgres, openRedis, openSqlite } from './targets.js';
 
-interface PgModule {
-  Pool: new (config: {
-    connectionString: string;
-    max?: number;
-    application_name?: string;
-  }) => PgPool & {
-    end(): Promise<void>;
-    on(event: 'error', listener: (error: Error) => void): unknown;
-  };
+/** Open the store `command` names (parsing made sure it names exactly one). */
+function open(command: Exclude<CliCommand, { command: 'help' }>): Promise<OpenTarget> | OpenTarget {
+  if (command.sqliteFile !== undefined) return openSqlite(command.sqliteFile, command);
+  if (command.redisUrl !== undefined) return openRedis(command.redisUrl, command);
+  return openPostgres(command.databaseUrl as string, command);
 }
 
-async function loadPg(): Promise<PgModule> {
+async function execute(
+  command: Exclude<CliCommand, { command: 'help' }>,
+  print: Print,
+): Promise<void> {
+  // SQLite's migrate opens (and may create) the file itself; every other command works on an open store.
+  if (command.command === 'migrate' && command.sqliteFile !== undefined) {
+    migrateSqliteCommand(command.sqliteFile, command, print);
+    return;
+  }
+  const target = await open(command);
   try {
-    const mod = (await import('pg')) as unknown as { default?: PgModule } & Partial<PgModule>;
-    return (mod.default ?? mod) as PgModule;
-  } catch (error) {
-    throw new Error("the 'pg' package is required: npm install pg", { cause: error });
+    switch (command.command) {
+      case 'migrate':
+        // Parsing refuses migrate on Redis, and SQLite's is above: this is PostgreSQL.
+        if (target.pool !== undefined) await migrateCommand(target.pool, command, print);
+        break;
+      case 'purge':
+        await purgeCommand(target.store, command, print);
+        break;
+      case 'inspect':
+        await inspectCommand(target.store, command, print);
+        break;
+      case 'stats':
+        await statsCommand(target.store, target.label, command, print);
+        break;
+    }
+  } finally {
+    await target.close();
   }
 }
 
 /** Run the CLI with `argv` (without node and script paths); resolves to the exit code. */
 export async function runCli(argv: readonly string[]): Promise<number> {
-  let command: ReturnType<typeof parseCli>;
+  let command: CliCommand;
   try {
     command = parseCli(argv);
   } catch (error) {
@@ -45,30 +71,8 @@ export async function runCli(argv: readonly string[]): Promise<number> {
     return ExitCode.Ok;
   }
   const print = (line: string) => process.stdout.write(`${line}\n`);
-  let pool: Awaited<ReturnType<typeof loadPg>>['Pool']['prototype'] | undefined;
   try {
-    const pg = await loadPg();
-    pool = new pg.Pool({
-      connectionString: command.databaseUrl,
-      max: 1,
-      application_name: 'idempotency-kit-cli',
-    });
-    // An idle connection dropped by the server must not crash the command with an unhandled event.
-    pool.on('error', () => {});
-    switch (command.command) {
-      case 'migrate':
-        await migrateCommand(pool, command, print);
-        break;
-      case 'purge':
-        await purgeCommand(pool, command, print);
-        break;
-      case 'inspect':
-        await inspectCommand(pool, command, print);
-        break;
-      case 'stats':
-        await statsCommand(pool, command, print);
-        break;
-    }
+    await execute(command, print);
     return ExitCode.Ok;
   } catch (error) {
     // Invalid schema/table names are usage errors even though they are found after parsing.
@@ -77,7 +81,5 @@ export async function runCli(argv: readonly string[]): Promise<number> {
       `idempotency-kit ${command.command} failed: ${(error as Error).message}\n`,
     );
     return usage ? ExitCode.Usage : ExitCode.Failure;
-  } finally {
-    await pool?.end().catch(() => {});
   }
 }

@@ -1,35 +1,13 @@
-import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createIdempotency } from '../../../src/index.js';
 import { postgresStore } from '../../../src/postgres/index.js';
+import { cli } from '../../helpers/cli.js';
 import { env, requireService } from '../../helpers/env.js';
 import { testPool, uniqueSchema } from '../../helpers/postgres-env.js';
 
-const main = fileURLToPath(new URL('../../../src/cli/main.ts', import.meta.url));
 const pool = testPool();
 const schemas: string[] = [];
-
-interface CliRun {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function cli(args: string[], extraEnv: Record<string, string> = {}): Promise<CliRun> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      ['--import', 'tsx', main, ...args],
-      { env: { ...process.env, ...extraEnv }, timeout: 60_000 },
-      (error, stdout, stderr) => {
-        const code = error === null ? 0 : typeof error.code === 'number' ? error.code : -1;
-        resolve({ code, stdout, stderr });
-      },
-    );
-  });
-}
 
 function freshSchema(label: string): string {
   const schema = uniqueSchema(label);

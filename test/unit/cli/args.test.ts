@@ -56,6 +56,28 @@ describe('parseCli', () => {
     });
   });
 
+  it('names SQLite or Redis instead of PostgreSQL, ignoring DATABASE_URL then', () => {
+    // Act / Assert
+    expect(parseCli(['stats', '--sqlite', 'x.db', '--table', 't'], { DATABASE_URL: url })).toEqual({
+      command: 'stats',
+      sqliteFile: 'x.db',
+      table: 't',
+      json: false,
+    });
+    expect(parseCli(['purge', '--sqlite', 'x.db'], {})).toMatchObject({ sqliteFile: 'x.db' });
+    expect(
+      parseCli(['inspect', 'k', '--redis-url', 'redis://h', '--prefix', 'p:'], {
+        DATABASE_URL: url,
+      }),
+    ).toEqual({
+      command: 'inspect',
+      redisUrl: 'redis://h',
+      prefix: 'p:',
+      storageKey: 'k',
+      json: false,
+    });
+  });
+
   it('returns help for -h whatever else is given', () => {
     // Act / Assert
     expect(parseCli(['-h'], {})).toEqual({ command: 'help' });
@@ -76,6 +98,17 @@ describe('parseCli', () => {
     [['inspect', 'k', 'extra', '--database-url', url], /unexpected argument 'extra'/],
     [['stats', 'k', '--database-url', url], /unexpected argument 'k'/],
     [['migrate', '--json', '--database-url', url], /--json applies to inspect and stats only/],
+    [['stats', '--database-url', url, '--sqlite', 'x.db'], /give one store/],
+    [['stats', '--sqlite', 'x.db', '--redis-url', 'redis://h'], /give one store/],
+    [['stats', '--sqlite', 'x.db', '--schema', 's'], /--schema applies to PostgreSQL only/],
+    [
+      ['stats', '--redis-url', 'redis://h', '--table', 't'],
+      /--table applies to PostgreSQL and SQLite/,
+    ],
+    [['stats', '--database-url', url, '--prefix', 'p:'], /--prefix applies to Redis only/],
+    [['migrate', '--redis-url', 'redis://h'], /migrate does not apply to Redis/],
+    [['purge', '--redis-url', 'redis://h'], /purge does not apply to Redis/],
+    [['stats'], /missing --database-url \(or set DATABASE_URL\), --sqlite or --redis-url/],
     [['stats', '--limit', '5', '--database-url', url], /purge only/],
   ])('refuses %j with a UsageError', (argv, message) => {
     // Act

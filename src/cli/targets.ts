@@ -1,0 +1,119 @@
+/**
+ * Opening the store a command line names: a PostgreSQL pool, a SQLite file or a Redis client, each
+ * through the user's installed driver (an optional peer), loaded only when that store is named, so the
+ * CLI never needs the drivers of the stores it is not pointed at.
+ * @module
+ */
+import { existsSync } from 'node:fs';
+import { StoreUnavailableError } from '../core/errors.js';
+import type { PgPool } from '../postgres/client.js';
+import { postgresStore } from '../postgres/postgres-store.js';
+import type { RedisClientLike } from '../redis/client.js';
+import { redisStore } from '../redis/redis-store.js';
+import { sqliteStore } from '../sqlite/sqlite-store.js';
+import type { Store } from '../store/store.js';
+import type { DatabaseArgs } from './args.js';
+import { postgresTarget } from './commands.js';
+
+/** An opened store, what the reports call it, and how to let it go. */
+export interface OpenTarget {
+  /** The store. */
+  store: Store;
+  /** The PostgreSQL pool, when the store is PostgreSQL (`migrate` works on it). */
+  pool?: PgPool;
+  /** How reports name what was read: `schema.table`, `file (table)` or `redis prefix …`. */
+  label: string;
+  /** Close what was opened (the pool, the file, the client). */
+  close(): Promise<void>;
+}
+
+interface PgModule {
+  Pool: new (config: {
+    connectionString: string;
+    max?: number;
+    application_name?: string;
+  }) => PgPool & {
+    end(): Promise<void>;
+    on(event: 'error', listener: (error: Error) => void): unknown;
+  };
+}
+
+interface NodeRedisModule {
+  createClient(options: { url: string }): RedisClientLike & {
+    connect(): Promise<unknown>;
+    destroy?(): void;
+    disconnect?(): Promise<void>;
+    on(event: 'error', listener: (error: Error) => void): unknown;
+  };
+}
+
+/** Import `name`, or fail with the install command. */
+async function peer<T>(name: string, purpose: string): Promise<T> {
+  try {
+    const mod = (await import(name)) as { default?: T } & T;
+    return (mod.default ?? mod) as T;
+  } catch (error) {
+    // Not a usage error: the command line was right, the machine lacks the driver (exit 1).
+    throw new Error(`${purpose} needs the '${name}' package: npm install ${name}`, {
+      cause: error,
+    });
+  }
+}
+
+/** Open PostgreSQL: a one-connection pool, and the store on it. */
+export async function openPostgres(databaseUrl: string, args: DatabaseArgs): Promise<OpenTarget> {
+  const pg = await peer<PgModule>('pg', 'PostgreSQL');
+  const pool = new pg.Pool({
+    connectionString: databaseUrl,
+    max: 1,
+    application_name: 'idempotency-kit-cli',
+  });
+  // An idle connection dropped by the server must not crash the command with an unhandled event.
+  pool.on('error', () => {});
+  const store = postgresStore({
+    pool,
+    ...(args.schema && { schema: args.schema }),
+    ...(args.table && { table: args.table }),
+  });
+  return { store, pool, label: postgresTarget(args), close: () => pool.end().catch(() => {}) };
+}
+
+/**
+ * Open a SQLite file that must exist, without migrating it: a read command changes no schema (run
+ * `migrate` for that), and a mistyped path must not leave an empty database behind.
+ */
+export function openSqlite(file: string, args: DatabaseArgs): OpenTarget {
+  if (!existsSync(file)) throw new StoreUnavailableError(`SQLite store: no such file: ${file}`);
+  const table = args.table ?? 'idempotency_records';
+  let store: ReturnType<typeof sqliteStore>;
+  try {
+    store = sqliteStore({ database: file, table, migrate: false });
+  } catch (error) {
+    // The statements are prepared on open: a file without the table (or an older one) fails here.
+    throw new StoreUnavailableError(
+      `SQLite store: cannot read ${table} in ${file} (run \`idempotency-kit migrate --sqlite ${file}\` first?): ${(error as Error).message}`,
+      { cause: error },
+    );
+  }
+  return { store, label: `${file}, table ${table}`, close: () => store.close() };
+}
+
+/** Open Redis with node-redis (the store's other client, ioredis, serves applications alike). */
+export async function openRedis(redisUrl: string, args: DatabaseArgs): Promise<OpenTarget> {
+  const redis = await peer<NodeRedisModule>('redis', 'Redis');
+  const client = redis.createClient({ url: redisUrl });
+  // Reported by the command that fails; a reconnect attempt's error must not crash the process.
+  client.on('error', () => {});
+  await client.connect();
+  const prefix = args.prefix ?? 'idem:';
+  const store = redisStore({ client, prefix, checkEvictionPolicy: false });
+  // The URL may hold a password: the label names the prefix only.
+  return {
+    store,
+    label: `redis prefix ${prefix}`,
+    close: async () => {
+      if (client.destroy !== undefined) client.destroy();
+      else await client.disconnect?.();
+    },
+  };
+}
