@@ -6,7 +6,7 @@
 export type { Clock } from './core/clock.js';
 export { systemClock } from './core/clock.js';
 export type { Duration, DurationUnit } from './core/duration.js';
-export { toMs } from './core/duration.js';
+export { MAX_DURATION_MS, toMs } from './core/duration.js';
 export type {
   Idempotency,
   IdempotencyOptions,

@@ -20,9 +20,16 @@ const UNIT_MS: Record<DurationUnit, number> = {
 const PATTERN = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)$/;
 
 /**
+ * The longest duration anything accepts: 100 years, in ms. Longer ones are mistakes (a unit slip, seconds
+ * given as ms twice over) that the backends would refuse mid-call: PostgreSQL's intervals and Redis's
+ * expiry times have ranges, and their errors would read like an outage.
+ */
+export const MAX_DURATION_MS = 100 * 365.25 * 86_400_000;
+
+/**
  * Convert a {@link Duration} to whole milliseconds.
  * @param name - The option's name, used in the error message.
- * @throws InvalidOptionsError when the value is not a positive finite duration.
+ * @throws InvalidOptionsError when the value is not a positive finite duration of at most 100 years.
  */
 export function toMs(value: Duration, name: string): number {
   let ms: number;
@@ -37,8 +44,10 @@ export function toMs(value: Duration, name: string): number {
     }
     ms = Number(match[1]) * UNIT_MS[match[2] as DurationUnit];
   }
-  if (!Number.isFinite(ms) || ms <= 0) {
-    throw new InvalidOptionsError(`${name}: must be a positive duration, got ${String(value)}`);
+  if (!Number.isFinite(ms) || ms <= 0 || ms > MAX_DURATION_MS) {
+    throw new InvalidOptionsError(
+      `${name}: must be a positive duration of at most 100 years, got ${String(value)}`,
+    );
   }
   return Math.ceil(ms);
 }

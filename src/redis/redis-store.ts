@@ -34,6 +34,7 @@
 import { InvalidOptionsError } from '../core/errors.js';
 import type { ClaimResult, IdempotencyRecord } from '../core/record.js';
 import { assertStepName } from '../core/steps.js';
+import { assertPositiveMs, assertReserveMs } from '../store/durations.js';
 import type {
   ClaimOptions,
   ClaimRequest,
@@ -163,22 +164,14 @@ function positiveNumber(value: unknown, name: string, fallback: number): number 
 
 // Redis TTLs are whole milliseconds and must be positive.
 function wholeMs(value: number, name: string): number {
-  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
-    throw new InvalidOptionsError(
-      `redisStore: ${name} must be a positive number of ms, got ${value}`,
-    );
-  }
+  assertPositiveMs(value, name, 'redisStore');
   return Math.ceil(value);
 }
 
 // A claim's reservation in whole ms: absent is 0 (none); a value not above the lease reserves nothing.
 function reserveOf(value: number | undefined): number {
   if (value === undefined) return 0;
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
-    throw new InvalidOptionsError(
-      `redisStore: reserveMs must be a non-negative number of ms, got ${value}`,
-    );
-  }
+  assertReserveMs(value, 'redisStore');
   return Math.ceil(value);
 }
 

@@ -114,8 +114,9 @@ export type BatchWindow = 'tick' | 'turn';
  * transaction): never a read, a decision in JavaScript and then a write.
  *
  * Failures to reach the backend reject with `StoreUnavailableError`. Invalid durations (`leaseMs` or
- * `retentionMs` not a positive finite number, `reserveMs` not a non-negative finite one) reject with
- * `InvalidOptionsError` before anything is written; a batch with one is refused whole.
+ * `retentionMs` not a positive finite number, `reserveMs` not a non-negative finite one, or any of them
+ * over 100 years) reject with `InvalidOptionsError` before anything is written; a batch with one is
+ * refused whole.
  */
 export interface Store {
   /** Short name used in logs and errors, e.g. `'redis'`. */

@@ -208,14 +208,16 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
             `${what}: must reject with an InvalidOptionsError, got ${String(error)}`,
           );
         }
+        // 1e300 is finite but past any backend's range of times: refused up front, not failed inside.
         const badPositive = [
           0,
           -1,
           Number.NaN,
           Number.POSITIVE_INFINITY,
+          1e300,
           '100' as unknown as number,
         ];
-        const badReserve = [-1, Number.NaN, Number.POSITIVE_INFINITY];
+        const badReserve = [-1, Number.NaN, Number.POSITIVE_INFINITY, 1e300];
         for (const leaseMs of badPositive) {
           await refused(`claim, leaseMs ${String(leaseMs)}`, () =>
             store.claim(k, { fingerprint: 'fp', leaseMs }),

@@ -402,13 +402,13 @@ describe('postgresStore batch functions (migration 0003)', () => {
   });
 
   it('does not fall back when the error is not a missing function of its own', async () => {
-    // Arrange: an error raised inside the function (a lease PostgreSQL cannot turn into an interval:
-    // finite, so the store's own check lets it through, but out of an interval's range).
+    // Arrange: an error of the batch's own, raised by the server for the function's call (a fingerprint
+    // with a NUL character, which a PostgreSQL text value cannot hold).
     const { db, texts } = recording(fx.pool);
     const store = postgresStore({ pool: db, schema: fx.schema });
     // Act
     const failed = store.claimMany!([
-      { key: key('bad-a'), fingerprint: 'fp', leaseMs: 1e300 },
+      { key: key('bad-a'), ...lease, fingerprint: 'f\u0000p' },
       { key: key('bad-b'), ...lease },
     ]);
     await expect(failed).rejects.toMatchObject({ code: 'store_unavailable' });

@@ -523,5 +523,10 @@ describe('createIdempotency().run', () => {
     expect(() => createIdempotency({ store, leaseMs: '10 parsecs' as never })).toThrow(/leaseMs/);
     expect(() => createIdempotency({ store, retentionMs: -5 })).toThrow(/retentionMs/);
     expect(() => createIdempotency({ store, leaseMs: '1.5s' })).not.toThrow();
+    // Past 100 years is a unit slip, which the store's backend would refuse mid-call.
+    expect(() => createIdempotency({ store, retentionMs: '36600d' })).toThrow(
+      /retentionMs: must be a positive duration of at most 100 years/,
+    );
+    expect(() => createIdempotency({ store, retentionMs: '36500d' })).not.toThrow();
   });
 });
