@@ -6,7 +6,7 @@
  */
 
 import type { Store } from '../store/store.js';
-import { type IdempotencyRecord, RecordStatus } from './record.js';
+import { type IdempotencyRecord, isRecordDead, isRecordGone, RecordStatus } from './record.js';
 
 /** The states a key can be in, as {@link inspectKey} reports them. */
 export const KeyState = {
@@ -77,11 +77,12 @@ export async function inspectKey(
   return { storageKey, state: stateOf(record, now), record, now, source: 'get' };
 }
 
-/** The state `record` puts its key in at `now` (store clock). */
+/**
+ * The state `record` puts its key in at `now` (store clock), by the record rules every store applies
+ * (`isRecordGone`, `isRecordDead`): a dead lease that is not gone is one still reserved for its request.
+ */
 export function stateOf(record: IdempotencyRecord, now: number): KeyState {
-  if (record.status === RecordStatus.Completed) {
-    return record.expiresAt > now ? KeyState.Completed : KeyState.Absent;
-  }
-  if (record.leaseUntil > now) return KeyState.InProgress;
-  return (record.reservedUntil ?? 0) > now ? KeyState.Crashed : KeyState.Absent;
+  if (isRecordGone(record, now)) return KeyState.Absent;
+  if (record.status === RecordStatus.Completed) return KeyState.Completed;
+  return isRecordDead(record, now) ? KeyState.Crashed : KeyState.InProgress;
 }
