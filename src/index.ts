@@ -5,6 +5,8 @@
  */
 export type { Clock } from './core/clock.js';
 export { systemClock } from './core/clock.js';
+export type { CrashedKeysPage, ListCrashedKeysOptions } from './core/crashed-keys.js';
+export { listCrashedKeys } from './core/crashed-keys.js';
 export type { Duration, DurationUnit } from './core/duration.js';
 export { MAX_DURATION_MS, toMs } from './core/duration.js';
 export type {
@@ -73,6 +75,9 @@ export type {
   ClaimRequest,
   CompleteAndClaimResults,
   CompleteRequest,
+  CrashedRecordInspection,
+  CrashedRecordsPage,
+  ListCrashedOptions,
   PurgeOptions,
   RecordInspection,
   Store,

@@ -48,9 +48,19 @@ export type CliCommand =
   | ({ command: 'migrate' } & DatabaseArgs)
   | ({ command: 'purge'; limit: number; batches: number } & DatabaseArgs)
   | ({ command: 'inspect'; storageKey: string; json: boolean } & DatabaseArgs)
-  | ({ command: 'stats'; json: boolean } & DatabaseArgs);
+  | ({ command: 'stats'; json: boolean } & DatabaseArgs)
+  | ({
+      command: 'list';
+      crashed: true;
+      limit: number;
+      after?: string;
+      json: boolean;
+    } & DatabaseArgs);
 
-const COMMANDS = ['migrate', 'purge', 'inspect', 'stats'] as const;
+const COMMANDS = ['migrate', 'purge', 'inspect', 'stats', 'list'] as const;
+
+/** Keys per page of `list --crashed` when `--limit` is not given. */
+export const DEFAULT_LIST_LIMIT = 100;
 
 /** The text `--help` prints. */
 export const HELP = `Usage: idempotency-kit <command> [options]
@@ -61,20 +71,25 @@ Commands:
   inspect <key>    Show a storage key's record and what the next request with that key meets (the key is
                    the 64-hex-digit storage key: a trace's idempotency.key_hash, or storageKeyFor())
   stats            Count records by state, and the age of the oldest live lease
+  list --crashed   List the keys whose request crashed and that stay reserved for it (another request
+                   gets 422), a page of --limit at a time, each explained as inspect does
 
 The store (one of):
   --database-url <url>  PostgreSQL connection string (default: $DATABASE_URL)
   --sqlite <file>       SQLite database file
-  --redis-url <url>     Redis URL, e.g. redis://127.0.0.1:6379 (inspect and stats: Redis expires records
-                        by itself and needs no migration)
+  --redis-url <url>     Redis URL, e.g. redis://127.0.0.1:6379 (inspect, stats and list: Redis expires
+                        records by itself and needs no migration)
 
 Options:
   --schema <name>       PostgreSQL: schema of the records table (default: public)
   --table <name>        PostgreSQL, SQLite: name of the records table (default: idempotency_records)
   --prefix <prefix>     Redis: the store's key prefix (default: idem:)
-  --limit <n>           purge: rows deleted per batch (default: 1000)
+  --limit <n>           purge: rows deleted per batch (default: 1000); list: keys per page (default: ${DEFAULT_LIST_LIMIT})
   --batches <n>         purge: stop after this many batches (default: until nothing is left)
-  --json                inspect, stats: print one JSON object instead of text
+  --crashed             list: the crashed keys (the one listing there is)
+  --after <next>        list: the page after the one that printed this 'next' (on PostgreSQL and SQLite,
+                        any key: the page starts after it)
+  --json                inspect, stats, list: print one JSON object instead of text
   -h, --help            Show this help
 
 Exit codes: 0 success, 1 the command failed, 2 bad command line.
@@ -118,13 +133,20 @@ export function parseCli(
     throw new UsageError('inspect needs the storage key to show (idempotency-kit inspect <key>)');
   }
   const database = storeTarget(command, values, environment);
-  if (command !== 'purge' && (values.limit !== undefined || values.batches !== undefined)) {
-    throw new UsageError('--limit and --batches apply to purge only');
+  if (command !== 'purge' && values.batches !== undefined) {
+    throw new UsageError('--batches applies to purge only');
   }
-  if (command !== 'inspect' && command !== 'stats' && values.json === true) {
-    throw new UsageError('--json applies to inspect and stats only');
+  if (command !== 'purge' && command !== 'list' && values.limit !== undefined) {
+    throw new UsageError('--limit applies to purge and list only');
+  }
+  if (command !== 'inspect' && command !== 'stats' && command !== 'list' && values.json === true) {
+    throw new UsageError('--json applies to inspect, stats and list only');
   }
   const json = values.json === true;
+  if (command === 'list') return { command, ...database, ...listing(values), json };
+  if (values.crashed === true || values.after !== undefined) {
+    throw new UsageError('--crashed and --after apply to list only');
+  }
   if (command === 'migrate') return { command, ...database };
   if (command === 'inspect')
     return { command, ...database, storageKey: storageKey as string, json };
@@ -135,6 +157,26 @@ export function parseCli(
     limit: positiveInteger('limit', values.limit, 1000),
     batches: positiveInteger('batches', values.batches, Number.MAX_SAFE_INTEGER),
   };
+}
+
+/**
+ * What `list` lists and which page: `--crashed` (the one listing there is, named so that others can come
+ * without changing what `list` alone means), `--limit` keys per page, and `--after` the previous page's
+ * `next`.
+ * @throws UsageError without `--crashed`, for a bad `--limit` or an empty `--after`.
+ */
+function listing(values: ReturnType<typeof parse>['values']): {
+  crashed: true;
+  limit: number;
+  after?: string;
+} {
+  if (values.crashed !== true) {
+    throw new UsageError('list needs what to list: --crashed (idempotency-kit list --crashed)');
+  }
+  const limit = positiveInteger('limit', values.limit, DEFAULT_LIST_LIMIT);
+  if (values.after === undefined) return { crashed: true, limit };
+  if (values.after === '') throw new UsageError("--after needs a previous page's next");
+  return { crashed: true, limit, after: values.after };
 }
 
 /**
@@ -202,6 +244,8 @@ function parse(argv: readonly string[]) {
       table: { type: 'string' },
       limit: { type: 'string' },
       batches: { type: 'string' },
+      crashed: { type: 'boolean' },
+      after: { type: 'string' },
       json: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },

@@ -5,6 +5,7 @@
  * @module
  */
 
+import { listCrashedKeys } from '../core/crashed-keys.js';
 import { InvalidOptionsError } from '../core/errors.js';
 import { inspectKey } from '../core/inspection.js';
 import type { PgQueryable } from '../postgres/client.js';
@@ -12,6 +13,7 @@ import { migrate } from '../postgres/migrate.js';
 import { migrate as migrateSqlite } from '../sqlite/migrate.js';
 import type { Store } from '../store/store.js';
 import type { DatabaseArgs } from './args.js';
+import { crashedPageJson, crashedPageLines } from './crashed-report.js';
 import { inspectionJson, inspectionLines, statsLines } from './key-report.js';
 
 /** Where a command writes its report. */
@@ -90,6 +92,26 @@ export async function inspectCommand(
   if (args.json) print(inspectionJson(inspection));
   else for (const line of inspectionLines(inspection)) print(line);
   return inspection.state;
+}
+
+/**
+ * `list --crashed`: print one page of the keys whose request crashed while their key stays reserved for
+ * it (one scan of the store), each explained as `inspect` explains it, and how to read the next page;
+ * `target` names what was read.
+ * @returns how many keys the page held
+ */
+export async function listCrashedCommand(
+  store: Store,
+  target: string,
+  args: { limit: number; after?: string; json: boolean },
+  print: Print,
+): Promise<number> {
+  const options =
+    args.after === undefined ? { limit: args.limit } : { limit: args.limit, after: args.after };
+  const page = await listCrashedKeys(store, options);
+  if (args.json) print(crashedPageJson(store.name, target, page));
+  else for (const line of crashedPageLines(`${target} (${store.name})`, page)) print(line);
+  return page.keys.length;
 }
 
 /** `stats`: print the store's counts by state (one aggregate read); `target` names what was counted. */

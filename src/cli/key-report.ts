@@ -1,7 +1,8 @@
 /**
- * How `idempotency-kit inspect` and `stats` print what they read: text that says what the next request
- * with the key meets (the question an operator has when a client reports a 409 or a 422), or one JSON
- * object for scripts. Pure, so the wording is unit-tested without a database.
+ * How `idempotency-kit inspect` and `stats` print what they read (`list` reuses it, in
+ * `crashed-report.ts`): text that says what the next request with the key meets (the question an operator
+ * has when a client reports a 409 or a 422), or one JSON object for scripts. Pure, so the wording is
+ * unit-tested without a database.
  * @module
  */
 import { type KeyInspection, KeyState } from '../core/inspection.js';
@@ -97,8 +98,13 @@ function recordLines(record: IdempotencyRecord): string[] {
 
 /** Bytes as base64, everything else as is: the JSON form of an inspection. */
 export function inspectionJson(inspection: KeyInspection): string {
-  return JSON.stringify(inspection, (_key, value: unknown) =>
-    value instanceof Uint8Array ? Buffer.from(value).toString('base64') : value,
+  return reportJson(inspection);
+}
+
+/** `value` as one line of JSON, its bytes (outcomes, steps) as base64. */
+export function reportJson(value: unknown): string {
+  return JSON.stringify(value, (_key, item: unknown) =>
+    item instanceof Uint8Array ? Buffer.from(item).toString('base64') : item,
   );
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
- * The `idempotency-kit` executable (the package's `bin`): `migrate`, `purge`, `inspect` and `stats` for the
- * PostgreSQL, SQLite and Redis stores.
+ * The `idempotency-kit` executable (the package's `bin`): `migrate`, `purge`, `inspect`, `stats` and
+ * `list --crashed` for the PostgreSQL, SQLite and Redis stores.
  * Run `idempotency-kit --help` for usage.
  * @module
  */

@@ -8,6 +8,7 @@ import { isIdempotencyError } from '../core/errors.js';
 import { type CliCommand, ExitCode, HELP, parseCli, UsageError } from './args.js';
 import {
   inspectCommand,
+  listCrashedCommand,
   migrateCommand,
   migrateSqliteCommand,
   type Print,
@@ -47,6 +48,9 @@ async function execute(
         break;
       case 'stats':
         await statsCommand(target.store, target.label, command, print);
+        break;
+      case 'list':
+        await listCrashedCommand(target.store, target.label, command, print);
         break;
     }
   } finally {

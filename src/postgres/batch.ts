@@ -7,6 +7,7 @@
 import type { ClaimResult } from '../core/record.js';
 import type { ClaimRequest, CompleteAndClaimResults, CompleteRequest } from '../store/store.js';
 import { type PgQueryable, SqlState, sqlState } from './client.js';
+import { DEFAULT_BUSY_RETRY_AFTER_MS, heldKeyClaim } from './held-key.js';
 import type { Operations } from './operations.js';
 
 /** Indexes of the first occurrence of each key, and of the repeats, in input order. */
@@ -25,22 +26,49 @@ function splitRepeats(items: readonly { key: string }[]): { firsts: number[]; re
 }
 
 /**
+ * Whether the batch statement gave up waiting for a row another transaction holds: migration 0006's
+ * `lock_timeout` on the batch functions (a `postgresTransactional` run holding a key until its COMMIT).
+ * The statement rolled back whole, so nothing of the batch was applied.
+ */
+function isLockTimeout(error: unknown): boolean {
+  return sqlState(error) === SqlState.LockNotAvailable;
+}
+
+/**
  * Settle every request in input order: the distinct keys with `together` (one statement), then, one at a
  * time with `single`, the keys `together` left unsettled (`undefined`) and every repeated key, which must see
  * what its first occurrence left. On a deadlock (possible only against an outside writer that holds several
  * keys, since batches lock in key order), the distinct keys go one at a time too: a single statement holds
- * one row and cannot deadlock.
+ * one row and cannot deadlock. On a lock timeout (some key is held by a transaction still running), each
+ * distinct key goes with `alone`, all at once (each on its own pooled connection): the free keys are
+ * settled at once, and the held one is answered by `alone` without waiting for that transaction, since the
+ * batch's callers get their results only when every key of the call is settled. The repeated keys then go
+ * with `alone` too, still one at a time.
  */
 async function settle<Q extends { key: string }, R>(
   requests: readonly Q[],
   single: (request: Q) => Promise<R>,
   together: (distinct: Q[]) => Promise<Array<R | undefined>>,
+  alone: (request: Q) => Promise<R> = single,
 ): Promise<R[]> {
   const results = new Array<R>(requests.length);
   const { firsts, repeats } = splitRepeats(requests);
-  const oneByOne = async (indexes: readonly number[]) => {
-    for (const index of indexes) results[index] = await single(requests[index]!);
+  const oneByOne = async (indexes: readonly number[], each = single) => {
+    for (const index of indexes) results[index] = await each(requests[index]!);
   };
+  // Distinct keys only (their statements touch one row each). Every statement is awaited before an error
+  // is thrown, so no claim is still being taken once the call has failed.
+  const allAtOnce = async (indexes: readonly number[]) => {
+    const outcomes = await Promise.allSettled(
+      indexes.map(async (index) => {
+        results[index] = await alone(requests[index]!);
+      }),
+    );
+    const failure = outcomes.find((outcome) => outcome.status === 'rejected');
+    if (failure !== undefined) throw failure.reason;
+  };
+  // Once a key was found held, the repeats go with `alone` too: one of them may be that key.
+  let held = false;
   if (firsts.length <= 1) {
     await oneByOne(firsts);
   } else {
@@ -48,7 +76,8 @@ async function settle<Q extends { key: string }, R>(
     try {
       settled = await together(firsts.map((index) => requests[index]!));
     } catch (error) {
-      if (sqlState(error) !== SqlState.DeadlockDetected) throw error;
+      held = isLockTimeout(error);
+      if (!held && sqlState(error) !== SqlState.DeadlockDetected) throw error;
       settled = [];
     }
     const unsettled: number[] = [];
@@ -57,25 +86,43 @@ async function settle<Q extends { key: string }, R>(
       if (result === undefined) unsettled.push(index);
       else results[index] = result;
     });
-    await oneByOne(unsettled);
+    await (held ? allAtOnce(unsettled) : oneByOne(unsettled));
   }
-  await oneByOne(repeats);
+  await oneByOne(repeats, held ? alone : single);
   return results;
 }
 
-/** Claim every request, in array order, as the contract asks: distinct keys in one `claim-many` statement. */
+/**
+ * Claim every request, in array order, as the contract asks: distinct keys in one `claim-many` statement.
+ * A key whose row a running transaction holds past migration 0006's lock timeout is answered in progress
+ * ({@link heldKeyClaim}, retry after `busyRetryAfterMs`) rather than holding up the batch's other keys until
+ * that transaction ends; the other keys are claimed as usual.
+ */
 export function claimMany(
   ops: Operations,
   db: PgQueryable,
   requests: readonly ClaimRequest[],
+  busyRetryAfterMs = DEFAULT_BUSY_RETRY_AFTER_MS,
 ): Promise<ClaimResult[]> {
+  const claimOne = (request: ClaimRequest) => ops.claim(db, request.key, request);
   return settle(
     requests,
-    (request) => ops.claim(db, request.key, request),
+    claimOne,
     async (distinct) => {
       // A key without a row saw its blocking row commit after the snapshot: it is claimed on its own.
       const settled = await ops.claimDistinct(db, distinct);
       return distinct.map((request) => settled.get(request.key));
+    },
+    // A batch of one, through the same function and so under the same lock timeout: the key that times
+    // out again is the held one.
+    async (request) => {
+      try {
+        const settled = await ops.claimDistinct(db, [request]);
+        return settled.get(request.key) ?? (await claimOne(request));
+      } catch (error) {
+        if (isLockTimeout(error)) return heldKeyClaim(request, busyRetryAfterMs);
+        throw error;
+      }
     },
   );
 }
@@ -100,18 +147,19 @@ export function completeMany(
  * Complete, then claim, as {@link completeMany} and {@link claimMany} would one after the other, in one
  * statement when it can: both lists of distinct keys go through the function of migration 0004, and a
  * claim the statement left unsettled is claimed again on its own, as in a claim batch. A list that repeats
- * a key, a deadlock (the whole statement rolled back, so nothing was applied), or a schema without the
- * function sends the two batches instead.
+ * a key, a deadlock or a lock timeout (the whole statement rolled back, so nothing was applied), or a schema
+ * without the function sends the two batches instead.
  */
 export async function completeAndClaimMany(
   ops: Operations,
   db: PgQueryable,
   completes: readonly CompleteRequest[],
   claims: readonly ClaimRequest[],
+  busyRetryAfterMs = DEFAULT_BUSY_RETRY_AFTER_MS,
 ): Promise<CompleteAndClaimResults> {
   const separately = async (): Promise<CompleteAndClaimResults> => {
     const completed = await completeMany(ops, db, completes);
-    return { completed, claimed: await claimMany(ops, db, claims) };
+    return { completed, claimed: await claimMany(ops, db, claims, busyRetryAfterMs) };
   };
   if (splitRepeats(completes).repeats.length > 0 || splitRepeats(claims).repeats.length > 0) {
     return separately();
@@ -120,7 +168,7 @@ export async function completeAndClaimMany(
   try {
     both = await ops.completeAndClaimDistinct(db, completes, claims);
   } catch (error) {
-    if (sqlState(error) !== SqlState.DeadlockDetected) throw error;
+    if (sqlState(error) !== SqlState.DeadlockDetected && !isLockTimeout(error)) throw error;
     return separately();
   }
   if (both === undefined) return separately();

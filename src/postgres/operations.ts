@@ -10,6 +10,7 @@ import { StoreUnavailableError } from '../core/errors.js';
 import {
   type ClaimResult,
   type IdempotencyRecord,
+  type InProgressRecord,
   RecordStatus,
   reservationMs,
 } from '../core/record.js';
@@ -17,6 +18,7 @@ import type {
   ClaimOptions,
   ClaimRequest,
   CompleteRequest,
+  CrashedRecordInspection,
   RecordInspection,
   StoreStats,
 } from '../store/store.js';
@@ -68,11 +70,6 @@ interface StepRow {
   value: string | null;
 }
 
-/**
- * The steps of `load-steps.sql`'s rows, by name. Built with `Object.fromEntries`, so every valid name
- * (`__proto__` included) is an own property; each value is decoded into bytes of its own (a small
- * `Buffer.from` is a view of Node's shared pool, so it is copied out).
- */
 /** A row of `inspect.sql`: a record row, its reservation, its steps (jsonb, parsed) and the clock. */
 interface InspectRow extends RecordRow {
   reserved_until_ms: number | null;
@@ -80,6 +77,25 @@ interface InspectRow extends RecordRow {
   now_ms: number;
 }
 
+/** The record of a row of `inspect.sql` (or `list-crashed.sql`), with its reservation and steps. */
+function inspectedRecord(row: InspectRow): IdempotencyRecord {
+  const record = rowToRecord(row);
+  if (record.status === RecordStatus.InProgress) {
+    if (row.reserved_until_ms !== null) record.reservedUntil = row.reserved_until_ms;
+    if (row.steps !== null) {
+      record.steps = rowsToSteps(
+        Object.entries(row.steps).map(([name, value]) => ({ name, value })),
+      );
+    }
+  }
+  return record;
+}
+
+/**
+ * The steps of `load-steps.sql`'s rows, by name. Built with `Object.fromEntries`, so every valid name
+ * (`__proto__` included) is an own property; each value is decoded into bytes of its own (a small
+ * `Buffer.from` is a view of Node's shared pool, so it is copied out).
+ */
 function rowsToSteps(rows: readonly StepRow[]): Record<string, Uint8Array> {
   return Object.fromEntries(
     rows.flatMap((row) =>
@@ -147,6 +163,15 @@ export interface Operations {
   get(db: PgQueryable, key: string): Promise<IdempotencyRecord | undefined>;
   /** `inspect.sql`: the live record or a reserved dead lease, with the database clock. */
   inspect(db: PgQueryable, key: string): Promise<RecordInspection | undefined>;
+  /**
+   * `list-crashed.sql`: up to `rows` crashed claims after the key `after` (from the first key when
+   * absent), in byte order of their keys, each with the database clock.
+   */
+  listCrashed(
+    db: PgQueryable,
+    after: string | undefined,
+    rows: number,
+  ): Promise<CrashedRecordInspection[]>;
   /** `delete-record.sql`: true when a live record was removed. */
   delete(db: PgQueryable, key: string): Promise<boolean>;
   /** `purge.sql`: rows deleted in one batch of at most `limit`. */
@@ -189,6 +214,7 @@ export function createOperations(names: TableNames, options: OperationsOptions =
     loadSteps: renderSql(sql.loadSteps, names),
     get: renderSql(sql.get, names),
     inspect: renderSql(sql.inspect, names),
+    listCrashed: renderSql(sql.listCrashed, names),
     deleteRecord: renderSql(sql.deleteRecord, names),
     purge: renderSql(sql.purge, names),
     stats: renderSql(sql.stats, names),
@@ -329,17 +355,15 @@ export function createOperations(names: TableNames, options: OperationsOptions =
     async inspect(db, key) {
       const { rows } = await run(db, 'inspect', [key]);
       const row = rows[0] as InspectRow | undefined;
-      if (row === undefined) return undefined;
-      const record = rowToRecord(row);
-      if (record.status === RecordStatus.InProgress) {
-        if (row.reserved_until_ms !== null) record.reservedUntil = row.reserved_until_ms;
-        if (row.steps !== null) {
-          record.steps = rowsToSteps(
-            Object.entries(row.steps).map(([name, value]) => ({ name, value })),
-          );
-        }
-      }
-      return { now: row.now_ms, record };
+      return row === undefined ? undefined : { now: row.now_ms, record: inspectedRecord(row) };
+    },
+    async listCrashed(db, after, limit) {
+      const { rows } = await run(db, 'listCrashed', [after ?? null, limit]);
+      return (rows as Array<InspectRow & { key: string }>).map((row) => ({
+        key: row.key,
+        now: row.now_ms,
+        record: inspectedRecord(row) as InProgressRecord,
+      }));
     },
     async delete(db, key) {
       const { rows } = await run(db, 'deleteRecord', [key]);

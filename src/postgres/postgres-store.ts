@@ -11,14 +11,22 @@
  */
 import { InvalidOptionsError } from '../core/errors.js';
 import { assertStepName } from '../core/steps.js';
+import { checkListCrashedOptions, keyOrderedPage } from '../store/crashed-paging.js';
 import {
   assertBatchDurations,
   assertClaimDurations,
   assertPositiveMs,
 } from '../store/durations.js';
-import type { PurgeOptions, RecordInspection, Store } from '../store/store.js';
+import type {
+  CrashedRecordsPage,
+  ListCrashedOptions,
+  PurgeOptions,
+  RecordInspection,
+  Store,
+} from '../store/store.js';
 import { claimMany, completeAndClaimMany, completeMany } from './batch.js';
 import { type PgQueryable, toStoreError } from './client.js';
+import { DEFAULT_BUSY_RETRY_AFTER_MS } from './held-key.js';
 import { DEFAULT_SCHEMA, DEFAULT_TABLE, tableNames } from './identifiers.js';
 import { createOperations } from './operations.js';
 
@@ -40,12 +48,21 @@ export interface PostgresStoreOptions {
    * 1.21) that cannot keep prepared statements. @default 'auto'
    */
   prepare?: boolean | 'auto';
+  /**
+   * The `retryAfterMs` of the `in_progress` answer a batched claim gets for a key whose row another
+   * transaction holds (a `postgresTransactional` run on the same table, before its COMMIT), once it has
+   * waited for migration 0006's lock timeout (100 ms); the batch's other keys are claimed as usual. A claim
+   * sent alone waits for that transaction instead. @default 1000
+   */
+  busyRetryAfterMs?: number;
 }
 
 /** A {@link Store} backed by PostgreSQL. */
 export interface PostgresStore extends Store {
   /** The record as an operator sees it, a reserved dead lease included (see {@link Store.inspect}). */
   inspect(key: string): Promise<RecordInspection | undefined>;
+  /** One page of the crashed claims, in byte order of their keys (see {@link Store.listCrashed}). */
+  listCrashed(options: ListCrashedOptions): Promise<CrashedRecordsPage>;
   /** The client the store runs its statements on. */
   readonly pool: PgQueryable;
   /** The validated schema name. */
@@ -79,6 +96,8 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
   }
   const names = tableNames(options.schema ?? DEFAULT_SCHEMA, options.table ?? DEFAULT_TABLE);
   const ops = createOperations(names, { prepare: options.prepare ?? 'auto' });
+  const busyRetryAfterMs = options.busyRetryAfterMs ?? DEFAULT_BUSY_RETRY_AFTER_MS;
+  assertPositiveMs(busyRetryAfterMs, 'busyRetryAfterMs', 'postgresStore');
 
   // Every call goes through here, so no driver error escapes unwrapped.
   async function guarded<T>(operation: string, body: () => Promise<T>): Promise<T> {
@@ -117,7 +136,7 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
     },
     claimMany: async (requests) => {
       assertBatchDurations(requests, [], 'postgresStore');
-      return guarded('claimMany', () => claimMany(ops, pool, requests));
+      return guarded('claimMany', () => claimMany(ops, pool, requests, busyRetryAfterMs));
     },
     completeMany: async (requests) => {
       assertBatchDurations([], requests, 'postgresStore');
@@ -126,7 +145,7 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
     completeAndClaimMany: async (completes, claims) => {
       assertBatchDurations(claims, completes, 'postgresStore');
       return guarded('completeAndClaimMany', () =>
-        completeAndClaimMany(ops, pool, completes, claims),
+        completeAndClaimMany(ops, pool, completes, claims, busyRetryAfterMs),
       );
     },
     release: (key, token) => guarded('release', () => ops.release(pool, key, token)),
@@ -141,6 +160,12 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
     loadSteps: (key, token) => guarded('loadSteps', () => ops.loadSteps(pool, key, token)),
     get: (key) => guarded('get', () => ops.get(pool, key)),
     inspect: (key) => guarded('inspect', () => ops.inspect(pool, key)),
+    listCrashed: async (listOptions) => {
+      const { limit, after } = checkListCrashedOptions(listOptions, 'postgresStore');
+      // One row more than the page: it says whether a next page exists.
+      const rows = await guarded('listCrashed', () => ops.listCrashed(pool, after, limit + 1));
+      return keyOrderedPage(rows, limit);
+    },
     delete: (key) => guarded('delete', () => ops.delete(pool, key)),
     purgeExpired: (purgeOptions: PurgeOptions = {}) => {
       const limit = purgeOptions.limit ?? 1000;

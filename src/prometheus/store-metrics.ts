@@ -136,6 +136,9 @@ export function withStoreMetrics(store: Store, options: StoreMetricsOptions = {}
   if (store.saveStep !== undefined) wrapped.saveStep = timed('saveStep', store.saveStep);
   if (store.loadSteps !== undefined) wrapped.loadSteps = timed('loadSteps', store.loadSteps);
   if (store.inspect !== undefined) wrapped.inspect = timed('inspect', store.inspect);
+  if (store.listCrashed !== undefined) {
+    wrapped.listCrashed = timed('listCrashed', store.listCrashed);
+  }
   if (store.claimMany !== undefined) {
     wrapped.claimMany = batched('claimMany', store.claimMany, (requests) => requests.length);
   }

@@ -40,6 +40,8 @@ import type {
   ClaimRequest,
   CompleteAndClaimResults,
   CompleteRequest,
+  CrashedRecordsPage,
+  ListCrashedOptions,
   RecordInspection,
   Store,
   StoreStats,
@@ -53,6 +55,7 @@ import {
 } from './client.js';
 import { completeClaimMany } from './complete-claim-script.js';
 import { createGuard } from './guard.js';
+import { listCrashedRecords } from './list-crashed.js';
 import { outcomeArg } from './outcome-arg.js';
 import {
   decodeClaim,
@@ -115,6 +118,11 @@ export interface RedisStoreOptions {
 export interface RedisStore extends Store {
   /** The record as an operator sees it, a reserved dead lease included (see {@link Store.inspect}). */
   inspect(key: string): Promise<RecordInspection | undefined>;
+  /**
+   * One page of the crashed claims under the prefix, in `SCAN` order; `next` is a `SCAN` position, not a
+   * key (see {@link Store.listCrashed} and docs/stores/redis.md).
+   */
+  listCrashed(options: ListCrashedOptions): Promise<CrashedRecordsPage>;
   /** Which client was detected. */
   readonly clientKind: RedisClientKind;
   /** The key prefix in use. */
@@ -331,6 +339,14 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
       ? Promise.resolve()
       : checkEvictionPolicy(commander, guard, onWarning).catch(() => undefined);
 
+  function inspectRecord(key: string): Promise<RecordInspection | undefined> {
+    return guard(
+      'inspect',
+      () => run(scripts.inspect, [recordKey(key), stepsKey(key)], []),
+      decodeInspection,
+    );
+  }
+
   // The methods below are not async functions: on the hot path each promise layer costs client CPU. A
   // bad argument still rejects (never throws), through `rejected`.
   const rejected = (error: unknown) => Promise.reject(error);
@@ -523,13 +539,10 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
       return guard('get', () => run(scripts.get, [recordKey(key)], []), decodeGet);
     },
 
-    async inspect(key) {
-      return guard(
-        'inspect',
-        () => run(scripts.inspect, [recordKey(key), stepsKey(key)], []),
-        decodeInspection,
-      );
-    },
+    inspect: inspectRecord,
+
+    listCrashed: (listOptions) =>
+      listCrashedRecords({ commander, prefix, guard, inspect: inspectRecord }, listOptions),
 
     async delete(key) {
       // A script, not a DEL: it leaves a tombstone, so a later claim still gets a larger token.

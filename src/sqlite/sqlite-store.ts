@@ -12,10 +12,12 @@ import { InvalidOptionsError, isIdempotencyError, StoreUnavailableError } from '
 import {
   type ClaimResult,
   type IdempotencyRecord,
+  type InProgressRecord,
   RecordStatus,
   reservationMs,
 } from '../core/record.js';
 import { assertStepName } from '../core/steps.js';
+import { checkListCrashedOptions, keyOrderedPage } from '../store/crashed-paging.js';
 import {
   assertBatchDurations,
   assertClaimDurations,
@@ -26,6 +28,9 @@ import type {
   ClaimRequest,
   CompleteAndClaimResults,
   CompleteRequest,
+  CrashedRecordInspection,
+  CrashedRecordsPage,
+  ListCrashedOptions,
   PurgeOptions,
   RecordInspection,
   Store,
@@ -38,6 +43,7 @@ import {
   checkTableName,
   DEFAULT_TABLE,
   type InspectRow,
+  type ListCrashedRow,
   prepareStatements,
   type RecordRow,
   type Statements,
@@ -107,6 +113,16 @@ function decodeSteps(row: StepsRow): Record<string, Uint8Array> {
   );
 }
 
+/** The record of a row of `inspect-record.sql` (or `list-crashed.sql`), with its reservation and steps. */
+function toInspectedRecord(row: InspectRow): IdempotencyRecord {
+  const record = toRecord(row);
+  if (record.status === RecordStatus.InProgress) {
+    if (row.reserved_until !== null) record.reservedUntil = row.reserved_until;
+    if (row.steps !== null) record.steps = decodeSteps({ steps: row.steps });
+  }
+  return record;
+}
+
 /** Options of {@link sqliteStore}. */
 export interface SqliteStoreOptions {
   /**
@@ -145,6 +161,8 @@ export interface SqliteStoreOptions {
 export interface SqliteStore extends Store {
   /** The record as an operator sees it, a reserved dead lease included (see {@link Store.inspect}). */
   inspect(key: string): Promise<RecordInspection | undefined>;
+  /** One page of the crashed claims, in byte order of their keys (see {@link Store.listCrashed}). */
+  listCrashed(options: ListCrashedOptions): Promise<CrashedRecordsPage>;
   /** The connection in use (yours, or the one the store opened). */
   readonly database: SqliteDatabase;
   /** The records table. */
@@ -443,13 +461,24 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
     async inspect(key) {
       return use('inspect', (s, now) => {
         const row = s.inspectRecord.get({ key, now }) as InspectRow | undefined;
-        if (row === undefined) return undefined;
-        const record = toRecord(row);
-        if (record.status === RecordStatus.InProgress) {
-          if (row.reserved_until !== null) record.reservedUntil = row.reserved_until;
-          if (row.steps !== null) record.steps = decodeSteps({ steps: row.steps });
-        }
-        return { now, record };
+        return row === undefined ? undefined : { now, record: toInspectedRecord(row) };
+      });
+    },
+
+    async listCrashed(listOptions) {
+      const { limit, after } = checkListCrashedOptions(listOptions, 'sqliteStore');
+      return use('listCrashed', (s, now) => {
+        // One row more than the page: it says whether a next page exists.
+        const params = { now, after: after ?? null, limit: limit + 1 };
+        const rows = s.listCrashed.all(params) as ListCrashedRow[];
+        const records = rows.map(
+          (row): CrashedRecordInspection => ({
+            key: row.key,
+            now,
+            record: toInspectedRecord(row) as InProgressRecord,
+          }),
+        );
+        return keyOrderedPage(records, limit);
       });
     },
 

@@ -51,6 +51,11 @@ export interface InspectRow extends RecordRow {
   steps: string | null;
 }
 
+/** A row of `list-crashed.sql`: a crashed claim's key, then the columns of `inspect-record.sql`. */
+export interface ListCrashedRow extends InspectRow {
+  key: string;
+}
+
 /** A row returned by `claim.sql` when the claim won. */
 export interface ClaimRow {
   token: number;
@@ -76,6 +81,7 @@ export interface Statements {
   selectRecord: SqliteStatement;
   selectBlockingRecord: SqliteStatement;
   inspectRecord: SqliteStatement;
+  listCrashed: SqliteStatement;
   claim: SqliteStatement;
   bumpToken: SqliteStatement;
   complete: SqliteStatement;
@@ -110,6 +116,7 @@ export function prepareStatements(db: SqliteDatabase, table: string): Statements
     selectRecord: prepare(sql.selectRecord),
     selectBlockingRecord: prepare(sql.selectBlockingRecord),
     inspectRecord: prepare(sql.inspectRecord),
+    listCrashed: prepare(sql.listCrashed),
     claim: prepare(sql.claim),
     bumpToken: prepare(sql.bumpToken),
     complete: prepare(sql.complete),

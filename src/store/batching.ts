@@ -7,6 +7,7 @@
  */
 import { InvalidOptionsError } from '../core/errors.js';
 import type { ClaimResult } from '../core/record.js';
+import { assertClaimDurations, assertPositiveMs } from './durations.js';
 import type { BatchWindow, ClaimRequest, CompleteRequest, Store } from './store.js';
 
 /** Options of {@link withBatching}. */
@@ -239,6 +240,10 @@ export function supportsBatching(
  * A view of `store` whose concurrent `claim` and `complete` calls are coalesced into batches under load.
  * Other methods pass through.
  * Returns `store` itself when it cannot take batches.
+ *
+ * A `claim` or `complete` with an invalid duration (see {@link Store}) rejects with `InvalidOptionsError`
+ * before it is queued, so it fails alone: the store would refuse a whole batch for one such item, and every
+ * other caller of that tick with it.
  */
 export function withBatching(store: Store, options: BatchingOptions = {}): Store {
   const maxBatch = options.maxBatch ?? 100;
@@ -278,19 +283,35 @@ export function withBatching(store: Store, options: BatchingOptions = {}): Store
     claims = new Batcher({ ...send, completeAndClaimMany: both }, maxBatch, maxInFlight, window);
     completes = claims;
   }
+  // The stores' own checks, run per caller: a batch is refused whole for one invalid item (the contract),
+  // and the callers it holds share nothing but the tick they called in.
+  const who = `withBatching(${store.name})`;
   // Explicit delegation, bound to the store: a class-based store may rely on `this` (private fields).
   const view: Store = {
     name: store.name,
     capabilities: store.capabilities,
-    claim: (key, claimOptions) =>
-      claims.claim({
+    // A refused call rejects (stores reject, they do not throw) and is never queued.
+    claim: (key, claimOptions) => {
+      try {
+        assertClaimDurations(claimOptions, who);
+      } catch (error) {
+        return Promise.reject(error);
+      }
+      return claims.claim({
         key,
         fingerprint: claimOptions.fingerprint,
         leaseMs: claimOptions.leaseMs,
         reserveMs: claimOptions.reserveMs,
-      }),
-    complete: (key, token, outcome, retentionMs) =>
-      completes.complete({ key, token, outcome, retentionMs }),
+      });
+    },
+    complete: (key, token, outcome, retentionMs) => {
+      try {
+        assertPositiveMs(retentionMs, 'retentionMs', who);
+      } catch (error) {
+        return Promise.reject(error);
+      }
+      return completes.complete({ key, token, outcome, retentionMs });
+    },
     release: (key, token) => store.release(key, token),
     extend: (key, token, leaseMs) => store.extend(key, token, leaseMs),
     get: (key) => store.get(key),
@@ -301,6 +322,8 @@ export function withBatching(store: Store, options: BatchingOptions = {}): Store
   };
   const { inspect } = store;
   if (inspect !== undefined) view.inspect = (key) => inspect.call(store, key);
+  const { listCrashed } = store;
+  if (listCrashed !== undefined) view.listCrashed = (page) => listCrashed.call(store, page);
   const { saveStep, loadSteps } = store;
   if (saveStep !== undefined && loadSteps !== undefined) {
     view.saveStep = (key, token, name, value) => saveStep.call(store, key, token, name, value);

@@ -5,6 +5,7 @@
  * @module
  */
 import { type Clock, systemClock } from '../core/clock.js';
+import { KeyState, stateOf } from '../core/inspection.js';
 import {
   applyClaim,
   applyComplete,
@@ -19,12 +20,16 @@ import {
   RecordStatus,
   stepsHeldBy,
 } from '../core/record.js';
+import { checkListCrashedOptions, keyOrderedPage } from './crashed-paging.js';
 import { assertBatchDurations, assertClaimDurations, assertPositiveMs } from './durations.js';
 import type {
   ClaimOptions,
   ClaimRequest,
   CompleteAndClaimResults,
   CompleteRequest,
+  CrashedRecordInspection,
+  CrashedRecordsPage,
+  ListCrashedOptions,
   PurgeOptions,
   RecordInspection,
   Store,
@@ -41,6 +46,8 @@ export interface MemoryStoreOptions {
 export interface MemoryStore extends Store {
   /** The record as an operator sees it, a reserved dead lease included (see {@link Store.inspect}). */
   inspect(key: string): Promise<RecordInspection | undefined>;
+  /** One page of the crashed claims, in byte order of their keys (see {@link Store.listCrashed}). */
+  listCrashed(options: ListCrashedOptions): Promise<CrashedRecordsPage>;
   /** Records held right now, dead ones not yet swept included (for tests and diagnostics). */
   readonly size: number;
   /** Delete dead records, at most `limit` (default 1000) per call. */
@@ -58,6 +65,21 @@ export interface MemoryStore extends Store {
     completes: readonly CompleteRequest[],
     claims: readonly ClaimRequest[],
   ): Promise<CompleteAndClaimResults>;
+}
+
+/** A copy of `record` for an operator: never a handle on the store's own bytes (outcome, steps). */
+function operatorCopy(record: IdempotencyRecord): IdempotencyRecord {
+  if (record.status === RecordStatus.Completed) {
+    return { ...record, outcome: Uint8Array.from(record.outcome) };
+  }
+  const { steps, ...rest } = record;
+  const copy: InProgressRecord = { ...rest };
+  if (steps !== undefined) {
+    copy.steps = Object.fromEntries(
+      Object.entries(steps).map(([name, value]) => [name, Uint8Array.from(value)]),
+    );
+  }
+  return copy;
 }
 
 // Dead records are swept once the operations since the last sweep exceed half the map's size (and at least
@@ -183,18 +205,29 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       const now = clock.now();
       const record = records.get(key);
       if (record === undefined || isRecordGone(record, now)) return undefined;
-      if (record.status === RecordStatus.Completed) {
-        return { now, record: { ...record, outcome: Uint8Array.from(record.outcome) } };
+      return { now, record: operatorCopy(record) };
+    },
+    async listCrashed(listOptions) {
+      const { limit, after } = checkListCrashedOptions(listOptions, 'memoryStore');
+      const now = clock.now();
+      // Byte order of the UTF-8 keys, as the SQL stores sort them, so `after` means the same everywhere.
+      const start = after === undefined ? undefined : Buffer.from(after);
+      const crashed: Array<{ key: string; bytes: Buffer }> = [];
+      for (const [key, record] of records) {
+        if (stateOf(record, now) !== KeyState.Crashed) continue;
+        const bytes = Buffer.from(key);
+        if (start === undefined || Buffer.compare(bytes, start) > 0) crashed.push({ key, bytes });
       }
-      const { steps, ...rest } = record;
-      const copy: InProgressRecord = { ...rest };
-      // Copies: what an operator reads must not be a handle on the store's own bytes.
-      if (steps !== undefined) {
-        copy.steps = Object.fromEntries(
-          Object.entries(steps).map(([name, value]) => [name, Uint8Array.from(value)]),
-        );
-      }
-      return { now, record: copy };
+      crashed.sort((a, b) => Buffer.compare(a.bytes, b.bytes));
+      // One more than the page: it says whether a next page exists.
+      const rows = crashed.slice(0, limit + 1).map(
+        ({ key }): CrashedRecordInspection => ({
+          key,
+          now,
+          record: operatorCopy(records.get(key) as IdempotencyRecord) as InProgressRecord,
+        }),
+      );
+      return keyOrderedPage(rows, limit);
     },
     async delete(key) {
       const existed = live(key, clock.now()) !== undefined;

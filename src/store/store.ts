@@ -6,7 +6,7 @@
  * **one atomic operation**, judged by the store's own clock where it has one.
  * @module
  */
-import type { ClaimResult, IdempotencyRecord } from '../core/record.js';
+import type { ClaimResult, IdempotencyRecord, InProgressRecord } from '../core/record.js';
 
 /** What a claim needs besides the key. */
 export interface ClaimOptions {
@@ -109,9 +109,10 @@ export interface StoreCapabilities {
 export type BatchWindow = 'tick' | 'turn';
 
 /**
- * A backend for idempotency records. Every method but `get`, `stats` and `delete` is a state transition and
- * must be one atomic store operation (one Lua script, one SQL statement, one synchronous SQLite
- * transaction): never a read, a decision in JavaScript and then a write.
+ * A backend for idempotency records. Every method but the reads (`get`, `inspect`, `listCrashed`,
+ * `stats`) and `delete` is a state transition and must be one atomic store operation (one Lua script, one
+ * SQL statement, one synchronous SQLite transaction): never a read, a decision in JavaScript and then a
+ * write.
  *
  * Failures to reach the backend reject with `StoreUnavailableError`. Invalid durations (`leaseMs` or
  * `retentionMs` not a positive finite number, `reserveMs` not a non-negative finite one, or any of them
@@ -212,6 +213,18 @@ export interface Store {
    */
   inspect?(key: string): Promise<RecordInspection | undefined>;
 
+  /**
+   * One page of the keys whose claim crashed (admin, not on any request path): the in-progress records
+   * whose lease has ended while their reservation still runs, exactly those {@link Store.inspect} shows
+   * with `leaseUntil <= now < reservedUntil`, each with what `inspect` returns for it (its reservation,
+   * its steps, the store clock). At most `limit` records; pass the page's `next` as `after` for the next
+   * page (see {@link ListCrashedOptions.after} for the order). A scan of the records, not an index lookup:
+   * write paths pay nothing for it. Optional: without it, crashed keys can only be inspected one by one.
+   * @throws InvalidOptionsError (as a rejection) for a `limit` that is not a positive integer, or an
+   * `after` that is not a position of this store.
+   */
+  listCrashed?(options: ListCrashedOptions): Promise<CrashedRecordsPage>;
+
   /** Release resources the store itself opened (never a client the user passed in). */
   close?(): Promise<void>;
 }
@@ -225,4 +238,36 @@ export interface RecordInspection {
    * `expiresAt` against it, never against the local clock (Redis and PostgreSQL judge by their own).
    */
   now: number;
+}
+
+/** Options of {@link Store.listCrashed}: which page of the listing to read. */
+export interface ListCrashedOptions {
+  /** At most this many records are returned (a positive integer). */
+  limit: number;
+  /**
+   * Where the page starts: the previous page's {@link CrashedRecordsPage.next}; absent for the first
+   * page. The SQL and memory stores list keys in byte order, and their `next` is the last key of the
+   * previous page, so any key works here too (the page starts after it). Redis lists in the order of
+   * `SCAN`, and its `next` is a `SCAN` position (`<master>:<cursor>[:<key>]`), not a key.
+   */
+  after?: string;
+}
+
+/** One record of {@link Store.listCrashed}: a crashed claim's key, and what `inspect` returns for it. */
+export interface CrashedRecordInspection extends RecordInspection {
+  /** The storage key. */
+  key: string;
+  /** The crashed claim: its lease ended (`leaseUntil <= now`), its reservation did not (`reservedUntil > now`). */
+  record: InProgressRecord;
+}
+
+/** What {@link Store.listCrashed} returns: one page of crashed records. */
+export interface CrashedRecordsPage {
+  /**
+   * The crashed records of this page, at most `limit`. On Redis the last page may hold none: `SCAN` cannot
+   * tell that nothing is left before it has walked the whole keyspace.
+   */
+  records: CrashedRecordInspection[];
+  /** Pass as `after` to read the next page; absent when the listing is complete. */
+  next?: string;
 }

@@ -10,6 +10,7 @@ import { isInvalidOptionsError } from '../core/errors.js';
 import type { IdempotencyRecord } from '../core/record.js';
 import type { Store } from '../store/store.js';
 import { type CrossProcessOptions, runClaimStorm } from './claim-storm.js';
+import { checkListCrashed } from './list-crashed-check.js';
 
 /** Options of the conformance checks. */
 export interface StoreSuiteOptions {
@@ -66,7 +67,7 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
   // Every check gets its own store and its own keys, and always disposes of the store.
   function check(
     name: string,
-    body: (store: Store, key: (label?: string) => string) => Promise<void>,
+    body: (store: Store, key: (label?: string) => string, prefix: string) => Promise<void>,
   ) {
     return {
       name,
@@ -75,7 +76,7 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
         const store = await options.createStore(prefix);
         const key = (label = 'k') => `${prefix}${label}:${randomUUID()}`;
         try {
-          await body(store, key);
+          await body(store, key, prefix);
         } finally {
           await options.disposeStore?.(store);
         }
@@ -604,6 +605,20 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
         const takeover = await store.claim(crashed, { fingerprint: 'fp-a', leaseMs: 60_000 });
         assert.ok(takeover.claimed && takeover.token > a.token);
       },
+    ),
+  );
+
+  checks.push(
+    check(
+      'listCrashed lists each crashed claim once across pages, and never a live lease, a completed record, an ended reservation or another prefix’s key',
+      (store, key, prefix) =>
+        checkListCrashed(store, {
+          key,
+          prefix,
+          lease,
+          createOtherStore: (otherPrefix) => options.createStore(otherPrefix),
+          disposeOtherStore: (other) => options.disposeStore?.(other),
+        }),
     ),
   );
 

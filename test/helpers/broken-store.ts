@@ -1,9 +1,11 @@
 /**
  * A deliberately broken store, to show that the conformance suite catches the bugs peers ship: a claim
- * that reads, yields, then writes (not atomic), a completion that ignores the fencing token, and a claim
- * that lets any request take over a crashed one.
+ * that reads, yields, then writes (not atomic), a completion that ignores the fencing token, a claim
+ * that lets any request take over a crashed one, and a listing of crashed claims that takes a live lease
+ * for a crash.
  */
 import { memoryStore, type Store } from '../../src/index.js';
+import { checkListCrashedOptions, keyOrderedPage } from '../../src/store/crashed-paging.js';
 
 /** Which bugs to put in. */
 export interface BrokenStoreFaults {
@@ -13,6 +15,8 @@ export interface BrokenStoreFaults {
   unfencedComplete?: boolean;
   /** Claim without the reservation: any request takes over a crashed claim once its lease ended. */
   unreservedClaim?: boolean;
+  /** List every reserved in-progress claim as crashed, forgetting to check that its lease has ended. */
+  listsLiveLeases?: boolean;
 }
 
 /** A memory store with the given faults. */
@@ -30,6 +34,27 @@ export function brokenStore(faults: BrokenStoreFaults): Store {
   }
   if (faults.unreservedClaim) {
     store.claim = (key, { fingerprint, leaseMs }) => inner.claim(key, { fingerprint, leaseMs });
+  }
+  if (faults.listsLiveLeases) {
+    const claimed = new Set<string>();
+    const claim = store.claim;
+    store.claim = (key, options) => {
+      claimed.add(key);
+      return claim(key, options);
+    };
+    store.listCrashed = async (options) => {
+      const { limit, after = '' } = checkListCrashedOptions(options, 'broken');
+      const records = [];
+      for (const key of [...claimed].filter((k) => k > after).sort()) {
+        const inspection = await inner.inspect(key);
+        const record = inspection?.record;
+        // The bug: a reservation alone is taken for a crash, live lease or not.
+        if (inspection !== undefined && record?.status === 'in_progress' && record.reservedUntil) {
+          records.push({ key, record, now: inspection.now });
+        }
+      }
+      return keyOrderedPage(records.slice(0, limit + 1), limit);
+    };
   }
   if (faults.unfencedComplete) {
     store.complete = async (key, _token, outcome, retentionMs) => {

@@ -49,3 +49,22 @@ export async function setupPostgres(
     },
   };
 }
+
+/**
+ * Set the lock timeout of `schema`'s batch functions (migration 0006 sets 100 ms), as an operator would
+ * with `ALTER FUNCTION`: for tests that hold a row on purpose longer than that (a deadlock, a commit
+ * after the batch's snapshot) and need the batch to wait for it, whatever the machine's speed.
+ */
+export async function setBatchLockTimeout(
+  pool: pg.Pool,
+  schema: string,
+  timeout: string,
+  table = 'idempotency_records',
+): Promise<void> {
+  await pool.query(
+    `ALTER FUNCTION "${schema}"."${table}_claim_many"(text[], text[], float8[], float8[]) SET lock_timeout = '${timeout}'`,
+  );
+  await pool.query(
+    `ALTER FUNCTION "${schema}"."${table}_complete_claim"(text[], bigint[], bytea[], float8[], text[], text[], float8[], float8[]) SET lock_timeout = '${timeout}'`,
+  );
+}

@@ -39,6 +39,11 @@ describe('the store conformance suite', () => {
     await expect(check.run()).rejects.toThrow(/another fingerprint must not take a reserved key/);
   });
 
+  it('fails a store that lists a live lease as a crashed claim', async () => {
+    const check = checkNamed({ listsLiveLeases: true }, 'listCrashed lists each crashed claim');
+    await expect(check.run()).rejects.toThrow(/a live lease is not crashed/);
+  });
+
   it('passes the same checks on the correct memory store', async () => {
     const { memoryStore } = await import('../../src/index.js');
     const checks = storeConformanceChecks({ name: 'memory', createStore: () => memoryStore() });
@@ -47,6 +52,7 @@ describe('the store conformance suite', () => {
       'fences out complete',
       'takes over an expired lease',
       'keeps a crashed claim’s key reserved',
+      'listCrashed lists each crashed claim',
     ]) {
       await checks.find((c) => c.name.includes(fragment))!.run();
     }

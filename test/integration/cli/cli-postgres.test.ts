@@ -32,7 +32,7 @@ describe('idempotency-kit migrate', () => {
     expect(first.stdout).toMatch(/applied 0001_records/);
     const second = await cli(['migrate', '--schema', schema], { DATABASE_URL: env.databaseUrl });
     expect(second.code).toBe(0);
-    expect(second.stdout).toMatch(/up to date \(version 5\)/);
+    expect(second.stdout).toMatch(/up to date \(version 6\)/);
     const { rows } = await pool.query(
       "SELECT relpersistence FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = 'idempotency_records'",
       [schema],
@@ -59,6 +59,7 @@ describe('idempotency-kit migrate', () => {
       { id: 3, name: '0003_batch_functions' },
       { id: 4, name: '0004_complete_claim_function' },
       { id: 5, name: '0005_reservations_and_steps' },
+      { id: 6, name: '0006_batch_lock_timeout' },
     ]);
   });
 
@@ -250,6 +251,6 @@ describe('idempotency-kit inspect and stats', () => {
     expect(missing.stderr).toMatch(/inspect needs the storage key/);
     const json = await cli(['purge', '--json', '--database-url', env.databaseUrl]);
     expect(json.code).toBe(2);
-    expect(json.stderr).toMatch(/--json applies to inspect and stats only/);
+    expect(json.stderr).toMatch(/--json applies to inspect, stats and list only/);
   });
 });

@@ -7,14 +7,13 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { createIdempotency, type Idempotency, type Store } from '../../../src/index.js';
 import { redisStore } from '../../../src/redis/index.js';
 import { sqliteStore } from '../../../src/sqlite/index.js';
 import { cli } from '../../helpers/cli.js';
+import { crashAfterCharge } from '../../helpers/crashed-request.js';
 import { env } from '../../helpers/env.js';
 import { redisForFile } from '../../helpers/redis-file-connection.js';
 
-const LEASE_MS = 300;
 const dir = mkdtempSync(join(tmpdir(), 'ik-cli-'));
 const prefix = `ik-test:cli:${randomUUID().slice(0, 8)}:`;
 const redis = redisForFile('node-redis', prefix);
@@ -22,34 +21,6 @@ const redis = redisForFile('node-redis', prefix);
 afterAll(() => {
   rmSync(dir, { recursive: true, force: true });
 });
-
-/**
- * Run a request that records its `charge` step and then hangs, as a killed process would, and wait for its
- * lease to end; return its storage key.
- */
-async function crashAfterCharge(
-  store: Store,
-): Promise<{ idempotency: Idempotency; storageKey: string }> {
-  const idempotency = createIdempotency({
-    store,
-    leaseMs: LEASE_MS,
-    extendLease: false,
-    cache: false,
-  });
-  const key = `order-${randomUUID()}`;
-  let charged!: () => void;
-  const recorded = new Promise<void>((resolve) => {
-    charged = resolve;
-  });
-  void idempotency.run({ key, payload: { amount: 5 } }, async (ctx) => {
-    await ctx.step('charge', () => ({ id: 'ch_1' }));
-    charged();
-    return new Promise(() => {});
-  });
-  await recorded;
-  await new Promise((resolve) => setTimeout(resolve, LEASE_MS + 150));
-  return { idempotency, storageKey: idempotency.storageKeyFor(key) };
-}
 
 function expectCrashed(stdout: string, storageKey: string) {
   expect(stdout).toMatch(new RegExp(`^${storageKey}: crashed\\n`));

@@ -6,20 +6,13 @@
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { env, requireService } from '../../helpers/env.js';
 import type { HttpChildConfig, HttpChildMessage } from '../../helpers/http-server-child.js';
-import { type PostgresFixture, setupPostgres, uniqueSchema } from '../../helpers/postgres-env.js';
-import { connectClient, deleteKeys } from '../../helpers/redis-clients.js';
+import { helperPath as helper, sharedStoreBackends } from '../../helpers/shared-store-backends.js';
 
 const ADAPTERS = ['express', 'fastify', 'fetch', 'hono'] as const;
 const LEASE_MS = 1500;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-const helper = (name: string) => fileURLToPath(new URL(`../../helpers/${name}`, import.meta.url));
 
 interface Child {
   process: ChildProcess;
@@ -60,52 +53,7 @@ async function post(url: string, key: string, tag: string, hang = false, order =
   };
 }
 
-interface Backend {
-  name: string;
-  setup(): Promise<{ storeModule: string; storeArgument: unknown }>;
-  teardown(): Promise<void>;
-}
-
-const sqliteDir = mkdtempSync(join(tmpdir(), 'ik-http-xproc-'));
-const redisPrefix = `idemtest:http-xproc:${randomUUID().slice(0, 8)}:`;
-let pgFixture: PostgresFixture | undefined;
-
-const backends: Backend[] = [
-  {
-    name: 'sqlite',
-    setup: async () => ({
-      storeModule: helper('../integration/sqlite/store-factory.ts'),
-      storeArgument: join(sqliteDir, 'shared.db'),
-    }),
-    teardown: async () => rmSync(sqliteDir, { recursive: true, force: true }),
-  },
-  {
-    name: 'redis',
-    setup: async () => {
-      await requireService('Redis', env.redisUrl);
-      return {
-        storeModule: helper('redis-clients.ts'),
-        storeArgument: { lib: 'node-redis', url: env.redisUrl, prefix: redisPrefix },
-      };
-    },
-    teardown: async () => {
-      const { client, close } = await connectClient('node-redis', env.redisUrl);
-      await deleteKeys(client, redisPrefix);
-      await close();
-    },
-  },
-  {
-    name: 'postgres',
-    setup: async () => {
-      pgFixture = await setupPostgres('http_xproc', { schema: uniqueSchema('http_xproc') });
-      return {
-        storeModule: helper('postgres-store-factory.ts'),
-        storeArgument: { schema: pgFixture.schema },
-      };
-    },
-    teardown: async () => pgFixture?.dispose(),
-  },
-];
+const backends = sharedStoreBackends('http-xproc');
 
 for (const backend of backends) {
   describe(`HTTP across processes on ${backend.name}`, () => {

@@ -9,7 +9,11 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type PgQueryable, postgresStore } from '../../../src/postgres/index.js';
 import { env } from '../../helpers/env.js';
-import { type PostgresFixture, setupPostgres } from '../../helpers/postgres-env.js';
+import {
+  type PostgresFixture,
+  setBatchLockTimeout,
+  setupPostgres,
+} from '../../helpers/postgres-env.js';
 
 let fx: PostgresFixture;
 const day = 86_400_000;
@@ -18,6 +22,10 @@ const key = (label: string) => `${label}:${randomUUID()}`;
 
 beforeAll(async () => {
   fx = await setupPostgres('batch', { max: 4 });
+  // These tests hold rows on purpose (a deadlock, a commit after a batch's snapshot) and check how a batch
+  // that waits for them settles: it must wait, not give up at 0006's lock timeout on a slow machine.
+  // mixed-modes.test.ts covers the timeout.
+  await setBatchLockTimeout(fx.pool, fx.schema, '30s');
 });
 
 afterAll(async () => {

@@ -62,11 +62,12 @@ describe('migrate', () => {
             '0003_batch_functions',
             '0004_complete_claim_function',
             '0005_reservations_and_steps',
+            '0006_batch_lock_timeout',
           ],
-          version: 5,
+          version: 6,
         },
       ]);
-      expect(results.every((r) => r.version === 5)).toBe(true);
+      expect(results.every((r) => r.version === 6)).toBe(true);
     } finally {
       await Promise.all(pools.map((p) => p.end()));
     }
@@ -100,6 +101,7 @@ describe('migrate', () => {
         '0003_batch_functions',
         '0004_complete_claim_function',
         '0005_reservations_and_steps',
+        '0006_batch_lock_timeout',
       ]);
     } finally {
       holder.release();
@@ -116,6 +118,7 @@ describe('migrate', () => {
         '0003_batch_functions',
         '0004_complete_claim_function',
         '0005_reservations_and_steps',
+        '0006_batch_lock_timeout',
       ]);
       expect((await migrate(client, { schema, table: 'records' })).applied).toEqual([]);
     } finally {
@@ -205,7 +208,10 @@ describe('migrate', () => {
       token: tokens.get('live'),
     });
     // Act: migrate.
-    expect((await migrate(pool, { schema })).applied).toEqual(['0005_reservations_and_steps']);
+    expect((await migrate(pool, { schema })).applied).toEqual([
+      '0005_reservations_and_steps',
+      '0006_batch_lock_timeout',
+    ]);
     // Assert: the same store claims now; the old rows carry no reservation and keep their state.
     expect((await store.claim('new', reserve)).claimed).toBe(true);
     expect(await store.loadSteps('live', liveToken)).toEqual({});
@@ -292,6 +298,56 @@ describe('migrate', () => {
     await new Promise((resolve) => setTimeout(resolve, 20));
     expect(await store.purgeExpired()).toBe(1);
     expect((await store.stats()).inProgress).toBe(2);
+  });
+
+  it('bounds the batch functions’ lock waits from 0006 on, leaving the function with its grants and the records as they were', async () => {
+    // Arrange: a table at 0005 with a record, and the functions' settings as 0005 left them.
+    const schema = fresh('mig5');
+    await migrateTo(schema, 5);
+    const store = postgresStore({ pool, schema });
+    const before = await store.claimMany!([
+      { key: 'a', fingerprint: 'f', leaseMs: 60_000 },
+      { key: 'b', fingerprint: 'f', leaseMs: 60_000 },
+    ]);
+    const settings = async () =>
+      Object.fromEntries(
+        (
+          await pool.query(
+            `SELECT p.proname, p.proconfig
+             FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1`,
+            [schema],
+          )
+        ).rows.map((row) => [row.proname, row.proconfig]),
+      );
+    expect(await settings()).toEqual({
+      idempotency_records_claim_many: ['plan_cache_mode=force_custom_plan'],
+      idempotency_records_complete_many: ['plan_cache_mode=force_custom_plan'],
+      idempotency_records_complete_claim: ['plan_cache_mode=force_custom_plan'],
+    });
+    // Act
+    expect((await migrate(pool, { schema })).applied).toEqual(['0006_batch_lock_timeout']);
+    // Assert: claim_many and complete_claim give up a lock wait after 100 ms; complete_many still waits.
+    expect(await settings()).toEqual({
+      idempotency_records_claim_many: ['plan_cache_mode=force_custom_plan', 'lock_timeout=100ms'],
+      idempotency_records_complete_many: ['plan_cache_mode=force_custom_plan'],
+      idempotency_records_complete_claim: [
+        'plan_cache_mode=force_custom_plan',
+        'lock_timeout=100ms',
+      ],
+    });
+    // The same store, started before the migration, goes on through the same functions.
+    expect((await store.get('a'))?.status).toBe('in_progress');
+    const tokens = before.map((result) => (result.claimed ? result.token : Number.NaN));
+    expect(
+      await store.completeMany!(
+        ['a', 'b'].map((k, i) => ({
+          key: k,
+          token: tokens[i]!,
+          outcome: Buffer.from('ok'),
+          retentionMs: 60_000,
+        })),
+      ),
+    ).toEqual([true, true]);
   });
 
   it('fails closed with StoreUnavailableError when the database is unreachable', async () => {

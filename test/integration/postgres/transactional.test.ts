@@ -13,6 +13,7 @@ import {
   postgresTransactional,
   type TransactionContext,
 } from '../../../src/postgres/index.js';
+import { deferred } from '../../helpers/deferred.js';
 import { type PostgresFixture, setupPostgres } from '../../helpers/postgres-env.js';
 
 let fx: PostgresFixture;
@@ -29,14 +30,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await fx.dispose();
 });
-
-function deferred() {
-  let resolve!: () => void;
-  const promise = new Promise<void>((r) => {
-    resolve = r;
-  });
-  return { promise, resolve };
-}
 
 async function ordersFor(key: string): Promise<number> {
   const { rows } = await fx.pool.query(

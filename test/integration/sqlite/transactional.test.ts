@@ -21,6 +21,7 @@ import {
   sqliteStore,
   sqliteTransactional,
 } from '../../../src/sqlite/index.js';
+import { deferred } from '../../helpers/deferred.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'idempotency-kit-sqlite-tx-'));
 const open: Database.Database[] = [];
@@ -52,14 +53,6 @@ function fixture(options: { namespace?: string } = {}) {
   const outboxRows = () =>
     (db.prepare('SELECT count(*) AS n FROM idempotency_outbox').get() as { n: number }).n;
   return { db, transactional, store, idempotency, insert, payments, outboxRows };
-}
-
-function deferred() {
-  let resolve!: () => void;
-  const promise = new Promise<void>((r) => {
-    resolve = r;
-  });
-  return { promise, resolve };
 }
 
 async function caught(promise: Promise<unknown>): Promise<unknown> {

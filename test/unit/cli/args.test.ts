@@ -78,6 +78,51 @@ describe('parseCli', () => {
     });
   });
 
+  it('parses list --crashed with its page size and start, on every store', () => {
+    // Act / Assert
+    expect(parseCli(['list', '--crashed'], { DATABASE_URL: url })).toEqual({
+      command: 'list',
+      databaseUrl: url,
+      crashed: true,
+      limit: 100,
+      json: false,
+    });
+    expect(
+      parseCli(['list', '--crashed', '--limit', '5', '--after', 'k1', '--sqlite', 'x.db'], {}),
+    ).toEqual({
+      command: 'list',
+      sqliteFile: 'x.db',
+      crashed: true,
+      limit: 5,
+      after: 'k1',
+      json: false,
+    });
+    expect(
+      parseCli(
+        [
+          'list',
+          '--json',
+          '--crashed',
+          '--redis-url',
+          'redis://h',
+          '--prefix',
+          'p:',
+          '--after',
+          '0:96:k',
+        ],
+        {},
+      ),
+    ).toEqual({
+      command: 'list',
+      redisUrl: 'redis://h',
+      prefix: 'p:',
+      crashed: true,
+      limit: 100,
+      after: '0:96:k',
+      json: true,
+    });
+  });
+
   it('returns help for -h whatever else is given', () => {
     // Act / Assert
     expect(parseCli(['-h'], {})).toEqual({ command: 'help' });
@@ -86,10 +131,10 @@ describe('parseCli', () => {
 
   it.each([
     [[], /missing command/],
-    [['frob'], /unknown command 'frob' \(expected migrate, purge, inspect or stats\)/],
+    [['frob'], /unknown command 'frob' \(expected migrate, purge, inspect, stats or list\)/],
     [['migrate'], /missing --database-url/],
     [['migrate', '--database-url', url, 'extra'], /unexpected argument 'extra'/],
-    [['migrate', '--database-url', url, '--limit', '5'], /purge only/],
+    [['migrate', '--database-url', url, '--limit', '5'], /--limit applies to purge and list only/],
     [['purge', '--database-url', url, '--limit=-1'], /--limit must be a positive integer/],
     [['purge', '--database-url', url, '--batches', '1.5'], /--batches must be a positive integer/],
     [['purge', '--database-url', url, '--nope'], /nope/],
@@ -97,7 +142,10 @@ describe('parseCli', () => {
     [['inspect', '--database-url', url], /inspect needs the storage key/],
     [['inspect', 'k', 'extra', '--database-url', url], /unexpected argument 'extra'/],
     [['stats', 'k', '--database-url', url], /unexpected argument 'k'/],
-    [['migrate', '--json', '--database-url', url], /--json applies to inspect and stats only/],
+    [
+      ['migrate', '--json', '--database-url', url],
+      /--json applies to inspect, stats and list only/,
+    ],
     [['stats', '--database-url', url, '--sqlite', 'x.db'], /give one store/],
     [['stats', '--sqlite', 'x.db', '--redis-url', 'redis://h'], /give one store/],
     [['stats', '--sqlite', 'x.db', '--schema', 's'], /--schema applies to PostgreSQL only/],
@@ -109,7 +157,44 @@ describe('parseCli', () => {
     [['migrate', '--redis-url', 'redis://h'], /migrate does not apply to Redis/],
     [['purge', '--redis-url', 'redis://h'], /purge does not apply to Redis/],
     [['stats'], /missing --database-url \(or set DATABASE_URL\), --sqlite or --redis-url/],
-    [['stats', '--limit', '5', '--database-url', url], /purge only/],
+    [['stats', '--limit', '5', '--database-url', url], /--limit applies to purge and list only/],
+    [['list', '--database-url', url], /list needs what to list: --crashed/],
+    [['list', '--crashed', 'k', '--database-url', url], /unexpected argument 'k'/],
+    [
+      ['list', '--crashed', '--limit', '0', '--database-url', url],
+      /--limit must be a positive integer/,
+    ],
+    [
+      ['list', '--crashed', '--limit', '2x', '--sqlite', 'x.db'],
+      /--limit must be a positive integer/,
+    ],
+    [
+      ['list', '--crashed', '--after', '', '--sqlite', 'x.db'],
+      /--after needs a previous page's next/,
+    ],
+    [['list', '--crashed', '--after', '--sqlite', 'x.db'], /after/],
+    [
+      ['list', '--crashed', '--batches', '2', '--sqlite', 'x.db'],
+      /--batches applies to purge only/,
+    ],
+    [
+      ['list', '--crashed', '--schema', 's', '--sqlite', 'x.db'],
+      /--schema applies to PostgreSQL only/,
+    ],
+    [
+      ['list', '--crashed', '--prefix', 'p:', '--database-url', url],
+      /--prefix applies to Redis only/,
+    ],
+    [['list', '--crashed'], /missing --database-url/],
+    [
+      ['inspect', 'k', '--crashed', '--database-url', url],
+      /--crashed and --after apply to list only/,
+    ],
+    [['stats', '--after', 'k', '--database-url', url], /--crashed and --after apply to list only/],
+    [
+      ['purge', '--batches', '1', '--crashed', '--database-url', url],
+      /--crashed and --after apply to list only/,
+    ],
   ])('refuses %j with a UsageError', (argv, message) => {
     // Act
     const attempt = () => parseCli(argv as string[], {});

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { inspectionJson, inspectionLines, span, statsLines } from '../../../src/cli/key-report.js';
 import { encodeErrorOutcome, encodeValueOutcome } from '../../../src/core/outcome.js';
 import type { KeyInspection } from '../../../src/index.js';
+import { crashedInspection } from '../../helpers/inspections.js';
 
 const now = Date.parse('2026-11-25T12:00:00.000Z');
 const key = 'a'.repeat(64);
@@ -38,22 +39,7 @@ describe('span', () => {
 
 describe('inspectionLines', () => {
   it('says a crashed request’s key is reserved for it, and what another request gets', () => {
-    const inspection: KeyInspection = {
-      storageKey: key,
-      state: 'crashed',
-      now,
-      source: 'inspect',
-      record: {
-        status: 'in_progress',
-        fingerprint: 'fp',
-        token: 7,
-        attempt: 1,
-        createdAt: now - 40_000,
-        leaseUntil: now - 10_000,
-        reservedUntil: now + 3_600_000,
-        steps: { charge: Uint8Array.of(1, 2, 3) },
-      },
-    };
+    const inspection = crashedInspection(key, now);
     expect(inspectionLines(inspection)).toEqual([
       `${key}: crashed`,
       '  lease ended  2026-11-25T11:59:50.000Z (10 s ago) with no completion: its holder died or hung',

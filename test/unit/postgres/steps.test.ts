@@ -174,9 +174,12 @@ describe('the statements that keep or clear steps', () => {
 describe('migration 0005_reservations_and_steps', () => {
   const migration = migrations.find((m) => m.name === '0005_reservations_and_steps');
 
-  it('is the last migration, number 5', () => {
+  it('is number 5, and the last to define the batch functions, whose bodies the checks below compare with the statements', () => {
     expect(migration?.id).toBe(5);
-    expect(migrations.at(-1)).toBe(migration);
+    const later = migrations.filter((m) => m.id > 5);
+    // 0006 only sets a lock_timeout on two of them (ALTER FUNCTION … SET): their bodies stay 0005's.
+    expect(later.map((m) => m.name)).toEqual(['0006_batch_lock_timeout']);
+    for (const m of later) expect(bare(m.sql)).not.toMatch(/CREATE (OR REPLACE )?FUNCTION/i);
   });
 
   it('adds the steps column as a nullable jsonb without a default', () => {

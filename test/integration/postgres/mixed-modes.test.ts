@@ -1,0 +1,198 @@
+/**
+ * The engine (`postgresStore`) and the transactional mode (`postgresTransactional`) on one table: a
+ * transaction that holds a key until its COMMIT must hold up only the claims of that key, never the other
+ * keys an engine batch carries with it (migration 0006's lock timeout on the batch functions, then a
+ * fallback that claims those keys one by one, concurrently).
+ */
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createIdempotency } from '../../../src/index.js';
+import { postgresStore, postgresTransactional } from '../../../src/postgres/index.js';
+import { deferred } from '../../helpers/deferred.js';
+import { type PostgresFixture, setupPostgres } from '../../helpers/postgres-env.js';
+
+let fx: PostgresFixture;
+const newKey = (label: string) => `${label}-${randomUUID()}`;
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+beforeAll(async () => {
+  fx = await setupPostgres('mixed', { max: 12 });
+});
+
+afterAll(async () => {
+  await fx.dispose();
+});
+
+/** Hold `key` in a transactional run until the returned gate is opened; resolves once it is claimed. */
+async function holdInTransaction(namespace: string, key: string) {
+  const tx = postgresTransactional({ pool: fx.pool, schema: fx.schema, namespace });
+  const gate = deferred();
+  const claimed = deferred();
+  const run = tx.runInTransaction({ key, payload: { n: 1 } }, async () => {
+    claimed.resolve();
+    await gate.promise;
+    return 'from the transaction';
+  });
+  await claimed.promise;
+  return { open: gate.resolve, run };
+}
+
+/** The calls the store receives, by operation (to show the keys really went as one batch). */
+function countingStore(store: ReturnType<typeof postgresStore>) {
+  const calls: Array<{ operation: string; keys: number }> = [];
+  const counted = new Proxy(store, {
+    get(target, property, receiver) {
+      const value = Reflect.get(target, property, receiver);
+      if (property !== 'claimMany' && property !== 'completeAndClaimMany') return value;
+      return (...args: unknown[]) => {
+        const claims = (property === 'claimMany' ? args[0] : args[1]) as unknown[];
+        calls.push({ operation: property, keys: claims.length });
+        return (value as (...a: unknown[]) => unknown).apply(target, args);
+      };
+    },
+  });
+  return { store: counted, calls };
+}
+
+describe('engine and transactional mode on one table', () => {
+  it('answers a batched claim of a key a transaction holds as in progress, without holding up the batch’s other keys', async () => {
+    const namespace = 'shop';
+    const heldKey = newKey('held');
+    const held = await holdInTransaction(namespace, heldKey);
+    try {
+      const { store, calls } = countingStore(
+        postgresStore({ pool: fx.pool, schema: fx.schema, busyRetryAfterMs: 750 }),
+      );
+      const engine = createIdempotency({ store, namespace, cache: false });
+      const others = ['a', 'b', 'c', 'd'].map(newKey);
+      let executed = 0;
+      const started = performance.now();
+      // Same tick: one batch carries the held key and the four others.
+      const runs = [heldKey, ...others].map((key) =>
+        engine.run({ key, payload: { n: 1 } }, () => {
+          executed++;
+          return key;
+        }),
+      );
+      const outcome = await Promise.race([Promise.all(runs), sleep(5000).then(() => 'stalled')]);
+      expect(calls[0]).toEqual({ operation: 'claimMany', keys: 5 });
+      expect(outcome).toMatchObject([
+        { status: 'in_progress', retryAfterMs: expect.any(Number) },
+        ...others.map((key) => ({ status: 'executed', value: key })),
+      ]);
+      const [answer] = outcome as Array<{ retryAfterMs: number }>;
+      expect(answer?.retryAfterMs).toBeGreaterThan(500);
+      expect(answer?.retryAfterMs).toBeLessThanOrEqual(750);
+      // Bounded by the lock timeout (100 ms, twice: the batch, then the held key alone), not the COMMIT.
+      expect(performance.now() - started).toBeLessThan(3000);
+      expect(executed).toBe(4);
+
+      held.open();
+      expect(await held.run).toMatchObject({ status: 'executed', value: 'from the transaction' });
+      // Once committed, the held key replays the transaction's outcome to the engine.
+      expect(await engine.run({ key: heldKey, payload: { n: 1 } }, () => 'again')).toEqual({
+        status: 'replayed',
+        value: 'from the transaction',
+      });
+      expect(executed).toBe(4);
+    } finally {
+      held.open();
+      await held.run.catch(() => {});
+    }
+  });
+
+  it('sends a completions-and-claims call that met a held key as the two batches, applying each item once', async () => {
+    const namespace = 'shop';
+    const heldKey = newKey('held-cc');
+    const held = await holdInTransaction(namespace, heldKey);
+    try {
+      // The store called directly, with the storage keys the engine would use.
+      const store = postgresStore({ pool: fx.pool, schema: fx.schema, busyRetryAfterMs: 2000 });
+      const keys = createIdempotency({ store, namespace });
+      const heldStorageKey = keys.storageKeyFor(heldKey);
+      const [done, free] = [newKey('done'), newKey('free')].map((k) => keys.storageKeyFor(k));
+      const lease = { fingerprint: 'fp', leaseMs: 60_000 };
+      const mine = await store.claim(done!, lease);
+      if (!mine.claimed) throw new Error('not claimed');
+      const before = Date.now();
+      const { completed, claimed } = await store.completeAndClaimMany!(
+        [{ key: done!, token: mine.token, outcome: Buffer.from('ok'), retentionMs: 60_000 }],
+        [
+          { key: heldStorageKey, ...lease },
+          { key: free!, ...lease },
+        ],
+      );
+      expect(completed).toEqual([true]);
+      expect(claimed[0]).toMatchObject({
+        claimed: false,
+        record: { status: 'in_progress', fingerprint: 'fp', token: 0 },
+      });
+      const busyUntil = claimed[0]?.claimed === false ? claimed[0].record : undefined;
+      expect(
+        busyUntil?.status === 'in_progress' && busyUntil.leaseUntil - before,
+      ).toBeGreaterThanOrEqual(2000);
+      expect(claimed[1]).toMatchObject({ claimed: true, attempt: 1 });
+      expect(await store.get(done!)).toMatchObject({ status: 'completed' });
+      expect(await store.get(free!)).toMatchObject({ status: 'in_progress', attempt: 1 });
+    } finally {
+      held.open();
+      await held.run.catch(() => {});
+    }
+  });
+
+  it('answers a held key repeated in one batch as in progress each time, without waiting', async () => {
+    const namespace = 'shop';
+    const heldKey = newKey('held-twice');
+    const held = await holdInTransaction(namespace, heldKey);
+    try {
+      const store = postgresStore({ pool: fx.pool, schema: fx.schema });
+      const keys = createIdempotency({ store, namespace });
+      const [heldStorageKey, free] = [heldKey, newKey('free')].map((k) => keys.storageKeyFor(k));
+      const lease = { fingerprint: 'fp', leaseMs: 60_000 };
+      const results = await Promise.race([
+        store.claimMany!(
+          [heldStorageKey!, free!, heldStorageKey!].map((key) => ({ key, ...lease })),
+        ),
+        sleep(5000).then(() => 'stalled' as const),
+      ]);
+      expect(results).toMatchObject([
+        { claimed: false, record: { status: 'in_progress', token: 0 } },
+        { claimed: true, attempt: 1 },
+        { claimed: false, record: { status: 'in_progress', token: 0 } },
+      ]);
+    } finally {
+      held.open();
+      await held.run.catch(() => {});
+    }
+  });
+
+  it('lets a batched claim of a key claim it once the transaction holding it rolled back', async () => {
+    const namespace = 'shop';
+    const heldKey = newKey('rolled-back');
+    const tx = postgresTransactional({ pool: fx.pool, schema: fx.schema, namespace });
+    const claimed = deferred();
+    const gate = deferred();
+    const first = tx.runInTransaction({ key: heldKey, payload: { n: 1 } }, async () => {
+      claimed.resolve();
+      await gate.promise;
+      throw new Error('rolled back');
+    });
+    await claimed.promise;
+    const engine = createIdempotency({
+      store: postgresStore({ pool: fx.pool, schema: fx.schema }),
+      namespace,
+      cache: false,
+    });
+    const busy = await Promise.all(
+      [heldKey, newKey('other')].map((key) => engine.run({ key, payload: { n: 1 } }, () => key)),
+    );
+    expect(busy[0]?.status).toBe('in_progress');
+    expect(busy[1]?.status).toBe('executed');
+    gate.resolve();
+    await expect(first).rejects.toThrow('rolled back');
+    expect(await engine.run({ key: heldKey, payload: { n: 1 } }, () => 'engine')).toMatchObject({
+      status: 'executed',
+      value: 'engine',
+    });
+  });
+});

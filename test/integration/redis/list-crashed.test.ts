@@ -1,0 +1,56 @@
+/**
+ * The Redis store's `listCrashed` over more records than one `SCAN` page holds: its paging follows `SCAN`
+ * positions across pages (and through the middle of one), giving each crashed claim once and never a live
+ * lease, for both clients.
+ */
+import { randomUUID } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import type { CrashedRecordsPage } from '../../../src/index.js';
+import { SCAN_PAGE } from '../../../src/redis/scan.js';
+import type { RedisLib } from '../../helpers/redis-clients.js';
+import { rawRedisStore, redisClientsForFile } from '../../helpers/redis-file-connection.js';
+
+const prefix = `idemtest:listcrashed:${randomUUID().slice(0, 8)}:`;
+const clients = redisClientsForFile(prefix);
+const DAY = 86_400_000;
+
+describe.each<RedisLib>(['node-redis', 'ioredis'])('redis listCrashed (%s)', (lib) => {
+  const redis = rawRedisStore(clients, lib, prefix);
+
+  it('pages through several SCAN pages, listing each crashed claim once and no live lease', async () => {
+    // Arrange: twice a SCAN page of live leases, among which 30 claims crash.
+    const { store } = redis;
+    const crashed = Array.from({ length: 30 }, () => `crashed-${randomUUID()}`);
+    const live = Array.from({ length: SCAN_PAGE * 2 }, () => `live-${randomUUID()}`);
+    const claims = await Promise.all([
+      ...crashed.map((key) => store.claim(key, { fingerprint: 'fp', leaseMs: 50, reserveMs: DAY })),
+      ...live.map((key) =>
+        store.claim(key, { fingerprint: 'fp', leaseMs: 60_000, reserveMs: DAY }),
+      ),
+    ]);
+    expect(claims.every((claim) => claim.claimed)).toBe(true);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    // Act
+    const pages: CrashedRecordsPage[] = [];
+    let after: string | undefined;
+    do {
+      const page = await store.listCrashed(
+        after === undefined ? { limit: 7 } : { limit: 7, after },
+      );
+      pages.push(page);
+      after = page.next;
+    } while (after !== undefined && pages.length < 1000);
+    // Assert
+    const listed = pages.flatMap((page) => page.records.map((record) => record.key));
+    expect(listed.sort()).toEqual([...crashed].sort());
+    expect(pages.every((page) => page.records.length <= 7)).toBe(true);
+    // The walk went on from SCAN cursors, and also from the middle of a SCAN page (a key after the cursor).
+    const positions = pages.flatMap((page) => (page.next === undefined ? [] : [page.next]));
+    expect(positions.some((next) => /^0:[1-9][0-9]*(:|$)/.test(next))).toBe(true);
+    expect(positions.some((next) => /^0:[0-9]+:crashed-/.test(next))).toBe(true);
+    // One page as large as the listing holds it all, and says it is complete.
+    const whole = await store.listCrashed({ limit: 1000 });
+    expect(whole.records.map((record) => record.key).sort()).toEqual([...crashed].sort());
+    expect(whole.next).toBeUndefined();
+  });
+});
