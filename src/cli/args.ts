@@ -40,7 +40,17 @@ export interface DatabaseArgs {
   table?: string;
   /** `--prefix` (Redis), when given. */
   prefix?: string;
+  /** `--redis-cluster`: `redisUrl` is one node of a Redis Cluster, from which the others are found. */
+  redisCluster?: boolean;
+  /** `--redis-client`: the Redis client library to connect with (default: node-redis if installed). */
+  redisClient?: RedisClientLibrary;
 }
+
+/** The Redis client libraries the CLI can connect with (the store works with both). */
+export const REDIS_CLIENT_LIBRARIES = ['node-redis', 'ioredis'] as const;
+
+/** One of {@link REDIS_CLIENT_LIBRARIES}. */
+export type RedisClientLibrary = (typeof REDIS_CLIENT_LIBRARIES)[number];
 
 /** A parsed command line. */
 export type CliCommand =
@@ -84,6 +94,9 @@ Options:
   --schema <name>       PostgreSQL: schema of the records table (default: public)
   --table <name>        PostgreSQL, SQLite: name of the records table (default: idempotency_records)
   --prefix <prefix>     Redis: the store's key prefix (default: idem:)
+  --redis-cluster       Redis: --redis-url is one node of a Redis Cluster (the others are discovered;
+                        stats and list walk every master)
+  --redis-client <lib>  Redis: node-redis or ioredis (default: node-redis if installed, else ioredis)
   --limit <n>           purge: rows deleted per batch (default: 1000); list: keys per page (default: ${DEFAULT_LIST_LIMIT})
   --batches <n>         purge: stop after this many batches (default: until nothing is left)
   --crashed             list: the crashed keys (the one listing there is)
@@ -222,6 +235,19 @@ function storeTarget(
     if (target.redisUrl === undefined) throw new UsageError('--prefix applies to Redis only');
     target.prefix = values.prefix;
   }
+  if (values['redis-cluster'] === true) {
+    if (target.redisUrl === undefined)
+      throw new UsageError('--redis-cluster applies to Redis only');
+    target.redisCluster = true;
+  }
+  const library = values['redis-client'];
+  if (library !== undefined) {
+    if (target.redisUrl === undefined) throw new UsageError('--redis-client applies to Redis only');
+    if (!(REDIS_CLIENT_LIBRARIES as readonly string[]).includes(library)) {
+      throw new UsageError(`--redis-client must be node-redis or ioredis, got '${library}'`);
+    }
+    target.redisClient = library as RedisClientLibrary;
+  }
   if (target.redisUrl !== undefined && (command === 'migrate' || command === 'purge')) {
     throw new UsageError(
       `${command} does not apply to Redis: its records expire by themselves, and it has no table`,
@@ -240,6 +266,8 @@ function parse(argv: readonly string[]) {
       sqlite: { type: 'string' },
       'redis-url': { type: 'string' },
       prefix: { type: 'string' },
+      'redis-cluster': { type: 'boolean' },
+      'redis-client': { type: 'string' },
       schema: { type: 'string' },
       table: { type: 'string' },
       limit: { type: 'string' },

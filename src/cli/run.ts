@@ -15,7 +15,8 @@ import {
   purgeCommand,
   statsCommand,
 } from './commands.js';
-import { type OpenTarget, openPostgres, openRedis, openSqlite } from './targets.js';
+import { openRedis } from './redis-target.js';
+import { type OpenTarget, openPostgres, openSqlite } from './targets.js';
 
 /** Open the store `command` names (parsing made sure it names exactly one). */
 function open(command: Exclude<CliCommand, { command: 'help' }>): Promise<OpenTarget> | OpenTarget {
@@ -82,8 +83,20 @@ export async function runCli(argv: readonly string[]): Promise<number> {
     // Invalid schema/table names are usage errors even though they are found after parsing.
     const usage = isIdempotencyError(error) && error.code === 'invalid_options';
     process.stderr.write(
-      `idempotency-kit ${command.command} failed: ${(error as Error).message}\n`,
+      `idempotency-kit ${command.command} failed: ${(error as Error).message}\n${hintFor(command, error)}`,
     );
     return usage ? ExitCode.Usage : ExitCode.Failure;
   }
+}
+
+/**
+ * A line on what to change, for a failure whose cause the command line can fix: a Redis Cluster node named
+ * without `--redis-cluster` answers a key of another node's slots with a MOVED redirection.
+ */
+function hintFor(command: Exclude<CliCommand, { command: 'help' }>, error: unknown): string {
+  const text = `${(error as Error).message} ${String((error as Error).cause ?? '')}`;
+  if (command.redisUrl !== undefined && command.redisCluster !== true && /\bMOVED\b/.test(text)) {
+    return 'The Redis server is a Cluster node: add --redis-cluster to reach every node.\n';
+  }
+  return '';
 }

@@ -1,15 +1,13 @@
 /**
- * Opening the store a command line names: a PostgreSQL pool, a SQLite file or a Redis client, each
- * through the user's installed driver (an optional peer), loaded only when that store is named, so the
- * CLI never needs the drivers of the stores it is not pointed at.
+ * Opening the store a command line names: a PostgreSQL pool or a SQLite file here, a Redis client in
+ * `redis-target.ts`, each through the user's installed driver (an optional peer), loaded only when that
+ * store is named, so the CLI never needs the drivers of the stores it is not pointed at.
  * @module
  */
 import { existsSync } from 'node:fs';
 import { StoreUnavailableError } from '../core/errors.js';
 import type { PgPool } from '../postgres/client.js';
 import { postgresStore } from '../postgres/postgres-store.js';
-import type { RedisClientLike } from '../redis/client.js';
-import { redisStore } from '../redis/redis-store.js';
 import { sqliteStore } from '../sqlite/sqlite-store.js';
 import type { Store } from '../store/store.js';
 import type { DatabaseArgs } from './args.js';
@@ -34,15 +32,6 @@ interface PgModule {
     application_name?: string;
   }) => PgPool & {
     end(): Promise<void>;
-    on(event: 'error', listener: (error: Error) => void): unknown;
-  };
-}
-
-interface NodeRedisModule {
-  createClient(options: { url: string }): RedisClientLike & {
-    connect(): Promise<unknown>;
-    destroy?(): void;
-    disconnect?(): Promise<void>;
     on(event: 'error', listener: (error: Error) => void): unknown;
   };
 }
@@ -96,24 +85,4 @@ export function openSqlite(file: string, args: DatabaseArgs): OpenTarget {
     );
   }
   return { store, label: `${file}, table ${table}`, close: () => store.close() };
-}
-
-/** Open Redis with node-redis (the store's other client, ioredis, serves applications alike). */
-export async function openRedis(redisUrl: string, args: DatabaseArgs): Promise<OpenTarget> {
-  const redis = await peer<NodeRedisModule>('redis', 'Redis');
-  const client = redis.createClient({ url: redisUrl });
-  // Reported by the command that fails; a reconnect attempt's error must not crash the process.
-  client.on('error', () => {});
-  await client.connect();
-  const prefix = args.prefix ?? 'idem:';
-  const store = redisStore({ client, prefix, checkEvictionPolicy: false });
-  // The URL may hold a password: the label names the prefix only.
-  return {
-    store,
-    label: `redis prefix ${prefix}`,
-    close: async () => {
-      if (client.destroy !== undefined) client.destroy();
-      else await client.disconnect?.();
-    },
-  };
 }

@@ -20,6 +20,7 @@ export const PORT_SLICES = {
   roundTrips: [7040, 7050],
   startupCheck: [7050, 7060],
   outage: [7060, 7070],
+  cliCluster: [7070, 7090],
 } as const satisfies Record<string, readonly [number, number]>;
 
 function portFree(port: number): Promise<boolean> {

@@ -76,6 +76,18 @@ describe('parseCli', () => {
       storageKey: 'k',
       json: false,
     });
+    expect(
+      parseCli(
+        ['stats', '--redis-url', 'redis://h:7000', '--redis-cluster', '--redis-client', 'ioredis'],
+        {},
+      ),
+    ).toEqual({
+      command: 'stats',
+      redisUrl: 'redis://h:7000',
+      redisCluster: true,
+      redisClient: 'ioredis',
+      json: false,
+    });
   });
 
   it('parses list --crashed with its page size and start, on every store', () => {
@@ -156,6 +168,15 @@ describe('parseCli', () => {
     [['stats', '--database-url', url, '--prefix', 'p:'], /--prefix applies to Redis only/],
     [['migrate', '--redis-url', 'redis://h'], /migrate does not apply to Redis/],
     [['purge', '--redis-url', 'redis://h'], /purge does not apply to Redis/],
+    [['stats', '--sqlite', 'x.db', '--redis-cluster'], /--redis-cluster applies to Redis only/],
+    [
+      ['stats', '--database-url', url, '--redis-client', 'ioredis'],
+      /--redis-client applies to Redis only/,
+    ],
+    [
+      ['stats', '--redis-url', 'redis://h', '--redis-client', 'redis'],
+      /--redis-client must be node-redis or ioredis, got 'redis'/,
+    ],
     [['stats'], /missing --database-url \(or set DATABASE_URL\), --sqlite or --redis-url/],
     [['stats', '--limit', '5', '--database-url', url], /--limit applies to purge and list only/],
     [['list', '--database-url', url], /list needs what to list: --crashed/],
