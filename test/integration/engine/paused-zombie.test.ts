@@ -12,7 +12,8 @@ import { createIdempotency, RecordStatus, type Store } from '../../../src/index.
 import { helperPath as helper, sharedStoreBackends } from '../../helpers/shared-store-backends.js';
 import type { ZombieConfig, ZombieMessage } from '../../helpers/zombie-child.js';
 
-const LEASE_MS = 1000;
+// Long enough that the zombie's lease is surely live when the rescuer first tries, on a loaded machine.
+const LEASE_MS = 2000;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 const backends = sharedStoreBackends('zombie');
