@@ -4,7 +4,8 @@
  * out, as a killed process's would); the client's retry takes the key over once the lease has passed,
  * gets the recorded charge instead of charging again, and only ships. A different order under the same
  * key is refused with 422, even though the first request never finished; the operator who reads the 422's
- * storage key in the logs inspects it and sees why (a crashed request reserves it).
+ * storage key in the logs inspects it and sees why (a crashed request reserves it), and one without a key in
+ * hand lists every crashed key after the incident.
  *
  * Run: `npx tsx examples/steps-express.ts`.
  * @module
@@ -12,7 +13,7 @@
 import type { AddressInfo } from 'node:net';
 import express from 'express';
 import { idempotency } from '../src/express/index.js';
-import { inspectKey } from '../src/index.js';
+import { inspectKey, listCrashedKeys } from '../src/index.js';
 import { sqliteStore } from '../src/sqlite/index.js';
 
 /** A payment provider that deduplicates by idempotency key, as Stripe and Adyen do. */
@@ -89,8 +90,17 @@ const steps = inspection.record?.status === 'in_progress' ? inspection.record.st
 console.log(
   `inspect the key             → ${inspection.state}, reserved for its request, steps: ${Object.keys(steps ?? {}).join(', ')}`,
 );
+// After an incident, without a key in hand: list every key a crashed request still holds (a page at a time;
+// the CLI's `idempotency-kit list --crashed --sqlite <file>` prints the same).
+const listing = await listCrashedKeys(store, { limit: 100 });
+const listed = listing.keys.map((key) =>
+  key.storageKey === mismatchedStorageKey ? 'that key' : 'another key',
+);
+console.log(`list the crashed keys       → ${listed.join(', ')}`);
 const retry = await order(4200);
 console.log(`retry after the lease       → ${retry.status} ${JSON.stringify(await retry.json())}`);
+const after = await listCrashedKeys(store, { limit: 100 });
+console.log(`crashed keys after it       → ${after.keys.length}`);
 const replay = await order(4200);
 console.log(
   `and again                   → ${replay.status} (replayed: ${replay.headers.get('idempotent-replayed')})`,

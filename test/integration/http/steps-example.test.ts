@@ -18,6 +18,8 @@ describe('examples/steps-express.ts', () => {
     expect(output).toMatch(
       /inspect the key\s+→ crashed, reserved for its request, steps: charge\n/,
     );
+    expect(output).toMatch(/list the crashed keys\s+→ that key\n/);
+    expect(output).toMatch(/crashed keys after it\s+→ 0\n/);
     expect(output).toMatch(
       /retry after the lease\s+→ 201 .*"id":"ch_1".*"tracking":"TRK-ch_1".*"attempt":2/,
     );
