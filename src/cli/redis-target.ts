@@ -8,6 +8,7 @@
 import type { RedisClientLike } from '../redis/client.js';
 import { redisStore } from '../redis/redis-store.js';
 import type { DatabaseArgs, RedisClientLibrary } from './args.js';
+import { importPeer, MissingPeerError } from './peer.js';
 import type { OpenTarget } from './targets.js';
 
 /** A connected-to-be client of either library, as far as the CLI uses it. */
@@ -40,23 +41,6 @@ interface IoRedisModule {
   ) => CliRedisClient & { disconnect(): void };
 }
 
-/** Why a library could not be loaded (not installed), as opposed to any other failure. */
-class MissingLibrary extends Error {}
-
-async function load<T>(name: string): Promise<T> {
-  try {
-    const loaded = (await import(name)) as { default?: T } & T;
-    // node-redis is ESM with named exports; ioredis is CommonJS, whose named exports sit on the module too.
-    return ('createClient' in loaded || 'Cluster' in loaded ? loaded : loaded.default) as T;
-  } catch (error) {
-    const code = (error as { code?: string }).code;
-    if (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') {
-      throw new MissingLibrary(name, { cause: error });
-    }
-    throw error;
-  }
-}
-
 /** The credentials in a URL, for the nodes a cluster client discovers (they are not in their URLs). */
 function credentialsOf(url: string): Credentials {
   let parsed: URL;
@@ -78,13 +62,13 @@ async function clientOf(
   cluster: boolean,
 ): Promise<{ client: CliRedisClient; close(): void }> {
   if (library === 'node-redis') {
-    const redis = await load<NodeRedisModule>('redis');
+    const redis = await importPeer<NodeRedisModule>('redis');
     const client = cluster
       ? redis.createCluster({ rootNodes: [{ url }], defaults: credentialsOf(url) })
       : redis.createClient({ url });
     return { client, close: () => client.destroy() };
   }
-  const { Redis, Cluster } = await load<IoRedisModule>('ioredis');
+  const { Redis, Cluster } = await importPeer<IoRedisModule>('ioredis');
   // One attempt per command: a command line reports an unreachable server at once rather than retrying.
   const client = cluster
     ? new Cluster([url], {
@@ -109,7 +93,7 @@ export async function openRedis(redisUrl: string, args: DatabaseArgs): Promise<O
       opened = await clientOf(library, redisUrl, args.redisCluster === true);
       break;
     } catch (error) {
-      if (!(error instanceof MissingLibrary)) throw error;
+      if (!(error instanceof MissingPeerError)) throw error;
     }
   }
   if (opened === undefined) {

@@ -12,6 +12,7 @@ import { sqliteStore } from '../sqlite/sqlite-store.js';
 import type { Store } from '../store/store.js';
 import type { DatabaseArgs } from './args.js';
 import { postgresTarget } from './commands.js';
+import { peer } from './peer.js';
 
 /** An opened store, what the reports call it, and how to let it go. */
 export interface OpenTarget {
@@ -34,19 +35,6 @@ interface PgModule {
     end(): Promise<void>;
     on(event: 'error', listener: (error: Error) => void): unknown;
   };
-}
-
-/** Import `name`, or fail with the install command. */
-async function peer<T>(name: string, purpose: string): Promise<T> {
-  try {
-    const mod = (await import(name)) as { default?: T } & T;
-    return (mod.default ?? mod) as T;
-  } catch (error) {
-    // Not a usage error: the command line was right, the machine lacks the driver (exit 1).
-    throw new Error(`${purpose} needs the '${name}' package: npm install ${name}`, {
-      cause: error,
-    });
-  }
 }
 
 /** Open PostgreSQL: a one-connection pool, and the store on it. */
