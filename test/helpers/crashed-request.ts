@@ -4,6 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { createIdempotency, type Idempotency, type Store } from '../../src/index.js';
+import { hangAfterCharge } from './crashed-step.js';
 
 /** The lease of {@link crashAfterCharge}'s runs: short, so a test waits little for it to end. */
 export const CRASH_LEASE_MS = 300;
@@ -23,16 +24,7 @@ export async function crashAfterCharge(
     cache: false,
   });
   const key = `order-${randomUUID()}`;
-  let charged!: () => void;
-  const recorded = new Promise<void>((resolve) => {
-    charged = resolve;
-  });
-  void idempotency.run({ key, payload: { amount: 5 } }, async (ctx) => {
-    await ctx.step('charge', () => ({ id: 'ch_1' }));
-    charged();
-    return new Promise(() => {});
-  });
-  await recorded;
+  await hangAfterCharge(idempotency, { key, payload: { amount: 5 } }, () => ({ id: 'ch_1' }));
   await new Promise((resolve) => setTimeout(resolve, CRASH_LEASE_MS + 150));
   return { idempotency, key, storageKey: idempotency.storageKeyFor(key) };
 }

@@ -1,6 +1,7 @@
 /**
- * A crash after a recorded step, in one process: an engine on a memory store whose clock the test moves,
- * and a run that records a step and then hangs, as a killed process's would, until its lease is over.
+ * A crash after a recorded step, in one process: a run that records a step and then hangs, as a killed
+ * process's would ({@link hangAfterCharge}, on any engine), and an engine on a memory store whose clock
+ * the test moves past its lease ({@link manualEngine}, {@link crashAfterCharge}).
  */
 import {
   createIdempotency,
@@ -28,13 +29,14 @@ export function manualEngine(hooks: IdempotencyHooks) {
 }
 
 /**
- * Start a run of `key` that records the step `charge` (its result from `step`) and then hangs; resolve
- * once its lease is over, so the next run of the same request takes it over.
+ * Start a run of `request` on `idempotency` that records the step `charge` (its result from `step`) and
+ * then hangs for good, as a killed process's would; resolve once the step is recorded. Any store, any
+ * clock: the caller decides how the lease then ends.
  * @param wrap runs the crashed run inside something, such as an active span
  */
-export async function crashAfterCharge(
-  engine: { clock: ManualClock; idempotency: Idempotency },
-  key: string,
+export async function hangAfterCharge(
+  idempotency: Idempotency,
+  request: Parameters<Idempotency['run']>[0],
   step: () => unknown = () => 'ch_1',
   wrap: (start: () => Promise<unknown>) => unknown = (start) => start(),
 ): Promise<void> {
@@ -43,12 +45,27 @@ export async function crashAfterCharge(
     charged = resolve;
   });
   void wrap(() =>
-    engine.idempotency.run({ key }, async (ctx) => {
+    idempotency.run(request, async (ctx) => {
       await ctx.step('charge', step);
       charged();
       return new Promise(() => {});
     }),
   );
   await recorded;
+}
+
+/**
+ * Start a run of `key` that records the step `charge` (its result from `step`) and then hangs; resolve
+ * once its lease is over (the manual clock moved past it), so the next run of the same request takes it
+ * over.
+ * @param wrap runs the crashed run inside something, such as an active span
+ */
+export async function crashAfterCharge(
+  engine: { clock: ManualClock; idempotency: Idempotency },
+  key: string,
+  step: () => unknown = () => 'ch_1',
+  wrap: (start: () => Promise<unknown>) => unknown = (start) => start(),
+): Promise<void> {
+  await hangAfterCharge(engine.idempotency, { key }, step, wrap);
   engine.clock.advance(MANUAL_LEASE_MS + 1);
 }

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createIdempotency } from '../../../src/index.js';
 import { postgresStore } from '../../../src/postgres/index.js';
 import { cli } from '../../helpers/cli.js';
+import { hangAfterCharge } from '../../helpers/crashed-step.js';
 import { env, requireService } from '../../helpers/env.js';
 import { testPool, uniqueSchema } from '../../helpers/postgres-env.js';
 
@@ -157,16 +158,7 @@ describe('idempotency-kit inspect and stats', () => {
     const key = `order-${randomUUID()}`;
     const storageKey = idempotency.storageKeyFor(key);
     // The first attempt records its charge, then its process "dies": the handler never settles.
-    let charged!: () => void;
-    const chargedOnce = new Promise<void>((resolve) => {
-      charged = resolve;
-    });
-    void idempotency.run({ key, payload: { amount: 5 } }, async (ctx) => {
-      await ctx.step('charge', () => ({ id: 'ch_1' }));
-      charged();
-      return new Promise(() => {});
-    });
-    await chargedOnce;
+    await hangAfterCharge(idempotency, { key, payload: { amount: 5 } }, () => ({ id: 'ch_1' }));
     const live = await cli([
       'inspect',
       storageKey,

@@ -37,6 +37,24 @@ async function holdInTransaction(namespace: string, key: string) {
   return { open: gate.resolve, run };
 }
 
+/**
+ * Run `body` while a transactional run holds `key` (see {@link holdInTransaction}); the transaction then
+ * commits, whatever `body` did, and is awaited, so no test leaves a transaction open behind it.
+ */
+async function whileHeld(
+  namespace: string,
+  key: string,
+  body: (held: Awaited<ReturnType<typeof holdInTransaction>>) => Promise<void>,
+): Promise<void> {
+  const held = await holdInTransaction(namespace, key);
+  try {
+    await body(held);
+  } finally {
+    held.open();
+    await held.run.catch(() => {});
+  }
+}
+
 /** The calls the store receives, by operation (to show the keys really went as one batch). */
 function countingStore(store: ReturnType<typeof postgresStore>) {
   const calls: Array<{ operation: string; keys: number }> = [];
@@ -58,8 +76,7 @@ describe('engine and transactional mode on one table', () => {
   it('answers a batched claim of a key a transaction holds as in progress, without holding up the batch’s other keys', async () => {
     const namespace = 'shop';
     const heldKey = newKey('held');
-    const held = await holdInTransaction(namespace, heldKey);
-    try {
+    await whileHeld(namespace, heldKey, async (held) => {
       const { store, calls } = countingStore(
         postgresStore({ pool: fx.pool, schema: fx.schema, busyRetryAfterMs: 5000 }),
       );
@@ -96,17 +113,13 @@ describe('engine and transactional mode on one table', () => {
         value: 'from the transaction',
       });
       expect(executed).toBe(4);
-    } finally {
-      held.open();
-      await held.run.catch(() => {});
-    }
+    });
   });
 
   it('sends a completions-and-claims call that met a held key as the two batches, applying each item once', async () => {
     const namespace = 'shop';
     const heldKey = newKey('held-cc');
-    const held = await holdInTransaction(namespace, heldKey);
-    try {
+    await whileHeld(namespace, heldKey, async () => {
       // The store called directly, with the storage keys the engine would use.
       const store = postgresStore({ pool: fx.pool, schema: fx.schema, busyRetryAfterMs: 2000 });
       const keys = createIdempotency({ store, namespace });
@@ -135,17 +148,13 @@ describe('engine and transactional mode on one table', () => {
       expect(claimed[1]).toMatchObject({ claimed: true, attempt: 1 });
       expect(await store.get(done!)).toMatchObject({ status: 'completed' });
       expect(await store.get(free!)).toMatchObject({ status: 'in_progress', attempt: 1 });
-    } finally {
-      held.open();
-      await held.run.catch(() => {});
-    }
+    });
   });
 
   it('answers a held key repeated in one batch as in progress each time, without waiting', async () => {
     const namespace = 'shop';
     const heldKey = newKey('held-twice');
-    const held = await holdInTransaction(namespace, heldKey);
-    try {
+    await whileHeld(namespace, heldKey, async () => {
       const store = postgresStore({ pool: fx.pool, schema: fx.schema });
       const keys = createIdempotency({ store, namespace });
       const [heldStorageKey, free] = [heldKey, newKey('free')].map((k) => keys.storageKeyFor(k));
@@ -161,10 +170,7 @@ describe('engine and transactional mode on one table', () => {
         { claimed: true, attempt: 1 },
         { claimed: false, record: { status: 'in_progress', token: 0 } },
       ]);
-    } finally {
-      held.open();
-      await held.run.catch(() => {});
-    }
+    });
   });
 
   it('lets a batched claim of a key claim it once the transaction holding it rolled back', async () => {
