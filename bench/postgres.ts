@@ -10,11 +10,21 @@
  * (fingerprint, storage key, outcome codec) and, by default, its natural batching.
  *
  * Run: `npx tsx bench/postgres.ts` (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/test).
+ * `BENCH_OPS` sets the pairs per row and round (default 1500), `BENCH_ROUNDS` the rounds (default 9),
+ * `BENCH_ROWS` a comma-separated list of row numbers to run (the baseline, row 0, always runs).
+ * `COMPARE=name=/abs/path/to/src,…` measures the two rows that claim one key per statement (the store row
+ * and `batch: false`) once more per variant, right after the checkout's, with the library loaded from
+ * another source tree (a snapshot of `src/`, through tsx like the checkout's): before/after figures of a
+ * change in the same rounds. Each such row also shows the median of its per-round ratios to the checkout's
+ * row. A partial run (`BENCH_ROWS`, `COMPARE`) writes no results file.
  */
 import { randomUUID } from 'node:crypto';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import pg from 'pg';
-import { createIdempotency } from '../src/index.js';
-import { migrate, postgresStore, postgresTransactional } from '../src/postgres/index.js';
+import * as checkoutCore from '../src/index.js';
+import * as checkoutPostgres from '../src/postgres/index.js';
+import { compareVariants } from './lib/build-lib.js';
 import { type BenchRow, median, throughput } from './lib/report.js';
 import { ResultsFile } from './lib/results.js';
 
@@ -25,7 +35,32 @@ const CONCURRENCY = 50;
 const POOL_SIZE = 10;
 const OPS = Number(process.env.BENCH_OPS ?? 1500);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 9);
+const ONLY = process.env.BENCH_ROWS?.split(',').map(Number);
+const compare = compareVariants();
 const DAY = 86_400_000;
+
+/** The parts of the library the rows use: this checkout's, or a `COMPARE` variant's. */
+interface Library {
+  createIdempotency: typeof checkoutCore.createIdempotency;
+  postgresStore: typeof checkoutPostgres.postgresStore;
+}
+
+/** Load the library from the source tree `src` (TypeScript, which tsx resolves from `.js` specifiers). */
+async function loadLibrary(src: string): Promise<Library> {
+  const load = <T>(path: string) => import(pathToFileURL(join(src, path)).href) as Promise<T>;
+  const [core, postgres] = await Promise.all([
+    load<typeof checkoutCore>('index.js'),
+    load<typeof checkoutPostgres>('postgres/index.js'),
+  ]);
+  return { createIdempotency: core.createIdempotency, postgresStore: postgres.postgresStore };
+}
+
+/** A row: its name, the operation it times, and the checkout row it repeats (a `COMPARE` variant's). */
+interface Case {
+  name: string;
+  op: (i: number, round: number) => Promise<unknown>;
+  variantOf?: string;
+}
 
 async function main(): Promise<void> {
   const pool = new pg.Pool({
@@ -35,18 +70,48 @@ async function main(): Promise<void> {
   });
   pool.on('error', () => {});
   const schema = `ik_bench_${process.pid}`;
-  await migrate(pool, { schema });
+  await checkoutPostgres.migrate(pool, { schema });
   await pool.query(
     `CREATE TABLE "${schema}".plain (id text PRIMARY KEY, status text NOT NULL, payload bytea)`,
   );
-  const store = postgresStore({ pool, schema });
-  const engine = createIdempotency({ store, cache: false, extendLease: false });
-  const unbatched = createIdempotency({ store, cache: false, extendLease: false, batch: false });
-  const transactional = postgresTransactional({ pool, schema });
+  const store = checkoutPostgres.postgresStore({ pool, schema });
+  const engine = checkoutCore.createIdempotency({ store, cache: false, extendLease: false });
+  const transactional = checkoutPostgres.postgresTransactional({ pool, schema });
   const outcome = Buffer.from('{"status":201,"body":{"id":"ord_123"}}');
   const run = randomUUID().slice(0, 8);
 
-  const cases: Array<{ name: string; op: (i: number, round: number) => Promise<unknown> }> = [
+  // The rows that send a claim alone, for the library `lib`; `tag` keeps each variant's keys apart.
+  const storeRow = (lib: Library, tag: string): Case => {
+    const own = lib.postgresStore({ pool, schema });
+    return {
+      name: 'postgresStore: claim + complete',
+      op: async (i, round) => {
+        const key = `${run}:s${tag}:${round}:${i}`;
+        const claim = await own.claim(key, { fingerprint: 'fp', leaseMs: 30_000 });
+        if (!claim.claimed) throw new Error('unexpected conflict');
+        if (!(await own.complete(key, claim.token, outcome, DAY))) throw new Error('fenced out');
+      },
+    };
+  };
+  const unbatchedRow = (lib: Library, tag: string): Case => {
+    const unbatched = lib.createIdempotency({
+      store: lib.postgresStore({ pool, schema }),
+      cache: false,
+      extendLease: false,
+      batch: false,
+    });
+    return {
+      name: 'engine.run over postgresStore, batch: false (cache off)',
+      op: (i, round) =>
+        unbatched.run({ key: `${run}:u${tag}:${round}:${i}`, payload: { i } }, () => ({ id: i })),
+    };
+  };
+  const checkout: Library = {
+    createIdempotency: checkoutCore.createIdempotency,
+    postgresStore: checkoutPostgres.postgresStore,
+  };
+
+  const cases: Case[] = [
     {
       name: 'baseline: INSERT + UPDATE on a plain table',
       op: async (i, round) => {
@@ -60,15 +125,7 @@ async function main(): Promise<void> {
         );
       },
     },
-    {
-      name: 'postgresStore: claim + complete',
-      op: async (i, round) => {
-        const key = `${run}:s:${round}:${i}`;
-        const claim = await store.claim(key, { fingerprint: 'fp', leaseMs: 30_000 });
-        if (!claim.claimed) throw new Error('unexpected conflict');
-        if (!(await store.complete(key, claim.token, outcome, DAY))) throw new Error('fenced out');
-      },
-    },
+    storeRow(checkout, ''),
     {
       // The engine's default: concurrent claims (and completions) coalesce into one claim-many
       // (complete-many) statement, so many pairs share a round trip and a commit.
@@ -76,11 +133,7 @@ async function main(): Promise<void> {
       op: (i, round) =>
         engine.run({ key: `${run}:e:${round}:${i}`, payload: { i } }, () => ({ id: i })),
     },
-    {
-      name: 'engine.run over postgresStore, batch: false (cache off)',
-      op: (i, round) =>
-        unbatched.run({ key: `${run}:u:${round}:${i}`, payload: { i } }, () => ({ id: i })),
-    },
+    unbatchedRow(checkout, ''),
     {
       name: 'runInTransaction (BEGIN, claim, complete, COMMIT)',
       op: (i, round) =>
@@ -90,24 +143,47 @@ async function main(): Promise<void> {
     },
   ];
 
+  // Rows by number (BENCH_ROWS), then each COMPARE variant's rows right after the checkout's they repeat.
+  const selected = cases.filter(
+    (_, index) => index === 0 || ONLY === undefined || ONLY.includes(index),
+  );
+  for (const [v, variant] of compare.entries()) {
+    const lib = await loadLibrary(variant.src);
+    for (const make of [storeRow, unbatchedRow]) {
+      const row = make(lib, `v${v}`);
+      const at = selected.findLastIndex((c) => c.name === row.name || c.variantOf === row.name);
+      if (at < 0) continue;
+      selected.splice(at + 1, 0, {
+        ...row,
+        name: `${row.name} [${variant.name}]`,
+        variantOf: row.name,
+      });
+    }
+  }
+
   try {
     // Warm-up: connections, plans, caches.
-    for (const c of cases) await throughput(500, CONCURRENCY, (i) => c.op(i, -1));
-    const samples = new Map<string, number[]>(cases.map((c) => [c.name, []]));
+    for (const c of selected) await throughput(500, CONCURRENCY, (i) => c.op(i, -1));
+    const samples = new Map<string, number[]>(selected.map((c) => [c.name, []]));
     for (let round = 0; round < ROUNDS; round++) {
-      for (const c of cases) {
+      for (const c of selected) {
         samples.get(c.name)!.push(await throughput(OPS, CONCURRENCY, (i) => c.op(i, round)));
       }
     }
-    const baseline = samples.get(cases[0]!.name)!;
-    const rows: BenchRow[] = cases.map((c) => {
+    const baseline = samples.get(selected[0]!.name)!;
+    const pairedMedian = (own: number[], against: number[]) =>
+      `${(median(own.map((s, round) => s / against[round]!)) * 100).toFixed(1)}%`;
+    const rows: BenchRow[] = selected.map((c) => {
       const own = samples.get(c.name)!;
-      const paired = own.map((s, round) => s / baseline[round]!);
+      const checkoutRow = c.variantOf === undefined ? undefined : samples.get(c.variantOf);
       return {
         name: c.name,
         opsPerSec: median(own),
         extra: {
-          'median paired ratio': `${(median(paired) * 100).toFixed(1)}%`,
+          'median paired ratio': pairedMedian(own, baseline),
+          ...(compare.length > 0 && {
+            'vs checkout row': checkoutRow === undefined ? '' : pairedMedian(own, checkoutRow),
+          }),
           rounds: own.map((s) => Math.round(s)).join(' / '),
         },
       };
@@ -117,7 +193,7 @@ async function main(): Promise<void> {
       'npx tsx bench/postgres.ts',
       rows,
     );
-    results.write();
+    if (ONLY === undefined && compare.length === 0) results.write();
   } finally {
     await pool.query(`DROP SCHEMA "${schema}" CASCADE`);
     await pool.end();

@@ -7,7 +7,7 @@
 import type { ClaimResult } from '../core/record.js';
 import type { ClaimRequest, CompleteAndClaimResults, CompleteRequest } from '../store/store.js';
 import { type PgQueryable, SqlState, sqlState } from './client.js';
-import { DEFAULT_BUSY_RETRY_AFTER_MS, heldKeyClaim } from './held-key.js';
+import { claimUnlessHeld, DEFAULT_BUSY_RETRY_AFTER_MS, isLockTimeout } from './held-key.js';
 import type { Operations } from './operations.js';
 
 /** Indexes of the first occurrence of each key, and of the repeats, in input order. */
@@ -26,48 +26,38 @@ function splitRepeats(items: readonly { key: string }[]): { firsts: number[]; re
 }
 
 /**
- * Whether the batch statement gave up waiting for a row another transaction holds: migration 0006's
- * `lock_timeout` on the batch functions (a `postgresTransactional` run holding a key until its COMMIT).
- * The statement rolled back whole, so nothing of the batch was applied.
- */
-function isLockTimeout(error: unknown): boolean {
-  return sqlState(error) === SqlState.LockNotAvailable;
-}
-
-/**
  * Settle every request in input order: the distinct keys with `together` (one statement), then, one at a
  * time with `single`, the keys `together` left unsettled (`undefined`) and every repeated key, which must see
  * what its first occurrence left. On a deadlock (possible only against an outside writer that holds several
  * keys, since batches lock in key order), the distinct keys go one at a time too: a single statement holds
- * one row and cannot deadlock. On a lock timeout (some key is held by a transaction still running), each
- * distinct key goes with `alone`, all at once (each on its own pooled connection): the free keys are
- * settled at once, and the held one is answered by `alone` without waiting for that transaction, since the
- * batch's callers get their results only when every key of the call is settled. The repeated keys then go
- * with `alone` too, still one at a time.
+ * one row and cannot deadlock. On a lock timeout (migration 0006's `lock_timeout` on the batch functions:
+ * some key is held by a transaction still running, a `postgresTransactional` run before its COMMIT), each
+ * distinct key goes with `single`, all at once (each on its own pooled connection): the free keys are
+ * settled at once, and the held one is answered by `single` without waiting for that transaction (a claim
+ * sent alone has a lock timeout of its own), since the batch's callers get their results only when every
+ * key of the call is settled. The repeated keys then go one at a time, as always.
  */
 async function settle<Q extends { key: string }, R>(
   requests: readonly Q[],
   single: (request: Q) => Promise<R>,
   together: (distinct: Q[]) => Promise<Array<R | undefined>>,
-  alone: (request: Q) => Promise<R> = single,
 ): Promise<R[]> {
   const results = new Array<R>(requests.length);
   const { firsts, repeats } = splitRepeats(requests);
-  const oneByOne = async (indexes: readonly number[], each = single) => {
-    for (const index of indexes) results[index] = await each(requests[index]!);
+  const oneByOne = async (indexes: readonly number[]) => {
+    for (const index of indexes) results[index] = await single(requests[index]!);
   };
   // Distinct keys only (their statements touch one row each). Every statement is awaited before an error
   // is thrown, so no claim is still being taken once the call has failed.
   const allAtOnce = async (indexes: readonly number[]) => {
     const outcomes = await Promise.allSettled(
       indexes.map(async (index) => {
-        results[index] = await alone(requests[index]!);
+        results[index] = await single(requests[index]!);
       }),
     );
     const failure = outcomes.find((outcome) => outcome.status === 'rejected');
     if (failure !== undefined) throw failure.reason;
   };
-  // Once a key was found held, the repeats go with `alone` too: one of them may be that key.
   let held = false;
   if (firsts.length <= 1) {
     await oneByOne(firsts);
@@ -88,15 +78,16 @@ async function settle<Q extends { key: string }, R>(
     });
     await (held ? allAtOnce(unsettled) : oneByOne(unsettled));
   }
-  await oneByOne(repeats, held ? alone : single);
+  await oneByOne(repeats);
   return results;
 }
 
 /**
  * Claim every request, in array order, as the contract asks: distinct keys in one `claim-many` statement.
- * A key whose row a running transaction holds past migration 0006's lock timeout is answered in progress
- * ({@link heldKeyClaim}, retry after `busyRetryAfterMs`) rather than holding up the batch's other keys until
- * that transaction ends; the other keys are claimed as usual.
+ * A key whose row a running transaction holds past the lock timeout (migration 0006's on the batch, then
+ * `claim-bounded.sql`'s on the key alone) is answered in progress ({@link claimUnlessHeld}: retry after
+ * `busyRetryAfterMs`) rather than holding up the batch's other keys until that transaction ends; the other
+ * keys are claimed as usual.
  */
 export function claimMany(
   ops: Operations,
@@ -104,25 +95,13 @@ export function claimMany(
   requests: readonly ClaimRequest[],
   busyRetryAfterMs = DEFAULT_BUSY_RETRY_AFTER_MS,
 ): Promise<ClaimResult[]> {
-  const claimOne = (request: ClaimRequest) => ops.claim(db, request.key, request);
   return settle(
     requests,
-    claimOne,
+    (request) => claimUnlessHeld(ops, db, request.key, request, busyRetryAfterMs),
     async (distinct) => {
       // A key without a row saw its blocking row commit after the snapshot: it is claimed on its own.
       const settled = await ops.claimDistinct(db, distinct);
       return distinct.map((request) => settled.get(request.key));
-    },
-    // A batch of one, through the same function and so under the same lock timeout: the key that times
-    // out again is the held one.
-    async (request) => {
-      try {
-        const settled = await ops.claimDistinct(db, [request]);
-        return settled.get(request.key) ?? (await claimOne(request));
-      } catch (error) {
-        if (isLockTimeout(error)) return heldKeyClaim(request, busyRetryAfterMs);
-        throw error;
-      }
     },
   );
 }
@@ -175,7 +154,9 @@ export async function completeAndClaimMany(
   const { completed, claimed } = both;
   const results = new Array<ClaimResult>(claims.length);
   for (const [index, request] of claims.entries()) {
-    results[index] = claimed.get(request.key) ?? (await ops.claim(db, request.key, request));
+    results[index] =
+      claimed.get(request.key) ??
+      (await claimUnlessHeld(ops, db, request.key, request, busyRetryAfterMs));
   }
   return { completed: completes.map((request) => completed.has(request.key)), claimed: results };
 }

@@ -110,8 +110,18 @@ function rowsToSteps(rows: readonly StepRow[]): Record<string, Uint8Array> {
 export interface Operations {
   /** Quoted names the statements were rendered with. */
   readonly names: TableNames;
-  /** `claim.sql`, re-run when the blocking row committed after its snapshot. */
+  /**
+   * `claim.sql`, re-run when the blocking row committed after its snapshot. Waits for a row another
+   * transaction holds as long as the transaction it runs in allows: the transactional mode's claim.
+   */
   claim(db: PgQueryable, key: string, options: ClaimOptions): Promise<ClaimResult>;
+  /**
+   * `claim-bounded.sql`: {@link Operations.claim} waiting at most 100 ms for a row another transaction holds,
+   * then rejecting with SQLSTATE 55P03 (nothing applied). The store's claim sent alone, in autocommit only:
+   * run in an explicit transaction, its transaction-local `lock_timeout` would last until that transaction
+   * ends. See `claimUnlessHeld` in `./held-key.ts`.
+   */
+  claimBounded(db: PgQueryable, key: string, options: ClaimOptions): Promise<ClaimResult>;
   /** `complete.sql`: true when completed now or already by this token. */
   complete(
     db: PgQueryable,
@@ -205,6 +215,7 @@ export function createOperations(names: TableNames, options: OperationsOptions =
     `ik_${createHash('sha256').update(sqlText).digest('hex').slice(0, 24)}`;
   const rendered = {
     claim: renderSql(sql.claim, names),
+    claimBounded: renderSql(sql.claimBounded, names),
     complete: renderSql(sql.complete, names),
     claimMany: renderSql(sql.claimMany, names),
     completeMany: renderSql(sql.completeMany, names),
@@ -275,19 +286,28 @@ export function createOperations(names: TableNames, options: OperationsOptions =
     return run(db, op, values);
   }
 
+  /** Run a single-key claim statement until it returns its row (see {@link CLAIM_ATTEMPTS}). */
+  async function claimWith(
+    op: 'claim' | 'claimBounded',
+    db: PgQueryable,
+    key: string,
+    options: ClaimOptions,
+  ): Promise<ClaimResult> {
+    const values = [key, options.fingerprint, options.leaseMs, reservationMs(options)];
+    for (let attempt = 1; attempt <= CLAIM_ATTEMPTS; attempt++) {
+      const { rows } = await run(db, op, values);
+      const row = rows[0] as RecordRow | undefined;
+      if (row !== undefined) return rowToClaimResult(row);
+    }
+    throw new StoreUnavailableError(
+      `PostgreSQL claim did not settle after ${CLAIM_ATTEMPTS} attempts (the row kept changing)`,
+    );
+  }
+
   return {
     names,
-    async claim(db, key, options) {
-      const values = [key, options.fingerprint, options.leaseMs, reservationMs(options)];
-      for (let attempt = 1; attempt <= CLAIM_ATTEMPTS; attempt++) {
-        const { rows } = await run(db, 'claim', values);
-        const row = rows[0] as RecordRow | undefined;
-        if (row !== undefined) return rowToClaimResult(row);
-      }
-      throw new StoreUnavailableError(
-        `PostgreSQL claim did not settle after ${CLAIM_ATTEMPTS} attempts (the row kept changing)`,
-      );
-    },
+    claim: (db, key, options) => claimWith('claim', db, key, options),
+    claimBounded: (db, key, options) => claimWith('claimBounded', db, key, options),
     async complete(db, key, token, outcome, retentionMs) {
       const { rows } = await run(db, 'complete', [key, token, bufferView(outcome), retentionMs]);
       return (rows[0] as { ok?: boolean } | undefined)?.ok === true;

@@ -26,7 +26,7 @@ import type {
 } from '../store/store.js';
 import { claimMany, completeAndClaimMany, completeMany } from './batch.js';
 import { type PgQueryable, toStoreError } from './client.js';
-import { DEFAULT_BUSY_RETRY_AFTER_MS } from './held-key.js';
+import { claimUnlessHeld, DEFAULT_BUSY_RETRY_AFTER_MS } from './held-key.js';
 import { DEFAULT_SCHEMA, DEFAULT_TABLE, tableNames } from './identifiers.js';
 import { createOperations } from './operations.js';
 
@@ -34,7 +34,10 @@ import { createOperations } from './operations.js';
 export interface PostgresStoreOptions {
   /**
    * A node-postgres `Pool` (recommended), or any client with `query(text, params)` resolving to
-   * `{ rows, rowCount }`. The store never connects or closes it: that stays with you.
+   * `{ rows, rowCount }`. The store never connects or closes it: that stays with you. Each statement must
+   * run as a transaction of its own (autocommit), never inside one of yours: a claim sent alone sets a
+   * 100 ms `lock_timeout` local to the transaction it runs in (`claim-bounded.sql`). For a record that
+   * commits with your writes, use `postgresTransactional`.
    */
   pool: PgQueryable;
   /** Schema of the records table, as created by `migrate()`. @default 'public' */
@@ -49,10 +52,10 @@ export interface PostgresStoreOptions {
    */
   prepare?: boolean | 'auto';
   /**
-   * The `retryAfterMs` of the `in_progress` answer a batched claim gets for a key whose row another
-   * transaction holds (a `postgresTransactional` run on the same table, before its COMMIT), once it has
-   * waited for migration 0006's lock timeout (100 ms); the batch's other keys are claimed as usual. A claim
-   * sent alone waits for that transaction instead. @default 1000
+   * The `retryAfterMs` of the `in_progress` answer a claim gets for a key whose row another transaction
+   * holds (a `postgresTransactional` run on the same table, before its COMMIT), once it has waited 100 ms
+   * for it: the lock timeout of a claim sent alone (`claim-bounded.sql`), and of a batch's (migration 0006,
+   * the batch's other keys are then claimed as usual). @default 1000
    */
   busyRetryAfterMs?: number;
 }
@@ -126,9 +129,12 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
     schema: names.schemaName,
     table: names.tableName,
     // Durations are checked outside `guarded`: a caller's mistake is an InvalidOptionsError, not an outage.
+    // A claim sent alone waits at most 100 ms for a row a running transaction holds (see held-key.ts).
     claim: async (key, claimOptions) => {
       assertClaimDurations(claimOptions, 'postgresStore');
-      return guarded('claim', () => ops.claim(pool, key, claimOptions));
+      return guarded('claim', () =>
+        claimUnlessHeld(ops, pool, key, claimOptions, busyRetryAfterMs),
+      );
     },
     complete: async (key, token, outcome, retentionMs) => {
       assertPositiveMs(retentionMs, 'retentionMs', 'postgresStore');

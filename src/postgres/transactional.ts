@@ -252,6 +252,8 @@ export function postgresTransactional(
         phase = 'claim';
         let claim: Awaited<ReturnType<typeof ops.claim>>;
         try {
+          // claim.sql, not the store's claim-bounded.sql: that one's transaction-local 100 ms lock_timeout
+          // would override `lockTimeoutMs` and last into the handler's statements.
           claim = await ops.claim(client, storageKey, {
             fingerprint,
             leaseMs: TRANSACTION_LEASE_MS,

@@ -4,7 +4,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
-import { migrate } from '../../src/postgres/index.js';
+import { tableNames } from '../../src/postgres/identifiers.js';
+import { migrate, type PgQueryable } from '../../src/postgres/index.js';
+import { createOperations } from '../../src/postgres/operations.js';
+import type { ClaimOptions } from '../../src/store/store.js';
 import { env, requireService } from './env.js';
 
 /** A pool on the test database. Pool errors on idle clients (a terminated backend) must not crash the run. */
@@ -67,4 +70,20 @@ export async function setBatchLockTimeout(
   await pool.query(
     `ALTER FUNCTION "${schema}"."${table}_complete_claim"(text[], bigint[], bytea[], float8[], text[], text[], float8[], float8[]) SET lock_timeout = '${timeout}'`,
   );
+}
+
+/**
+ * Claims and completions on `client` with the statements the transactional mode runs (claim.sql, which sets
+ * no lock timeout), for tests that hold rows on purpose in a transaction of their own. `postgresStore`
+ * claims a key alone with claim-bounded.sql, whose transaction-local 100 ms lock_timeout would last until
+ * such a transaction ends: the holder's later waits would then give up after 100 ms, and its transaction
+ * with them, on a slow machine.
+ */
+export function transactionClaims(client: PgQueryable, schema: string) {
+  const ops = createOperations(tableNames(schema));
+  return {
+    claim: (key: string, options: ClaimOptions) => ops.claim(client, key, options),
+    complete: (key: string, token: number, outcome: Uint8Array, retentionMs: number) =>
+      ops.complete(client, key, token, outcome, retentionMs),
+  };
 }

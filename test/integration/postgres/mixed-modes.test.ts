@@ -2,12 +2,18 @@
  * The engine (`postgresStore`) and the transactional mode (`postgresTransactional`) on one table: a
  * transaction that holds a key until its COMMIT must hold up only the claims of that key, never the other
  * keys an engine batch carries with it (migration 0006's lock timeout on the batch functions, then a
- * fallback that claims those keys one by one, concurrently).
+ * fallback that claims those keys one by one, concurrently), and a claim sent alone must not wait for that
+ * COMMIT either (claim-bounded.sql's own lock timeout), so retries of a long transaction's request cannot
+ * pile up on the pool.
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createIdempotency } from '../../../src/index.js';
-import { postgresStore, postgresTransactional } from '../../../src/postgres/index.js';
+import {
+  type PgQueryable,
+  postgresStore,
+  postgresTransactional,
+} from '../../../src/postgres/index.js';
 import { deferred } from '../../helpers/deferred.js';
 import { type PostgresFixture, setupPostgres } from '../../helpers/postgres-env.js';
 
@@ -23,14 +29,22 @@ afterAll(async () => {
   await fx.dispose();
 });
 
-/** Hold `key` in a transactional run until the returned gate is opened; resolves once it is claimed. */
-async function holdInTransaction(namespace: string, key: string) {
+/**
+ * Hold `key` in a transactional run until the returned gate is opened, then commit (or roll back: the
+ * handler throws 'rolled back'); resolves once the key is claimed.
+ */
+async function holdInTransaction(
+  namespace: string,
+  key: string,
+  ending: 'commit' | 'rollback' = 'commit',
+) {
   const tx = postgresTransactional({ pool: fx.pool, schema: fx.schema, namespace });
   const gate = deferred();
   const claimed = deferred();
   const run = tx.runInTransaction({ key, payload: { n: 1 } }, async () => {
     claimed.resolve();
     await gate.promise;
+    if (ending === 'rollback') throw new Error('rolled back');
     return 'from the transaction';
   });
   await claimed.promise;
@@ -176,15 +190,7 @@ describe('engine and transactional mode on one table', () => {
   it('lets a batched claim of a key claim it once the transaction holding it rolled back', async () => {
     const namespace = 'shop';
     const heldKey = newKey('rolled-back');
-    const tx = postgresTransactional({ pool: fx.pool, schema: fx.schema, namespace });
-    const claimed = deferred();
-    const gate = deferred();
-    const first = tx.runInTransaction({ key: heldKey, payload: { n: 1 } }, async () => {
-      claimed.resolve();
-      await gate.promise;
-      throw new Error('rolled back');
-    });
-    await claimed.promise;
+    const held = await holdInTransaction(namespace, heldKey, 'rollback');
     const engine = createIdempotency({
       store: postgresStore({ pool: fx.pool, schema: fx.schema }),
       namespace,
@@ -195,11 +201,144 @@ describe('engine and transactional mode on one table', () => {
     );
     expect(busy[0]?.status).toBe('in_progress');
     expect(busy[1]?.status).toBe('executed');
-    gate.resolve();
-    await expect(first).rejects.toThrow('rolled back');
+    held.open();
+    await expect(held.run).rejects.toThrow('rolled back');
     expect(await engine.run({ key: heldKey, payload: { n: 1 } }, () => 'engine')).toMatchObject({
       status: 'executed',
       value: 'engine',
     });
+  });
+});
+
+describe('a claim sent alone of a key a transaction holds', () => {
+  it('answers in progress within the lock timeout, retry after busyRetryAfterMs, then replays once committed', async () => {
+    const namespace = 'shop';
+    const heldKey = newKey('held-alone');
+    await whileHeld(namespace, heldKey, async (held) => {
+      const store = postgresStore({ pool: fx.pool, schema: fx.schema, busyRetryAfterMs: 5000 });
+      // batch: false: every claim goes alone, as a lone request's does.
+      const engine = createIdempotency({ store, namespace, cache: false, batch: false });
+      let executed = 0;
+      const started = performance.now();
+      const outcome = await Promise.race([
+        engine.run({ key: heldKey, payload: { n: 1 } }, () => {
+          executed++;
+          return 'engine';
+        }),
+        sleep(5000).then(() => 'stalled' as const),
+      ]);
+      expect(outcome).toMatchObject({ status: 'in_progress', retryAfterMs: expect.any(Number) });
+      const { retryAfterMs } = outcome as { retryAfterMs: number };
+      // The store's busyRetryAfterMs, less the moments since the answer was made.
+      expect(retryAfterMs).toBeGreaterThan(2500);
+      expect(retryAfterMs).toBeLessThanOrEqual(5000);
+      // Bounded by the lock timeout (100 ms), not the COMMIT, which waits for this test to open the gate.
+      expect(performance.now() - started).toBeLessThan(3000);
+
+      held.open();
+      expect(await held.run).toMatchObject({ status: 'executed', value: 'from the transaction' });
+      // The client's retry, once the transaction committed, replays its outcome.
+      expect(await engine.run({ key: heldKey, payload: { n: 1 } }, () => 'again')).toEqual({
+        status: 'replayed',
+        value: 'from the transaction',
+      });
+      expect(executed).toBe(0);
+    });
+  });
+
+  it('answers in progress when the transaction took over an expired lease (a row lock, not a new row)', async () => {
+    const namespace = 'shop';
+    const heldKey = newKey('held-takeover');
+    const store = postgresStore({ pool: fx.pool, schema: fx.schema, busyRetryAfterMs: 2000 });
+    const storageKey = createIdempotency({ store, namespace }).storageKeyFor(heldKey);
+    // A crashed engine claim: its 1 ms lease is over by the time the transaction claims the key, which then
+    // updates the row (and holds its lock) where a new key's claim inserts one.
+    expect((await store.claim(storageKey, { fingerprint: 'crashed', leaseMs: 1 })).claimed).toBe(
+      true,
+    );
+    await sleep(20);
+    await whileHeld(namespace, heldKey, async () => {
+      const before = Date.now();
+      const result = await Promise.race([
+        store.claim(storageKey, { fingerprint: 'fp', leaseMs: 60_000 }),
+        sleep(5000).then(() => 'stalled' as const),
+      ]);
+      expect(result).toMatchObject({
+        claimed: false,
+        record: { status: 'in_progress', fingerprint: 'fp', token: 0 },
+      });
+      const record = typeof result === 'object' && !result.claimed ? result.record : undefined;
+      expect(record?.status === 'in_progress' && record.leaseUntil - before).toBeGreaterThanOrEqual(
+        2000,
+      );
+    });
+    // Committed: the record is the transaction's, which took the crashed claim over.
+    expect(await store.get(storageKey)).toMatchObject({ status: 'completed' });
+  });
+
+  it('lets the retry claim the key once the transaction holding it rolled back', async () => {
+    const namespace = 'shop';
+    const heldKey = newKey('rolled-back-alone');
+    const held = await holdInTransaction(namespace, heldKey, 'rollback');
+    const engine = createIdempotency({
+      store: postgresStore({ pool: fx.pool, schema: fx.schema }),
+      namespace,
+      cache: false,
+      batch: false,
+    });
+    try {
+      const busy = await Promise.race([
+        engine.run({ key: heldKey, payload: { n: 1 } }, () => 'engine'),
+        sleep(5000).then(() => 'stalled' as const),
+      ]);
+      expect(busy).toMatchObject({ status: 'in_progress' });
+    } finally {
+      held.open();
+      await expect(held.run).rejects.toThrow('rolled back');
+    }
+    expect(await engine.run({ key: heldKey, payload: { n: 1 } }, () => 'engine')).toMatchObject({
+      status: 'executed',
+      value: 'engine',
+    });
+  });
+
+  it('leaves the connection’s lock_timeout as it was, and the transactional mode’s statements unbounded', async () => {
+    const namespace = 'shop';
+    const heldKey = newKey('held-setting');
+    const setting = async (db: PgQueryable) =>
+      ((await db.query('SHOW lock_timeout')).rows[0] as { lock_timeout: string }).lock_timeout;
+    // The pool's connections all start with the server's setting.
+    const before = await setting(fx.pool);
+    // One connection as the store's pool, so the setting read afterwards is the one the claims ran on.
+    const client = await fx.pool.connect();
+    try {
+      const store = postgresStore({ pool: client, schema: fx.schema });
+      const storageKey = createIdempotency({ store, namespace }).storageKeyFor(heldKey);
+      expect(await setting(client)).toBe(before);
+      await whileHeld(namespace, heldKey, async () => {
+        const result = await Promise.race([
+          store.claim(storageKey, { fingerprint: 'fp', leaseMs: 60_000 }),
+          sleep(5000).then(() => 'stalled' as const),
+        ]);
+        expect(result).toMatchObject({ claimed: false, record: { token: 0 } });
+      });
+      // The timed-out claim, then one that claims: the bound ended with each statement's transaction.
+      expect(await setting(client)).toBe(before);
+      expect(
+        (await store.claim(newKey('free'), { fingerprint: 'fp', leaseMs: 60_000 })).claimed,
+      ).toBe(true);
+      expect(await setting(client)).toBe(before);
+    } finally {
+      client.release();
+    }
+    // The transactional mode claims with its own statement: its handler's statements wait as the
+    // session's lock_timeout says, not 100 ms.
+    const tx = postgresTransactional({ pool: fx.pool, schema: fx.schema, namespace });
+    const inHandler = await tx.runInTransaction({ key: newKey('tx-setting') }, async (t) => {
+      const { rows } = await t.query<{ lock_timeout: string }>('SHOW lock_timeout');
+      return rows[0]?.lock_timeout;
+    });
+    expect(inHandler).toMatchObject({ status: 'executed', value: before });
+    expect(before).not.toBe('100ms');
   });
 });

@@ -11,6 +11,7 @@ import { renderSql, tableNames } from '../../../src/postgres/identifiers.js';
 import { type PgQueryable, postgresStore } from '../../../src/postgres/index.js';
 import { migrations } from '../../../src/postgres/migrations.gen.js';
 import * as sql from '../../../src/postgres/sql.gen.js';
+import { bareSql } from '../../helpers/bare-sql.js';
 
 /** A client that records what it is sent and answers every statement with one claimed row. */
 function recording(): { db: PgQueryable; sent: Array<{ text: string; values: unknown[] }> } {
@@ -32,14 +33,6 @@ function recording(): { db: PgQueryable; sent: Array<{ text: string; values: unk
   return { db, sent };
 }
 
-/** A statement as SQL, without comments, blank lines and indentation. */
-const bare = (text: string) =>
-  text
-    .split('\n')
-    .map((line) => line.replace(/--.*$/, '').trim())
-    .filter((line) => line !== '')
-    .join('\n');
-
 describe('postgres claims with reserveMs', () => {
   it.each([
     ['a reservation above the lease', { leaseMs: 1000, reserveMs: 86_400_000 }, 86_400_000],
@@ -54,7 +47,7 @@ describe('postgres claims with reserveMs', () => {
     await store.claim('k', { fingerprint: 'fp', ...options });
     // Assert
     expect(sent).toHaveLength(1);
-    expect(sent[0]?.text).toBe(renderSql(sql.claim, tableNames()));
+    expect(sent[0]?.text).toBe(renderSql(sql.claimBounded, tableNames()));
     expect(sent[0]?.values).toEqual(['k', 'fp', 1000, expected]);
   });
 
@@ -131,15 +124,15 @@ describe('migration 0005_reservations_and_steps', () => {
     const start = text.indexOf('  WITH input AS');
     const end = text.indexOf('FROM blocking;', start) + 'FROM blocking;'.length;
     // Act
-    const body = bare(text.slice(start, end));
+    const body = bareSql(text.slice(start, end));
     // Assert
     expect(start).toBeGreaterThan(0);
-    expect(body).toBe(bare(sql.claimMany));
+    expect(body).toBe(bareSql(sql.claimMany));
   });
 
   it('replaces both functions that embed the claim, and adds a nullable column without a default', () => {
     // Act
-    const text = bare(migration?.sql ?? '');
+    const text = bareSql(migration?.sql ?? '');
     // Assert
     expect(text).toMatch(/^ALTER TABLE \{\{table\}\} ADD COLUMN reserved_until timestamptz;$/m);
     expect(text).toContain(

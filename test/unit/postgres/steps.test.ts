@@ -11,6 +11,7 @@ import { renderSql, tableNames } from '../../../src/postgres/identifiers.js';
 import { type PgQueryable, postgresStore } from '../../../src/postgres/index.js';
 import { migrations } from '../../../src/postgres/migrations.gen.js';
 import * as sql from '../../../src/postgres/sql.gen.js';
+import { bareSql } from '../../helpers/bare-sql.js';
 
 /** A client that records what it is sent and answers with the rows (and row count) given. */
 function answering(
@@ -26,14 +27,6 @@ function answering(
   };
   return { db, sent };
 }
-
-/** A statement as SQL, without comments, blank lines and indentation. */
-const bare = (text: string) =>
-  text
-    .split('\n')
-    .map((line) => line.replace(/--.*$/, '').trim())
-    .filter((line) => line !== '')
-    .join('\n');
 
 describe('postgresStore saveStep', () => {
   it('sends save-step.sql with the name and the bytes in base64, one statement', async () => {
@@ -158,16 +151,17 @@ describe('the statements that keep or clear steps', () => {
 
   it.each([
     ['claim.sql', sql.claim],
+    ['claim-bounded.sql', sql.claimBounded],
     ['claim-many.sql', sql.claimMany],
   ])('%s keeps steps for a takeover by the same fingerprint only', (_, text) => {
-    expect(bare(text)).toContain(keep);
+    expect(bareSql(text)).toContain(keep);
   });
 
   it.each([
     ['complete.sql', sql.complete],
     ['complete-many.sql', sql.completeMany],
   ])('%s clears the steps of the record it completes', (_, text) => {
-    expect(bare(text)).toMatch(/SET status = 'completed'[^;]*, steps = NULL\n/);
+    expect(bareSql(text)).toMatch(/SET status = 'completed'[^;]*, steps = NULL\n/);
   });
 });
 
@@ -179,11 +173,11 @@ describe('migration 0005_reservations_and_steps', () => {
     const later = migrations.filter((m) => m.id > 5);
     // 0006 only sets a lock_timeout on two of them (ALTER FUNCTION … SET): their bodies stay 0005's.
     expect(later.map((m) => m.name)).toEqual(['0006_batch_lock_timeout']);
-    for (const m of later) expect(bare(m.sql)).not.toMatch(/CREATE (OR REPLACE )?FUNCTION/i);
+    for (const m of later) expect(bareSql(m.sql)).not.toMatch(/CREATE (OR REPLACE )?FUNCTION/i);
   });
 
   it('adds the steps column as a nullable jsonb without a default', () => {
-    expect(bare(migration?.sql ?? '')).toMatch(
+    expect(bareSql(migration?.sql ?? '')).toMatch(
       /^ALTER TABLE \{\{table\}\} ADD COLUMN steps jsonb;$/m,
     );
   });
@@ -197,12 +191,12 @@ describe('migration 0005_reservations_and_steps', () => {
     const start = text.indexOf('  WITH input AS', create);
     const end = text.indexOf('r.expires_at > now();', start) + 'r.expires_at > now();'.length;
     // Act
-    const body = bare(text.slice(start, end));
+    const body = bareSql(text.slice(start, end));
     // Assert
     expect(create).toBeGreaterThan(0);
-    expect(body).toBe(bare(sql.completeMany));
+    expect(body).toBe(bareSql(sql.completeMany));
     // Same arguments and result as 0003's, so the function, its owner and grants stay.
-    expect(bare(text)).not.toMatch(/DROP FUNCTION IF EXISTS \{\{completeManyFunction\}\}/);
+    expect(bareSql(text)).not.toMatch(/DROP FUNCTION IF EXISTS \{\{completeManyFunction\}\}/);
   });
 });
 
