@@ -294,7 +294,9 @@ async function idempotent(
 
 const connection = await connect(env.amqpUrl);
 const filler = await connection.createConfirmChannel();
-const redis = createClient({ url: env.redisUrl });
+// No per-command timeout of node-redis's own, as the store sends its commands (src/redis/client.ts): the
+// floor's PINGs must cost what the store's commands cost.
+const redis = createClient({ url: env.redisUrl, commandOptions: { timeout: 0 } });
 await redis.connect();
 const pool = new pg.Pool({ connectionString: env.databaseUrl, max: 20 });
 const schema = `ik_bench_consumers_${process.pid}`;

@@ -24,8 +24,10 @@
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type BenchStores, cleanupBenchStores } from './lib/bench-stores.js';
+import { libraryBuilder, repoRoot } from './lib/build-lib.js';
 import { type LoadResult, load, ORDER_BODY, selectedScenarios } from './lib/http-load.js';
 import type { BenchCpuReport, BenchServerConfig } from './lib/http-server.js';
 import { type BenchRow, median } from './lib/report.js';
@@ -47,6 +49,11 @@ const peersRedisUrl = (() => {
 /** Every key of this run starts with one of these (the peer adapters write the raw header as a key). */
 const peersPrefix = `ikpeers-${run}-`;
 const kitPrefix = `bench:http-peers:${run}:`;
+
+// idempotency-kit runs compiled, as users run the published `dist/` and as the peers run their own
+// packages' JavaScript; through tsx it would also pay esbuild's per-closure `keepNames` helper.
+const { buildDir, build } = libraryBuilder('ik-bench-http-peers-build-');
+const library = build('main', join(repoRoot, 'src'));
 
 for (const peer of peers) {
   if (!PEERS.includes(peer)) throw new Error(`unknown peer ${peer}; known: ${PEERS.join(', ')}`);
@@ -98,6 +105,7 @@ function startServer(row: Row, delayMs: number, scenario: string): Promise<Serve
     delayMs,
     redisUrl,
     redisPrefix: `${kitPrefix}${scenario}:`,
+    src: library,
   };
   return startChild('./lib/http-server.ts', { IK_BENCH_HTTP: JSON.stringify(config) });
 }
@@ -214,7 +222,7 @@ try {
     redisPrefix: prefix,
     tempDirs: [],
   });
-  await cleanupBenchStores(cleanup(redisUrl, kitPrefix));
+  await cleanupBenchStores({ ...cleanup(redisUrl, kitPrefix), tempDirs: [buildDir] });
   await cleanupBenchStores(cleanup(peersRedisUrl, peersPrefix));
 }
 
