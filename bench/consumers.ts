@@ -40,7 +40,7 @@
  * consuming (not the filling), as `<dir>/<row>-<round>.cpuprofile` (open it in Chrome DevTools).
  */
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -50,7 +50,8 @@ import { createClient } from 'redis';
 import type { Store } from '../src/index.js';
 import { env } from '../test/helpers/env.js';
 import { compareVariants, libraryBuilder, repoRoot } from './lib/build-lib.js';
-import { type BenchRow, median } from './lib/report.js';
+import { processCpu } from './lib/proc-cpu.js';
+import { type BenchRow, median, roundColumns } from './lib/report.js';
 import { ResultsFile } from './lib/results.js';
 
 const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 5000);
@@ -66,24 +67,6 @@ const PROFILE = process.env.BENCH_PROFILE;
 const compare = compareVariants();
 const run = randomUUID().slice(0, 8);
 const { buildDir, build } = libraryBuilder('ik-bench-consumers-build-');
-
-/** CPU seconds (user + system) of every process whose command name is in `names`, from /proc. */
-function processCpu(names: string[]): number {
-  let ticks = 0;
-  for (const pid of readdirSync('/proc')) {
-    if (!/^\d+$/.test(pid)) continue;
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-      if (!names.some((n) => name.startsWith(n))) continue;
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      ticks += Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15 of stat)
-    } catch {
-      // The process ended while we read.
-    }
-  }
-  return ticks / 100; // USER_HZ is 100 on Linux
-}
 
 const CPU_SOURCES: Record<string, string[]> = {
   node: [],
@@ -396,12 +379,7 @@ try {
     extra: {
       messages: String(MESSAGES),
       prefetch: String(PREFETCH),
-      rounds: (rates[index] ?? []).map((r) => Math.round(r).toLocaleString('en-US')).join(' / '),
-      // Each round's rate over the baseline's in that same round, then the median: steadier than the
-      // ratio of medians when the shared machine is busy for part of a run.
-      'same-round ratio (median)': `${(
-        median((rates[index] ?? []).map((r, i) => r / (rates[0]?.[i] ?? Number.NaN))) * 100
-      ).toFixed(1)}%`,
+      ...roundColumns(rates[index] ?? [], rates[0] ?? []),
       ...(CPU
         ? Object.fromEntries(
             Object.entries(cpu[index] ?? {}).map(([source, value]) =>

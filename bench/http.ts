@@ -32,7 +32,7 @@ import { type BenchStores, cleanupBenchStores, prepareBenchStores } from './lib/
 import { compareVariants, libraryBuilder, repoRoot } from './lib/build-lib.js';
 import { load, ORDER_BODY, selectedScenarios } from './lib/http-load.js';
 import type { BenchServerConfig } from './lib/http-server.js';
-import { type BenchRow, median } from './lib/report.js';
+import { type BenchRow, median, roundColumns } from './lib/report.js';
 import { ResultsFile } from './lib/results.js';
 
 const duration = Number(process.env.DURATION ?? 3);
@@ -185,12 +185,10 @@ try {
         name: row.name,
         opsPerSec: median(rps),
         extra: {
-          rounds: rps.map((r) => Math.round(r).toLocaleString('en-US')).join(' / '),
-          // Each round over the baseline's in that same round, then the median: steadier than the ratio of
-          // medians when the machine's speed drifts from round to round.
-          'same-round ratio (median)': `${(
-            median(rps.map((r, round) => r / (results[0]![round]?.rps ?? Number.NaN))) * 100
-          ).toFixed(1)}%`,
+          ...roundColumns(
+            rps,
+            results[0]!.map((r) => r.rps),
+          ),
           'p50 ms': String(mid.p50),
           'p99 ms': String(mid.p99),
           'non-2xx/errors': String(runs.reduce((sum, r) => sum + r.bad, 0)),

@@ -43,6 +43,23 @@ export function median(values: number[]): number {
 }
 
 /**
+ * The `rounds` and `same-round ratio (median)` columns of a row measured in interleaved rounds: each round's
+ * rate, and the median of each round's rate over the baseline's in that same round, which is steadier than
+ * the ratio of medians when the machine's speed drifts from round to round.
+ */
+export function roundColumns(
+  rates: number[],
+  baselineRates: number[],
+): { rounds: string; 'same-round ratio (median)': string } {
+  return {
+    rounds: rates.map((r) => Math.round(r).toLocaleString('en-US')).join(' / '),
+    'same-round ratio (median)': `${(
+      median(rates.map((r, round) => r / (baselineRates[round] ?? Number.NaN))) * 100
+    ).toFixed(1)}%`,
+  };
+}
+
+/**
  * A Markdown table of `rows`; `ratio` is each row's ops/s divided by the first row's (the baseline). The
  * scripts print it and write it with its chart through `./results.ts`.
  */

@@ -69,13 +69,18 @@ export function parseEntries(
   return { entries, deleted };
 }
 
-/** The entries of an `XREADGROUP` reply for one stream: null, `[[stream, entries]]` or `{ stream: entries }`. */
+/**
+ * The entries of an `XREADGROUP` reply for one stream: null, `[[stream, entries]]`, `[stream, entries]` or
+ * `{ stream: entries }`.
+ */
 export function parseReadGroup(stream: string, reply: unknown): ReturnType<typeof parseEntries> {
   if (reply === null || reply === undefined) return { entries: [], deleted: [] };
   if (reply instanceof Map) return parseEntries(stream, [...reply.values()][0]);
   if (Array.isArray(reply)) {
     const first = reply[0];
-    return parseEntries(stream, Array.isArray(first) ? first[1] : undefined);
+    // RESP2's list of [stream, entries] pairs; ioredis 6 (RESP3 by default) hands `call` the RESP3 map
+    // flattened, `[stream, entries]`, unless the command was queued before the connection was ready.
+    return parseEntries(stream, Array.isArray(first) ? first[1] : reply[1]);
   }
   if (typeof reply === 'object') return parseEntries(stream, Object.values(reply)[0]);
   return { entries: [], deleted: [] };

@@ -16,6 +16,7 @@ import {
 import { resolveConsumerOptions } from '../consumer/options.js';
 import { type Duration, toMs } from '../core/duration.js';
 import { InvalidOptionsError } from '../core/errors.js';
+import { AckBatcher } from './acks.js';
 import {
   command,
   isStreamsClient,
@@ -116,7 +117,9 @@ export async function idempotentConsumer(
     if (!String((error as Error)?.message).includes('BUSYGROUP')) throw error;
   }
 
-  const ack = (id: string) => command(client, ['XACK', stream, group, id]);
+  // The acks of one burst share one XACK (see acks.ts); each caller still waits for that command's reply.
+  const acks = new AckBatcher((ids) => command(client, ['XACK', stream, group, ...ids]));
+  const ack = (id: string) => acks.ack(id);
   // Re-own the entry and set its idle time: XAUTOCLAIM takes it once idle reaches `minIdle`. JUSTID keeps
   // the delivery count as it is.
   const setIdle = (id: string, idleMs: number) =>
@@ -150,9 +153,7 @@ export async function idempotentConsumer(
       processDelivery(resolved, handler, {
         message: entry,
         deliveryCount,
-        ack: async () => {
-          await ack(entry.id);
-        },
+        ack: () => ack(entry.id),
         retry: async (delayMs) => {
           await setIdle(entry.id, Math.max(minIdleMs - Math.ceil(delayMs), 0));
         },
@@ -183,7 +184,7 @@ export async function idempotentConsumer(
     const claimed = parseAutoClaim(stream, reply);
     cursor = claimed.cursor;
     // Trimmed while pending: nothing left to deliver.
-    for (const id of claimed.deleted) await ack(id);
+    await Promise.all(claimed.deleted.map(ack));
     const counts = await Promise.all(
       claimed.entries.map(async (entry) =>
         parsePendingCounts(
