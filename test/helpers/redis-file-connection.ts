@@ -32,14 +32,20 @@ export function redisForFile(lib: RedisLib, prefix: string): { readonly client: 
 /**
  * One connection per client library (node-redis and ioredis) for a whole test file, with the same hooks as
  * {@link redisForFile}: the map is filled before the file's tests, and emptied (keys deleted, connections
- * closed) after them.
+ * closed) after them. `database` selects another logical database than the URL's, for a test whose
+ * assertions depend on how many keys a `SCAN` walks (the shared database can hold any number of others).
  */
-export function redisClientsForFile(prefix: string): ReadonlyMap<RedisLib, TestRedisClient> {
+export function redisClientsForFile(
+  prefix: string,
+  options: { database?: number } = {},
+): ReadonlyMap<RedisLib, TestRedisClient> {
   const clients = new Map<RedisLib, TestRedisClient>();
   beforeAll(async () => {
     await requireService('Redis', env.redisUrl);
+    const url = new URL(env.redisUrl);
+    if (options.database !== undefined) url.pathname = `/${options.database}`;
     for (const lib of ['node-redis', 'ioredis'] as const) {
-      clients.set(lib, await connectClient(lib, env.redisUrl));
+      clients.set(lib, await connectClient(lib, url.toString()));
     }
   });
   afterAll(async () => {
