@@ -62,7 +62,12 @@ export interface RedisStreamsConsumerOptions extends ConsumerOptions<StreamEntry
 export interface RedisStreamsConsumer {
   /** This consumer's name within the group. */
   readonly consumer: string;
-  /** Stop reading, then wait (up to `drainTimeout`) for in-flight entries; resolves to whether it drained. */
+  /**
+   * Stop reading, then wait for the current read to return and for in-flight entries to settle, up to
+   * `drainTimeout` in all; resolves to whether both happened in time. A read still unanswered then (a Redis
+   * that hangs without closing the connection) is abandoned: entries a late reply brings stay pending, for
+   * `XAUTOCLAIM` to hand to a live consumer after `minIdle`.
+   */
   close(): Promise<boolean>;
   /** Resolves when the read loop ends. */
   readonly done: Promise<void>;
@@ -167,6 +172,9 @@ export async function idempotentConsumer(
   };
 
   const stop = new AbortController();
+  // Set when close() stopped waiting for the read loop (a command a hung Redis never answers): entries a late
+  // reply brings are then left pending for XAUTOCLAIM, never started behind a close() that has returned.
+  let abandoned = false;
   let cursor = '0-0';
   let nextClaimAt = 0;
 
@@ -193,6 +201,7 @@ export async function idempotentConsumer(
       ),
     );
     for (const [index, entry] of claimed.entries.entries()) {
+      if (abandoned) return;
       await start(entry, counts[index]?.get(entry.id) ?? 2);
     }
     if (cursor === '0-0') nextClaimAt = Date.now() + claimMs;
@@ -202,6 +211,8 @@ export async function idempotentConsumer(
     while (!stop.signal.aborted) {
       await inFlight.acquire();
       inFlight.release();
+      // Closed while waiting for a slot: claim nothing more for this consumer.
+      if (stop.signal.aborted) break;
       const free = Math.max(inFlight.free, 1);
       try {
         if (Date.now() >= nextClaimAt) await reclaim(free);
@@ -220,6 +231,7 @@ export async function idempotentConsumer(
           '>',
         ]);
         const read = parseReadGroup(stream, reply);
+        if (abandoned) break;
         for (const entry of read.entries) await start(entry, 1);
         if (read.entries.length === 0 && blockingClient === undefined)
           await sleep(pollMs, stop.signal);
@@ -238,10 +250,29 @@ export async function idempotentConsumer(
     close: () => {
       closing ??= (async () => {
         stop.abort();
-        await done;
-        return inFlight.drain(resolved.drainTimeoutMs);
+        const deadline = performance.now() + resolved.drainTimeoutMs;
+        // The loop ends once its current command returns (a blocking read within `block`), but a Redis that
+        // hangs without closing the connection never answers it, and node-redis does not time out a command
+        // already written: the wait for the loop counts against the drain timeout too.
+        const loopEnded = await settlesWithin(done, resolved.drainTimeoutMs);
+        if (!loopEnded) abandoned = true;
+        const drained = await inFlight.drain(Math.max(deadline - performance.now(), 0));
+        return loopEnded && drained;
       })();
       return closing;
     },
   };
+}
+
+/** Whether `promise` settles within `ms` (the timer is cleared either way). */
+async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  try {
+    return await Promise.race([promise.then(() => true), timedOut]);
+  } finally {
+    clearTimeout(timer);
+  }
 }

@@ -1,0 +1,83 @@
+/**
+ * `close()` of the Redis Streams consumer against a fake client whose blocking read the test answers when
+ * it chooses: the read in progress counts against `drainTimeout`, and entries its reply brings after
+ * `close()` gave up on it are never started (they stay pending, for `XAUTOCLAIM` to hand elsewhere).
+ */
+import { describe, expect, it } from 'vitest';
+import { createIdempotency, type Duration, memoryStore } from '../../../src/index.js';
+import { idempotentConsumer, type RedisStreamsClient } from '../../../src/redis-streams/index.js';
+
+/** A client answering every command at once but `XREADGROUP`, whose replies wait in `reads`. */
+function fakeClients() {
+  const reads: Array<(reply: unknown) => void> = [];
+  const sent: string[][] = [];
+  const client: RedisStreamsClient = {
+    sendCommand: async (args: string[]) => {
+      sent.push(args);
+      if (args[0] === 'XAUTOCLAIM') return ['0-0', [], []];
+      if (args[0] === 'XREADGROUP') return new Promise((resolve) => reads.push(resolve));
+      return 'OK';
+    },
+  };
+  return { client, reads, sent };
+}
+
+const until = async (what: string, predicate: () => boolean) => {
+  const deadline = Date.now() + 2000;
+  while (!predicate()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+};
+
+/** A consumer on {@link fakeClients}, waiting in its first read; `handled.count` counts handler calls. */
+async function readingConsumer(drainTimeout: Duration) {
+  const { client, reads } = fakeClients();
+  const handled = { count: 0 };
+  const consumer = await idempotentConsumer(
+    client,
+    () => {
+      handled.count++;
+    },
+    {
+      stream: 's',
+      group: 'g',
+      name: 'c',
+      idempotency: createIdempotency({ store: memoryStore() }),
+      blockingClient: client,
+      drainTimeout,
+    },
+  );
+  await until('the first read', () => reads.length === 1);
+  return { consumer, reads, handled };
+}
+
+describe('Redis Streams consumer: close() and the read in progress', () => {
+  it('gives up on an unanswered read at drainTimeout, then starts nothing its late reply brings', async () => {
+    // Arrange
+    const { consumer, reads, handled } = await readingConsumer('100ms');
+    // Act
+    const started = performance.now();
+    const closed = await consumer.close();
+    const elapsed = performance.now() - started;
+    reads[0]!([['s', [['1-0', ['x-idempotency-key', 'late']]]]]);
+    await consumer.done;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    // Assert
+    expect(closed).toBe(false);
+    expect(elapsed).toBeLessThan(1000);
+    expect(handled.count).toBe(0);
+  });
+
+  it('still handles the entries of a read answered within drainTimeout before it resolves', async () => {
+    // Arrange
+    const { consumer, reads, handled } = await readingConsumer('2s');
+    // Act
+    const closing = consumer.close();
+    setTimeout(() => reads[0]!([['s', [['1-0', ['x-idempotency-key', 'in-time']]]]]), 50);
+    const closed = await closing;
+    // Assert
+    expect(closed).toBe(true);
+    expect(handled.count).toBe(1);
+  });
+});
