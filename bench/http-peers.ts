@@ -17,7 +17,9 @@
  * ROUNDS, default 3, interleaved and reported as the median; ONLY, scenario ids such as `S2,S3`, measures
  * only those and writes no results file; PEERS, default
  * `express-idempotency,node-idempotency,powertools`; REDIS_URL as in the tests; PEERS_REDIS_DB, default 9).
- * idempotency-kit keeps its keys under a run prefix on REDIS_URL, as `bench/http.ts` does; the peers write to
+ * idempotency-kit runs compiled by `tsc`, as the peers run their packages' JavaScript (`TSX=1` loads its
+ * sources through tsx instead; see `lib/build-lib.ts`). It keeps its keys under a run prefix on REDIS_URL, as
+ * `bench/http.ts` does; the peers write to
  * the private DB PEERS_REDIS_DB under keys that start with `ikpeers-<run>-`, and only those keys are deleted
  * afterwards (never FLUSHDB/FLUSHALL: the Redis is shared). The tables are printed and written to
  * `bench/results/http-peers.md`.
