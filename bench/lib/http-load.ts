@@ -67,17 +67,23 @@ export interface LoadResult {
   statuses: string[];
 }
 
-/** One autocannon run at 50 connections; `keyOf` gives the key of the n-th request. */
+/**
+ * One autocannon run at 50 connections; `keyOf` gives the key of the n-th request. With `rate`, the
+ * connections send that many requests per second in all (a fixed offered load) instead of as many as the
+ * server answers.
+ */
 export async function load(
   url: string,
   seconds: number,
   keyOf: (n: number) => string,
+  rate?: number,
 ): Promise<LoadResult> {
   let n = 0;
   const result = await autocannon({
     url,
     connections: 50,
     duration: seconds,
+    ...(rate === undefined ? {} : { overallRate: rate }),
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: ORDER_BODY,

@@ -6,7 +6,24 @@ import { readdirSync, readFileSync } from 'node:fs';
 
 /** CPU seconds (user + system) of every process whose command name starts with one of `names`. */
 export function processCpu(names: string[]): number {
-  let ticks = 0;
+  let seconds = 0;
+  for (const cpu of processCpuByPid(names).values()) seconds += cpu;
+  return seconds;
+}
+
+/** CPU seconds (user + system) of this process. */
+export function ownCpu(): number {
+  const { user, system } = process.cpuUsage();
+  return (user + system) / 1e6;
+}
+
+/**
+ * CPU seconds (user + system) of each process whose command name starts with one of `names`, by pid: for
+ * servers that start and end processes while they are measured (PostgreSQL's backends and autovacuum
+ * workers), whose total would drop when one exits. See {@link cpuSince}.
+ */
+export function processCpuByPid(names: string[]): Map<number, number> {
+  const byPid = new Map<number, number>();
   for (const pid of readdirSync('/proc')) {
     if (!/^\d+$/.test(pid)) continue;
     try {
@@ -14,16 +31,20 @@ export function processCpu(names: string[]): number {
       const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
       if (!names.some((n) => name.startsWith(n))) continue;
       const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      ticks += Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15 of stat)
+      byPid.set(Number(pid), (Number(fields[11]) + Number(fields[12])) / 100);
     } catch {
       // The process ended while we read.
     }
   }
-  return ticks / 100; // USER_HZ is 100 on Linux
+  return byPid;
 }
 
-/** CPU seconds (user + system) of this process. */
-export function ownCpu(): number {
-  const { user, system } = process.cpuUsage();
-  return (user + system) / 1e6;
+/**
+ * CPU seconds spent between two {@link processCpuByPid} readings by the processes alive at the second one
+ * (a process that started in between counts from zero; one that ended in between is not counted).
+ */
+export function cpuSince(before: Map<number, number>, after: Map<number, number>): number {
+  let seconds = 0;
+  for (const [pid, cpu] of after) seconds += cpu - (before.get(pid) ?? 0);
+  return seconds;
 }
