@@ -24,16 +24,16 @@
  * afterwards (never FLUSHDB/FLUSHALL: the Redis is shared). The tables are printed and written to
  * `bench/results/http-peers.md`.
  */
-import { type ChildProcess, fork } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { type BenchStores, cleanupBenchStores } from './lib/bench-stores.js';
 import { libraryBuilder, repoRoot } from './lib/build-lib.js';
 import { type LoadResult, load, ORDER_BODY, selectedScenarios } from './lib/http-load.js';
 import type { BenchCpuReport, BenchServerConfig } from './lib/http-server.js';
 import { type BenchRow, median } from './lib/report.js';
 import { ResultsFile } from './lib/results.js';
+import { startServerChild } from './lib/server-child.js';
 import type { PeerStats } from './peers/server.js';
 import { PEER_LABELS, PEERS, type PeerName, type PeerServerConfig } from './peers/types.js';
 
@@ -80,16 +80,8 @@ interface Server {
 }
 
 async function startChild(script: string, env: Record<string, string>): Promise<Server> {
-  const child = fork(fileURLToPath(new URL(script, import.meta.url)), [], {
-    execArgv: ['--import', 'tsx'],
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-  });
-  const port = await new Promise<number>((resolve, reject) => {
-    child.once('message', (m: { port: number }) => resolve(m.port));
-    child.once('exit', (code) => reject(new Error(`bench server ${script} exited (${code})`)));
-  });
-  return { url: `http://127.0.0.1:${port}/orders`, child, stop: () => child.kill('SIGKILL') };
+  const server = await startServerChild(new URL(script, import.meta.url), env);
+  return { ...server, stop: () => server.child.kill('SIGKILL') };
 }
 
 function startServer(row: Row, delayMs: number, scenario: string): Promise<Server> {

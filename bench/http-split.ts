@@ -21,19 +21,19 @@
  *
  * A run with the defaults (no STORES, PEERS or RATE) writes `bench/results/http-split.md`.
  */
-import { type ChildProcess, fork } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { type BenchStores, cleanupBenchStores, prepareBenchStores } from './lib/bench-stores.js';
 import { libraryBuilder, repoRoot } from './lib/build-lib.js';
 import type { GcProbeReport } from './lib/gc-probe.js';
 import { load } from './lib/http-load.js';
 import type { BenchServerConfig } from './lib/http-server.js';
-import { cpuSince, ownCpu, processCpuByPid } from './lib/proc-cpu.js';
+import { allThreadsCpu, cpuSince, ownCpu, processCpuByPid, threadCpu } from './lib/proc-cpu.js';
 import { type BenchRow, median } from './lib/report.js';
 import { ResultsFile } from './lib/results.js';
+import { type ServerChild, startServerChild } from './lib/server-child.js';
 import { PEER_LABELS, type PeerName, type PeerServerConfig } from './peers/types.js';
 
 const duration = Number(process.env.DURATION ?? 3);
@@ -106,47 +106,8 @@ const ROWS: Row[] = [
   ),
 ];
 
-/** A running server child. */
-interface Server {
-  url: string;
-  child: ChildProcess;
-}
-
-async function start(row: Row): Promise<Server> {
-  const child = fork(fileURLToPath(new URL(row.script, import.meta.url)), [], {
-    execArgv: ['--import', 'tsx', '--import', gcProbe],
-    env: { ...process.env, ...row.env },
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-  });
-  const port = await new Promise<number>((resolve, reject) => {
-    const onMessage = (message: { port?: number }) => {
-      if (message.port === undefined) return;
-      child.off('message', onMessage);
-      resolve(message.port);
-    };
-    child.on('message', onMessage);
-    child.once('exit', (code) => reject(new Error(`${row.name}: server exited (${code})`)));
-  });
-  return { url: `http://127.0.0.1:${port}/orders`, child };
-}
-
-// CPU seconds (user + system) of one thread, or of every thread of the process (10 ms resolution).
-function threadCpu(pid: number, thread: number): number {
-  const stat = readFileSync(`/proc/${pid}/task/${thread}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
-
-function allThreadsCpu(pid: number): number {
-  let seconds = 0;
-  for (const thread of readdirSync(`/proc/${pid}/task`)) {
-    try {
-      seconds += threadCpu(pid, Number(thread));
-    } catch {
-      // The thread ended while we read.
-    }
-  }
-  return seconds;
+function start(row: Row): Promise<ServerChild> {
+  return startServerChild(new URL(row.script, import.meta.url), row.env, ['--import', gcProbe]);
 }
 
 function writeSyscalls(pid: number): number {
@@ -176,7 +137,7 @@ interface Reading {
   gc: GcProbeReport['gc'];
 }
 
-async function read(server: Server): Promise<Reading> {
+async function read(server: ServerChild): Promise<Reading> {
   const pid = server.child.pid!;
   return {
     main: threadCpu(pid, pid),
@@ -218,7 +179,7 @@ const benchStores: BenchStores = {
   tempDirs: [buildDir],
 };
 await prepareBenchStores(benchStores);
-const servers: Server[] = [];
+const servers: ServerChild[] = [];
 try {
   for (const row of ROWS) servers.push(await start(row));
   const splits = ROWS.map(() => [] as Split[]);

@@ -11,6 +11,31 @@ export function processCpu(names: string[]): number {
   return seconds;
 }
 
+// utime + stime (fields 14 and 15 of a `stat` line, counted after the command name, which may hold spaces),
+// in seconds: USER_HZ is 100 on Linux.
+function statCpu(stat: string): number {
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+/** CPU seconds (user + system) of one thread of process `pid` (its main thread: `thread` = `pid`). */
+export function threadCpu(pid: number, thread: number): number {
+  return statCpu(readFileSync(`/proc/${pid}/task/${thread}/stat`, 'utf8'));
+}
+
+/** CPU seconds (user + system) of every thread process `pid` has now. */
+export function allThreadsCpu(pid: number): number {
+  let seconds = 0;
+  for (const thread of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      seconds += threadCpu(pid, Number(thread));
+    } catch {
+      // The thread ended while we read.
+    }
+  }
+  return seconds;
+}
+
 /** CPU seconds (user + system) of this process. */
 export function ownCpu(): number {
   const { user, system } = process.cpuUsage();
@@ -30,8 +55,7 @@ export function processCpuByPid(names: string[]): Map<number, number> {
       const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
       const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
       if (!names.some((n) => name.startsWith(n))) continue;
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      byPid.set(Number(pid), (Number(fields[11]) + Number(fields[12])) / 100);
+      byPid.set(Number(pid), statCpu(stat));
     } catch {
       // The process ended while we read.
     }
