@@ -17,14 +17,23 @@
  * another source tree (a snapshot of `src/`, through tsx like the checkout's): before/after figures of a
  * change in the same rounds. Each such row also shows the median of its per-round ratios to the checkout's
  * row. A partial run (`BENCH_ROWS`, `COMPARE`) writes no results file.
+ *
+ * The batched engine row runs twice: on a schema migrated to the newest migration, and on one migrated only
+ * up to 0006, whose batch functions plan their statements on every call (0007 plans them once per
+ * connection): the migration's effect, measured in one run. Each row also shows the CPU its PostgreSQL
+ * backends spent per pair (from `/proc`, Linux; 10 ms resolution).
  */
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import * as checkoutCore from '../src/index.js';
+import { renderSql, tableNames } from '../src/postgres/identifiers.js';
 import * as checkoutPostgres from '../src/postgres/index.js';
+import { migrations } from '../src/postgres/migrations.gen.js';
+import { createMigrationsTable } from '../src/postgres/sql.gen.js';
 import { compareVariants } from './lib/build-lib.js';
+import { cpuSince, processCpuByPid } from './lib/proc-cpu.js';
 import { type BenchRow, median, throughput } from './lib/report.js';
 import { ResultsFile } from './lib/results.js';
 
@@ -62,6 +71,23 @@ interface Case {
   variantOf?: string;
 }
 
+/**
+ * Bring `schema` to where `migrate()` would leave it if the package had only the migrations up to
+ * `version`: a row on it measures the store as it ran before a later migration.
+ */
+async function migrateUpTo(pool: pg.Pool, schema: string, version: number): Promise<void> {
+  const names = tableNames(schema);
+  await pool.query(`CREATE SCHEMA IF NOT EXISTS ${names.schema}`);
+  await pool.query(renderSql(createMigrationsTable, names));
+  for (const migration of migrations.filter((m) => m.id <= version)) {
+    await pool.query(renderSql(migration.sql, names));
+    await pool.query(`INSERT INTO ${names.migrationsTable} (id, name) VALUES ($1, $2)`, [
+      migration.id,
+      migration.name,
+    ]);
+  }
+}
+
 async function main(): Promise<void> {
   const pool = new pg.Pool({
     connectionString: DATABASE_URL,
@@ -76,6 +102,13 @@ async function main(): Promise<void> {
   );
   const store = checkoutPostgres.postgresStore({ pool, schema });
   const engine = checkoutCore.createIdempotency({ store, cache: false, extendLease: false });
+  const schema6 = `${schema}_0006`;
+  await migrateUpTo(pool, schema6, 6);
+  const engine6 = checkoutCore.createIdempotency({
+    store: checkoutPostgres.postgresStore({ pool, schema: schema6 }),
+    cache: false,
+    extendLease: false,
+  });
   const transactional = checkoutPostgres.postgresTransactional({ pool, schema });
   const outcome = Buffer.from('{"status":201,"body":{"id":"ord_123"}}');
   const run = randomUUID().slice(0, 8);
@@ -141,6 +174,12 @@ async function main(): Promise<void> {
           id: i,
         })),
     },
+    // Last, so that the rows above keep their numbers (BENCH_ROWS).
+    {
+      name: 'engine.run over postgresStore, batched, schema at 0006 (batches planned on every call)',
+      op: (i, round) =>
+        engine6.run({ key: `${run}:e6:${round}:${i}`, payload: { i } }, () => ({ id: i })),
+    },
   ];
 
   // Rows by number (BENCH_ROWS), then each COMPARE variant's rows right after the checkout's they repeat.
@@ -165,9 +204,13 @@ async function main(): Promise<void> {
     // Warm-up: connections, plans, caches.
     for (const c of selected) await throughput(500, CONCURRENCY, (i) => c.op(i, -1));
     const samples = new Map<string, number[]>(selected.map((c) => [c.name, []]));
+    const postgresCpu = new Map<string, number>(selected.map((c) => [c.name, 0]));
     for (let round = 0; round < ROUNDS; round++) {
       for (const c of selected) {
+        const before = processCpuByPid(['postgres']);
         samples.get(c.name)!.push(await throughput(OPS, CONCURRENCY, (i) => c.op(i, round)));
+        const spent = cpuSince(before, processCpuByPid(['postgres']));
+        postgresCpu.set(c.name, postgresCpu.get(c.name)! + spent);
       }
     }
     const baseline = samples.get(selected[0]!.name)!;
@@ -184,6 +227,7 @@ async function main(): Promise<void> {
           ...(compare.length > 0 && {
             'vs checkout row': checkoutRow === undefined ? '' : pairedMedian(own, checkoutRow),
           }),
+          'postgres CPU µs/pair': ((postgresCpu.get(c.name)! * 1e6) / (OPS * ROUNDS)).toFixed(1),
           rounds: own.map((s) => Math.round(s)).join(' / '),
         },
       };
@@ -196,6 +240,7 @@ async function main(): Promise<void> {
     if (ONLY === undefined && compare.length === 0) results.write();
   } finally {
     await pool.query(`DROP SCHEMA "${schema}" CASCADE`);
+    await pool.query(`DROP SCHEMA "${schema6}" CASCADE`);
     await pool.end();
   }
 }

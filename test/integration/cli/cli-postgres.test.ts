@@ -33,7 +33,7 @@ describe('idempotency-kit migrate', () => {
     expect(first.stdout).toMatch(/applied 0001_records/);
     const second = await cli(['migrate', '--schema', schema], { DATABASE_URL: env.databaseUrl });
     expect(second.code).toBe(0);
-    expect(second.stdout).toMatch(/up to date \(version 6\)/);
+    expect(second.stdout).toMatch(/up to date \(version 7\)/);
     const { rows } = await pool.query(
       "SELECT relpersistence FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = 'idempotency_records'",
       [schema],
@@ -61,6 +61,7 @@ describe('idempotency-kit migrate', () => {
       { id: 4, name: '0004_complete_claim_function' },
       { id: 5, name: '0005_reservations_and_steps' },
       { id: 6, name: '0006_batch_lock_timeout' },
+      { id: 7, name: '0007_generic_batch_plans' },
     ]);
   });
 

@@ -6,7 +6,7 @@ import { migrate, postgresStore } from '../../../src/postgres/index.js';
 import { migrations } from '../../../src/postgres/migrations.gen.js';
 import { createMigrationsTable } from '../../../src/postgres/sql.gen.js';
 import { env, requireService } from '../../helpers/env.js';
-import { testPool, uniqueSchema } from '../../helpers/postgres-env.js';
+import { setBatchLockTimeout, testPool, uniqueSchema } from '../../helpers/postgres-env.js';
 
 const pool = testPool({ max: 3 });
 const schemas: string[] = [];
@@ -16,17 +16,33 @@ const fresh = (label: string) => {
   return schema;
 };
 
-/** A schema as `migrate()` would leave it with only the migrations up to `version` in the package. */
-async function migrateTo(schema: string, version: number): Promise<void> {
+/**
+ * Apply the package's migrations `from`…`to` to `schema` as `migrate()` would, and only those: from 1, a
+ * schema as `migrate()` would leave it with only the migrations up to `to` in the package.
+ */
+async function applyMigrations(schema: string, from: number, to: number): Promise<void> {
   const names = tableNames(schema);
   await pool.query(renderSql(createMigrationsTable, names));
-  for (const migration of migrations.filter((m) => m.id <= version)) {
+  for (const migration of migrations.filter((m) => m.id >= from && m.id <= to)) {
     await pool.query(renderSql(migration.sql, names));
     await pool.query(`INSERT INTO ${names.migrationsTable} (id, name) VALUES ($1, $2)`, [
       migration.id,
       migration.name,
     ]);
   }
+}
+
+/** A schema as `migrate()` would leave it with only the migrations up to `version` in the package. */
+const migrateTo = (schema: string, version: number) => applyMigrations(schema, 1, version);
+
+/** Each batch function of `schema` with its settings (`pg_proc.proconfig`). */
+async function functionSettings(schema: string): Promise<Record<string, string[] | null>> {
+  const { rows } = await pool.query(
+    `SELECT p.proname, p.proconfig
+     FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1`,
+    [schema],
+  );
+  return Object.fromEntries(rows.map((row) => [row.proname, row.proconfig]));
 }
 
 /**
@@ -63,11 +79,12 @@ describe('migrate', () => {
             '0004_complete_claim_function',
             '0005_reservations_and_steps',
             '0006_batch_lock_timeout',
+            '0007_generic_batch_plans',
           ],
-          version: 6,
+          version: 7,
         },
       ]);
-      expect(results.every((r) => r.version === 6)).toBe(true);
+      expect(results.every((r) => r.version === 7)).toBe(true);
     } finally {
       await Promise.all(pools.map((p) => p.end()));
     }
@@ -102,6 +119,7 @@ describe('migrate', () => {
         '0004_complete_claim_function',
         '0005_reservations_and_steps',
         '0006_batch_lock_timeout',
+        '0007_generic_batch_plans',
       ]);
     } finally {
       holder.release();
@@ -119,6 +137,7 @@ describe('migrate', () => {
         '0004_complete_claim_function',
         '0005_reservations_and_steps',
         '0006_batch_lock_timeout',
+        '0007_generic_batch_plans',
       ]);
       expect((await migrate(client, { schema, table: 'records' })).applied).toEqual([]);
     } finally {
@@ -211,6 +230,7 @@ describe('migrate', () => {
     expect((await migrate(pool, { schema })).applied).toEqual([
       '0005_reservations_and_steps',
       '0006_batch_lock_timeout',
+      '0007_generic_batch_plans',
     ]);
     // Assert: the same store claims now; the old rows carry no reservation and keep their state.
     expect((await store.claim('new', reserve)).claimed).toBe(true);
@@ -309,23 +329,14 @@ describe('migrate', () => {
       { key: 'a', fingerprint: 'f', leaseMs: 60_000 },
       { key: 'b', fingerprint: 'f', leaseMs: 60_000 },
     ]);
-    const settings = async () =>
-      Object.fromEntries(
-        (
-          await pool.query(
-            `SELECT p.proname, p.proconfig
-             FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1`,
-            [schema],
-          )
-        ).rows.map((row) => [row.proname, row.proconfig]),
-      );
+    const settings = () => functionSettings(schema);
     expect(await settings()).toEqual({
       idempotency_records_claim_many: ['plan_cache_mode=force_custom_plan'],
       idempotency_records_complete_many: ['plan_cache_mode=force_custom_plan'],
       idempotency_records_complete_claim: ['plan_cache_mode=force_custom_plan'],
     });
-    // Act
-    expect((await migrate(pool, { schema })).applied).toEqual(['0006_batch_lock_timeout']);
+    // Act: 0006 alone, as migrate() applies it.
+    await applyMigrations(schema, 6, 6);
     // Assert: claim_many and complete_claim give up a lock wait after 100 ms; complete_many still waits.
     expect(await settings()).toEqual({
       idempotency_records_claim_many: ['plan_cache_mode=force_custom_plan', 'lock_timeout=100ms'],
@@ -348,6 +359,46 @@ describe('migrate', () => {
         })),
       ),
     ).toEqual([true, true]);
+  });
+
+  it('plans the batch functions once per connection from 0007 on, keeping their lock timeouts, grants and records', async () => {
+    // Arrange: a table at 0006 whose operator set the batch lock timeout to 250 ms, with two claims.
+    const schema = fresh('mig6');
+    await migrateTo(schema, 6);
+    await setBatchLockTimeout(pool, schema, '250ms');
+    const store = postgresStore({ pool, schema });
+    const before = await store.claimMany!([
+      { key: 'a', fingerprint: 'f', leaseMs: 60_000 },
+      { key: 'b', fingerprint: 'f', leaseMs: 60_000 },
+    ]);
+    const tokens = before.map((result) => (result.claimed ? result.token : Number.NaN));
+    // Act
+    expect((await migrate(pool, { schema })).applied).toEqual(['0007_generic_batch_plans']);
+    // Assert: one plan per connection, never a sequential scan; the operator's lock timeout stays.
+    expect(await functionSettings(schema)).toEqual({
+      idempotency_records_claim_many: [
+        'plan_cache_mode=force_generic_plan',
+        'lock_timeout=250ms',
+        'enable_seqscan=off',
+      ],
+      idempotency_records_complete_many: [
+        'plan_cache_mode=force_generic_plan',
+        'enable_seqscan=off',
+      ],
+      idempotency_records_complete_claim: [
+        'plan_cache_mode=force_generic_plan',
+        'lock_timeout=250ms',
+      ],
+    });
+    // The same store, started before the migration, completes what it claimed before it; a retried
+    // completion is answered as completed, a stale token is fenced out.
+    const complete = (token: number, key = 'a') =>
+      store.completeMany!([{ key, token, outcome: Buffer.from('ok'), retentionMs: 60_000 }]);
+    expect(await complete(tokens[0]!)).toEqual([true]);
+    expect(await complete(tokens[0]!)).toEqual([true]);
+    expect(await complete(tokens[1]! - 1, 'b')).toEqual([false]);
+    expect(await complete(tokens[1]!, 'b')).toEqual([true]);
+    expect(await store.get('b')).toMatchObject({ status: 'completed', token: tokens[1] });
   });
 
   it('fails closed with StoreUnavailableError when the database is unreachable', async () => {

@@ -168,12 +168,21 @@ describe('the statements that keep or clear steps', () => {
 describe('migration 0005_reservations_and_steps', () => {
   const migration = migrations.find((m) => m.name === '0005_reservations_and_steps');
 
-  it('is number 5, and the last to define the batch functions, whose bodies the checks below compare with the statements', () => {
+  it('is number 5, and the last to define claim_many and complete_claim, whose bodies the checks compare with the statements', () => {
     expect(migration?.id).toBe(5);
     const later = migrations.filter((m) => m.id > 5);
-    // 0006 only sets a lock_timeout on two of them (ALTER FUNCTION … SET): their bodies stay 0005's.
-    expect(later.map((m) => m.name)).toEqual(['0006_batch_lock_timeout']);
-    for (const m of later) expect(bareSql(m.sql)).not.toMatch(/CREATE (OR REPLACE )?FUNCTION/i);
+    // 0006 only sets a lock_timeout on two of them, 0007 their plan settings (ALTER FUNCTION … SET); 0007
+    // also replaces complete_many's body, checked against complete-many.sql below.
+    expect(later.map((m) => m.name)).toEqual([
+      '0006_batch_lock_timeout',
+      '0007_generic_batch_plans',
+    ]);
+    for (const m of later) {
+      const created = bareSql(m.sql).match(/CREATE (OR REPLACE )?FUNCTION \S+/gi) ?? [];
+      expect(created).toEqual(
+        m.id === 7 ? ['CREATE OR REPLACE FUNCTION {{completeManyFunction}}(text[],'] : [],
+      );
+    }
   });
 
   it('adds the steps column as a nullable jsonb without a default', () => {
@@ -182,21 +191,40 @@ describe('migration 0005_reservations_and_steps', () => {
     );
   });
 
-  it('replaces complete_many in place with complete-many.sql, as it is', () => {
-    // Arrange
+  it('replaces complete_many in place, keeping its arguments, result, owner and grants', () => {
     const text = migration?.sql ?? '';
-    const create = text.indexOf(
+    expect(text).toContain(
       'CREATE OR REPLACE FUNCTION {{completeManyFunction}}(text[], bigint[], bytea[], float8[])',
     );
-    const start = text.indexOf('  WITH input AS', create);
-    const end = text.indexOf('r.expires_at > now();', start) + 'r.expires_at > now();'.length;
+    expect(bareSql(text)).not.toMatch(/DROP FUNCTION IF EXISTS \{\{completeManyFunction\}\}/);
+  });
+});
+
+describe('the newest migration that defines complete_many', () => {
+  const defining = migrations.filter((m) =>
+    m.sql.includes('FUNCTION {{completeManyFunction}}(text[], bigint[], bytea[], float8[])\n'),
+  );
+  const newest = defining[defining.length - 1];
+
+  it('is 0007_generic_batch_plans, which replaces it in place', () => {
+    expect(newest?.name).toBe('0007_generic_batch_plans');
+    expect(newest?.sql).toContain(
+      'CREATE OR REPLACE FUNCTION {{completeManyFunction}}(text[], bigint[], bytea[], float8[])',
+    );
+    expect(bareSql(newest?.sql ?? '')).not.toMatch(/DROP FUNCTION/);
+  });
+
+  it('has complete-many.sql, as it is, for its body', () => {
+    // Arrange
+    const text = newest?.sql ?? '';
+    const create = text.indexOf('CREATE OR REPLACE FUNCTION {{completeManyFunction}}');
+    const start = text.indexOf('  WITH done AS', create);
+    const end = text.indexOf('IS TRUE;', text.indexOf('UNION ALL', start)) + 'IS TRUE;'.length;
     // Act
     const body = bareSql(text.slice(start, end));
     // Assert
     expect(create).toBeGreaterThan(0);
     expect(body).toBe(bareSql(sql.completeMany));
-    // Same arguments and result as 0003's, so the function, its owner and grants stay.
-    expect(bareSql(text)).not.toMatch(/DROP FUNCTION IF EXISTS \{\{completeManyFunction\}\}/);
   });
 });
 
