@@ -4,6 +4,7 @@
  * afterAll. Records live in the Redis store, so consumers in other processes share them.
  */
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ConsumerContext } from '../../src/consumer/index.js';
 import { createIdempotency, type Idempotency } from '../../src/index.js';
@@ -37,8 +38,6 @@ async function waitUntil(
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
 }
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Counts what consumers of one case did. */
 function tally() {

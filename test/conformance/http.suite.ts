@@ -3,6 +3,7 @@
  * every store. Each check drives a real server on loopback with real HTTP requests.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ERRORS_DOC_URL } from '../../src/core/errors.js';
 import { createIdempotency } from '../../src/index.js';
@@ -23,8 +24,6 @@ interface Sent {
   bytes: Buffer;
   json(): unknown;
 }
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Define the suite for one adapter on one store. */
 export function describeHttpSuite(

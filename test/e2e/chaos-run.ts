@@ -5,6 +5,7 @@
  * @module
  */
 import { createServer } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { ChaosBackend, LedgerView } from './chaos-backends.js';
 import { type LoadResult, runPaymentLoad } from './payment-load.js';
 import { SupervisedProcess } from './supervised-process.js';
@@ -39,8 +40,6 @@ export interface ChaosReport {
   /** Every process's last output lines (for failure messages). */
   output: string;
 }
-
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** A free loopback port (bound then released; the API binds it right after). */
 export function freePort(): Promise<number> {

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 /**
  * The client side of the chaos test: create N payments, each POSTed three times at once with the same
  * Idempotency-Key and body, every POST retried until it gets a final answer (a 409 in progress, a 503, a
@@ -34,8 +35,6 @@ export interface LoadOptions {
   /** Give up (and fail) past this time (epoch ms). */
   deadline: number;
 }
-
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 interface Answer {
   status: number;

@@ -6,6 +6,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { serve } from '@hono/node-server';
 import express from 'express';
 import Fastify from 'fastify';
@@ -48,8 +49,6 @@ function agree(
   if (!asyncContextOn) return own;
   return current() === own ? own : undefined;
 }
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function* slowChunks(chunks: Uint8Array[], delayMs: number) {
   for (const chunk of chunks) {

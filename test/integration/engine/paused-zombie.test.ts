@@ -7,6 +7,7 @@
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createIdempotency, RecordStatus, type Store } from '../../../src/index.js';
 import { helperPath as helper, sharedStoreBackends } from '../../helpers/shared-store-backends.js';
@@ -14,7 +15,6 @@ import type { ZombieConfig, ZombieMessage } from '../../helpers/zombie-child.js'
 
 // Long enough that the zombie's lease is surely live when the rescuer first tries, on a loaded machine.
 const LEASE_MS = 2000;
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 const backends = sharedStoreBackends('zombie');
 

@@ -6,13 +6,13 @@
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { HttpChildConfig, HttpChildMessage } from '../../helpers/http-server-child.js';
 import { helperPath as helper, sharedStoreBackends } from '../../helpers/shared-store-backends.js';
 
 const ADAPTERS = ['express', 'fastify', 'fetch', 'hono'] as const;
 const LEASE_MS = 1500;
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 interface Child {
   process: ChildProcess;

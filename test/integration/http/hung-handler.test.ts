@@ -4,6 +4,7 @@
  * answered, instead of 409 for as long as the process lives.
  */
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createIdempotency } from '../../../src/index.js';
 import { redisStore } from '../../../src/redis/index.js';
@@ -11,8 +12,6 @@ import { env, requireService } from '../../helpers/env.js';
 import { startAllAdapters } from '../../helpers/http-adapters.js';
 import type { RunningServer, TestRoute } from '../../helpers/http-harness.js';
 import { connectClient, deleteKeys, type TestRedisClient } from '../../helpers/redis-clients.js';
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('HTTP: a handler that never answers, bounded by maxExecution (Redis)', () => {
   const prefix = `idemtest:hung:${randomUUID()}:`;

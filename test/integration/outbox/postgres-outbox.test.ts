@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type OutboxDatabase, openOutboxDatabase } from '../../helpers/outbox-postgres.js';
 import { recordingPublisher, waitFor } from '../../helpers/outbox-recorder.js';
@@ -24,8 +25,6 @@ afterAll(async () => {
   await Promise.all(relays.map((relay) => relay.stop()));
   await db?.close();
 });
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 function relayOf(
   options: Partial<Parameters<typeof createRelay>[0]> &

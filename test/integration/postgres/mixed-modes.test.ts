@@ -7,6 +7,7 @@
  * pile up on the pool.
  */
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createIdempotency } from '../../../src/index.js';
 import {
@@ -19,7 +20,6 @@ import { type PostgresFixture, setupPostgres } from '../../helpers/postgres-env.
 
 let fx: PostgresFixture;
 const newKey = (label: string) => `${label}-${randomUUID()}`;
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 beforeAll(async () => {
   fx = await setupPostgres('mixed', { max: 12 });

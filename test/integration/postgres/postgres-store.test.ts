@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isInvalidOptionsError, isStoreUnavailableError } from '../../../src/index.js';
 import { type PgQueryable, postgresStore } from '../../../src/postgres/index.js';
@@ -270,8 +271,6 @@ describe('postgresStore purge', () => {
     await expect(store.purgeExpired({ limit: 0 })).rejects.toThrow(/positive integer/);
   });
 });
-
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** Wait until a statement on `schema` is waiting on a lock (the blocked claim). */
 async function waitForLockWait(

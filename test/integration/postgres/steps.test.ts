@@ -7,6 +7,7 @@
  * a process running code older than 0005 leaves behind.
  */
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ClaimResult, createFingerprint, isInvalidOptionsError } from '../../../src/index.js';
 import { renderSql, tableNames } from '../../../src/postgres/identifiers.js';
@@ -23,7 +24,6 @@ let fx: PostgresFixture;
 const day = 86_400_000;
 const key = (label: string) => `${label}:${randomUUID()}`;
 const bytes = (text: string) => new Uint8Array(Buffer.from(text));
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 beforeAll(async () => {
   fx = await setupPostgres('steps', { max: 4 });

@@ -1,5 +1,6 @@
 import { fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { postgresStore, postgresTransactional } from '../../../src/postgres/index.js';
@@ -9,7 +10,6 @@ import { type PostgresFixture, setupPostgres } from '../../helpers/postgres-env.
 
 let fx: PostgresFixture;
 const child = fileURLToPath(new URL('../../helpers/postgres-crash-child.ts', import.meta.url));
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 beforeAll(async () => {
   fx = await setupPostgres('crash');

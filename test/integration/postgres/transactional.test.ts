@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createFingerprint,
@@ -18,7 +19,6 @@ import { type PostgresFixture, setupPostgres } from '../../helpers/postgres-env.
 
 let fx: PostgresFixture;
 const newKey = (label: string) => `${label}-${randomUUID()}`;
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 beforeAll(async () => {
   fx = await setupPostgres('tx', { max: 8 });

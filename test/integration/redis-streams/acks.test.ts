@@ -5,6 +5,7 @@
  * waits for acks still on their way.
  */
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -13,8 +14,6 @@ import { idempotentConsumer, type StreamEntry } from '../../../src/redis-streams
 import { env, requireService } from '../../helpers/env.js';
 
 type Client = ReturnType<typeof createClient>;
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function waitUntil(what: string, predicate: () => boolean, timeoutMs = 15_000) {
   const deadline = Date.now() + timeoutMs;

@@ -5,6 +5,7 @@
  * start behind a `close()` that has returned.
  */
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createIdempotency, memoryStore } from '../../../src/index.js';
@@ -12,8 +13,6 @@ import { idempotentConsumer, type RedisStreamsClient } from '../../../src/redis-
 import { env, requireService } from '../../helpers/env.js';
 import { connectClient, type TestRedisClient } from '../../helpers/redis-clients.js';
 import { startRedisProxy, type TcpProxy } from '../../helpers/tcp-proxy.js';
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('Redis Streams consumer: close() on a hung Redis', () => {
   const stream = `ik-test:streams-close:${randomUUID().slice(0, 8)}`;

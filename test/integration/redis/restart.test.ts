@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { isStoreUnavailableError } from '../../../src/core/errors.js';
 import { redisStore } from '../../../src/redis/index.js';
@@ -6,7 +7,6 @@ import { connectClient, type RedisLib } from '../../helpers/redis-clients.js';
 import { freePorts, PORT_SLICES, PrivateRedis } from '../../helpers/redis-servers.js';
 
 const TIMEOUT_MS = 500;
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 // Every rejection must reach a caller: a late failure of a timed-out call may never go unhandled.
 const unhandled: unknown[] = [];

@@ -8,6 +8,7 @@ import { type ChildProcess, fork } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -24,7 +25,6 @@ afterAll(() => {
 const childScript = fileURLToPath(
   new URL('../../helpers/sqlite-tx-crash-child.ts', import.meta.url),
 );
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 let files = 0;
 
 function freshFile(): string {
