@@ -36,6 +36,8 @@
  * `COMPARE=name=/abs/path/to/src,…` adds a Redis row per variant, loading the library from another source
  * tree (a snapshot of `src/`, compiled the same way), for before/after figures of a change in one run; the
  * results file is then not written.
+ * `PG_AT=<n>` adds a PostgreSQL row, last, on a schema migrated only up to migration `n`: a later
+ * migration's effect in the same run (`PG_AT=6`: 0007, batch functions planned once per connection).
  * `BENCH_PROFILE=<dir>` writes a V8 CPU profile of this process per measured row and round, covering only the
  * consuming (not the filling), as `<dir>/<row>-<round>.cpuprofile` (open it in Chrome DevTools).
  */
@@ -49,6 +51,7 @@ import pg from 'pg';
 import { createClient } from 'redis';
 import type { Store } from '../src/index.js';
 import { env } from '../test/helpers/env.js';
+import { migrateUpTo, pgAtVersion } from './lib/bench-stores.js';
 import { compareVariants, libraryBuilder, repoRoot } from './lib/build-lib.js';
 import { processCpu } from './lib/proc-cpu.js';
 import { type BenchRow, median, roundColumns } from './lib/report.js';
@@ -342,6 +345,17 @@ for (const variant of compare) {
   ]);
 }
 
+// PG_AT=n: the PostgreSQL row once more, on a schema that stops at migration n.
+const pgAt = pgAtVersion();
+const schemaAt = `${schema}_at${pgAt}`;
+if (pgAt !== undefined) {
+  await migrateUpTo(pool, schemaAt, pgAt);
+  cases.push([
+    `idempotent, PostgreSQL store, schema at ${String(pgAt).padStart(4, '0')}`,
+    (q, n) => idempotent(connection, q, n, checkout.postgresStore({ pool, schema: schemaAt })),
+  ]);
+}
+
 const selected = cases
   .map((c, index) => [c, index] as const)
   .filter(([, index]) => index === 0 || ONLY === undefined || ONLY.includes(index));
@@ -393,7 +407,7 @@ try {
   }));
   // The command as run, with the settings that were given, so the file says how to reproduce it.
   const settings = Object.entries(process.env)
-    .filter(([name]) => name.startsWith('BENCH_') || name === 'TSX')
+    .filter(([name]) => name.startsWith('BENCH_') || name === 'TSX' || name === 'PG_AT')
     .map(([name, value]) => `${name}=${value} `)
     .sort()
     .join('');
@@ -408,7 +422,13 @@ try {
     },
   );
   // Only a run of every row, unprofiled, at the issue's prefetch, replaces the committed results.
-  if (ONLY === undefined && PROFILE === undefined && PREFETCH === 100 && compare.length === 0) {
+  if (
+    ONLY === undefined &&
+    PROFILE === undefined &&
+    PREFETCH === 100 &&
+    compare.length === 0 &&
+    pgAt === undefined
+  ) {
     results.write();
   }
 } finally {
@@ -416,6 +436,7 @@ try {
     if (key.length > 0) await redis.del(key);
   }
   await pool.query(`DROP SCHEMA "${schema}" CASCADE`);
+  await pool.query(`DROP SCHEMA IF EXISTS "${schemaAt}" CASCADE`);
   await pool.end();
   redis.destroy();
   await connection.close();

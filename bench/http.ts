@@ -20,7 +20,9 @@
  * `dist/` (see `lib/build-lib.ts`); TSX=1 loads the TypeScript sources through tsx instead. COMPARE
  * (`name=/abs/path/to/src,…`) adds a row per store loading the library from another source tree (a
  * snapshot of `src/`, for before/after figures of a change in one run); the results file is then not
- * written.
+ * written. PG_AT=<n> adds a PostgreSQL row on a schema migrated only up to migration n (a later
+ * migration's effect in the same run; `PG_AT=6`: 0007, batch functions planned once per connection); the
+ * results file is then not written either.
  */
 import { fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -28,7 +30,12 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { type BenchStores, cleanupBenchStores, prepareBenchStores } from './lib/bench-stores.js';
+import {
+  type BenchStores,
+  cleanupBenchStores,
+  pgAtVersion,
+  prepareBenchStores,
+} from './lib/bench-stores.js';
 import { compareVariants, libraryBuilder, repoRoot } from './lib/build-lib.js';
 import { load, ORDER_BODY, selectedScenarios } from './lib/http-load.js';
 import type { BenchServerConfig } from './lib/http-server.js';
@@ -84,9 +91,22 @@ const variantStores: BenchStores[] = variants.map((variant) => ({
   pgSchema: `${pgSchema}_${variant.name}`,
   tempDirs: [],
 }));
+// PG_AT=n: one more schema, for the row that runs on a schema stopping at migration n.
+const pgAt = pgAtVersion();
+if (pgAt !== undefined && stores.includes('postgres')) {
+  variantStores.push({
+    ...benchStores,
+    stores: ['postgres'],
+    pgSchema: `${pgSchema}_at${pgAt}`,
+    tempDirs: [],
+    migrateTo: pgAt,
+  });
+}
 await prepareBenchStores(benchStores);
 for (const variantStore of variantStores) await prepareBenchStores(variantStore);
 const command = `DURATION=${duration} ROUNDS=${rounds}${useTsx ? ' TSX=1' : ''}${
+  pgAt === undefined ? '' : ` PG_AT=${pgAt}`
+}${
   compare.length > 0 ? ` COMPARE=${compare.map((variant) => variant.name).join(',')}` : ''
 } npx tsx bench/http.ts`;
 const resultsFile = new ResultsFile('http');
@@ -111,6 +131,15 @@ for (const store of stores) {
       src: variant.library,
       tag: `-${variant.name}`,
       pgSchema: `${pgSchema}_${variant.name}`,
+    });
+  }
+  if (store === 'postgres' && pgAt !== undefined) {
+    rows.push({
+      name: `idempotency-kit, postgres, schema at ${String(pgAt).padStart(4, '0')}`,
+      store,
+      src: library,
+      tag: `-at${pgAt}`,
+      pgSchema: `${pgSchema}_at${pgAt}`,
     });
   }
 }
@@ -210,5 +239,5 @@ try {
   await cleanupBenchStores(benchStores);
   for (const variantStore of variantStores) await cleanupBenchStores(variantStore);
 }
-if (compare.length === 0 && !partial) resultsFile.write();
+if (compare.length === 0 && pgAt === undefined && !partial) resultsFile.write();
 process.exit(0);

@@ -18,20 +18,18 @@
  * change in the same rounds. Each such row also shows the median of its per-round ratios to the checkout's
  * row. A partial run (`BENCH_ROWS`, `COMPARE`) writes no results file.
  *
- * The batched engine row runs twice: on a schema migrated to the newest migration, and on one migrated only
- * up to 0006, whose batch functions plan their statements on every call (0007 plans them once per
- * connection): the migration's effect, measured in one run. Each row also shows the CPU its PostgreSQL
- * backends spent per pair (from `/proc`, Linux; 10 ms resolution).
+ * `PG_AT=<n>` runs the batched engine row once more, last, on a schema migrated only up to migration `n`: a
+ * later migration's effect, measured in one run (`PG_AT=6`: 0007, which plans the batch functions once per
+ * connection instead of on every call). Each row also shows the CPU its PostgreSQL backends spent per pair
+ * (from `/proc`, Linux; 10 ms resolution).
  */
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import * as checkoutCore from '../src/index.js';
-import { renderSql, tableNames } from '../src/postgres/identifiers.js';
 import * as checkoutPostgres from '../src/postgres/index.js';
-import { migrations } from '../src/postgres/migrations.gen.js';
-import { createMigrationsTable } from '../src/postgres/sql.gen.js';
+import { migrateUpTo, pgAtVersion } from './lib/bench-stores.js';
 import { compareVariants } from './lib/build-lib.js';
 import { cpuSince, processCpuByPid } from './lib/proc-cpu.js';
 import { type BenchRow, median, throughput } from './lib/report.js';
@@ -71,23 +69,6 @@ interface Case {
   variantOf?: string;
 }
 
-/**
- * Bring `schema` to where `migrate()` would leave it if the package had only the migrations up to
- * `version`: a row on it measures the store as it ran before a later migration.
- */
-async function migrateUpTo(pool: pg.Pool, schema: string, version: number): Promise<void> {
-  const names = tableNames(schema);
-  await pool.query(`CREATE SCHEMA IF NOT EXISTS ${names.schema}`);
-  await pool.query(renderSql(createMigrationsTable, names));
-  for (const migration of migrations.filter((m) => m.id <= version)) {
-    await pool.query(renderSql(migration.sql, names));
-    await pool.query(`INSERT INTO ${names.migrationsTable} (id, name) VALUES ($1, $2)`, [
-      migration.id,
-      migration.name,
-    ]);
-  }
-}
-
 async function main(): Promise<void> {
   const pool = new pg.Pool({
     connectionString: DATABASE_URL,
@@ -102,13 +83,8 @@ async function main(): Promise<void> {
   );
   const store = checkoutPostgres.postgresStore({ pool, schema });
   const engine = checkoutCore.createIdempotency({ store, cache: false, extendLease: false });
-  const schema6 = `${schema}_0006`;
-  await migrateUpTo(pool, schema6, 6);
-  const engine6 = checkoutCore.createIdempotency({
-    store: checkoutPostgres.postgresStore({ pool, schema: schema6 }),
-    cache: false,
-    extendLease: false,
-  });
+  const pgAt = pgAtVersion();
+  const schemaAt = `${schema}_at${pgAt}`;
   const transactional = checkoutPostgres.postgresTransactional({ pool, schema });
   const outcome = Buffer.from('{"status":201,"body":{"id":"ord_123"}}');
   const run = randomUUID().slice(0, 8);
@@ -174,13 +150,21 @@ async function main(): Promise<void> {
           id: i,
         })),
     },
-    // Last, so that the rows above keep their numbers (BENCH_ROWS).
-    {
-      name: 'engine.run over postgresStore, batched, schema at 0006 (batches planned on every call)',
-      op: (i, round) =>
-        engine6.run({ key: `${run}:e6:${round}:${i}`, payload: { i } }, () => ({ id: i })),
-    },
   ];
+  // Last, so that the rows above keep their numbers (BENCH_ROWS).
+  if (pgAt !== undefined) {
+    await migrateUpTo(pool, schemaAt, pgAt);
+    const engineAt = checkoutCore.createIdempotency({
+      store: checkoutPostgres.postgresStore({ pool, schema: schemaAt }),
+      cache: false,
+      extendLease: false,
+    });
+    cases.push({
+      name: `engine.run over postgresStore, batched (the default; cache off), schema at ${String(pgAt).padStart(4, '0')}`,
+      op: (i, round) =>
+        engineAt.run({ key: `${run}:a:${round}:${i}`, payload: { i } }, () => ({ id: i })),
+    });
+  }
 
   // Rows by number (BENCH_ROWS), then each COMPARE variant's rows right after the checkout's they repeat.
   const selected = cases.filter(
@@ -234,13 +218,13 @@ async function main(): Promise<void> {
     });
     results.table(
       `PostgreSQL: pairs/s at ${CONCURRENCY} concurrent callers, pool ${POOL_SIZE}, ${OPS} pairs × ${ROUNDS} rounds`,
-      'npx tsx bench/postgres.ts',
+      `${pgAt === undefined ? '' : `PG_AT=${pgAt} `}npx tsx bench/postgres.ts`,
       rows,
     );
     if (ONLY === undefined && compare.length === 0) results.write();
   } finally {
     await pool.query(`DROP SCHEMA "${schema}" CASCADE`);
-    await pool.query(`DROP SCHEMA "${schema6}" CASCADE`);
+    await pool.query(`DROP SCHEMA IF EXISTS "${schemaAt}" CASCADE`);
     await pool.end();
   }
 }

@@ -3,6 +3,10 @@
  * before the run, and afterwards that schema, the run's Redis keys and its SQLite files removed.
  */
 import { rmSync } from 'node:fs';
+import type pg from 'pg';
+import { renderSql, tableNames } from '../../src/postgres/identifiers.js';
+import { migrations } from '../../src/postgres/migrations.gen.js';
+import { createMigrationsTable } from '../../src/postgres/sql.gen.js';
 
 /** Where one benchmark run keeps its data. */
 export interface BenchStores {
@@ -18,6 +22,37 @@ export interface BenchStores {
   redisPrefix: string;
   /** Temporary folders to remove afterwards (SQLite files, builds). */
   tempDirs: readonly string[];
+  /** Migrate the PostgreSQL schema only up to this migration (see {@link migrateUpTo}); default: all. */
+  migrateTo?: number;
+}
+
+/**
+ * Bring `schema` to where `migrate()` would leave it if the package had only the migrations up to
+ * `version`: a row on it measures the store as it ran before a later migration, in the same run as the
+ * rows on a schema migrated to the end (`PG_AT=<version>` in the benches that take it).
+ */
+export async function migrateUpTo(pool: pg.Pool, schema: string, version: number): Promise<void> {
+  if (!migrations.some((m) => m.id === version)) {
+    throw new Error(
+      `PG_AT=${version}: no such migration (${migrations.map((m) => m.id).join(', ')})`,
+    );
+  }
+  const names = tableNames(schema);
+  await pool.query(`CREATE SCHEMA IF NOT EXISTS ${names.schema}`);
+  await pool.query(renderSql(createMigrationsTable, names));
+  for (const migration of migrations.filter((m) => m.id <= version)) {
+    await pool.query(renderSql(migration.sql, names));
+    await pool.query(`INSERT INTO ${names.migrationsTable} (id, name) VALUES ($1, $2)`, [
+      migration.id,
+      migration.name,
+    ]);
+  }
+}
+
+/** `PG_AT`: the migration a "schema at" row stops at, when asked for. */
+export function pgAtVersion(): number | undefined {
+  const value = process.env.PG_AT;
+  return value === undefined || value === '' ? undefined : Number(value);
 }
 
 /** Migrate the run's PostgreSQL schema, when PostgreSQL is used. */
@@ -26,7 +61,8 @@ export async function prepareBenchStores(run: BenchStores): Promise<void> {
   const pg = (await import('pg')).default;
   const { migrate } = await import('../../src/postgres/index.js');
   const pool = new pg.Pool({ connectionString: run.databaseUrl, max: 2 });
-  await migrate(pool, { schema: run.pgSchema });
+  if (run.migrateTo === undefined) await migrate(pool, { schema: run.pgSchema });
+  else await migrateUpTo(pool, run.pgSchema, run.migrateTo);
   await pool.end();
 }
 
