@@ -53,6 +53,7 @@ import type { Store } from '../src/index.js';
 import { env } from '../test/helpers/env.js';
 import { migrateUpTo, pgAtVersion } from './lib/bench-stores.js';
 import { compareVariants, libraryBuilder, repoRoot } from './lib/build-lib.js';
+import { drainWatch } from './lib/drain-watch.js';
 import { processCpu } from './lib/proc-cpu.js';
 import { type BenchRow, median, roundColumns } from './lib/report.js';
 import { ResultsFile } from './lib/results.js';
@@ -219,20 +220,7 @@ async function idempotent(
     arguments: { 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': queue },
   });
   await channel.assertQueue(`${queue}.dlq`, { durable: true });
-  let executed = 0;
-  let done!: () => void;
-  const finished = new Promise<void>((resolve) => {
-    done = resolve;
-  });
-  // A healthy row retries nothing. One whose messages keep coming back instead of executing (a store
-  // failing every call) would spin for ever: stop it, saying why, once its retries outnumber its messages.
-  const retries = new Map<string, number>();
-  let retried = 0;
-  let lastError: unknown;
-  let stall!: (error: Error) => void;
-  const stalled = new Promise<never>((_, reject) => {
-    stall = reject;
-  });
+  const watch = drainWatch(count);
   const started = performance.now();
   const consumer = await lib.idempotentConsumer(channel, async () => {}, {
     queue,
@@ -245,27 +233,10 @@ async function idempotent(
     declare: false,
     prefetch: PREFETCH,
     concurrency: PREFETCH,
-    hooks: {
-      onExecuted: () => {
-        if (++executed === count) done();
-      },
-      onRetry: ({ reason, error }) => {
-        retries.set(reason, (retries.get(reason) ?? 0) + 1);
-        if (error !== undefined) lastError = error;
-        if (++retried === count) {
-          const why = [...retries].map(([r, n]) => `${r} ×${n}`).join(', ');
-          stall(
-            new Error(
-              `the row stalled: ${retried} retries (${why}) against ${executed} executed; last error: ${String(lastError)}`,
-              { cause: lastError },
-            ),
-          );
-        }
-      },
-    },
+    hooks: { onExecuted: watch.onExecuted, onRetry: watch.onRetry },
   });
   try {
-    await Promise.race([finished, stalled]);
+    await watch.drained;
   } catch (error) {
     await consumer.close();
     throw error;

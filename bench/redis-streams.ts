@@ -42,6 +42,7 @@ import type { Store } from '../src/index.js';
 import { parseReadGroup } from '../src/redis-streams/redis-client.js';
 import { env } from '../test/helpers/env.js';
 import { compareVariants, libraryBuilder, repoRoot } from './lib/build-lib.js';
+import { drainWatch } from './lib/drain-watch.js';
 import { ownCpu, processCpu } from './lib/proc-cpu.js';
 import { type BenchRow, median, roundColumns } from './lib/report.js';
 import { ResultsFile } from './lib/results.js';
@@ -181,19 +182,7 @@ async function idempotent(
   store: Store,
   lib: Library,
 ): Promise<number> {
-  let executed = 0;
-  let done!: () => void;
-  const finished = new Promise<void>((resolve) => {
-    done = resolve;
-  });
-  // A healthy row retries nothing; one whose entries keep coming back instead of executing would spin
-  // for ever: stop it, saying why, once its retries outnumber its entries.
-  let retried = 0;
-  let lastError: unknown;
-  let stall!: (error: Error) => void;
-  const stalled = new Promise<never>((_, reject) => {
-    stall = reject;
-  });
+  const watch = drainWatch(count);
   const started = performance.now();
   const consumer = await lib.idempotentConsumer(client, async () => {}, {
     stream,
@@ -204,24 +193,10 @@ async function idempotent(
     blockingClient: blocking,
     block: BLOCK_MS,
     concurrency: CONCURRENCY,
-    hooks: {
-      onExecuted: () => {
-        if (++executed === count) done();
-      },
-      onRetry: ({ reason, error }) => {
-        if (error !== undefined) lastError = error;
-        if (++retried === count) {
-          stall(
-            new Error(
-              `the row stalled: ${retried} retries (last: ${reason}, ${String(lastError)})`,
-            ),
-          );
-        }
-      },
-    },
+    hooks: { onExecuted: watch.onExecuted, onRetry: watch.onRetry },
   });
   try {
-    await Promise.race([finished, stalled]);
+    await watch.drained;
   } finally {
     await consumer.close();
   }

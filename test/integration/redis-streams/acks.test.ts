@@ -14,6 +14,8 @@ import { idempotentConsumer, type StreamEntry } from '../../../src/redis-streams
 import { env, requireService } from '../../helpers/env.js';
 
 type Client = ReturnType<typeof createClient>;
+type ConsumerClient = Parameters<typeof idempotentConsumer>[0];
+type ConsumerOptions = Parameters<typeof idempotentConsumer>[2];
 
 async function waitUntil(what: string, predicate: () => boolean, timeoutMs = 15_000) {
   const deadline = Date.now() + timeoutMs;
@@ -107,6 +109,30 @@ describe('Redis Streams consumer: batched acks', () => {
   }
 
   /**
+   * Start the consumer under test on `stream` (group `workers`, a memory store, reading with `blocking`
+   * every 100 ms) through `consumerClient`, with `options` on top; it is closed after the tests.
+   */
+  async function startConsumer(
+    name: string,
+    stream: string,
+    consumerClient: ConsumerClient,
+    handler: () => void,
+    options: Partial<ConsumerOptions>,
+  ) {
+    const consumer = await idempotentConsumer(consumerClient, handler, {
+      stream,
+      group: 'workers',
+      name: `acks-${name}-${run}`,
+      idempotency: createIdempotency({ store: memoryStore() }),
+      blockingClient: blocking,
+      block: '100ms',
+      ...options,
+    });
+    closers.push(() => consumer.close());
+    return consumer;
+  }
+
+  /**
    * Consume `count` new entries, 50 in flight, through a recording of `source` (node-redis or ioredis), and
    * check that every entry was acked, none counted as settled before its XACK's reply, with at most
    * `count / 10` XACKs (one per entry would be `count`), leaving nothing pending.
@@ -123,16 +149,13 @@ describe('Redis Streams consumer: batched acks', () => {
     const settledBeforeReply: string[] = [];
     let executed = 0;
     // Act
-    const consumer = await idempotentConsumer(
+    const consumer = await startConsumer(
+      name,
+      stream,
       source instanceof Redis ? ioredisShaped : consumerClient,
       () => {},
       {
-        stream,
-        group: 'workers',
-        name: `acks-${name}-${run}`,
-        idempotency: createIdempotency({ store: memoryStore() }),
         blockingClient: reader,
-        block: '100ms',
         concurrency: 50,
         hooks: {
           onExecuted: ({ message }: { message: StreamEntry }) => {
@@ -142,7 +165,6 @@ describe('Redis Streams consumer: batched acks', () => {
         },
       },
     );
-    closers.push(() => consumer.close());
     await waitUntil(`${count} executed messages`, () => executed === count);
     // Assert
     expect(settledBeforeReply).toEqual([]);
@@ -166,18 +188,14 @@ describe('Redis Streams consumer: batched acks', () => {
     let executed = 0;
     let duplicates = 0;
     // Act
-    const consumer = await idempotentConsumer(
+    await startConsumer(
+      'fail',
+      stream,
       consumerClient,
       () => {
         handlerCalls++;
       },
       {
-        stream,
-        group: 'workers',
-        name: `acks-fail-${run}`,
-        idempotency: createIdempotency({ store: memoryStore() }),
-        blockingClient: blocking,
-        block: '100ms',
         concurrency: 20,
         minIdle: 300,
         claimInterval: '50ms',
@@ -190,7 +208,6 @@ describe('Redis Streams consumer: batched acks', () => {
         },
       },
     );
-    closers.push(() => consumer.close());
     await waitUntil('the first XACK', () => xacks.length > 0);
     const failedBatch = xacks[0]!;
     await waitUntil(
@@ -223,20 +240,14 @@ describe('Redis Streams consumer: batched acks', () => {
     const { consumerClient, control, answered } = recording(client);
     control.delayMs = 300;
     let handlerCalls = 0;
-    const consumer = await idempotentConsumer(
+    const consumer = await startConsumer(
+      'drain',
+      stream,
       consumerClient,
       () => {
         handlerCalls++;
       },
-      {
-        stream,
-        group: 'workers',
-        name: `acks-drain-${run}`,
-        idempotency: createIdempotency({ store: memoryStore() }),
-        blockingClient: blocking,
-        block: '100ms',
-        concurrency: 30,
-      },
+      { concurrency: 30 },
     );
     await waitUntil('30 handler calls', () => handlerCalls === 30);
     // Act: the handlers are done, their acks not yet answered.
