@@ -51,7 +51,7 @@ import pg from 'pg';
 import { createClient } from 'redis';
 import type { Store } from '../src/index.js';
 import { env } from '../test/helpers/env.js';
-import { migrateUpTo, pgAtVersion } from './lib/bench-stores.js';
+import { migrateUpTo, pgAtVersion, schemaAtLabel } from './lib/bench-stores.js';
 import { compareVariants, libraryBuilder, repoRoot } from './lib/build-lib.js';
 import { drainWatch } from './lib/drain-watch.js';
 import { processCpu } from './lib/proc-cpu.js';
@@ -318,11 +318,11 @@ for (const variant of compare) {
 
 // PG_AT=n: the PostgreSQL row once more, on a schema that stops at migration n.
 const pgAt = pgAtVersion();
-const schemaAt = `${schema}_at${pgAt}`;
-if (pgAt !== undefined) {
+const schemaAt = pgAt === undefined ? undefined : `${schema}_at${pgAt}`;
+if (pgAt !== undefined && schemaAt !== undefined) {
   await migrateUpTo(pool, schemaAt, pgAt);
   cases.push([
-    `idempotent, PostgreSQL store, schema at ${String(pgAt).padStart(4, '0')}`,
+    `idempotent, PostgreSQL store, ${schemaAtLabel(pgAt)}`,
     (q, n) => idempotent(connection, q, n, checkout.postgresStore({ pool, schema: schemaAt })),
   ]);
 }
@@ -407,7 +407,7 @@ try {
     if (key.length > 0) await redis.del(key);
   }
   await pool.query(`DROP SCHEMA "${schema}" CASCADE`);
-  await pool.query(`DROP SCHEMA IF EXISTS "${schemaAt}" CASCADE`);
+  if (schemaAt !== undefined) await pool.query(`DROP SCHEMA IF EXISTS "${schemaAt}" CASCADE`);
   await pool.end();
   redis.destroy();
   await connection.close();

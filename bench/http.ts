@@ -35,6 +35,7 @@ import {
   cleanupBenchStores,
   pgAtVersion,
   prepareBenchStores,
+  schemaAtLabel,
 } from './lib/bench-stores.js';
 import { compareVariants, libraryBuilder, repoRoot } from './lib/build-lib.js';
 import { load, ORDER_BODY, selectedScenarios } from './lib/http-load.js';
@@ -135,7 +136,7 @@ for (const store of stores) {
   }
   if (store === 'postgres' && pgAt !== undefined) {
     rows.push({
-      name: `idempotency-kit, postgres, schema at ${String(pgAt).padStart(4, '0')}`,
+      name: `idempotency-kit, postgres, ${schemaAtLabel(pgAt)}`,
       store,
       src: library,
       tag: `-at${pgAt}`,

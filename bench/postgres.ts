@@ -29,7 +29,7 @@ import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import * as checkoutCore from '../src/index.js';
 import * as checkoutPostgres from '../src/postgres/index.js';
-import { migrateUpTo, pgAtVersion } from './lib/bench-stores.js';
+import { migrateUpTo, pgAtVersion, schemaAtLabel } from './lib/bench-stores.js';
 import { compareVariants } from './lib/build-lib.js';
 import { cpuSince, processCpuByPid } from './lib/proc-cpu.js';
 import { type BenchRow, median, throughput } from './lib/report.js';
@@ -84,7 +84,7 @@ async function main(): Promise<void> {
   const store = checkoutPostgres.postgresStore({ pool, schema });
   const engine = checkoutCore.createIdempotency({ store, cache: false, extendLease: false });
   const pgAt = pgAtVersion();
-  const schemaAt = `${schema}_at${pgAt}`;
+  const schemaAt = pgAt === undefined ? undefined : `${schema}_at${pgAt}`;
   const transactional = checkoutPostgres.postgresTransactional({ pool, schema });
   const outcome = Buffer.from('{"status":201,"body":{"id":"ord_123"}}');
   const run = randomUUID().slice(0, 8);
@@ -152,7 +152,7 @@ async function main(): Promise<void> {
     },
   ];
   // Last, so that the rows above keep their numbers (BENCH_ROWS).
-  if (pgAt !== undefined) {
+  if (pgAt !== undefined && schemaAt !== undefined) {
     await migrateUpTo(pool, schemaAt, pgAt);
     const engineAt = checkoutCore.createIdempotency({
       store: checkoutPostgres.postgresStore({ pool, schema: schemaAt }),
@@ -160,7 +160,7 @@ async function main(): Promise<void> {
       extendLease: false,
     });
     cases.push({
-      name: `engine.run over postgresStore, batched (the default; cache off), schema at ${String(pgAt).padStart(4, '0')}`,
+      name: `engine.run over postgresStore, batched (the default; cache off), ${schemaAtLabel(pgAt)}`,
       op: (i, round) =>
         engineAt.run({ key: `${run}:a:${round}:${i}`, payload: { i } }, () => ({ id: i })),
     });
@@ -224,7 +224,7 @@ async function main(): Promise<void> {
     if (ONLY === undefined && compare.length === 0) results.write();
   } finally {
     await pool.query(`DROP SCHEMA "${schema}" CASCADE`);
-    await pool.query(`DROP SCHEMA IF EXISTS "${schemaAt}" CASCADE`);
+    if (schemaAt !== undefined) await pool.query(`DROP SCHEMA IF EXISTS "${schemaAt}" CASCADE`);
     await pool.end();
   }
 }

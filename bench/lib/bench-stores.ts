@@ -4,9 +4,8 @@
  */
 import { rmSync } from 'node:fs';
 import type pg from 'pg';
-import { renderSql, tableNames } from '../../src/postgres/identifiers.js';
 import { migrations } from '../../src/postgres/migrations.gen.js';
-import { createMigrationsTable } from '../../src/postgres/sql.gen.js';
+import { applyMigrations } from '../../test/helpers/postgres-env.js';
 
 /** Where one benchmark run keeps its data. */
 export interface BenchStores {
@@ -37,16 +36,7 @@ export async function migrateUpTo(pool: pg.Pool, schema: string, version: number
       `PG_AT=${version}: no such migration (${migrations.map((m) => m.id).join(', ')})`,
     );
   }
-  const names = tableNames(schema);
-  await pool.query(`CREATE SCHEMA IF NOT EXISTS ${names.schema}`);
-  await pool.query(renderSql(createMigrationsTable, names));
-  for (const migration of migrations.filter((m) => m.id <= version)) {
-    await pool.query(renderSql(migration.sql, names));
-    await pool.query(`INSERT INTO ${names.migrationsTable} (id, name) VALUES ($1, $2)`, [
-      migration.id,
-      migration.name,
-    ]);
-  }
+  await applyMigrations(pool, schema, 1, version);
 }
 
 /** `PG_AT`: the migration a "schema at" row stops at, when asked for. */
@@ -54,6 +44,10 @@ export function pgAtVersion(): number | undefined {
   const value = process.env.PG_AT;
   return value === undefined || value === '' ? undefined : Number(value);
 }
+
+/** What a `PG_AT` row's name says of its schema: "schema at 0006". */
+export const schemaAtLabel = (version: number): string =>
+  `schema at ${String(version).padStart(4, '0')}`;
 
 /** Migrate the run's PostgreSQL schema, when PostgreSQL is used. */
 export async function prepareBenchStores(run: BenchStores): Promise<void> {

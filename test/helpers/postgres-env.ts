@@ -4,9 +4,11 @@
  */
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
-import { tableNames } from '../../src/postgres/identifiers.js';
+import { renderSql, tableNames } from '../../src/postgres/identifiers.js';
 import { migrate, type PgQueryable } from '../../src/postgres/index.js';
+import { migrations } from '../../src/postgres/migrations.gen.js';
 import { createOperations } from '../../src/postgres/operations.js';
+import { createMigrationsTable } from '../../src/postgres/sql.gen.js';
 import type { ClaimOptions } from '../../src/store/store.js';
 import { env, requireService } from './env.js';
 
@@ -24,6 +26,28 @@ export function testPool(options: { max?: number; applicationName?: string } = {
 /** A unique schema name for one test run. */
 export function uniqueSchema(label: string): string {
   return `ik_${label}_${process.pid}_${randomUUID().slice(0, 8)}`;
+}
+
+/**
+ * Apply the package's migrations `from`…`to` to `schema` as `migrate()` would, and only those, recording
+ * each in the schema's migrations table: from 1, a schema as `migrate()` would leave it if the package had
+ * only the migrations up to `to` (for tests of a later migration, and for benches that measure one).
+ */
+export async function applyMigrations(
+  pool: PgQueryable,
+  schema: string,
+  from: number,
+  to: number,
+): Promise<void> {
+  const names = tableNames(schema);
+  await pool.query(renderSql(createMigrationsTable, names));
+  for (const migration of migrations.filter((m) => m.id >= from && m.id <= to)) {
+    await pool.query(renderSql(migration.sql, names));
+    await pool.query(`INSERT INTO ${names.migrationsTable} (id, name) VALUES ($1, $2)`, [
+      migration.id,
+      migration.name,
+    ]);
+  }
 }
 
 /** Everything a PostgreSQL test file needs, created in beforeAll and torn down in afterAll. */

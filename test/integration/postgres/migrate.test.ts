@@ -4,9 +4,13 @@ import { isBatchFunctionUnusable } from '../../../src/postgres/batch-functions.j
 import { renderSql, tableNames } from '../../../src/postgres/identifiers.js';
 import { migrate, postgresStore } from '../../../src/postgres/index.js';
 import { migrations } from '../../../src/postgres/migrations.gen.js';
-import { createMigrationsTable } from '../../../src/postgres/sql.gen.js';
 import { env, requireService } from '../../helpers/env.js';
-import { setBatchLockTimeout, testPool, uniqueSchema } from '../../helpers/postgres-env.js';
+import {
+  applyMigrations,
+  setBatchLockTimeout,
+  testPool,
+  uniqueSchema,
+} from '../../helpers/postgres-env.js';
 
 const pool = testPool({ max: 3 });
 const schemas: string[] = [];
@@ -16,24 +20,8 @@ const fresh = (label: string) => {
   return schema;
 };
 
-/**
- * Apply the package's migrations `from`…`to` to `schema` as `migrate()` would, and only those: from 1, a
- * schema as `migrate()` would leave it with only the migrations up to `to` in the package.
- */
-async function applyMigrations(schema: string, from: number, to: number): Promise<void> {
-  const names = tableNames(schema);
-  await pool.query(renderSql(createMigrationsTable, names));
-  for (const migration of migrations.filter((m) => m.id >= from && m.id <= to)) {
-    await pool.query(renderSql(migration.sql, names));
-    await pool.query(`INSERT INTO ${names.migrationsTable} (id, name) VALUES ($1, $2)`, [
-      migration.id,
-      migration.name,
-    ]);
-  }
-}
-
 /** A schema as `migrate()` would leave it with only the migrations up to `version` in the package. */
-const migrateTo = (schema: string, version: number) => applyMigrations(schema, 1, version);
+const migrateTo = (schema: string, version: number) => applyMigrations(pool, schema, 1, version);
 
 /** Each batch function of `schema` with its settings (`pg_proc.proconfig`). */
 async function functionSettings(schema: string): Promise<Record<string, string[] | null>> {
@@ -336,7 +324,7 @@ describe('migrate', () => {
       idempotency_records_complete_claim: ['plan_cache_mode=force_custom_plan'],
     });
     // Act: 0006 alone, as migrate() applies it.
-    await applyMigrations(schema, 6, 6);
+    await applyMigrations(pool, schema, 6, 6);
     // Assert: claim_many and complete_claim give up a lock wait after 100 ms; complete_many still waits.
     expect(await settings()).toEqual({
       idempotency_records_claim_many: ['plan_cache_mode=force_custom_plan', 'lock_timeout=100ms'],
