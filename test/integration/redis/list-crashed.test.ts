@@ -20,9 +20,13 @@ describe.each<RedisLib>(['node-redis', 'ioredis'])('redis listCrashed (%s)', (li
   const redis = rawRedisStore(clients, lib, prefix);
 
   it('pages through several SCAN pages, listing each crashed claim once and no live lease', async () => {
-    // Arrange: twice a SCAN page of live leases, among which 30 claims crash.
+    // Arrange: twice a SCAN page of live leases, among which 80 claims crash. The database also holds
+    // the other client's run's keys, so the walk takes up to ~5 SCAN pages; 80 crashed keys over at most 10
+    // pages put 8 or more in one of them, more than a listing page of 7 holds, so some listing page ends
+    // inside a SCAN page whatever order SCAN returns the keys in (with 30, a walk of 5 pages could give
+    // each 6 and never end inside one).
     const { store } = redis;
-    const crashed = Array.from({ length: 30 }, () => `crashed-${randomUUID()}`);
+    const crashed = Array.from({ length: 80 }, () => `crashed-${randomUUID()}`);
     const live = Array.from({ length: SCAN_PAGE * 2 }, () => `live-${randomUUID()}`);
     const claims = await Promise.all([
       ...crashed.map((key) => store.claim(key, { fingerprint: 'fp', leaseMs: 50, reserveMs: DAY })),
