@@ -67,9 +67,11 @@ export interface IdempotencyOptions {
    * When the store supports batches (`capabilities.batch`): the calls of one event-loop tick go together
    * at the end of that tick (a lone call alone); calls are sent at once while fewer than `maxInFlight` are
    * outstanding, and calls that arrive while the store is busy go together as one batch. Each item keeps
-   * single-call semantics. `false` sends every call alone.
-   * @default { maxBatch: 100, maxInFlight: the store's `capabilities.batchMaxInFlight`, else 4, window: the
-   *   store's `capabilities.batchWindow`, else 'tick' }
+   * single-call semantics. While this process's event loop is busy, at most `maxInFlightWhenBusy` calls
+   * are outstanding, so a CPU-bound service sends fewer, larger batches. `false` sends every call alone.
+   * @default { maxBatch: 100, maxInFlight: the store's `capabilities.batchMaxInFlight`, else 4,
+   *   maxInFlightWhenBusy: the store's `capabilities.batchMaxInFlightWhenBusy`, else maxInFlight, window:
+   *   the store's `capabilities.batchWindow`, else 'tick' }
    */
   batch?: false | BatchingOptions;
   /**
@@ -211,6 +213,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       ? options.store
       : withBatching(options.store, {
           maxInFlight: options.store.capabilities.batchMaxInFlight,
+          maxInFlightWhenBusy: options.store.capabilities.batchMaxInFlightWhenBusy,
           window: options.store.capabilities.batchWindow,
           ...options.batch,
         });

@@ -8,6 +8,7 @@
 import { InvalidOptionsError } from '../core/errors.js';
 import type { ClaimResult } from '../core/record.js';
 import { assertClaimDurations, assertPositiveMs } from './durations.js';
+import { eventLoopBusy } from './event-loop-load.js';
 import type { BatchWindow, ClaimRequest, CompleteRequest, Store } from './store.js';
 
 /** Options of {@link withBatching}. */
@@ -20,6 +21,14 @@ export interface BatchingOptions {
    * batching. @default 4
    */
   maxInFlight?: number;
+  /**
+   * Store calls outstanding at once while this thread's event loop is busy (80% or more of the last
+   * 100 ms spent running code, see `event-loop-load.ts`), never more than `maxInFlight`. A CPU-bound
+   * process gains more from fewer, larger batches than from parallel calls; an idle one keeps
+   * `maxInFlight`, so a quiet service still sends each call at once. @default maxInFlight (no change
+   * under load)
+   */
+  maxInFlightWhenBusy?: number;
   /**
    * Which calls wait for each other: those of one event-loop tick (`'tick'`), or every call of one turn
    * of the event loop (`'turn'`: worth it for a synchronous store such as SQLite, where a batch is one
@@ -118,6 +127,7 @@ class Batcher {
     private readonly send: Senders,
     private readonly maxBatch: number,
     private readonly maxInFlight: number,
+    private readonly maxInFlightWhenBusy: number,
     private readonly window: BatchWindow,
   ) {}
 
@@ -159,13 +169,23 @@ class Batcher {
   private pump(): void {
     while (
       (this.claims.requests.length > 0 || this.completes.requests.length > 0) &&
-      this.inFlight < this.maxInFlight
+      this.inFlight < this.limit()
     ) {
       const completes = this.completes.take(this.maxBatch);
       const claims = this.claims.take(this.maxBatch);
       this.inFlight++;
       this.dispatch(completes, claims).finally(this.returned);
     }
+  }
+
+  /**
+   * How many calls may be outstanding now. With none outstanding the answer cannot hold anything back,
+   * so the gauge is not read: a quiet service's lone calls never ask.
+   */
+  private limit(): number {
+    if (this.inFlight === 0 || this.maxInFlightWhenBusy === this.maxInFlight)
+      return this.maxInFlight;
+    return eventLoopBusy() ? this.maxInFlightWhenBusy : this.maxInFlight;
   }
 
   /** One store call for what was taken, or one per kind when the store cannot take both at once. */
@@ -248,12 +268,14 @@ export function supportsBatching(
 export function withBatching(store: Store, options: BatchingOptions = {}): Store {
   const maxBatch = options.maxBatch ?? 100;
   const maxInFlight = options.maxInFlight ?? 4;
+  const maxInFlightWhenBusy = options.maxInFlightWhenBusy ?? maxInFlight;
   const window = options.window ?? 'tick';
   // Checked even for a store that takes no batches: the same options must not fail later on another store.
   // A zero would never send anything (maxInFlight) or send empty batches forever (maxBatch).
   for (const [name, value] of [
     ['maxBatch', maxBatch],
     ['maxInFlight', maxInFlight],
+    ['maxInFlightWhenBusy', maxInFlightWhenBusy],
   ] as const) {
     if (!(Number.isSafeInteger(value) && value > 0)) {
       throw new InvalidOptionsError(
@@ -265,6 +287,9 @@ export function withBatching(store: Store, options: BatchingOptions = {}): Store
     throw new InvalidOptionsError(`batch.window must be 'tick' or 'turn', got ${String(window)}`);
   }
   if (!supportsBatching(store)) return store;
+  // Never above maxInFlight: a caller who lowered maxInFlight below a store's default for busy times
+  // (or asked for 1) means it at all times.
+  const busyLimit = Math.min(maxInFlightWhenBusy, maxInFlight);
   const send: Senders = {
     claimOne: ({ key, fingerprint, leaseMs, reserveMs }) =>
       store.claim(key, { fingerprint, leaseMs, reserveMs }),
@@ -276,11 +301,17 @@ export function withBatching(store: Store, options: BatchingOptions = {}): Store
   let claims: Batcher;
   let completes: Batcher;
   if (store.completeAndClaimMany === undefined) {
-    claims = new Batcher(send, maxBatch, maxInFlight, window);
-    completes = new Batcher(send, maxBatch, maxInFlight, window);
+    claims = new Batcher(send, maxBatch, maxInFlight, busyLimit, window);
+    completes = new Batcher(send, maxBatch, maxInFlight, busyLimit, window);
   } else {
     const both = store.completeAndClaimMany.bind(store);
-    claims = new Batcher({ ...send, completeAndClaimMany: both }, maxBatch, maxInFlight, window);
+    claims = new Batcher(
+      { ...send, completeAndClaimMany: both },
+      maxBatch,
+      maxInFlight,
+      busyLimit,
+      window,
+    );
     completes = claims;
   }
   // The stores' own checks, run per caller: a batch is refused whole for one invalid item (the contract),

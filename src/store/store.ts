@@ -87,6 +87,13 @@ export interface StoreCapabilities {
    */
   batchMaxInFlight?: number;
   /**
+   * The engine's default `batch.maxInFlightWhenBusy`: the store calls outstanding at once while the
+   * process's event loop is busy. A store whose calls cost the process and the backend a fixed amount
+   * each, whatever their size (a Redis script call), asks for fewer under load, so that a CPU-bound
+   * service sends fewer, larger batches. @default the store's `batchMaxInFlight`
+   */
+  batchMaxInFlightWhenBusy?: number;
+  /**
    * The engine's default `batch.window`: which calls wait for each other to form a batch. `'tick'`, the
    * calls of one event-loop tick (one socket read's deliveries): a store whose call reaches the backend
    * at once, or whose client writes at the end of the turn anyway, loses nothing by sending at the end of

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it, vi } from 'vitest';
 import {
   createIdempotency,
@@ -6,6 +7,59 @@ import {
   type Store,
 } from '../../../src/index.js';
 import { type BatchingOptions, withBatching } from '../../../src/store/batching.js';
+import { eventLoopBusy, SAMPLE_MS } from '../../../src/store/event-loop-load.js';
+import type { StoreCapabilities } from '../../../src/store/store.js';
+
+/**
+ * Four runs started in four ticks of the event loop, each while the first run's claim is outstanding, on a
+ * memory store whose claims take 30 ms, with `capabilities` added to its own: how many claims went alone
+ * (the others waited and went as one batch).
+ */
+async function loneClaims(
+  capabilities: Partial<StoreCapabilities>,
+  batch?: BatchingOptions,
+): Promise<number> {
+  const inner = memoryStore();
+  const slow = <T>(value: Promise<T>) =>
+    new Promise<T>((resolve) => setTimeout(() => resolve(value), 30));
+  const store: Store = {
+    ...inner,
+    capabilities: { ...inner.capabilities, ...capabilities },
+    claim: (key, options) => slow(inner.claim(key, options)),
+    claimMany: (requests) => slow(inner.claimMany!(requests)),
+  };
+  const claim = vi.spyOn(store, 'claim');
+  const idempotency = createIdempotency({ store, extendLease: false, batch });
+  const runs: Promise<unknown>[] = [];
+  for (let i = 0; i < 4; i++) {
+    runs.push(idempotency.run({ key: `tick${i}` }, () => i));
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  await Promise.all(runs);
+  return claim.mock.calls.length;
+}
+
+/** Run code for `ms` without yielding: the event loop is busy all that time. */
+function spin(ms: number): void {
+  const until = performance.now() + ms;
+  while (performance.now() < until) {
+    // busy on purpose
+  }
+}
+
+/** Leave the event loop a whole measurement of busy time: the gauge then reports busy for the next one. */
+function busyEventLoop(): void {
+  spin(SAMPLE_MS + 10);
+  eventLoopBusy(); // closes whatever measurement was open, busy or not
+  spin(SAMPLE_MS + 10);
+  expect(eventLoopBusy()).toBe(true);
+}
+
+/** Leave the event loop idle long enough that the gauge's next measurement is all idle time. */
+async function idleEventLoop(): Promise<void> {
+  eventLoopBusy(); // closes the measurement open since an earlier test
+  await sleep(2 * SAMPLE_MS + 20);
+}
 
 describe('batching of claims and completions', () => {
   it('sends the calls of one tick as one batch', async () => {
@@ -116,34 +170,28 @@ describe('batching of claims and completions', () => {
   });
 
   it("takes the store's batchMaxInFlight as the default and lets the caller override it", async () => {
-    // Claims take 30 ms; four runs start in four different ticks while the first is outstanding.
-    async function claimsAlone(capabilityMaxInFlight: number | undefined, override?: number) {
-      const inner = memoryStore();
-      const slow = <T>(value: Promise<T>) =>
-        new Promise<T>((resolve) => setTimeout(() => resolve(value), 30));
-      const store: Store = {
-        ...inner,
-        capabilities: { ...inner.capabilities, batchMaxInFlight: capabilityMaxInFlight },
-        claim: (key, options) => slow(inner.claim(key, options)),
-        claimMany: (requests) => slow(inner.claimMany!(requests)),
-      };
-      const claim = vi.spyOn(store, 'claim');
-      const idempotency = createIdempotency({
-        store,
-        extendLease: false,
-        ...(override === undefined ? {} : { batch: { maxInFlight: override } }),
-      });
-      const runs: Promise<unknown>[] = [];
-      for (let i = 0; i < 4; i++) {
-        runs.push(idempotency.run({ key: `tick${i}` }, () => i));
-        await new Promise((resolve) => setImmediate(resolve));
-      }
-      await Promise.all(runs);
-      return claim.mock.calls.length;
-    }
-    expect(await claimsAlone(undefined)).toBe(4);
-    expect(await claimsAlone(1)).toBe(1);
-    expect(await claimsAlone(1, 4)).toBe(4);
+    await idleEventLoop();
+    expect(await loneClaims({})).toBe(4);
+    expect(await loneClaims({ batchMaxInFlight: 1 })).toBe(1);
+    expect(await loneClaims({ batchMaxInFlight: 1 }, { maxInFlight: 4 })).toBe(4);
+  });
+
+  it('holds calls back to maxInFlightWhenBusy only while the event loop is busy', async () => {
+    // Idle: the store's default for busy times changes nothing, every run's claim goes at once.
+    await idleEventLoop();
+    expect(eventLoopBusy()).toBe(false);
+    expect(await loneClaims({ batchMaxInFlightWhenBusy: 1 })).toBe(4);
+    // Busy: one claim outstanding, the three that follow wait for it and go as one batch.
+    busyEventLoop();
+    expect(await loneClaims({ batchMaxInFlightWhenBusy: 1 })).toBe(1);
+    busyEventLoop();
+    expect(await loneClaims({ batchMaxInFlightWhenBusy: 1 }, { maxInFlightWhenBusy: 4 })).toBe(4);
+    // Never above maxInFlight: a caller's 1 holds at all times.
+    busyEventLoop();
+    expect(await loneClaims({ batchMaxInFlightWhenBusy: 4 }, { maxInFlight: 1 })).toBe(1);
+    // A store without a default for busy times keeps its maxInFlight under load.
+    busyEventLoop();
+    expect(await loneClaims({})).toBe(4);
   });
 
   it('splits bursts into batches of at most maxBatch', async () => {
@@ -246,6 +294,7 @@ describe('batching of claims and completions', () => {
     [{ maxBatch: 1.5 }, /batch\.maxBatch/],
     [{ maxInFlight: 0 }, /batch\.maxInFlight must be a positive integer, got 0/],
     [{ maxInFlight: -1 }, /batch\.maxInFlight/],
+    [{ maxInFlightWhenBusy: 0 }, /batch\.maxInFlightWhenBusy must be a positive integer, got 0/],
     [{ window: 'frame' }, /batch\.window must be 'tick' or 'turn', got frame/],
   ])('refuses batch options %j with InvalidOptionsError', (batch, message) => {
     const create = () =>
