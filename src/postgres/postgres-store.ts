@@ -117,12 +117,16 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
     // commit for many keys. Every statement costs a commit (and its WAL flush) plus a socket write on
     // each side, so batches should form as soon as two calls are outstanding: measured with
     // bench/http.ts S2, 2 gives ~74% of the no-middleware rate against ~58% with the engine's usual 4.
+    // While the process is busy, 1 (see src/store/event-loop-load.ts): S2 57.5% -> 61.5% of the
+    // baseline in one run, S1 unchanged; not at all times, because a batch that waits on a row lock (a
+    // key held by a postgresTransactional run, up to ~200 ms) then holds up every other call of the engine.
     // steps: recorded in the row's `steps` column (migration 0005), see save-step.sql.
     capabilities: {
       crossProcess: true,
       purge: true,
       batch: true,
       batchMaxInFlight: 2,
+      batchMaxInFlightWhenBusy: 1,
       steps: true,
     },
     pool,
