@@ -6,6 +6,7 @@ import { redisStore } from '../../../src/redis/index.js';
 import { loadScript } from '../../../src/redis/script-runner.js';
 import { claim, claimMany, complete, completeMany } from '../../../src/redis/scripts.gen.js';
 import { env, requireService } from '../../helpers/env.js';
+import { busyEventLoop, idleEventLoop } from '../../helpers/event-loop.js';
 import { connectClient, type RedisLib } from '../../helpers/redis-clients.js';
 import { freePorts, PORT_SLICES, PrivateRedis } from '../../helpers/redis-servers.js';
 
@@ -201,5 +202,44 @@ describe.each<RedisLib>(['node-redis', 'ioredis'])('redis store round trips (%s)
     expect(count(completeMany)).toBe(1);
     expect(count(claim) + count(complete)).toBe(0);
     expect(log.shas).toHaveLength(3);
+  });
+
+  it('keeps one script call in flight while the event loop is busy, and four while it is idle', async () => {
+    // Arrange: the store's own batching defaults (4 calls in flight at rest, 1 while busy).
+    const connection = await connectClient(lib, server.url);
+    const store = redisStore({ client: connection.client, prefix: `rt-busy:${lib}:` });
+    await store.ready;
+    const idempotency = createIdempotency({ store, namespace: `busy-${lib}` });
+    await Promise.all(
+      Array.from({ length: 10 }, (_, i) => idempotency.run({ key: `warm-${i}` }, () => i)),
+    );
+    // Four runs, each started in the tick after the previous one's claim was written: every claim
+    // after the first finds a call outstanding (no reply can arrive between ticks).
+    async function claimsAloneOverFourTicks(label: string, busy: boolean): Promise<number> {
+      const log = await CommandLog.open(server.port);
+      if (busy) busyEventLoop();
+      const runs: Array<Promise<unknown>> = [];
+      for (let i = 0; i < 4; i++) {
+        runs.push(idempotency.run({ key: `${label}-${i}` }, () => i));
+        await new Promise((resolve) => process.nextTick(resolve));
+      }
+      const outcomes = (await Promise.all(runs)) as Array<{ status: string }>;
+      await echoOn(lib, connection.client, label);
+      await log.until(label);
+      log.close();
+      expect(outcomes.map((outcome) => outcome.status)).toEqual(runs.map(() => 'executed'));
+      return log.shas.filter((sha) => sha === loadScript(claim).sha).length;
+    }
+
+    // Act
+    await idleEventLoop();
+    const idle = await claimsAloneOverFourTicks('idle', false);
+    const busy = await claimsAloneOverFourTicks('busy', true);
+    await connection.close();
+
+    // Assert: idle, each claim went at once as a single-key script; busy, only the first did, and the
+    // three that waited went together with it (claim-many or complete-claim-many).
+    expect(idle).toBe(4);
+    expect(busy).toBe(1);
   });
 });

@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it, vi } from 'vitest';
 import {
   createIdempotency,
@@ -7,8 +6,8 @@ import {
   type Store,
 } from '../../../src/index.js';
 import { type BatchingOptions, withBatching } from '../../../src/store/batching.js';
-import { eventLoopBusy, SAMPLE_MS } from '../../../src/store/event-loop-load.js';
 import type { StoreCapabilities } from '../../../src/store/store.js';
+import { busyEventLoop, idleEventLoop } from '../../helpers/event-loop.js';
 
 /**
  * Four runs started in four ticks of the event loop, each while the first run's claim is outstanding, on a
@@ -37,28 +36,6 @@ async function loneClaims(
   }
   await Promise.all(runs);
   return claim.mock.calls.length;
-}
-
-/** Run code for `ms` without yielding: the event loop is busy all that time. */
-function spin(ms: number): void {
-  const until = performance.now() + ms;
-  while (performance.now() < until) {
-    // busy on purpose
-  }
-}
-
-/** Leave the event loop a whole measurement of busy time: the gauge then reports busy for the next one. */
-function busyEventLoop(): void {
-  spin(SAMPLE_MS + 10);
-  eventLoopBusy(); // closes whatever measurement was open, busy or not
-  spin(SAMPLE_MS + 10);
-  expect(eventLoopBusy()).toBe(true);
-}
-
-/** Leave the event loop idle long enough that the gauge's next measurement is all idle time. */
-async function idleEventLoop(): Promise<void> {
-  eventLoopBusy(); // closes the measurement open since an earlier test
-  await sleep(2 * SAMPLE_MS + 20);
 }
 
 describe('batching of claims and completions', () => {
@@ -179,7 +156,6 @@ describe('batching of claims and completions', () => {
   it('holds calls back to maxInFlightWhenBusy only while the event loop is busy', async () => {
     // Idle: the store's default for busy times changes nothing, every run's claim goes at once.
     await idleEventLoop();
-    expect(eventLoopBusy()).toBe(false);
     expect(await loneClaims({ batchMaxInFlightWhenBusy: 1 })).toBe(4);
     // Busy: one claim outstanding, the three that follow wait for it and go as one batch.
     busyEventLoop();

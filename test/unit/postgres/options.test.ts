@@ -30,7 +30,7 @@ describe('postgresStore options', () => {
     expect(isInvalidOptionsError(error)).toBe(true);
   });
 
-  it('reports its validated schema and table and declares purge, cross-process and steps support', () => {
+  it('reports its validated schema and table and declares purge, cross-process, batch and steps support', () => {
     // Act
     const store = postgresStore({ pool: unusedClient, schema: 'billing', table: 'keys' });
     // Assert
@@ -40,6 +40,7 @@ describe('postgresStore options', () => {
       purge: true,
       batch: true,
       batchMaxInFlight: 2,
+      batchMaxInFlightWhenBusy: 1,
       steps: true,
     });
   });
