@@ -147,7 +147,6 @@ describe('batching of claims and completions', () => {
   });
 
   it("takes the store's batchMaxInFlight as the default and lets the caller override it", async () => {
-    await idleEventLoop();
     expect(await loneClaims({})).toBe(4);
     expect(await loneClaims({ batchMaxInFlight: 1 })).toBe(1);
     expect(await loneClaims({ batchMaxInFlight: 1 }, { maxInFlight: 4 })).toBe(4);
