@@ -45,7 +45,6 @@ import { randomUUID } from 'node:crypto';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { type Channel, type ChannelModel, type ConsumeMessage, connect } from 'amqplib';
 import pg from 'pg';
 import { createClient } from 'redis';
@@ -54,6 +53,7 @@ import { env } from '../test/helpers/env.js';
 import { migrateUpTo, pgAtVersion, schemaAtLabel } from './lib/bench-stores.js';
 import { compareVariants, libraryBuilder, repoRoot } from './lib/build-lib.js';
 import { drainWatch } from './lib/drain-watch.js';
+import { type CoreLibrary, libraryModule, loadCoreLibrary } from './lib/library.js';
 import { processCpu } from './lib/proc-cpu.js';
 import { type BenchRow, median, roundColumns } from './lib/report.js';
 import { ResultsFile } from './lib/results.js';
@@ -171,32 +171,22 @@ async function floor(connection: ChannelModel, queue: string, count: number): Pr
 }
 
 /** The parts of the library the idempotent rows use: this checkout's, or a `COMPARE` variant's. */
-interface Library {
+interface Library extends CoreLibrary {
   idempotentConsumer: typeof import('../src/amqp/index.js').idempotentConsumer;
-  createIdempotency: typeof import('../src/index.js').createIdempotency;
-  memoryStore: typeof import('../src/index.js').memoryStore;
-  redisStore: typeof import('../src/redis/index.js').redisStore;
   postgresStore: typeof import('../src/postgres/index.js').postgresStore;
   migrate: typeof import('../src/postgres/index.js').migrate;
 }
 
-/**
- * Load the library from `dir`: a tree compiled by `libraryBuilder`'s `build`, or TypeScript sources (TSX=1),
- * which tsx resolves from the same `.js` specifiers.
- */
+/** Load the library from `dir` (see `lib/library.ts`). */
 async function loadLibrary(dir: string): Promise<Library> {
-  const load = <T>(path: string) => import(pathToFileURL(join(dir, path)).href) as Promise<T>;
-  const [amqp, core, redisModule, postgres] = await Promise.all([
-    load<typeof import('../src/amqp/index.js')>('amqp/index.js'),
-    load<typeof import('../src/index.js')>('index.js'),
-    load<typeof import('../src/redis/index.js')>('redis/index.js'),
-    load<typeof import('../src/postgres/index.js')>('postgres/index.js'),
+  const [core, amqp, postgres] = await Promise.all([
+    loadCoreLibrary(dir),
+    libraryModule<typeof import('../src/amqp/index.js')>(dir, 'amqp/index.js'),
+    libraryModule<typeof import('../src/postgres/index.js')>(dir, 'postgres/index.js'),
   ]);
   return {
+    ...core,
     idempotentConsumer: amqp.idempotentConsumer,
-    createIdempotency: core.createIdempotency,
-    memoryStore: core.memoryStore,
-    redisStore: redisModule.redisStore,
     postgresStore: postgres.postgresStore,
     migrate: postgres.migrate,
   };

@@ -36,13 +36,13 @@
 import { randomUUID } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { createClient } from 'redis';
 import type { Store } from '../src/index.js';
 import { parseReadGroup } from '../src/redis-streams/redis-client.js';
 import { env } from '../test/helpers/env.js';
 import { compareVariants, libraryBuilder, repoRoot } from './lib/build-lib.js';
 import { drainWatch } from './lib/drain-watch.js';
+import { type CoreLibrary, libraryModule, loadCoreLibrary } from './lib/library.js';
 import { ownCpu, processCpu } from './lib/proc-cpu.js';
 import { type BenchRow, median, roundColumns } from './lib/report.js';
 import { ResultsFile } from './lib/results.js';
@@ -152,27 +152,17 @@ async function plain(stream: string, count: number, perRead: boolean): Promise<n
 }
 
 /** The parts of the library the idempotent rows use: this checkout's, or a `COMPARE` variant's. */
-interface Library {
+interface Library extends CoreLibrary {
   idempotentConsumer: typeof import('../src/redis-streams/index.js').idempotentConsumer;
-  createIdempotency: typeof import('../src/index.js').createIdempotency;
-  memoryStore: typeof import('../src/index.js').memoryStore;
-  redisStore: typeof import('../src/redis/index.js').redisStore;
 }
 
-/** Load the library from `dir`: a tree compiled by `libraryBuilder`'s `build`, or sources (TSX=1). */
+/** Load the library from `dir` (see `lib/library.ts`). */
 async function loadLibrary(dir: string): Promise<Library> {
-  const load = <T>(path: string) => import(pathToFileURL(join(dir, path)).href) as Promise<T>;
-  const [streams, core, redisModule] = await Promise.all([
-    load<typeof import('../src/redis-streams/index.js')>('redis-streams/index.js'),
-    load<typeof import('../src/index.js')>('index.js'),
-    load<typeof import('../src/redis/index.js')>('redis/index.js'),
+  const [core, streams] = await Promise.all([
+    loadCoreLibrary(dir),
+    libraryModule<typeof import('../src/redis-streams/index.js')>(dir, 'redis-streams/index.js'),
   ]);
-  return {
-    idempotentConsumer: streams.idempotentConsumer,
-    createIdempotency: core.createIdempotency,
-    memoryStore: core.memoryStore,
-    redisStore: redisModule.redisStore,
-  };
+  return { ...core, idempotentConsumer: streams.idempotentConsumer };
 }
 
 /** Drain `stream` with the idempotent consumer on `store`; msgs/s. */
