@@ -17,6 +17,10 @@
  * - RATE: a fixed offered load in requests per second (say 3000) instead of as many as each server answers.
  *   At a fixed rate every row does the same work per second, so CPU per request compares rows without the
  *   noise of saturation; run it with `taskset` for steadier figures still (see bench/README.md);
+ * - SURVIVORS=1: each server also samples the objects that outlive a scavenge (`lib/gc-probe.ts`), which
+ *   adds a column of their bytes per request and prints, per row, the allocation sites they come from. A
+ *   scavenge's pause grows with what it copies: this says whose objects those are (SURVIVOR_SITES sites per
+ *   row, default 15). The sampling slows the servers, so such a run writes no results file;
  * - REDIS_URL, DATABASE_URL as in the tests.
  *
  * A run with the defaults (no STORES, PEERS or RATE) writes `bench/results/http-split.md`.
@@ -27,7 +31,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type BenchStores, cleanupBenchStores, prepareBenchStores } from './lib/bench-stores.js';
 import { libraryBuilder, repoRoot } from './lib/build-lib.js';
-import type { GcProbeReport } from './lib/gc-probe.js';
+import type { GcProbeReport, SurvivorTotals } from './lib/gc-probe.js';
 import { load } from './lib/http-load.js';
 import type { BenchServerConfig } from './lib/http-server.js';
 import { allThreadsCpu, cpuSince, ownCpu, processCpuByPid, threadCpu } from './lib/proc-cpu.js';
@@ -53,6 +57,9 @@ const pgSchema = `ik_bench_http_split_${run}`;
 const { buildDir, build } = libraryBuilder('ik-bench-http-split-build-');
 const library = build('main', join(repoRoot, 'src'));
 const gcProbe = new URL('./lib/gc-probe.ts', import.meta.url).href;
+const survivors = process.env.SURVIVORS === '1';
+// Sites printed per row with SURVIVORS=1.
+const SURVIVOR_SITES = Number(process.env.SURVIVOR_SITES ?? 15);
 
 /** One row: its name and how to start its server. */
 interface Row {
@@ -107,19 +114,20 @@ const ROWS: Row[] = [
 ];
 
 function start(row: Row): Promise<ServerChild> {
-  return startServerChild(new URL(row.script, import.meta.url), row.env, ['--import', gcProbe]);
+  const env = survivors ? { ...row.env, IK_BENCH_SURVIVORS: '1' } : row.env;
+  return startServerChild(new URL(row.script, import.meta.url), env, ['--import', gcProbe]);
 }
 
 function writeSyscalls(pid: number): number {
   return Number(/syscw: (\d+)/.exec(readFileSync(`/proc/${pid}/io`, 'utf8'))?.[1] ?? 0);
 }
 
-function gcTotals(child: ChildProcess): Promise<GcProbeReport['gc']> {
+function gcTotals(child: ChildProcess): Promise<GcProbeReport> {
   return new Promise((resolve) => {
     const onMessage = (message: Partial<GcProbeReport>) => {
       if (message.gc === undefined) return;
       child.off('message', onMessage);
-      resolve(message.gc);
+      resolve(message as GcProbeReport);
     };
     child.on('message', onMessage);
     child.send('gc');
@@ -135,10 +143,12 @@ interface Reading {
   loadgen: number;
   writes: number;
   gc: GcProbeReport['gc'];
+  survivors: SurvivorTotals | undefined;
 }
 
 async function read(server: ServerChild): Promise<Reading> {
   const pid = server.child.pid!;
+  const probe = await gcTotals(server.child);
   return {
     main: threadCpu(pid, pid),
     all: allThreadsCpu(pid),
@@ -146,7 +156,8 @@ async function read(server: ServerChild): Promise<Reading> {
     postgres: processCpuByPid(['postgres']),
     loadgen: ownCpu(),
     writes: writeSyscalls(pid),
-    gc: await gcTotals(server.child),
+    gc: probe.gc,
+    survivors: probe.survivors,
   };
 }
 
@@ -161,6 +172,15 @@ interface Split {
   postgres: number;
   loadgen: number;
   writes: number;
+  survivedBytes: number;
+}
+
+/** Per-request bytes of each allocation site's survivors between two readings, largest first. */
+function survivorSites(from: SurvivorTotals, to: SurvivorTotals, requests: number) {
+  return Object.entries(to.sites)
+    .map(([site, bytes]) => [site, (bytes - (from.sites[site] ?? 0)) / requests] as const)
+    .filter(([, bytes]) => bytes > 0)
+    .sort((a, b) => b[1] - a[1]);
 }
 
 const command = `DURATION=${duration} ROUNDS=${rounds}${
@@ -169,7 +189,10 @@ const command = `DURATION=${duration} ROUNDS=${rounds}${
   rate === undefined ? '' : ` RATE=${rate}`
 } npx tsx bench/http-split.ts`;
 const full =
-  process.env.STORES === undefined && process.env.PEERS === undefined && rate === undefined;
+  process.env.STORES === undefined &&
+  process.env.PEERS === undefined &&
+  rate === undefined &&
+  !survivors;
 const benchStores: BenchStores = {
   stores: [...stores, 'redis'],
   databaseUrl,
@@ -183,6 +206,10 @@ const servers: ServerChild[] = [];
 try {
   for (const row of ROWS) servers.push(await start(row));
   const splits = ROWS.map(() => [] as Split[]);
+  // Each row's survivor totals at the start of its first recorded round, and its requests since.
+  const survivorsFrom: Array<SurvivorTotals | undefined> = ROWS.map(() => undefined);
+  const survivorsTo: Array<SurvivorTotals | undefined> = ROWS.map(() => undefined);
+  const survivorRequests = ROWS.map(() => 0);
   let n = 0;
   // Round 0 warms every server up (V8 optimises the hot paths) and is not recorded.
   for (let round = 0; round <= rounds; round++) {
@@ -196,6 +223,9 @@ try {
       const serverUs = (key: 'redis' | 'postgres') =>
         (cpuSince(before[key], after[key]) / ok) * 1e6;
       const requests = Math.max(1, after.gc.requests - before.gc.requests);
+      survivorsFrom[index] ??= before.survivors;
+      survivorsTo[index] = after.survivors;
+      survivorRequests[index]! += requests;
       splits[index]!.push({
         okRps: result.okRps,
         main: us('main'),
@@ -209,6 +239,7 @@ try {
         postgres: serverUs('postgres'),
         loadgen: us('loadgen'),
         writes: (after.writes - before.writes) / ok,
+        survivedBytes: ((after.survivors?.bytes ?? 0) - (before.survivors?.bytes ?? 0)) / requests,
       });
     }
   }
@@ -228,6 +259,7 @@ try {
         'postgres µs/req': mid((s) => s.postgres),
         'load generator µs/req': mid((s) => s.loadgen),
         'server writes/req': mid((s) => s.writes, 2),
+        ...(survivors ? { 'survived scavenge B/req': mid((s) => s.survivedBytes, 0) } : {}),
       },
     };
   });
@@ -239,6 +271,22 @@ try {
     { chartTitle: 'HTTP S2: 2xx/s as a share of the baseline' },
   );
   if (full) results.write();
+  if (survivors) {
+    for (const [index, row] of ROWS.entries()) {
+      const from = survivorsFrom[index];
+      const to = survivorsTo[index];
+      if (from === undefined || to === undefined) continue;
+      console.log(
+        `\nObjects outliving a scavenge, bytes per request by allocation site: ${row.name}`,
+      );
+      for (const [site, bytes] of survivorSites(from, to, survivorRequests[index]!).slice(
+        0,
+        SURVIVOR_SITES,
+      )) {
+        console.log(`${bytes.toFixed(0).padStart(7)}  ${site}`);
+      }
+    }
+  }
 } finally {
   for (const server of servers) server.child.kill('SIGKILL');
   await cleanupBenchStores(benchStores);
