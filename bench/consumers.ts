@@ -246,6 +246,14 @@ const filler = await connection.createConfirmChannel();
 const redis = createClient({ url: env.redisUrl, commandOptions: { timeout: 0 } });
 await redis.connect();
 const pool = new pg.Pool({ connectionString: env.databaseUrl, max: 20 });
+// COMPARE's variants are built and loaded first: a build that fails then stops the run before it has
+// created anything to clean up.
+const variants = await Promise.all(
+  compare.map(async (variant) => ({
+    name: variant.name,
+    lib: await loadLibrary(build(variant.name, variant.src)),
+  })),
+);
 const schema = `ik_bench_consumers_${process.pid}`;
 await checkout.migrate(pool, { schema });
 const redisPrefix = `ik-bench:consumers:${run}:`;
@@ -290,10 +298,9 @@ const cases: Array<[string, (queue: string, count: number) => Promise<number>]> 
 ];
 
 // COMPARE=name=/abs/src,…: one more Redis row per variant, measured in the same rounds as the others.
-for (const variant of compare) {
-  const lib = await loadLibrary(build(variant.name, variant.src));
+for (const { name, lib } of variants) {
   cases.push([
-    `idempotent, Redis store (batched, default) [${variant.name}]`,
+    `idempotent, Redis store (batched, default) [${name}]`,
     (q, n) =>
       idempotent(
         connection,
