@@ -24,13 +24,12 @@
  * (from `/proc`, Linux; 10 ms resolution).
  */
 import { randomUUID } from 'node:crypto';
-import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import * as checkoutCore from '../src/index.js';
 import * as checkoutPostgres from '../src/postgres/index.js';
 import { migrateUpTo, pgAtVersion, schemaAtLabel } from './lib/bench-stores.js';
 import { compareVariants } from './lib/build-lib.js';
+import { libraryModule } from './lib/library.js';
 import { cpuSince, processCpuByPid } from './lib/proc-cpu.js';
 import { type BenchRow, median, throughput } from './lib/report.js';
 import { ResultsFile } from './lib/results.js';
@@ -54,10 +53,9 @@ interface Library {
 
 /** Load the library from the source tree `src` (TypeScript, which tsx resolves from `.js` specifiers). */
 async function loadLibrary(src: string): Promise<Library> {
-  const load = <T>(path: string) => import(pathToFileURL(join(src, path)).href) as Promise<T>;
   const [core, postgres] = await Promise.all([
-    load<typeof checkoutCore>('index.js'),
-    load<typeof checkoutPostgres>('postgres/index.js'),
+    libraryModule<typeof checkoutCore>(src, 'index.js'),
+    libraryModule<typeof checkoutPostgres>(src, 'postgres/index.js'),
   ]);
   return { createIdempotency: core.createIdempotency, postgresStore: postgres.postgresStore };
 }

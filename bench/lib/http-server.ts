@@ -5,9 +5,9 @@
  * the child answers with its `process.cpuUsage()`, so the parent can measure the server's own CPU time.
  */
 import type { AddressInfo } from 'node:net';
-import { join } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { fileURLToPath } from 'node:url';
 import type { Store } from '../../src/index.js';
+import { libraryModule } from './library.js';
 
 /** What the parent asks for. */
 export interface BenchServerConfig {
@@ -39,8 +39,7 @@ export interface BenchCpuReport {
 
 const config = JSON.parse(process.env.IK_BENCH_HTTP ?? '{}') as BenchServerConfig;
 const src = config.src ?? fileURLToPath(new URL('../../src', import.meta.url));
-const lib = <T>(path: string): Promise<T> =>
-  import(pathToFileURL(join(src, path)).href) as Promise<T>;
+const lib = <T>(path: string): Promise<T> => libraryModule<T>(src, path);
 
 async function createStore(): Promise<Store | undefined> {
   switch (config.store) {

@@ -1,8 +1,8 @@
 /**
- * Loading the library into a consumer benchmark from a source tree: this checkout's or a `COMPARE`
- * variant's, compiled by `libraryBuilder` (or the TypeScript sources themselves under `TSX=1`, which tsx
- * resolves from the same `.js` specifiers). `bench/consumers.ts` and `bench/redis-streams.ts` each add their
- * consumer module to the parts they share.
+ * Loading the library into a benchmark from a source tree: this checkout's or a `COMPARE` variant's,
+ * compiled by `libraryBuilder` (or the TypeScript sources themselves, which tsx resolves from the same `.js`
+ * specifiers). Every benchmark imports its modules through {@link libraryModule}; `bench/consumers.ts` and
+ * `bench/redis-streams.ts` each add their consumer module to the parts they share ({@link loadCoreLibrary}).
  * @module
  */
 import { join } from 'node:path';
