@@ -1,11 +1,13 @@
 /**
  * Hono + the memory store (single process): the middleware per route, the context through
- * `c.get('idempotency')`, and `currentIdempotency()` deep in the call tree with `asyncContext: true`.
+ * `c.get('idempotency')`, `currentIdempotency()` deep in the call tree with `asyncContext: true`, and a
+ * browser's view: `hono/cors` mounted first, so a replay carries its headers and exposes `Idempotent-Replayed`.
  *
  * Run: `npx tsx examples/hono-memory.ts`.
  * @module
  */
 import { Hono } from 'hono';
+import { cors } from 'hono/cors';
 import { currentIdempotency, idempotency } from '../src/hono/index.js';
 import { memoryStore } from '../src/index.js';
 
@@ -18,6 +20,8 @@ function publish(event: string): string {
 
 let executions = 0;
 const app = new Hono();
+// Before the idempotency middleware: its headers are then on replays and problems too.
+app.use('/orders', cors({ origin: 'https://shop.example', exposeHeaders: ['X-Request-Id'] }));
 app.post('/orders', idem.route({ key: 'required' }), async (c) => {
   executions++;
   const order = (await c.req.json()) as { sku: string };
@@ -31,12 +35,18 @@ app.post('/orders', idem.route({ key: 'required' }), async (c) => {
 for (const key of ['order-1', 'order-1', undefined]) {
   const response = await app.request('/orders', {
     method: 'POST',
-    headers: { 'content-type': 'application/json', ...(key ? { 'idempotency-key': key } : {}) },
+    headers: {
+      'content-type': 'application/json',
+      origin: 'https://shop.example',
+      ...(key ? { 'idempotency-key': key } : {}),
+    },
     body: JSON.stringify({ sku: 'book' }),
   });
   console.log(
     response.status,
     response.headers.get('idempotent-replayed') ?? '-',
+    // A script on https://shop.example reads only the headers named here (and the safelisted ones).
+    response.headers.get('access-control-expose-headers'),
     await response.text(),
   );
 }

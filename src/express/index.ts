@@ -12,6 +12,7 @@ import { bufferView } from '../core/bytes.js';
 import {
   decide,
   type EngineSource,
+  exposedLayerHeaders,
   type HttpResponseData,
   type HttpRouteOptions,
   type RequestFacts,
@@ -70,7 +71,7 @@ export function idempotency(options: ExpressIdempotencyOptions): ExpressIdempote
     return (req: Request, res: Response, next: NextFunction) => {
       decide(engine, policy, new ExpressFacts(req, scope)).then((decision) => {
         if (decision.action === 'pass') return next();
-        if (decision.action === 'respond') return send(res, decision.response);
+        if (decision.action === 'respond') return send(req, res, decision.response);
         captureResponse(res, decision.execution);
         setRequestContext(req, decision.execution.context);
         decision.execution.enter(next);
@@ -114,7 +115,7 @@ class ExpressFacts implements RequestFacts {
   }
 }
 
-function send(res: Response, data: HttpResponseData): void {
+function send(req: Request, res: Response, data: HttpResponseData): void {
   res.statusCode = data.status;
   const headers = data.headers;
   for (let i = 0; i < headers.length; i++) {
@@ -128,6 +129,11 @@ function send(res: Response, data: HttpResponseData): void {
       values.push(more);
     }
     res.setHeader(name, values ?? value);
+  }
+  // Only a browser's cross-origin request carries Origin: any other request skips the CORS look-up.
+  if (req.headers.origin !== undefined) {
+    const expose = exposedLayerHeaders(data, (name) => res.getHeader(name));
+    if (expose !== undefined) res.setHeader('access-control-expose-headers', expose);
   }
   const body = data.body;
   // A view, not a copy: nothing writes to stored or problem bodies. A buffer, as Express's own `res.send`

@@ -16,6 +16,7 @@ import {
   decide,
   type EngineSource,
   type Execution,
+  exposedLayerHeaders,
   type HttpRouteOptions,
   type IdempotencyContext,
   type RequestFacts,
@@ -166,6 +167,11 @@ const plugin: FastifyPluginCallback<FastifyIdempotencyOptions> = (fastify, optio
         for (const [name, value] of headers) {
           const existing = reply.getHeader(name);
           reply.header(name, existing === undefined ? value : [existing, value].flat().map(String));
+        }
+        // Only a browser's cross-origin request carries Origin: any other request skips the CORS look-up.
+        if (request.headers.origin !== undefined) {
+          const expose = exposedLayerHeaders(decision.response, (name) => reply.getHeader(name));
+          if (expose !== undefined) reply.header('access-control-expose-headers', expose);
         }
         void reply.send(body.byteLength === 0 ? undefined : Buffer.from(body));
         return;

@@ -10,6 +10,7 @@ import {
   captureWebResponse,
   decide,
   type EngineSource,
+  exposedLayerHeaders,
   type HttpRouteOptions,
   type IdempotencyContext,
   type RequestFacts,
@@ -108,7 +109,16 @@ export function idempotency(options: HonoIdempotencyOptions): HonoIdempotency {
     return async (c, next) => {
       const decision = await decide(engine, policy, facts(c, scope));
       if (decision.action === 'pass') return next();
-      if (decision.action === 'respond') return toWebResponse(decision.response);
+      if (decision.action === 'respond') {
+        // Only a browser's cross-origin request carries Origin: any other request skips the CORS look-up
+        // (reading `c.res` builds a Response when no middleware has). Hono copies the headers set on `c.res`
+        // so far (a CORS middleware's) over the returned response's, so the expose list is set there.
+        if (c.req.header('origin') !== undefined) {
+          const expose = exposedLayerHeaders(decision.response, (name) => c.res.headers.get(name));
+          if (expose !== undefined) c.res.headers.set('access-control-expose-headers', expose);
+        }
+        return toWebResponse(decision.response);
+      }
       const { execution } = decision;
       c.set('idempotency', execution.context);
       cacheText(c);

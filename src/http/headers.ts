@@ -1,7 +1,7 @@
 /**
  * Which response headers are stored and replayed: an allow-list (content-type, location, cache-control,
  * etag, plus what the route adds), minus a deny-list that no option can override (cookies, credentials,
- * hop-by-hop and framing headers).
+ * hop-by-hop and framing headers, CORS headers).
  * @module
  */
 import { InvalidOptionsError } from '../core/errors.js';
@@ -51,6 +51,13 @@ export function replayedHeaderSet(extra: readonly string[] = []): ReadonlySet<st
     if (NEVER_REPLAYED.has(lower)) {
       throw new InvalidOptionsError(
         `replayHeaders: '${name}' is never replayed (cookies, credentials and hop-by-hop headers)`,
+      );
+    }
+    // CORS headers answer the request at hand (its Origin): a stored one would grant a later caller's
+    // origin what the first caller's was granted. The CORS middleware sets them on every answer, replays too.
+    if (lower.startsWith('access-control-')) {
+      throw new InvalidOptionsError(
+        `replayHeaders: '${name}' is never replayed (CORS headers: mount your CORS middleware before the idempotency layer, and it sets them on replays too)`,
       );
     }
     names.add(lower);

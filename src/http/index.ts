@@ -7,6 +7,7 @@ export type { BodyCollector } from './capture.js';
 export { collectBody, createBodyCollector } from './capture.js';
 export type { IdempotencyContext } from './context.js';
 export { currentIdempotency, runWithContext } from './context.js';
+export { exposedLayerHeaders } from './cors.js';
 export type { CapturedResponse, Decision, Execution, RequestFacts } from './execution.js';
 export { decide, replayResponse } from './execution.js';
 export type { FingerprintParts } from './fingerprint.js';

@@ -12,8 +12,10 @@
 -- a database stalled for other reasons). lock_timeout then fails the statement with 55P03, which rolls the
 -- whole statement back: nothing of the batch was applied. The store (src/postgres/batch.ts) sends the keys
 -- again as single claims, concurrently on the pool: the free keys are claimed at once, and the held key's
--- claim, which has no timeout, waits for the COMMIT and then replays (or claims, after a rollback) as
--- before. The held key's answer is unchanged; the others' delay is bounded by the timeout.
+-- claim, which had no timeout when this migration was written, waited for the COMMIT and then replayed (or
+-- claimed, after a rollback). Since then the single claim is bounded too (`claim-bounded.sql`, the same
+-- 100 ms, set by the statement itself: no migration): past it the held key is answered in progress, retry
+-- after busyRetryAfterMs (src/postgres/held-key.ts). The others' delay is bounded by the timeout.
 --
 -- A function's SET clause applies while the function runs and restores the caller's value on exit, so
 -- nothing else on the connection is affected. complete_claim calls claim_many, whose clause applies inside
