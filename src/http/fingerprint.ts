@@ -1,7 +1,7 @@
 /**
  * The request fingerprint: SHA-256 over the method, the path, the canonical query, selected headers and the
- * body. JSON bodies are canonicalised (object key order never matters); other bodies are compared as raw
- * bytes. The function is total: any input gives a fingerprint, never an exception, so hostile bodies can
+ * body. JSON bodies are canonicalised (object key order never matters), multipart bodies are compared part by
+ * part without their random boundary (`./multipart.ts`); other bodies are compared as raw bytes. The function is total: any input gives a fingerprint, never an exception, so hostile bodies can
  * only ever produce a 422 (mismatch), never a 500.
  * @module
  */
@@ -9,6 +9,7 @@
 import { createHash, hash } from 'node:crypto';
 import { bufferView } from '../core/bytes.js';
 import { createFingerprint } from '../core/fingerprint.js';
+import { multipartParts } from './multipart.js';
 
 /** What the fingerprint covers. */
 export interface FingerprintParts {
@@ -79,7 +80,7 @@ export function httpFingerprint(parts: FingerprintParts): string {
     encoder.pairs(query);
     encoder.pairs(headers);
     encoder.string(media);
-    encoder.body(parts.body, isJsonMedia(media));
+    encoder.body(parts.body, media, parts.contentType);
     encoder.text += ']';
     return encoder.digest();
   } catch {
@@ -153,11 +154,12 @@ class Encoder {
 
   /**
    * The body part, at depth 1 of the encoding: `null` when there is none, `{ json: value }` for a JSON
-   * value (parsed here from bytes, or already parsed by the framework), `{ bytes }` otherwise. Tagged so
+   * value (parsed here from bytes, or already parsed by the framework), `{ multipart: parts }` for a
+   * well-formed multipart body (each part `[headers, content]`, see `./multipart.ts`), `{ bytes }` otherwise. Tagged so
    * that a JSON string body and the same text sent as bytes stay distinct. The one-member wrapper objects
    * are written directly rather than built and then canonicalised.
    */
-  body(body: unknown, json: boolean): void {
+  body(body: unknown, media: string, contentType: string | undefined): void {
     if (body === undefined || body === null) {
       this.text += 'n';
       return;
@@ -168,7 +170,7 @@ class Encoder {
         this.text += 'n';
         return;
       }
-      if (json) {
+      if (isJsonMedia(media)) {
         let parsed: unknown;
         try {
           parsed = JSON.parse(bufferView(bytes).toString('utf8')) as unknown;
@@ -178,6 +180,12 @@ class Encoder {
           return;
         }
         this.member('json', parsed);
+        return;
+      }
+      if (media.startsWith('multipart/') && contentType !== undefined) {
+        // Not well-formed with its boundary: compare the bytes, and let the handler answer.
+        const multipart = multipartParts(bytes, contentType);
+        this.member(multipart === undefined ? 'bytes' : 'multipart', multipart ?? bytes);
         return;
       }
       this.member('bytes', bytes);

@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { createFingerprint } from '../../../src/core/fingerprint.js';
 import { canonicalQuery, httpFingerprint } from '../../../src/http/fingerprint.js';
+import { multipartParts } from '../../../src/http/multipart.js';
 
 const base = { method: 'POST', path: '/orders', query: '', contentType: 'application/json' };
 
@@ -92,6 +93,7 @@ describe('HTTP fingerprint', () => {
           'application/json',
           'text/plain',
           'application/x+json; charset=utf-8',
+          'multipart/form-data; boundary=b',
         ),
         fc.string(),
         (body, contentType, query) => {
@@ -150,6 +152,9 @@ function referenceFingerprint(parts: {
       } catch {
         // compared as bytes
       }
+    } else if (media.startsWith('multipart/')) {
+      const multipart = multipartParts(bytes, parts.contentType ?? '');
+      if (multipart !== undefined) body = { multipart };
     }
   } else body = { json: parts.body };
   const base = ['http/1', parts.method.toUpperCase(), parts.path, canonicalQuery(parts.query)];
@@ -189,6 +194,19 @@ describe('HTTP fingerprint encoding', () => {
     fc.uint8Array({ maxLength: 64 }),
     fc.string({ unit: 'binary', maxLength: 32 }),
     fc.constantFrom(undefined, null, '', () => 1, Symbol('s')),
+    // A well-formed multipart body with the boundary `b` (its content has no '-', so no delimiter).
+    fc
+      .array(fc.uint8Array({ maxLength: 16 }), { maxLength: 3 })
+      .map((contents) =>
+        Buffer.concat([
+          ...contents.flatMap((content, i) => [
+            Buffer.from(`--b\r\ncontent-disposition: form-data; name="f${i}"\r\n\r\n`),
+            Buffer.from(content.filter((byte) => byte !== 0x2d)),
+            Buffer.from('\r\n'),
+          ]),
+          Buffer.from('--b--'),
+        ]),
+      ),
   );
 
   it('is byte for byte the reference encoding, for any request (fuzz)', () => {
@@ -205,6 +223,7 @@ describe('HTTP fingerprint encoding', () => {
           'application/json',
           'text/plain',
           'application/x+json; charset=utf-8',
+          'multipart/form-data; boundary=b',
         ),
         body,
         (method, path, query, headers, contentType, value) => {
