@@ -1,8 +1,9 @@
 /**
  * The request fingerprint: SHA-256 over the method, the path, the canonical query, selected headers and the
  * body. JSON bodies are canonicalised (object key order never matters), multipart bodies are compared part by
- * part without their random boundary (`./multipart.ts`); other bodies are compared as raw bytes. The function is total: any input gives a fingerprint, never an exception, so hostile bodies can
- * only ever produce a 422 (mismatch), never a 500.
+ * part without their random boundary (`./multipart.ts`); other bodies are compared as raw bytes. The
+ * function is total: any input gives a fingerprint, never an exception, so hostile bodies can only ever
+ * produce a 422 (mismatch), never a 500.
  * @module
  */
 
@@ -155,9 +156,9 @@ class Encoder {
   /**
    * The body part, at depth 1 of the encoding: `null` when there is none, `{ json: value }` for a JSON
    * value (parsed here from bytes, or already parsed by the framework), `{ multipart: parts }` for a
-   * well-formed multipart body (each part `[headers, content]`, see `./multipart.ts`), `{ bytes }` otherwise. Tagged so
-   * that a JSON string body and the same text sent as bytes stay distinct. The one-member wrapper objects
-   * are written directly rather than built and then canonicalised.
+   * well-formed multipart body (each part `[headers, content]`, see `./multipart.ts`), `{ bytes }`
+   * otherwise. Tagged so that a JSON string body and the same text sent as bytes stay distinct. The
+   * one-member wrapper objects are written directly rather than built and then canonicalised.
    */
   body(body: unknown, media: string, contentType: string | undefined): void {
     if (body === undefined || body === null) {

@@ -42,7 +42,9 @@ export function multipartBoundary(contentType: string): string | undefined {
  * that boundary (no delimiter, no closing delimiter, a part without its header block): the fingerprint then
  * compares the raw bytes, as for any other body. Never throws.
  * @example
- * multipartParts(bytes, 'multipart/form-data; boundary=x'); // [[[['content-disposition', 'form-data; name="a"']], <bytes>]]
+ * // --x\r\nContent-Disposition: form-data; name="a"\r\n\r\n1\r\n--x--
+ * multipartParts(bytes, 'multipart/form-data; boundary=x');
+ * // [[[['content-disposition', 'form-data; name="a"']], <the byte '1'>]]
  */
 export function multipartParts(body: Uint8Array, contentType: string): MultipartPart[] | undefined {
   const boundary = multipartBoundary(contentType);
