@@ -190,6 +190,24 @@ describe.each([
     expect(exposed(mismatch)).toEqual(new Set(['x-request-id', 'link']));
   });
 
+  it("a preflight for Idempotency-Key is the CORS middleware's, which allows the header by default", async () => {
+    // Act
+    const preflight = await fetch(server.url, {
+      method: 'OPTIONS',
+      headers: {
+        origin: ORIGIN,
+        'access-control-request-method': 'POST',
+        'access-control-request-headers': 'content-type,idempotency-key',
+      },
+    });
+    // Assert
+    expect(preflight.status).toBeLessThan(300);
+    expect(preflight.headers.get('access-control-allow-origin')).toBe(ORIGIN);
+    expect(preflight.headers.get('access-control-allow-headers')?.toLowerCase()).toContain(
+      'idempotency-key',
+    );
+  });
+
   it('a request without Origin (not a browser) gets the expose list unchanged', async () => {
     // Arrange
     const key = randomUUID();
