@@ -11,6 +11,7 @@ import {
   decide,
   type EngineSource,
   exposedLayerHeaders,
+  type HttpResponseData,
   type HttpRouteOptions,
   type IdempotencyContext,
   type RequestFacts,
@@ -94,6 +95,21 @@ function cacheText(c: Context): void {
 }
 
 /**
+ * Name the layer's own headers in the CORS middleware's expose list, on `c.res`: Hono copies the headers
+ * set there so far over the returned response's. A `c.res` whose headers are immutable (a `fetch()` result
+ * an earlier middleware put there) is left as it is: the answer itself is right either way.
+ */
+function exposeToBrowser(c: Context, answer: HttpResponseData): void {
+  const expose = exposedLayerHeaders(answer, (name) => c.res.headers.get(name));
+  if (expose === undefined) return;
+  try {
+    c.res.headers.set('access-control-expose-headers', expose);
+  } catch {
+    // Immutable headers (TypeError): nothing to add to.
+  }
+}
+
+/**
  * Create the middleware. Mount it after authentication and validation, before the handler.
  * @example
  * const idem = idempotency({ store: memoryStore() });
@@ -111,12 +127,8 @@ export function idempotency(options: HonoIdempotencyOptions): HonoIdempotency {
       if (decision.action === 'pass') return next();
       if (decision.action === 'respond') {
         // Only a browser's cross-origin request carries Origin: any other request skips the CORS look-up
-        // (reading `c.res` builds a Response when no middleware has). Hono copies the headers set on `c.res`
-        // so far (a CORS middleware's) over the returned response's, so the expose list is set there.
-        if (c.req.header('origin') !== undefined) {
-          const expose = exposedLayerHeaders(decision.response, (name) => c.res.headers.get(name));
-          if (expose !== undefined) c.res.headers.set('access-control-expose-headers', expose);
-        }
+        // (reading `c.res` builds a Response when no middleware has).
+        if (c.req.header('origin') !== undefined) exposeToBrowser(c, decision.response);
         return toWebResponse(decision.response);
       }
       const { execution } = decision;
