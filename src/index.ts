@@ -67,6 +67,8 @@ export {
 } from './core/record.js';
 export type { StepContext, StepOptions } from './core/steps.js';
 export { assertStepName } from './core/steps.js';
+export type { StoreHealth, StoreHealthOptions } from './store/health.js';
+export { checkStoreHealth, HEALTH_PROBE_KEY } from './store/health.js';
 export type { MemoryStore, MemoryStoreOptions } from './store/memory-store.js';
 export { memoryStore } from './store/memory-store.js';
 export type {

@@ -20,6 +20,7 @@ export const PORT_SLICES = {
   startupCheck: [7050, 7060],
   outage: [7060, 7070],
   cliCluster: [7070, 7090],
+  health: [7090, 7100],
 } as const satisfies Record<string, readonly [number, number]>;
 
 function portFree(port: number): Promise<boolean> {
