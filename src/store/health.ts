@@ -2,7 +2,7 @@
  * A store's health, for readiness probes: can this process use the store right now? The probe is one
  * `get` of a key no request can have (`storage keys` are digests), so it takes the path every request
  * takes (the connection, the Redis scripts, the PostgreSQL or SQLite table and its migrations) and
- * writes nothing. It never throws: a broken store is an answer, not an exception.
+ * writes nothing. A broken store is an answer, not an exception: it throws only for a bad `timeout`.
  * @module
  */
 import { type Duration, toMs } from '../core/duration.js';
