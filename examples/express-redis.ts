@@ -32,8 +32,15 @@ const idem = idempotency({
 
 let executions = 0;
 const app = express();
-// Authentication and body parsing come first: their 401/400 responses are never stored.
-app.use(express.json());
+// Authentication and body parsing come first: their 401/400 responses are never stored. Keeping the raw
+// JSON text lets the fingerprint tell apart ids beyond 2^53, which parsing rounds to one double.
+app.use(
+  express.json({
+    verify: (req, _res, buf) => {
+      (req as typeof req & { rawBody?: Buffer }).rawBody = buf;
+    },
+  }),
+);
 app.post('/orders', idem.route({ key: 'required' }), (req, res) => {
   executions++;
   const order = { id: `ord_${executions}`, ...req.body };
@@ -55,7 +62,8 @@ for (let i = 0; i < 2; i++) {
       'idempotency-key': `"${key}"`,
       cookie: `sid=session-1; lb=node-${i + 1}`,
     },
-    body: JSON.stringify({ sku: 'book', qty: 1 }),
+    // An int64 account id, as a Java or Go client writes it.
+    body: '{"sku":"book","qty":1,"account":9223372036854775807}',
   });
   console.log(
     response.status,
@@ -63,6 +71,17 @@ for (let i = 0; i < 2; i++) {
     await response.text(),
   );
 }
+// The same key for another account: 422, though both ids parse to one double (the raw text tells them apart).
+const otherAccount = await fetch(url, {
+  method: 'POST',
+  headers: {
+    'content-type': 'application/json',
+    'idempotency-key': `"${key}"`,
+    cookie: 'sid=session-1',
+  },
+  body: '{"sku":"book","qty":1,"account":9223372036854775806}',
+});
+console.log(otherAccount.status, ((await otherAccount.json()) as { code: string }).code);
 const missing = await fetch(url, {
   method: 'POST',
   headers: { 'content-type': 'application/json' },

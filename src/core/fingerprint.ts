@@ -6,10 +6,13 @@
  *   keys sorted, so key order never matters; `undefined` members are dropped and `toJSON()` is honoured, as
  *   `JSON.stringify` does.
  * - `Uint8Array` (and `Buffer`) values are hashed as raw bytes, wherever they appear.
+ * - An `ExactDecimal` (a JSON number a double would round, see `./exact-decimal.ts`) is hashed by its exact
+ *   value, apart from every double.
  * @module
  */
 import { createHash, hash } from 'node:crypto';
 import { InvalidOptionsError } from './errors.js';
+import { ExactDecimal } from './exact-decimal.js';
 
 /** A value that can be fingerprinted. */
 export type FingerprintInput = unknown;
@@ -50,6 +53,10 @@ function feed(parts: Array<string | Uint8Array>, value: unknown, depth: number):
 }
 
 function feedObject(parts: Array<string | Uint8Array>, value: object, depth: number): void {
+  if (value instanceof ExactDecimal) {
+    parts.push(`x${value.canonical};`);
+    return;
+  }
   const withToJSON = value as { toJSON?: () => unknown };
   if (typeof withToJSON.toJSON === 'function') {
     feed(parts, withToJSON.toJSON(), depth + 1);

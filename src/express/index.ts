@@ -110,6 +110,12 @@ class ExpressFacts implements RequestFacts {
     return this.req.body as unknown;
   }
 
+  // A `rawBody` the app kept (express.json's `verify`) lets the fingerprint see JSON numbers exactly.
+  rawBody(): Uint8Array | string | undefined {
+    const raw = (this.req as { rawBody?: unknown }).rawBody;
+    return raw instanceof Uint8Array || typeof raw === 'string' ? raw : undefined;
+  }
+
   scope(): string | Promise<string> | undefined {
     return this.scopeOf?.(this.req);
   }

@@ -85,6 +85,12 @@ class FastifyFacts implements RequestFacts {
     return this.request.body;
   }
 
+  // A `rawBody` the app kept (fastify-raw-body, or a content-type parser) lets the fingerprint see JSON numbers exactly.
+  rawBody(): Uint8Array | string | undefined {
+    const raw = (this.request as { rawBody?: unknown }).rawBody;
+    return raw instanceof Uint8Array || typeof raw === 'string' ? raw : undefined;
+  }
+
   scope(): string | Promise<string> | undefined {
     return this.scopeOf?.(this.request);
   }

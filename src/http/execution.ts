@@ -31,6 +31,11 @@ export interface RequestFacts {
   /** The body as the fingerprint should see it (bytes, string or parsed value); read only when needed. */
   body(): unknown;
   /**
+   * The body's bytes as received, when the app kept them beside the parsed body (a `rawBody` property,
+   * as `express.json`'s `verify` or `fastify-raw-body` set it); the fingerprint prefers them for JSON.
+   */
+  rawBody?(): Uint8Array | string | undefined;
+  /**
    * The scope (tenant, principal) from the adapter's `scope` function; computed only when the layer
    * applies. `undefined` when there is none: the layer then digests the request's credentials
    * ({@link credentialScope}, with the route's `scopeCookies`).
@@ -227,6 +232,7 @@ function fingerprintOf(policy: RoutePolicy, request: RequestFacts, body: unknown
     contentType: typeof contentType === 'string' ? contentType : contentType?.[0],
     headers: fingerprintHeaders,
     body,
+    rawBody: request.rawBody?.(),
   });
 }
 

@@ -1,6 +1,7 @@
 /**
  * The request fingerprint: SHA-256 over the method, the path, the canonical query, selected headers and the
- * body. JSON bodies are canonicalised (object key order never matters), multipart bodies are compared part by
+ * body. JSON bodies are canonicalised (object key order never matters; a number a double would round, such
+ * as an int64 id, by its exact value: `./json-numbers.ts`), multipart bodies are compared part by
  * part without their random boundary (`./multipart.ts`); other bodies are compared as raw bytes. The
  * function is total: any input gives a fingerprint, never an exception, so hostile bodies can only ever
  * produce a 422 (mismatch), never a 500.
@@ -9,7 +10,9 @@
 
 import { createHash, hash } from 'node:crypto';
 import { bufferView } from '../core/bytes.js';
+import { ExactDecimal } from '../core/exact-decimal.js';
 import { createFingerprint } from '../core/fingerprint.js';
+import { mayHaveBeenRounded, parseJsonExactly } from './json-numbers.js';
 import { multipartParts } from './multipart.js';
 
 /** What the fingerprint covers. */
@@ -29,6 +32,12 @@ export interface FingerprintParts {
    * array…), or `undefined` when the request has none.
    */
   body: unknown;
+  /**
+   * The body's bytes as received, when the app kept them beside a parsed `body` (Express `express.json`'s
+   * `verify`, Fastify's `fastify-raw-body`): preferred for a JSON body, because parsing rounds numbers a
+   * double cannot hold (an int64 id), after which two different requests would fingerprint alike.
+   */
+  rawBody?: Uint8Array | string | undefined;
 }
 
 const FINGERPRINT_VERSION = 'http/1';
@@ -81,7 +90,7 @@ export function httpFingerprint(parts: FingerprintParts): string {
     encoder.pairs(query);
     encoder.pairs(headers);
     encoder.string(media);
-    encoder.body(parts.body, media, parts.contentType);
+    encoder.body(bodyOf(parts, media), media, parts.contentType);
     encoder.text += ']';
     return encoder.digest();
   } catch {
@@ -103,6 +112,12 @@ export function httpFingerprint(parts: FingerprintParts): string {
       { text },
     ]);
   }
+}
+
+// The raw JSON text when the app kept it (numbers exact), else the body as handed over.
+function bodyOf(parts: FingerprintParts, media: string): unknown {
+  const raw = parts.rawBody;
+  return raw !== undefined && raw.length > 0 && isJsonMedia(media) ? raw : parts.body;
 }
 
 /**
@@ -137,6 +152,10 @@ class Encoder {
   text = '';
   /** Earlier text and raw byte chunks, only when the body has bytes. */
   private chunks: Array<string | Uint8Array> | undefined;
+  /** While a JSON value parsed from text is written: look for numbers parsing may have rounded. */
+  private watchNumbers = false;
+  /** A number parsing may have rounded was seen while watching. */
+  private sawRoundedNumber = false;
 
   string(value: string): void {
     this.text += `s${Buffer.byteLength(value, 'utf8')}:${value}`;
@@ -172,15 +191,25 @@ class Encoder {
         return;
       }
       if (isJsonMedia(media)) {
+        const text = bufferView(bytes).toString('utf8');
         let parsed: unknown;
         try {
-          parsed = JSON.parse(bufferView(bytes).toString('utf8')) as unknown;
+          parsed = JSON.parse(text) as unknown;
         } catch {
           // Not valid JSON after all: compare the bytes, and let the handler answer the parse error.
           this.member('bytes', bytes);
           return;
         }
+        // A number parsing may have rounded (an int64 id) could make two requests alike: such a body (rare)
+        // is read again, keeping the numbers that do not parse exactly as they were written.
+        const mark = this.text.length;
+        this.watchNumbers = true;
         this.member('json', parsed);
+        this.watchNumbers = false;
+        if (this.sawRoundedNumber) {
+          this.text = this.text.slice(0, mark);
+          this.member('json', parseJsonExactly(text));
+        }
         return;
       }
       if (media.startsWith('multipart/') && contentType !== undefined) {
@@ -225,6 +254,9 @@ class Encoder {
         this.text += value ? 't' : 'f';
         return;
       case 'number':
+        if (this.watchNumbers && !this.sawRoundedNumber && mayHaveBeenRounded(value)) {
+          this.sawRoundedNumber = true;
+        }
         // A finite number's string form is the one JSON.stringify gives (negative zero included).
         this.text += Number.isFinite(value) ? `d${value};` : 'n';
         return;
@@ -243,6 +275,10 @@ class Encoder {
   }
 
   private object(value: object, depth: number): void {
+    if (value instanceof ExactDecimal) {
+      this.text += `x${value.canonical};`;
+      return;
+    }
     const withToJSON = value as { toJSON?: () => unknown };
     if (typeof withToJSON.toJSON === 'function') {
       this.value(withToJSON.toJSON(), depth + 1);

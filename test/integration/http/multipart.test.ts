@@ -6,7 +6,6 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
-import { serve } from '@hono/node-server';
 import express from 'express';
 import fastify from 'fastify';
 import { Hono } from 'hono';
@@ -16,6 +15,7 @@ import { idempotencyPlugin } from '../../../src/fastify/index.js';
 import { withIdempotency } from '../../../src/fetch/index.js';
 import { idempotency as honoIdempotency } from '../../../src/hono/index.js';
 import { memoryStore } from '../../../src/index.js';
+import { listenFetch } from '../../helpers/listen-fetch.js';
 
 interface UploadServer {
   url: string;
@@ -37,16 +37,6 @@ function counter() {
 // The tag, read from the raw body: each framework hands the handler bytes here, not a parsed form.
 const tagOf = (body: Uint8Array) =>
   /name="tag"\r\n\r\n([^\r]*)/.exec(Buffer.from(body).toString('latin1'))?.[1] ?? '';
-
-async function listenHono(fetchHandler: (request: Request) => Response | Promise<Response>) {
-  const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
-    const s = serve({ fetch: fetchHandler, port: 0, hostname: '127.0.0.1' }, () => resolve(s));
-  });
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/uploads`,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
-}
 
 async function startExpress(): Promise<UploadServer> {
   const { executions, count } = counter();
@@ -96,7 +86,7 @@ async function startFetch(): Promise<UploadServer> {
     },
     { store: memoryStore(), key: 'required' },
   );
-  return { ...(await listenHono(handler)), executions };
+  return { ...(await listenFetch(handler, '/uploads')), executions };
 }
 
 async function startHono(): Promise<UploadServer> {
@@ -108,7 +98,7 @@ async function startHono(): Promise<UploadServer> {
     const tag = String(form.get('tag'));
     return c.json({ tag, n: count(tag), id: randomUUID() }, 201);
   });
-  return { ...(await listenHono(app.fetch)), executions };
+  return { ...(await listenFetch(app.fetch, '/uploads')), executions };
 }
 
 describe.each([

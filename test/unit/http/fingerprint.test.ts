@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { createFingerprint } from '../../../src/core/fingerprint.js';
 import { canonicalQuery, httpFingerprint } from '../../../src/http/fingerprint.js';
+import { mayHaveBeenRounded, parseJsonExactly } from '../../../src/http/json-numbers.js';
 import { multipartParts } from '../../../src/http/multipart.js';
 
 const base = { method: 'POST', path: '/orders', query: '', contentType: 'application/json' };
@@ -31,7 +32,8 @@ describe('HTTP fingerprint', () => {
         const b = httpFingerprint({ ...base, body: shuffled });
         // Assert
         expect(a).toBe(b);
-        // A body parser hands over objects and arrays (a bare string is taken as text, not JSON).
+        // A body parser hands over objects and arrays (a bare string is taken as text, not JSON). Doubles
+        // written in their shortest form, as JSON.stringify writes them, fingerprint as the parsed value.
         if (typeof value === 'object' && value !== null) {
           expect(httpFingerprint({ ...base, body: reorder(value, seed) })).toBe(a);
         }
@@ -58,6 +60,72 @@ describe('HTTP fingerprint', () => {
     // Act / Assert
     expect(httpFingerprint({ ...octets, body: Buffer.from('{"a":1,"b":2}') })).not.toBe(
       httpFingerprint({ ...octets, body: Buffer.from('{"b":2,"a":1}') }),
+    );
+  });
+
+  it('tells apart JSON bodies whose numbers parse to the same double (int64 ids)', () => {
+    // Arrange: 2^63 - 1 and 2^63 - 2 are one double, as are 1e400 and 2e400 (Infinity), 1e-400 and 0
+    const account = (id: string) => Buffer.from(`{"account":${id},"amount":100}`);
+    const fingerprint = (id: string) => httpFingerprint({ ...base, body: account(id) });
+    // Act / Assert
+    expect(fingerprint('9223372036854775807')).not.toBe(fingerprint('9223372036854775806'));
+    expect(fingerprint('1e400')).not.toBe(fingerprint('2e400'));
+    expect(fingerprint('0.30000000000000004')).not.toBe(fingerprint('0.3'));
+    expect(fingerprint('0.30000000000000004')).not.toBe(fingerprint('0.300000000000000041'));
+    // A double written in its shortest form (as JSON.stringify writes it) keeps the fingerprint it had.
+    expect(fingerprint('0.30000000000000004')).toBe(
+      httpFingerprint({ ...base, body: { account: 0.1 + 0.2, amount: 100 } }),
+    );
+    // The same number however written, and in any key order.
+    expect(fingerprint('9223372036854775807')).toBe(fingerprint('9.223372036854775807e18'));
+    expect(
+      httpFingerprint({
+        ...base,
+        body: Buffer.from('{ "amount": 100, "account": 9223372036854775807 }'),
+      }),
+    ).toBe(fingerprint('9223372036854775807'));
+  });
+
+  it('prefers the raw JSON text the app kept to the parsed body (numbers exact), for JSON only', () => {
+    // Arrange: the parsed body has rounded both ids to one double
+    const raw = (id: string) => `{"account":${id}}`;
+    const rounded = JSON.parse(raw('9223372036854775807')) as unknown;
+    const withRaw = (id: string, contentType = 'application/json') =>
+      httpFingerprint({ ...base, contentType, body: rounded, rawBody: Buffer.from(raw(id)) });
+    // Act / Assert
+    expect(withRaw('9223372036854775807')).not.toBe(withRaw('9223372036854775806'));
+    expect(withRaw('9223372036854775807')).toBe(
+      httpFingerprint({ ...base, body: raw('9223372036854775807') }),
+    );
+    // Short numbers: the same fingerprint with or without the raw text.
+    expect(httpFingerprint({ ...base, body: { a: 1 }, rawBody: '{ "a": 1 }' })).toBe(
+      httpFingerprint({ ...base, body: { a: 1 } }),
+    );
+    // Not JSON (a form the app parsed): the parsed body, as before.
+    const form = { ...base, contentType: 'application/x-www-form-urlencoded', body: { a: '1' } };
+    expect(httpFingerprint({ ...form, rawBody: 'a=1' })).toBe(httpFingerprint(form));
+  });
+
+  it('tells big integers apart by value and ignores key order around them (fuzz)', () => {
+    fc.assert(
+      fc.property(
+        fc.bigInt({ min: -(2n ** 70n), max: 2n ** 70n }),
+        fc.bigInt({ min: -(2n ** 70n), max: 2n ** 70n }),
+        fc.jsonValue(),
+        (a, b, other) => {
+          // Arrange
+          const body = (id: bigint, reversed: boolean) => {
+            const members = [`"id":${id}`, `"other":${JSON.stringify(other) ?? 'null'}`];
+            return Buffer.from(`{${(reversed ? members.reverse() : members).join(',')}}`);
+          };
+          // Act
+          const fingerprintA = httpFingerprint({ ...base, body: body(a, false) });
+          // Assert
+          expect(httpFingerprint({ ...base, body: body(a, true) })).toBe(fingerprintA);
+          expect(httpFingerprint({ ...base, body: body(b, true) }) === fingerprintA).toBe(a === b);
+        },
+      ),
+      { numRuns: 500 },
     );
   });
 
@@ -124,6 +192,15 @@ describe('HTTP fingerprint', () => {
   });
 });
 
+// A number in a parsed JSON value that parsing may have rounded (the body is then read exactly).
+function hasRoundedNumber(value: unknown): boolean {
+  if (typeof value === 'number') return mayHaveBeenRounded(value);
+  if (Array.isArray(value)) return value.some(hasRoundedNumber);
+  if (value !== null && typeof value === 'object')
+    return Object.values(value).some(hasRoundedNumber);
+  return false;
+}
+
 // The fingerprint as first specified: core `createFingerprint` over the request's parts. The HTTP layer
 // writes the same encoding directly (faster); any difference would turn every stored key into a mismatch.
 function referenceFingerprint(parts: {
@@ -140,25 +217,29 @@ function referenceFingerprint(parts: {
     .map(([name, value]) => [name.toLowerCase(), value] as const)
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   const isJson = media === 'application/json' || media.endsWith('+json');
-  let body: unknown;
-  if (parts.body === undefined || parts.body === null) body = null;
-  else if (parts.body instanceof Uint8Array || typeof parts.body === 'string') {
-    const bytes = typeof parts.body === 'string' ? Buffer.from(parts.body, 'utf8') : parts.body;
-    body = { bytes };
-    if (bytes.byteLength === 0) body = null;
-    else if (isJson) {
-      try {
-        body = { json: JSON.parse(Buffer.from(bytes).toString('utf8')) };
-      } catch {
-        // compared as bytes
-      }
-    } else if (media.startsWith('multipart/')) {
-      const multipart = multipartParts(bytes, parts.contentType ?? '');
-      if (multipart !== undefined) body = { multipart };
-    }
-  } else body = { json: parts.body };
   const base = ['http/1', parts.method.toUpperCase(), parts.path, canonicalQuery(parts.query)];
   try {
+    let body: unknown;
+    if (parts.body === undefined || parts.body === null) body = null;
+    else if (parts.body instanceof Uint8Array || typeof parts.body === 'string') {
+      const bytes = typeof parts.body === 'string' ? Buffer.from(parts.body, 'utf8') : parts.body;
+      body = { bytes };
+      if (bytes.byteLength === 0) body = null;
+      else if (isJson) {
+        const text = Buffer.from(bytes).toString('utf8');
+        let json: unknown;
+        let valid = true;
+        try {
+          json = JSON.parse(text);
+        } catch {
+          valid = false; // compared as bytes
+        }
+        if (valid) body = { json: hasRoundedNumber(json) ? parseJsonExactly(text) : json };
+      } else if (media.startsWith('multipart/')) {
+        const multipart = multipartParts(bytes, parts.contentType ?? '');
+        if (multipart !== undefined) body = { multipart };
+      }
+    } else body = { json: parts.body };
     return createFingerprint([...base, headers, media, body]);
   } catch {
     let text: string;

@@ -1,0 +1,247 @@
+/**
+ * JSON numbers a double would round. `JSON.parse` reads numbers as doubles, so
+ * `{"account":12345678901234567891}` and `{"account":12345678901234567890}` parse to the same value (an
+ * int64 id, a snowflake id), as do `1e400` and `2e400` (both `Infinity`). A fingerprint over the parsed
+ * value would then let a key reused for another account replay the first account's response instead of
+ * answering 422. While it encodes a body parsed from text, the fingerprint asks
+ * {@link mayHaveBeenRounded} of each number; for such a body (rare) it reads the text again with
+ * {@link parseJsonExactly}, which keeps every number that was rounded as an {@link ExactDecimal}.
+ * @module
+ */
+
+import { ExactDecimal } from '../core/exact-decimal.js';
+
+const QUOTE = 0x22;
+const OPEN_BRACE = 0x7b;
+const CLOSE_BRACE = 0x7d;
+const OPEN_BRACKET = 0x5b;
+const CLOSE_BRACKET = 0x5d;
+const LOWER_T = 0x74;
+const LOWER_F = 0x66;
+const LOWER_N = 0x6e;
+const BACKSLASH = 0x5c;
+const MINUS = 0x2d;
+const PLUS = 0x2b;
+const DOT = 0x2e;
+const ZERO = 0x30;
+const NINE = 0x39;
+const LOWER_E = 0x65;
+const UPPER_E = 0x45;
+
+/** Significant digits a double holds for every decimal (`DBL_DIG`). */
+const MAX_SIGNIFICANT_DIGITS = 15;
+/** Decimal exponents well inside the normal range of doubles (about 1e-307 to 1.8e308). */
+const MAX_DECIMAL_EXPONENT = 300;
+
+/**
+ * Whether `JSON.parse` may have rounded this number from a longer text so that another number parses to
+ * it too: an integer beyond 2^53 (an int64 id), an overflow to infinity, or a value whose shortest form
+ * needs more than 15 significant digits (`0.30000000000000004`, or what `0.1234567890123456789` parses
+ * to). Cheap enough to ask of every number of a body. Not caught: a number written with more than 15
+ * digits that differs from a short one only past them (`0.10000000000000001` parses to `0.1`).
+ * @example
+ * mayHaveBeenRounded(9223372036854775807); // true
+ * mayHaveBeenRounded(19.99); // false
+ */
+export function mayHaveBeenRounded(value: number): boolean {
+  if (Number.isInteger(value)) return !Number.isSafeInteger(value);
+  if (!Number.isFinite(value)) return true;
+  const text = String(value);
+  return text.length > MAX_SIGNIFICANT_DIGITS && significantDigits(text) > MAX_SIGNIFICANT_DIGITS;
+}
+
+// Significant digits of a number's shortest form (`-1.2345e-7`, `0.000123`): no sign, point, exponent or
+// leading zeros (a non-integer's shortest form has no trailing zeros).
+function significantDigits(text: string): number {
+  let count = 0;
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (code === LOWER_E) break;
+    if (code >= ZERO && code <= NINE && (count > 0 || code !== ZERO)) count++;
+  }
+  return count;
+}
+
+/**
+ * `true` when `lexeme`, a JSON number's text, parses to a double no other number parses to: at most 15
+ * significant digits (`DBL_DIG`: such decimals survive a round trip through a double) and a decimal
+ * exponent within ±300, inside the normal range of doubles; zero, however written, is exact.
+ * @example
+ * numberParsesExactly('19.99'); // true
+ * numberParsesExactly('9223372036854775807'); // false
+ */
+export function numberParsesExactly(lexeme: string): boolean {
+  const negative = lexeme.charCodeAt(0) === MINUS;
+  return parsesExactly(lexeme, negative ? 1 : 0, lexeme.length);
+}
+
+// The index after the closing quote of a string whose content starts at `i`.
+function afterString(text: string, i: number): number {
+  const length = text.length;
+  while (i < length) {
+    const code = text.charCodeAt(i);
+    if (code === BACKSLASH) i += 2;
+    else if (code === QUOTE) return i + 1;
+    else i++;
+  }
+  return length;
+}
+
+function numberEnd(text: string, i: number): number {
+  let end = i + 1;
+  while (end < text.length) {
+    const code = text.charCodeAt(end);
+    const partOfNumber =
+      (code >= ZERO && code <= NINE) ||
+      code === DOT ||
+      code === LOWER_E ||
+      code === UPPER_E ||
+      code === PLUS ||
+      code === MINUS;
+    if (!partOfNumber) break;
+    end++;
+  }
+  return end;
+}
+
+// A JSON number without its sign, text[start, end): digits, an optional fraction, an optional exponent.
+function parsesExactly(text: string, start: number, end: number): boolean {
+  let significant = 0;
+  // Digits seen before the decimal point, counted from the first non-zero digit (the value's magnitude);
+  // for a value below 1, the zeros after the point before the first non-zero digit, negated.
+  let magnitude = 0;
+  let trailingZeros = 0;
+  let seenPoint = false;
+  let i = start;
+  for (; i < end; i++) {
+    const code = text.charCodeAt(i);
+    if (code === DOT) {
+      seenPoint = true;
+      continue;
+    }
+    if (code === LOWER_E || code === UPPER_E) break;
+    if (significant === 0 && code === ZERO) {
+      if (seenPoint) magnitude--;
+      continue;
+    }
+    significant++;
+    trailingZeros = code === ZERO ? trailingZeros + 1 : 0;
+    if (!seenPoint) magnitude++;
+  }
+  // Zero, however written (`0`, `-0.000`, `0e999`), is exactly zero.
+  if (significant === 0) return true;
+  // Trailing zeros are significant only as a scale (`1200` is 12e2), which the magnitude already holds.
+  if (significant - trailingZeros > MAX_SIGNIFICANT_DIGITS) return false;
+  const exponent = i < end ? Number(text.slice(i + 1, end)) : 0;
+  const decimalExponent = magnitude + exponent;
+  return Math.abs(decimalExponent) <= MAX_DECIMAL_EXPONENT;
+}
+
+/** Nesting past the fingerprint's own limit (256) is refused there too; this bounds the recursion. */
+const MAX_DEPTH = 300;
+
+/**
+ * `JSON.parse(text)` for a text `JSON.parse` accepted, except that a number that does not parse exactly
+ * ({@link numberParsesExactly}) and is not its double's shortest form is an {@link ExactDecimal}; every
+ * other value is what `JSON.parse` gives, so a body's fingerprint changes only where a number was rounded.
+ * @throws RangeError when the text nests deeper than 300 levels.
+ * @example
+ * parseJsonExactly('{"account":9223372036854775807}'); // { account: ExactDecimal('9223372036854775807e19') }
+ */
+export function parseJsonExactly(text: string): unknown {
+  return new ExactJsonReader(text).value(0);
+}
+
+// A recursive descent over a text already known to be valid JSON, so nothing is validated twice.
+class ExactJsonReader {
+  private at = 0;
+
+  constructor(private readonly text: string) {}
+
+  value(depth: number): unknown {
+    if (depth > MAX_DEPTH) throw new RangeError('JSON nested too deeply');
+    this.skipSpace();
+    const text = this.text;
+    const start = this.at;
+    switch (text.charCodeAt(start)) {
+      case OPEN_BRACE:
+        return this.object(depth);
+      case OPEN_BRACKET:
+        return this.array(depth);
+      case QUOTE:
+        return this.string();
+      case LOWER_T:
+        this.at += 4;
+        return true;
+      case LOWER_F:
+        this.at += 5;
+        return false;
+      case LOWER_N:
+        this.at += 4;
+        return null;
+      default: {
+        const end = numberEnd(text, start);
+        this.at = end;
+        const lexeme = text.slice(start, end);
+        const value = Number(lexeme);
+        if (numberParsesExactly(lexeme)) return value;
+        // A double's own shortest form (what JSON.stringify writes: 0.30000000000000004) names one
+        // number, and keeps the fingerprint it always had; any other long form is kept exact.
+        const exact = ExactDecimal.fromJson(lexeme);
+        const shortest = Number.isFinite(value) && ExactDecimal.fromJson(String(value)).canonical;
+        return shortest === exact.canonical ? value : exact;
+      }
+    }
+  }
+
+  private object(depth: number): Record<string, unknown> {
+    // No prototype: a `__proto__` member is a plain member, as JSON.parse makes it.
+    const object = Object.create(null) as Record<string, unknown>;
+    this.at++;
+    this.skipSpace();
+    if (this.text.charCodeAt(this.at) === CLOSE_BRACE) {
+      this.at++;
+      return object;
+    }
+    for (;;) {
+      this.skipSpace();
+      const name = this.string();
+      this.skipSpace();
+      this.at++; // ':'
+      object[name] = this.value(depth + 1);
+      this.skipSpace();
+      if (this.text.charCodeAt(this.at++) === CLOSE_BRACE) return object;
+    }
+  }
+
+  private array(depth: number): unknown[] {
+    const array: unknown[] = [];
+    this.at++;
+    this.skipSpace();
+    if (this.text.charCodeAt(this.at) === CLOSE_BRACKET) {
+      this.at++;
+      return array;
+    }
+    for (;;) {
+      array.push(this.value(depth + 1));
+      this.skipSpace();
+      if (this.text.charCodeAt(this.at++) === CLOSE_BRACKET) return array;
+    }
+  }
+
+  // Escapes are decoded by JSON.parse itself, on the string's own text.
+  private string(): string {
+    const end = afterString(this.text, this.at + 1);
+    const value = JSON.parse(this.text.slice(this.at, end)) as string;
+    this.at = end;
+    return value;
+  }
+
+  private skipSpace(): void {
+    const text = this.text;
+    let code = text.charCodeAt(this.at);
+    while (code === 0x20 || code === 0x0a || code === 0x0d || code === 0x09) {
+      code = text.charCodeAt(++this.at);
+    }
+  }
+}
