@@ -4,6 +4,7 @@
  * @module
  */
 import { parseArgs } from 'node:util';
+import { type Duration, toMs } from '../core/duration.js';
 
 /** Exit codes of the CLI. */
 export const ExitCode = {
@@ -44,7 +45,19 @@ export interface DatabaseArgs {
   redisCluster?: boolean;
   /** `--redis-client`: the Redis client library to connect with (default: node-redis if installed). */
   redisClient?: RedisClientLibrary;
+  /**
+   * `--timeout`, in ms, when given: how long to wait for the store (PostgreSQL, Redis) to accept the
+   * connection, and for `health` then for the probe ({@link DEFAULT_CONNECT_TIMEOUT_MS},
+   * {@link DEFAULT_HEALTH_TIMEOUT_MS}).
+   */
+  timeoutMs?: number;
 }
+
+/** How long a command waits for PostgreSQL or Redis to accept its connection, without `--timeout`. */
+export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
+
+/** How long `health` waits to connect, and then for the probe, without `--timeout`. */
+export const DEFAULT_HEALTH_TIMEOUT_MS = 2_000;
 
 /** The Redis client libraries the CLI can connect with (the store works with both). */
 export const REDIS_CLIENT_LIBRARIES = ['node-redis', 'ioredis'] as const;
@@ -59,6 +72,7 @@ export type CliCommand =
   | ({ command: 'purge'; limit: number; batches: number } & DatabaseArgs)
   | ({ command: 'inspect'; storageKey: string; json: boolean } & DatabaseArgs)
   | ({ command: 'stats'; json: boolean } & DatabaseArgs)
+  | ({ command: 'health'; json: boolean } & DatabaseArgs)
   | ({
       command: 'list';
       crashed: true;
@@ -67,7 +81,7 @@ export type CliCommand =
       json: boolean;
     } & DatabaseArgs);
 
-const COMMANDS = ['migrate', 'purge', 'inspect', 'stats', 'list'] as const;
+const COMMANDS = ['migrate', 'purge', 'inspect', 'stats', 'list', 'health'] as const;
 
 /** Keys per page of `list --crashed` when `--limit` is not given. */
 export const DEFAULT_LIST_LIMIT = 100;
@@ -83,6 +97,8 @@ Commands:
   stats            Count records by state, and the age of the oldest live lease
   list --crashed   List the keys whose request crashed and that stay reserved for it (another request
                    gets 422), a page of --limit at a time, each explained as inspect does
+  health           Connect and read one key no request can have, each within --timeout: exit 0 when
+                   the store answered (a readiness check for the processes that use it), 1 when not
 
 The store (one of):
   --database-url <url>  PostgreSQL connection string (default: $DATABASE_URL)
@@ -102,7 +118,9 @@ Options:
   --crashed             list: the crashed keys (the one listing there is)
   --after <next>        list: the page after the one that printed this 'next' (on PostgreSQL and SQLite,
                         any key: the page starts after it)
-  --json                inspect, stats, list: print one JSON object instead of text
+  --timeout <duration>  PostgreSQL, Redis: how long to wait for the connection, e.g. 500ms or 5s (default:
+                        ${DEFAULT_CONNECT_TIMEOUT_MS / 1000}s); health: for the connection, then for the probe (default: ${DEFAULT_HEALTH_TIMEOUT_MS / 1000}s)
+  --json                inspect, stats, list, health: print one JSON object instead of text
   -h, --help            Show this help
 
 Exit codes: 0 success, 1 the command failed, 2 bad command line.
@@ -114,6 +132,16 @@ function positiveInteger(name: string, value: string | undefined, fallback: numb
     throw new UsageError(`--${name} must be a positive integer, got '${value}'`);
   }
   return Number(value);
+}
+
+function duration(name: string, value: string): number {
+  // A bare number is milliseconds, as everywhere durations are taken.
+  const text = /^[0-9]+(\.[0-9]+)?$/.test(value) ? Number(value) : (value as Duration);
+  try {
+    return toMs(text, `--${name}`);
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
 }
 
 /**
@@ -152,9 +180,11 @@ export function parseCli(
   if (command !== 'purge' && command !== 'list' && values.limit !== undefined) {
     throw new UsageError('--limit applies to purge and list only');
   }
-  if (command !== 'inspect' && command !== 'stats' && command !== 'list' && values.json === true) {
-    throw new UsageError('--json applies to inspect, stats and list only');
+  const withJson = ['inspect', 'stats', 'list', 'health'];
+  if (!withJson.includes(command) && values.json === true) {
+    throw new UsageError('--json applies to inspect, stats, list and health only');
   }
+  if (values.timeout !== undefined) database.timeoutMs = duration('timeout', values.timeout);
   const json = values.json === true;
   if (command === 'list') return { command, ...database, ...listing(values), json };
   if (values.crashed === true || values.after !== undefined) {
@@ -163,7 +193,7 @@ export function parseCli(
   if (command === 'migrate') return { command, ...database };
   if (command === 'inspect')
     return { command, ...database, storageKey: storageKey as string, json };
-  if (command === 'stats') return { command, ...database, json };
+  if (command === 'stats' || command === 'health') return { command, ...database, json };
   return {
     command: 'purge',
     ...database,
@@ -275,6 +305,7 @@ function parse(argv: readonly string[]) {
       crashed: { type: 'boolean' },
       after: { type: 'string' },
       json: { type: 'boolean' },
+      timeout: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });

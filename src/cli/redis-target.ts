@@ -5,6 +5,7 @@
  * The store takes either; the CLI only loads the library it uses.
  * @module
  */
+import { StoreUnavailableError } from '../core/errors.js';
 import type { RedisClientLike } from '../redis/client.js';
 import { redisStore } from '../redis/redis-store.js';
 import type { DatabaseArgs, RedisClientLibrary } from './args.js';
@@ -22,22 +23,41 @@ interface Credentials {
   password?: string;
 }
 
+/** node-redis socket options: one bounded attempt, no reconnection (a command line reports, not waits). */
+interface NodeRedisSocket {
+  connectTimeout: number;
+  reconnectStrategy: false;
+}
+
 interface NodeRedisModule {
-  createClient(options: { url: string }): CliRedisClient & { destroy(): void };
+  createClient(options: { url: string; socket: NodeRedisSocket }): CliRedisClient & {
+    destroy(): void;
+  };
   createCluster(options: {
     rootNodes: Array<{ url: string }>;
-    defaults?: Credentials;
+    defaults?: Credentials & { socket: NodeRedisSocket };
   }): CliRedisClient & { destroy(): void };
+}
+
+/** ioredis options: one bounded attempt per connection and per command. */
+interface IoRedisOptions {
+  maxRetriesPerRequest: number;
+  connectTimeout: number;
+  retryStrategy: () => null;
 }
 
 interface IoRedisModule {
   Redis: new (
     url: string,
-    options: { lazyConnect: boolean; maxRetriesPerRequest: number },
+    options: IoRedisOptions & { lazyConnect: boolean },
   ) => CliRedisClient & { disconnect(): void };
   Cluster: new (
     startupNodes: string[],
-    options: { lazyConnect: boolean; redisOptions: Credentials & { maxRetriesPerRequest: number } },
+    options: {
+      lazyConnect: boolean;
+      clusterRetryStrategy: () => null;
+      redisOptions: Credentials & IoRedisOptions;
+    },
   ) => CliRedisClient & { disconnect(): void };
 }
 
@@ -55,42 +75,110 @@ function credentialsOf(url: string): Credentials {
   return credentials;
 }
 
-/** A client of `library` on `url` (a Cluster when `cluster`), not connected yet, and how to close it. */
+/**
+ * A client of `library` on `url` (a Cluster when `cluster`), not connected yet, and how to close it. One
+ * connection attempt, bounded by `connectTimeoutMs`, and no reconnection: a command line reports an
+ * unreachable server rather than retrying (node-redis would otherwise retry forever).
+ */
 async function clientOf(
   library: RedisClientLibrary,
   url: string,
   cluster: boolean,
+  connectTimeoutMs: number,
 ): Promise<{ client: CliRedisClient; close(): void }> {
   if (library === 'node-redis') {
     const redis = await importPeer<NodeRedisModule>('redis');
+    const socket: NodeRedisSocket = { connectTimeout: connectTimeoutMs, reconnectStrategy: false };
     const client = cluster
-      ? redis.createCluster({ rootNodes: [{ url }], defaults: credentialsOf(url) })
-      : redis.createClient({ url });
+      ? redis.createCluster({ rootNodes: [{ url }], defaults: { ...credentialsOf(url), socket } })
+      : redis.createClient({ url, socket });
     return { client, close: () => client.destroy() };
   }
   const { Redis, Cluster } = await importPeer<IoRedisModule>('ioredis');
-  // One attempt per command: a command line reports an unreachable server at once rather than retrying.
+  const options: IoRedisOptions = {
+    maxRetriesPerRequest: 1,
+    connectTimeout: connectTimeoutMs,
+    retryStrategy: () => null,
+  };
   const client = cluster
     ? new Cluster([url], {
         lazyConnect: true,
-        redisOptions: { ...credentialsOf(url), maxRetriesPerRequest: 1 },
+        clusterRetryStrategy: () => null,
+        redisOptions: { ...credentialsOf(url), ...options },
       })
-    : new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1 });
+    : new Redis(url, { lazyConnect: true, ...options });
   return { client, close: () => client.disconnect() };
+}
+
+/** `host:port` of a Redis URL, for messages: never the password the URL may hold. */
+function serverOf(url: string): string {
+  try {
+    const parsed = new URL(url);
+    return `${parsed.hostname}:${parsed.port === '' ? '6379' : parsed.port}`;
+  } catch {
+    return 'the --redis-url server';
+  }
+}
+
+/**
+ * Connect within `timeoutMs`. Both libraries report the cause of a failed attempt on `error` (ioredis
+ * rejects `connect()` with only "Connection is closed."): the message carries the last one.
+ * @throws StoreUnavailableError naming the server (not the URL's password) and the cause, or the timeout.
+ */
+async function connectWithin(
+  client: CliRedisClient,
+  url: string,
+  timeoutMs: number,
+): Promise<void> {
+  let lastError: Error | undefined;
+  client.on('error', (error) => {
+    lastError = error;
+  });
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(
+      () =>
+        reject(
+          new StoreUnavailableError(
+            `Redis at ${serverOf(url)} did not answer within ${timeoutMs} ms`,
+          ),
+        ),
+      timeoutMs,
+    );
+  });
+  try {
+    await Promise.race([client.connect(), timedOut]);
+  } catch (error) {
+    if (error instanceof StoreUnavailableError) throw error;
+    const cause = lastError ?? (error as Error);
+    throw new StoreUnavailableError(
+      `cannot connect to Redis at ${serverOf(url)}: ${cause.message}`,
+      {
+        cause,
+      },
+    );
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /**
  * Open Redis with the library `--redis-client` names, or node-redis, or else ioredis: the first one
- * installed.
- * @throws Error naming the install command when neither library is installed.
+ * installed; the connection must be up within `connectTimeoutMs`.
+ * @throws Error naming the install command when neither library is installed; StoreUnavailableError when
+ *   the server cannot be reached in time.
  */
-export async function openRedis(redisUrl: string, args: DatabaseArgs): Promise<OpenTarget> {
+export async function openRedis(
+  redisUrl: string,
+  args: DatabaseArgs,
+  connectTimeoutMs: number,
+): Promise<OpenTarget> {
   const libraries: RedisClientLibrary[] =
     args.redisClient === undefined ? ['node-redis', 'ioredis'] : [args.redisClient];
   let opened: { client: CliRedisClient; close(): void } | undefined;
   for (const library of libraries) {
     try {
-      opened = await clientOf(library, redisUrl, args.redisCluster === true);
+      opened = await clientOf(library, redisUrl, args.redisCluster === true, connectTimeoutMs);
       break;
     } catch (error) {
       if (!(error instanceof MissingPeerError)) throw error;
@@ -104,10 +192,9 @@ export async function openRedis(redisUrl: string, args: DatabaseArgs): Promise<O
     );
   }
   const { client, close } = opened;
-  // Reported by the command that fails; a reconnect attempt's error must not crash the process.
-  client.on('error', () => {});
+  // Errors are reported by the command that fails (connectWithin listens): one must not crash the process.
   try {
-    await client.connect();
+    await connectWithin(client, redisUrl, connectTimeoutMs);
   } catch (error) {
     close();
     throw error;

@@ -5,7 +5,15 @@
  * @module
  */
 import { isIdempotencyError } from '../core/errors.js';
-import { type CliCommand, ExitCode, HELP, parseCli, UsageError } from './args.js';
+import {
+  type CliCommand,
+  DEFAULT_CONNECT_TIMEOUT_MS,
+  DEFAULT_HEALTH_TIMEOUT_MS,
+  ExitCode,
+  HELP,
+  parseCli,
+  UsageError,
+} from './args.js';
 import {
   inspectCommand,
   listCrashedCommand,
@@ -15,26 +23,47 @@ import {
   purgeCommand,
   statsCommand,
 } from './commands.js';
+import { healthCommand } from './health-command.js';
 import { openRedis } from './redis-target.js';
 import { type OpenTarget, openPostgres, openSqlite } from './targets.js';
 
-/** Open the store `command` names (parsing made sure it names exactly one). */
-function open(command: Exclude<CliCommand, { command: 'help' }>): Promise<OpenTarget> | OpenTarget {
+/**
+ * Open the store `command` names (parsing made sure it names exactly one), waiting at most
+ * `connectTimeoutMs` for a server to accept the connection.
+ */
+function open(
+  command: Exclude<CliCommand, { command: 'help' }>,
+  connectTimeoutMs: number,
+): Promise<OpenTarget> | OpenTarget {
   if (command.sqliteFile !== undefined) return openSqlite(command.sqliteFile, command);
-  if (command.redisUrl !== undefined) return openRedis(command.redisUrl, command);
-  return openPostgres(command.databaseUrl as string, command);
+  if (command.redisUrl !== undefined) return openRedis(command.redisUrl, command, connectTimeoutMs);
+  return openPostgres(command.databaseUrl as string, command, connectTimeoutMs);
 }
 
+/** The store's name as the stores call themselves, before one is open. */
+function storeKind(command: Exclude<CliCommand, { command: 'help' }>): string {
+  if (command.sqliteFile !== undefined) return 'sqlite';
+  return command.redisUrl !== undefined ? 'redis' : 'postgres';
+}
+
+/** Run the command; resolves to its exit code (a failure that is an exception rejects instead). */
 async function execute(
   command: Exclude<CliCommand, { command: 'help' }>,
   print: Print,
-): Promise<void> {
+): Promise<number> {
   // SQLite's migrate opens (and may create) the file itself; every other command works on an open store.
   if (command.command === 'migrate' && command.sqliteFile !== undefined) {
     migrateSqliteCommand(command.sqliteFile, command, print);
-    return;
+    return ExitCode.Ok;
   }
-  const target = await open(command);
+  if (command.command === 'health') {
+    const timeoutMs = command.timeoutMs ?? DEFAULT_HEALTH_TIMEOUT_MS;
+    const args = { timeoutMs, json: command.json };
+    const openWithin = (left: number) => open(command, left);
+    const healthy = await healthCommand(openWithin, storeKind(command), args, print);
+    return healthy ? ExitCode.Ok : ExitCode.Failure;
+  }
+  const target = await open(command, command.timeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS);
   try {
     switch (command.command) {
       case 'migrate':
@@ -57,6 +86,7 @@ async function execute(
   } finally {
     await target.close();
   }
+  return ExitCode.Ok;
 }
 
 /** Run the CLI with `argv` (without node and script paths); resolves to the exit code. */
@@ -77,8 +107,7 @@ export async function runCli(argv: readonly string[]): Promise<number> {
   }
   const print = (line: string) => process.stdout.write(`${line}\n`);
   try {
-    await execute(command, print);
-    return ExitCode.Ok;
+    return await execute(command, print);
   } catch (error) {
     // Invalid schema/table names are usage errors even though they are found after parsing.
     const usage = isIdempotencyError(error) && error.code === 'invalid_options';

@@ -31,19 +31,28 @@ interface PgModule {
     connectionString: string;
     max?: number;
     application_name?: string;
+    connectionTimeoutMillis?: number;
   }) => PgPool & {
     end(): Promise<void>;
     on(event: 'error', listener: (error: Error) => void): unknown;
   };
 }
 
-/** Open PostgreSQL: a one-connection pool, and the store on it. */
-export async function openPostgres(databaseUrl: string, args: DatabaseArgs): Promise<OpenTarget> {
+/**
+ * Open PostgreSQL: a one-connection pool, and the store on it. The pool connects on first use, within
+ * `connectTimeoutMs` (pg's own default waits without a bound).
+ */
+export async function openPostgres(
+  databaseUrl: string,
+  args: DatabaseArgs,
+  connectTimeoutMs: number,
+): Promise<OpenTarget> {
   const pg = await peer<PgModule>('pg', 'PostgreSQL');
   const pool = new pg.Pool({
     connectionString: databaseUrl,
     max: 1,
     application_name: 'idempotency-kit-cli',
+    connectionTimeoutMillis: connectTimeoutMs,
   });
   // An idle connection dropped by the server must not crash the command with an unhandled event.
   pool.on('error', () => {});

@@ -244,6 +244,6 @@ describe('idempotency-kit inspect and stats', () => {
     expect(missing.stderr).toMatch(/inspect needs the storage key/);
     const json = await cli(['purge', '--json', '--database-url', env.databaseUrl]);
     expect(json.code).toBe(2);
-    expect(json.stderr).toMatch(/--json applies to inspect, stats and list only/);
+    expect(json.stderr).toMatch(/--json applies to inspect, stats, list and health only/);
   });
 });

@@ -135,6 +135,29 @@ describe('parseCli', () => {
     });
   });
 
+  it('parses health on every store, and --timeout as a duration or a number of ms on any command', () => {
+    // Act / Assert
+    expect(
+      parseCli(['health', '--redis-url', 'redis://h', '--timeout', '500ms', '--json'], {}),
+    ).toEqual({
+      command: 'health',
+      redisUrl: 'redis://h',
+      timeoutMs: 500,
+      json: true,
+    });
+    expect(parseCli(['health'], { DATABASE_URL: url })).toEqual({
+      command: 'health',
+      databaseUrl: url,
+      json: false,
+    });
+    expect(parseCli(['stats', '--sqlite', 'x.db', '--timeout', '2s'], {})).toMatchObject({
+      timeoutMs: 2000,
+    });
+    expect(parseCli(['migrate', '--database-url', url, '--timeout', '1500'], {})).toMatchObject({
+      timeoutMs: 1500,
+    });
+  });
+
   it('returns help for -h whatever else is given', () => {
     // Act / Assert
     expect(parseCli(['-h'], {})).toEqual({ command: 'help' });
@@ -143,7 +166,10 @@ describe('parseCli', () => {
 
   it.each([
     [[], /missing command/],
-    [['frob'], /unknown command 'frob' \(expected migrate, purge, inspect, stats or list\)/],
+    [
+      ['frob'],
+      /unknown command 'frob' \(expected migrate, purge, inspect, stats, list or health\)/,
+    ],
     [['migrate'], /missing --database-url/],
     [['migrate', '--database-url', url, 'extra'], /unexpected argument 'extra'/],
     [['migrate', '--database-url', url, '--limit', '5'], /--limit applies to purge and list only/],
@@ -156,8 +182,14 @@ describe('parseCli', () => {
     [['stats', 'k', '--database-url', url], /unexpected argument 'k'/],
     [
       ['migrate', '--json', '--database-url', url],
-      /--json applies to inspect, stats and list only/,
+      /--json applies to inspect, stats, list and health only/,
     ],
+    [
+      ['health', '--redis-url', 'redis://h', '--timeout', 'soon'],
+      /--timeout: 'soon' is not a duration/,
+    ],
+    [['stats', '--sqlite', 'x.db', '--timeout', '0'], /--timeout: must be a positive duration/],
+    [['health', 'k', '--sqlite', 'x.db'], /unexpected argument 'k'/],
     [['stats', '--database-url', url, '--sqlite', 'x.db'], /give one store/],
     [['stats', '--sqlite', 'x.db', '--redis-url', 'redis://h'], /give one store/],
     [['stats', '--sqlite', 'x.db', '--schema', 's'], /--schema applies to PostgreSQL only/],
