@@ -1,5 +1,5 @@
 /**
- * The four adapter harnesses of the HTTP conformance suite: each mounts the neutral test routes in its
+ * The adapter harnesses of the HTTP conformance suite (Express 5 and 4, Fastify, fetch, Hono): each mounts the neutral test routes in its
  * framework's native way (Express `res.json`/`res.send`/`res.end`/piped streams, Fastify `reply.send` with
  * objects/buffers/streams, fetch and Hono `Response`s) and serves them on a loopback port.
  */
@@ -9,6 +9,7 @@ import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { serve } from '@hono/node-server';
 import express from 'express';
+import express4 from 'express4';
 import Fastify from 'fastify';
 import { Hono } from 'hono';
 import {
@@ -96,43 +97,63 @@ function listen(server: Server): Promise<RunningServer> {
   });
 }
 
-/** Express 5, with `express.json()` and `express.raw()` before the middleware. */
-export const expressHarness: HttpAdapterHarness = {
-  name: 'express',
-  async start({ engine, defaults, routes }) {
-    asyncContextOn ||= defaults.asyncContext === true;
-    const app = express();
-    app.use(express.json(), express.raw({ type: 'application/octet-stream' }));
-    const idem = expressIdempotency({ engine, ...defaults });
-    for (const route of routes) {
-      const method = route.method.toLowerCase() as 'post';
-      app[method](route.path, idem.route(route.options ?? {}), async (req, res) => {
-        const reply = await route.handle({
-          body: Buffer.isBuffer(req.body) && req.body.length === 0 ? undefined : req.body,
-          header: (name) => req.get(name),
-          context: agree(req.idempotency, expressContext),
-        });
-        res.status(reply.status);
-        for (const [name, value] of Object.entries(reply.headers ?? {})) res.setHeader(name, value);
-        const { body } = reply;
-        if (body.kind === 'json') res.json(body.value);
-        else if (body.kind === 'bytes') res.type(body.contentType).send(Buffer.from(body.value));
-        else if (body.kind === 'empty') res.end();
-        else {
-          res.type(body.contentType);
-          Readable.from(slowChunks(body.chunks, body.delayMs ?? 0)).pipe(res);
-        }
+/**
+ * Express (`framework`: 5, or 4 through the `express4` alias), with `express.json()` and `express.raw()`
+ * before the middleware.
+ */
+function expressHarnessOf(name: string, framework: typeof express): HttpAdapterHarness {
+  return {
+    name,
+    start: (options) => startExpress(framework, options),
+  };
+}
+
+async function startExpress(
+  framework: typeof express,
+  { engine, defaults, routes }: Parameters<HttpAdapterHarness['start']>[0],
+): Promise<Awaited<ReturnType<HttpAdapterHarness['start']>>> {
+  asyncContextOn ||= defaults.asyncContext === true;
+  const app = framework();
+  app.use(framework.json(), framework.raw({ type: 'application/octet-stream' }));
+  const idem = expressIdempotency({ engine, ...defaults });
+  for (const route of routes) {
+    const method = route.method.toLowerCase() as 'post';
+    // Express 4 does not catch a rejected handler (5 does): pass the error on, as Express 4 apps must.
+    const handler = async (req: express.Request, res: express.Response) => {
+      const reply = await route.handle({
+        body: Buffer.isBuffer(req.body) && req.body.length === 0 ? undefined : req.body,
+        header: (name) => req.get(name),
+        context: agree(req.idempotency, expressContext),
       });
-    }
-    // A custom error handler, as real apps have: its 500 must release the key like the default one.
-    app.use(
-      (error: Error, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
-        res.status(500).json({ error: error.message });
-      },
-    );
-    return listen(createServer(app));
-  },
-};
+      res.status(reply.status);
+      for (const [name, value] of Object.entries(reply.headers ?? {})) res.setHeader(name, value);
+      const { body } = reply;
+      if (body.kind === 'json') res.json(body.value);
+      else if (body.kind === 'bytes') res.type(body.contentType).send(Buffer.from(body.value));
+      else if (body.kind === 'empty') res.end();
+      else {
+        res.type(body.contentType);
+        Readable.from(slowChunks(body.chunks, body.delayMs ?? 0)).pipe(res);
+      }
+    };
+    app[method](route.path, idem.route(route.options ?? {}), (req, res, next) => {
+      handler(req, res).catch(next);
+    });
+  }
+  // A custom error handler, as real apps have: its 500 must release the key like the default one.
+  app.use(
+    (error: Error, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
+      res.status(500).json({ error: error.message });
+    },
+  );
+  return listen(createServer(app));
+}
+
+/** Express 5. */
+export const expressHarness = expressHarnessOf('express', express);
+
+/** Express 4: the same routes and middleware on the other supported major. */
+export const express4Harness = expressHarnessOf('express4', express4);
 
 /** Fastify 5 with the plugin; route options go in `config.idempotency`. */
 export const fastifyHarness: HttpAdapterHarness = {
@@ -249,7 +270,13 @@ export const honoHarness: HttpAdapterHarness = {
 };
 
 /** Every harness. */
-export const allHarnesses = [expressHarness, fastifyHarness, fetchHarness, honoHarness];
+export const allHarnesses = [
+  expressHarness,
+  express4Harness,
+  fastifyHarness,
+  fetchHarness,
+  honoHarness,
+];
 
 /**
  * Start every adapter on one engine with the same routes and no route defaults, for tests that check a

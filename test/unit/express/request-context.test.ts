@@ -1,5 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import express, { type Request } from 'express';
+import express4 from 'express4';
 import { afterEach, describe, expect, it } from 'vitest';
 import { idempotency } from '../../../src/express/index.js';
 import { setRequestContext } from '../../../src/express/request-context.js';
@@ -24,9 +25,13 @@ async function listen(app: express.Express): Promise<string> {
 const post = (url: string, key: string) =>
   fetch(url, { method: 'POST', headers: { 'idempotency-key': key } }).then((r) => r.json());
 
-describe('req.idempotency on Express', () => {
+// The context is an accessor on Express's request prototype: each major builds requests its own way.
+describe.each([
+  ['Express 5', express],
+  ['Express 4', express4],
+])('req.idempotency on %s', (_name, framework) => {
   it('gives each request its own context without adding a property to the request', async () => {
-    const app = express();
+    const app = framework();
     app.use(idempotency({ store: memoryStore() }));
     app.post('/orders', (req, res) => {
       res.json({
@@ -42,7 +47,7 @@ describe('req.idempotency on Express', () => {
   });
 
   it('is undefined on a request the layer does not apply to', async () => {
-    const app = express();
+    const app = framework();
     app.use(idempotency({ store: memoryStore() }));
     app.get('/orders', (req, res) => {
       res.json({ present: req.idempotency !== undefined });
@@ -52,7 +57,7 @@ describe('req.idempotency on Express', () => {
   });
 
   it('behaves as a property: an assignment replaces the context of that request only', async () => {
-    const app = express();
+    const app = framework();
     app.use(idempotency({ store: memoryStore() }));
     app.post('/orders', (req, res) => {
       const before = req.idempotency?.key;
