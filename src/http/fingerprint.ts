@@ -114,6 +114,21 @@ export function httpFingerprint(parts: FingerprintParts): string {
   }
 }
 
+let warnedRoundedIntegers = false;
+
+// Once per process: the cause is the app's wiring (a JSON parser before the layer, no raw text kept).
+function warnRoundedIntegers(): void {
+  if (warnedRoundedIntegers) return;
+  warnedRoundedIntegers = true;
+  process.emitWarning(
+    'idempotency-kit: a JSON request body parsed before the layer holds an integer beyond 2^53, which the ' +
+      'parser rounded: two requests whose ids differ there fingerprint alike, so a key reused for the other ' +
+      'id is replayed instead of refused with 422. Keep the raw text as req.rawBody (express.json({ verify }), ' +
+      'fastify-raw-body) and the fingerprint reads the numbers exactly.',
+    { code: 'IDEMPOTENCY_KIT_ROUNDED_JSON' },
+  );
+}
+
 // The raw JSON text when the app kept it (numbers exact), else the body as handed over.
 function bodyOf(parts: FingerprintParts, media: string): unknown {
   const raw = parts.rawBody;
@@ -156,6 +171,8 @@ class Encoder {
   private watchNumbers = false;
   /** A number parsing may have rounded was seen while watching. */
   private sawRoundedNumber = false;
+  /** While a JSON value a body parser produced is written: warn of integers it must have rounded. */
+  private watchUnsafeIntegers = false;
 
   string(value: string): void {
     this.text += `s${Buffer.byteLength(value, 'utf8')}:${value}`;
@@ -221,7 +238,10 @@ class Encoder {
       this.member('bytes', bytes);
       return;
     }
+    // Parsed before the layer: a number beyond 2^53 was rounded there, and two ids may now look alike.
+    this.watchUnsafeIntegers = isJsonMedia(media);
     this.member('json', body);
+    this.watchUnsafeIntegers = false;
   }
 
   // `{ [name]: value }` at depth 1: a member whose value objects leave out is an empty object.
@@ -256,6 +276,9 @@ class Encoder {
       case 'number':
         if (this.watchNumbers && !this.sawRoundedNumber && mayHaveBeenRounded(value)) {
           this.sawRoundedNumber = true;
+        }
+        if (this.watchUnsafeIntegers && Number.isInteger(value) && !Number.isSafeInteger(value)) {
+          warnRoundedIntegers();
         }
         // A finite number's string form is the one JSON.stringify gives (negative zero included).
         this.text += Number.isFinite(value) ? `d${value};` : 'n';
