@@ -1,7 +1,7 @@
 /**
- * A JSON number kept exactly, for the numbers a double would round (an int64 id, 0.30000000000000004,
- * 1e400): the fingerprint encodes it by its exact decimal value, so two numbers that parse to one double
- * still fingerprint apart (`http/json-numbers.ts` finds them).
+ * A JSON number kept exactly, for the numbers a double would round (an int64 id such as
+ * 9223372036854775807, 1e400, 0.300000000000000041): the fingerprint encodes it by its exact decimal value,
+ * so two numbers that parse to one double still fingerprint apart (`http/json-numbers.ts` finds them).
  * @module
  */
 
