@@ -19,12 +19,12 @@ export interface HealthReport extends StoreHealth {
 /**
  * Open the store with `open` (connecting within `timeoutMs`) and probe it (within `timeoutMs` again);
  * print the verdict. `latencyMs` is the probe's, or the time spent when the store could not be opened.
- * @param kind - The store's name, for a report when it could not even be opened.
+ * @param named - The store's name and label, for a report when it could not even be opened.
  * @returns whether the store is healthy
  */
 export async function healthCommand(
   open: (timeoutMs: number) => Promise<OpenTarget> | OpenTarget,
-  kind: string,
+  named: { store: string; target: string },
   args: { timeoutMs: number; json: boolean },
   print: Print,
 ): Promise<boolean> {
@@ -38,9 +38,9 @@ export async function healthCommand(
   } catch (error) {
     report = {
       ok: false,
-      store: kind,
+      store: named.store,
       latencyMs: roundedMs(performance.now() - started),
-      target: kind,
+      target: named.target,
       error: { code: 'store_unavailable', message: (error as Error).message },
     };
   } finally {

@@ -10,7 +10,7 @@ import type { RedisClientLike } from '../redis/client.js';
 import { redisStore } from '../redis/redis-store.js';
 import type { DatabaseArgs, RedisClientLibrary } from './args.js';
 import { importPeer, MissingPeerError } from './peer.js';
-import type { OpenTarget } from './targets.js';
+import { type OpenTarget, targetLabel } from './targets.js';
 
 /** A connected-to-be client of either library, as far as the CLI uses it. */
 interface CliRedisClient {
@@ -205,7 +205,5 @@ export async function openRedis(
     prefix,
     checkEvictionPolicy: false,
   });
-  // The URL may hold a password: the label names the prefix only.
-  const where = args.redisCluster === true ? 'redis cluster' : 'redis';
-  return { store, label: `${where} prefix ${prefix}`, close: async () => close() };
+  return { store, label: targetLabel({ ...args, redisUrl }), close: async () => close() };
 }

@@ -25,7 +25,7 @@ import {
 } from './commands.js';
 import { healthCommand } from './health-command.js';
 import { openRedis } from './redis-target.js';
-import { type OpenTarget, openPostgres, openSqlite } from './targets.js';
+import { type OpenTarget, openPostgres, openSqlite, targetLabel } from './targets.js';
 
 /**
  * Open the store `command` names (parsing made sure it names exactly one), waiting at most
@@ -60,7 +60,8 @@ async function execute(
     const timeoutMs = command.timeoutMs ?? DEFAULT_HEALTH_TIMEOUT_MS;
     const args = { timeoutMs, json: command.json };
     const openWithin = (left: number) => open(command, left);
-    const healthy = await healthCommand(openWithin, storeKind(command), args, print);
+    const named = { store: storeKind(command), target: targetLabel(command) };
+    const healthy = await healthCommand(openWithin, named, args, print);
     return healthy ? ExitCode.Ok : ExitCode.Failure;
   }
   const target = await open(command, command.timeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS);

@@ -20,7 +20,7 @@ export interface OpenTarget {
   store: Store;
   /** The PostgreSQL pool, when the store is PostgreSQL (`migrate` works on it). */
   pool?: PgPool;
-  /** How reports name what was read: `schema.table`, `file (table)` or `redis prefix …`. */
+  /** How reports name what was read ({@link targetLabel}). */
   label: string;
   /** Close what was opened (the pool, the file, the client). */
   close(): Promise<void>;
@@ -36,6 +36,21 @@ interface PgModule {
     end(): Promise<void>;
     on(event: 'error', listener: (error: Error) => void): unknown;
   };
+}
+
+/**
+ * How the reports name the store `args` names, known before it is opened (a `health` report of a store
+ * that could not be opened names it too): `schema.table`, `file, table t` or `redis prefix p`; never a URL,
+ * which may hold a password.
+ */
+export function targetLabel(args: DatabaseArgs): string {
+  if (args.sqliteFile !== undefined) {
+    return `${args.sqliteFile}, table ${args.table ?? 'idempotency_records'}`;
+  }
+  if (args.redisUrl !== undefined) {
+    return `${args.redisCluster === true ? 'redis cluster' : 'redis'} prefix ${args.prefix ?? 'idem:'}`;
+  }
+  return postgresTarget(args);
 }
 
 /**
@@ -61,7 +76,8 @@ export async function openPostgres(
     ...(args.schema && { schema: args.schema }),
     ...(args.table && { table: args.table }),
   });
-  return { store, pool, label: postgresTarget(args), close: () => pool.end().catch(() => {}) };
+  const label = targetLabel({ ...args, databaseUrl });
+  return { store, pool, label, close: () => pool.end().catch(() => {}) };
 }
 
 /**
@@ -81,5 +97,5 @@ export function openSqlite(file: string, args: DatabaseArgs): OpenTarget {
       { cause: error },
     );
   }
-  return { store, label: `${file}, table ${table}`, close: () => store.close() };
+  return { store, label: targetLabel({ ...args, sqliteFile: file }), close: () => store.close() };
 }

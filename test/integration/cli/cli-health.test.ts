@@ -128,6 +128,7 @@ describe('idempotency-kit on unreachable stores: an answer in bounded time', () 
       expect(JSON.parse(run.stdout)).toMatchObject({
         ok: false,
         store: 'redis',
+        target: 'redis prefix idem:',
         error: {
           code: 'store_unavailable',
           message: `cannot connect to Redis at 127.0.0.1:${refusedPort}: connect ECONNREFUSED 127.0.0.1:${refusedPort}`,
