@@ -10,6 +10,7 @@ import fastifyCors from '@fastify/cors';
 import { serve } from '@hono/node-server';
 import cors from 'cors';
 import express from 'express';
+import express4 from 'express4';
 import fastify from 'fastify';
 import { Hono } from 'hono';
 import { cors as honoCors } from 'hono/cors';
@@ -35,12 +36,12 @@ const held = async (body: unknown) => {
   if (hold !== undefined) await gates.get(hold)?.promise;
 };
 
-async function startExpress(): Promise<CorsServer> {
-  const app = express();
+async function startExpress(framework: typeof express): Promise<CorsServer> {
+  const app = framework();
   app.use(
     cors({ origin: CORS.origin, credentials: CORS.credentials, exposedHeaders: [...CORS.exposed] }),
   );
-  app.use(express.json());
+  app.use(framework.json());
   app.use(expressIdempotency({ store: memoryStore(), key: 'required' }));
   app.post('/orders', async (req, res) => {
     await held(req.body);
@@ -111,7 +112,8 @@ function exposed(response: Response): Set<string> {
 }
 
 describe.each([
-  ['express (cors)', startExpress],
+  ['express (cors)', () => startExpress(express)],
+  ['express 4 (cors)', () => startExpress(express4)],
   ['fastify (@fastify/cors)', startFastify],
   ['hono (hono/cors)', startHono],
 ])('CORS on %s', (_name, start) => {

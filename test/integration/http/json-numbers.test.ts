@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express from 'express';
+import express4 from 'express4';
 import fastify from 'fastify';
 import { Hono } from 'hono';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -25,11 +26,11 @@ interface TransferServer {
   close(): Promise<void>;
 }
 
-async function startExpress(): Promise<TransferServer> {
+async function startExpress(framework: typeof express): Promise<TransferServer> {
   let executions = 0;
-  const app = express();
+  const app = framework();
   app.use(
-    express.json({
+    framework.json({
       verify: (req: IncomingMessage & { rawBody?: Buffer }, _res, buf) => {
         req.rawBody = buf;
       },
@@ -98,7 +99,8 @@ async function startHono(): Promise<TransferServer> {
 }
 
 describe.each([
-  ['express (express.json verify → req.rawBody)', startExpress],
+  ['express (express.json verify → req.rawBody)', () => startExpress(express)],
+  ['express 4 (express.json verify → req.rawBody)', () => startExpress(express4)],
   ['fastify (parser → request.rawBody)', startFastify],
   ['fetch', startFetch],
   ['hono', startHono],

@@ -7,6 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import express from 'express';
+import express4 from 'express4';
 import fastify from 'fastify';
 import { Hono } from 'hono';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -38,10 +39,10 @@ function counter() {
 const tagOf = (body: Uint8Array) =>
   /name="tag"\r\n\r\n([^\r]*)/.exec(Buffer.from(body).toString('latin1'))?.[1] ?? '';
 
-async function startExpress(): Promise<UploadServer> {
+async function startExpress(framework: typeof express): Promise<UploadServer> {
   const { executions, count } = counter();
-  const app = express();
-  app.use(express.raw({ type: 'multipart/form-data' }));
+  const app = framework();
+  app.use(framework.raw({ type: 'multipart/form-data' }));
   app.use(expressIdempotency({ store: memoryStore(), key: 'required' }));
   app.post('/uploads', (req, res) => {
     const tag = tagOf(req.body as Buffer);
@@ -102,7 +103,8 @@ async function startHono(): Promise<UploadServer> {
 }
 
 describe.each([
-  ['express (express.raw)', startExpress],
+  ['express (express.raw)', () => startExpress(express)],
+  ['express 4 (express.raw)', () => startExpress(express4)],
   ['fastify (buffer parser)', startFastify],
   ['fetch', startFetch],
   ['hono', startHono],
