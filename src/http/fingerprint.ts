@@ -257,6 +257,8 @@ class Encoder {
   }
 
   value(value: unknown, depth: number): void {
+    // The pass is thrown away once a rounded number is seen (the body is read again): stop writing it.
+    if (this.sawRoundedNumber && this.watchNumbers) return;
     if (depth > 256) throw new Error('nested too deeply');
     if (value === null || value === undefined) {
       this.text += 'n';

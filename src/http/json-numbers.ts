@@ -184,9 +184,10 @@ class ExactJsonReader {
         this.at = end;
         const lexeme = text.slice(start, end);
         const value = Number(lexeme);
-        if (numberParsesExactly(lexeme)) return value;
         // A double's own shortest form (what JSON.stringify writes: 0.30000000000000004) names one
-        // number, and keeps the fingerprint it always had; any other long form is kept exact.
+        // number, and keeps the fingerprint it always had; any other long form is kept exact. The usual
+        // case, a JS client's double, is that very string: no canonical forms needed.
+        if (String(value) === lexeme || numberParsesExactly(lexeme)) return value;
         const exact = ExactDecimal.fromJson(lexeme);
         const shortest = Number.isFinite(value) && ExactDecimal.fromJson(String(value)).canonical;
         return shortest === exact.canonical ? value : exact;
@@ -195,8 +196,7 @@ class ExactJsonReader {
   }
 
   private object(depth: number): Record<string, unknown> {
-    // No prototype: a `__proto__` member is a plain member, as JSON.parse makes it.
-    const object = Object.create(null) as Record<string, unknown>;
+    const object: Record<string, unknown> = {};
     this.at++;
     this.skipSpace();
     if (this.text.charCodeAt(this.at) === CLOSE_BRACE) {
@@ -208,7 +208,17 @@ class ExactJsonReader {
       const name = this.string();
       this.skipSpace();
       this.at++; // ':'
-      object[name] = this.value(depth + 1);
+      const member = this.value(depth + 1);
+      // A `__proto__` member is a plain member, as JSON.parse makes it (an assignment would set the
+      // prototype); an object made without a prototype would be slow in every other case.
+      if (name === '__proto__') {
+        Object.defineProperty(object, name, {
+          value: member,
+          enumerable: true,
+          writable: true,
+          configurable: true,
+        });
+      } else object[name] = member;
       this.skipSpace();
       if (this.text.charCodeAt(this.at++) === CLOSE_BRACE) return object;
     }
@@ -229,12 +239,23 @@ class ExactJsonReader {
     }
   }
 
-  // Escapes are decoded by JSON.parse itself, on the string's own text.
+  // Escapes are decoded by JSON.parse itself, on the string's own text; a string without any is its text.
   private string(): string {
-    const end = afterString(this.text, this.at + 1);
-    const value = JSON.parse(this.text.slice(this.at, end)) as string;
+    const text = this.text;
+    const start = this.at;
+    let i = start + 1;
+    for (;;) {
+      const code = text.charCodeAt(i);
+      if (code === QUOTE) {
+        this.at = i + 1;
+        return text.slice(start + 1, i);
+      }
+      if (code === BACKSLASH) break;
+      i++;
+    }
+    const end = afterString(text, i);
     this.at = end;
-    return value;
+    return JSON.parse(text.slice(start, end)) as string;
   }
 
   private skipSpace(): void {

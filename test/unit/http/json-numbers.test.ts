@@ -127,7 +127,7 @@ describe('mayHaveBeenRounded', () => {
           expect(mayHaveBeenRounded(parsed)).toBe(true);
         }
       }),
-      { numRuns: 20000 },
+      { numRuns: 5000 },
     );
   });
 });
