@@ -12,7 +12,7 @@ import { createHash, hash } from 'node:crypto';
 import { bufferView } from '../core/bytes.js';
 import { ExactDecimal } from '../core/exact-decimal.js';
 import { createFingerprint } from '../core/fingerprint.js';
-import { mayHaveBeenRounded, parseJsonExactly } from './json-numbers.js';
+import { mayHoldRoundedNumber, parseJsonExactly } from './json-numbers.js';
 import { multipartParts } from './multipart.js';
 
 /** What the fingerprint covers. */
@@ -167,10 +167,6 @@ class Encoder {
   text = '';
   /** Earlier text and raw byte chunks, only when the body has bytes. */
   private chunks: Array<string | Uint8Array> | undefined;
-  /** While a JSON value parsed from text is written: look for numbers parsing may have rounded. */
-  private watchNumbers = false;
-  /** A number parsing may have rounded was seen while watching. */
-  private sawRoundedNumber = false;
   /** While a JSON value a body parser produced is written: warn of integers it must have rounded. */
   private watchUnsafeIntegers = false;
 
@@ -218,15 +214,9 @@ class Encoder {
           return;
         }
         // A number parsing may have rounded (an int64 id) could make two requests alike: such a body (rare)
-        // is read again, keeping the numbers that do not parse exactly as they were written.
-        const mark = this.text.length;
-        this.watchNumbers = true;
-        this.member('json', parsed);
-        this.watchNumbers = false;
-        if (this.sawRoundedNumber) {
-          this.text = this.text.slice(0, mark);
-          this.member('json', parseJsonExactly(text));
-        }
+        // is read again, keeping the numbers that do not parse exactly as they were written. JSON.parse has
+        // checked the text first, which the exact reader relies on.
+        this.member('json', mayHoldRoundedNumber(text) ? parseJsonExactly(text) : parsed);
         return;
       }
       if (media.startsWith('multipart/') && contentType !== undefined) {
@@ -257,8 +247,6 @@ class Encoder {
   }
 
   value(value: unknown, depth: number): void {
-    // The pass is thrown away once a rounded number is seen (the body is read again): stop writing it.
-    if (this.sawRoundedNumber && this.watchNumbers) return;
     if (depth > 256) throw new Error('nested too deeply');
     if (value === null || value === undefined) {
       this.text += 'n';
@@ -276,9 +264,6 @@ class Encoder {
         this.text += value ? 't' : 'f';
         return;
       case 'number':
-        if (this.watchNumbers && !this.sawRoundedNumber && mayHaveBeenRounded(value)) {
-          this.sawRoundedNumber = true;
-        }
         if (this.watchUnsafeIntegers && Number.isInteger(value) && !Number.isSafeInteger(value)) {
           warnRoundedIntegers();
         }

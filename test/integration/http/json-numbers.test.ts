@@ -1,6 +1,6 @@
 /**
  * Int64 ids in JSON bodies: `{"account":9223372036854775807}` and `{"account":9223372036854775806}` parse
- * to one double. A key reused for the other account must get 422, never the first account's response. On
+ * to one double, as do the decimals `0.10000000000000001` and `0.1`. A key reused for the other account must get 422, never the first account's response. On
  * every adapter, with the JSON text reaching the layer (fetch and Hono always; Express through
  * `express.json`'s `verify` keeping `req.rawBody`, Fastify through a parser keeping `request.rawBody`).
  */
@@ -135,6 +135,22 @@ describe.each([
     expect(retry.status).toBe(201);
     expect(retry.headers.get('idempotent-replayed')).toBe('true');
     expect(await retry.json()).toEqual(await first.json());
+    expect(server.executions() - before).toBe(1);
+  });
+
+  it('answers 422 to an amount that differs only past the 15th digit (a decimal type, not a double)', async () => {
+    // Arrange: both amounts parse to the double 0.1
+    const key = randomUUID();
+    const before = server.executions();
+    // Act
+    const first = await transfer(key, '{"account":42,"amount":0.10000000000000001}');
+    const otherAmount = await transfer(key, '{"account":42,"amount":0.1}');
+    const retry = await transfer(key, '{"account":42,"amount":1.0000000000000001e-1}');
+    // Assert
+    expect(first.status).toBe(201);
+    expect(otherAmount.status).toBe(422);
+    expect(retry.status).toBe(201);
+    expect(retry.headers.get('idempotent-replayed')).toBe('true');
     expect(server.executions() - before).toBe(1);
   });
 });

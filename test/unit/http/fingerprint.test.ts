@@ -2,8 +2,9 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { createFingerprint } from '../../../src/core/fingerprint.js';
 import { canonicalQuery, httpFingerprint } from '../../../src/http/fingerprint.js';
-import { mayHaveBeenRounded, parseJsonExactly } from '../../../src/http/json-numbers.js';
+import { parseJsonExactly } from '../../../src/http/json-numbers.js';
 import { multipartParts } from '../../../src/http/multipart.js';
+import { exactValue, jsonNumberLexeme, nearMiss } from '../../helpers/json-lexemes.js';
 
 const base = { method: 'POST', path: '/orders', query: '', contentType: 'application/json' };
 
@@ -72,6 +73,10 @@ describe('HTTP fingerprint', () => {
     expect(fingerprint('1e400')).not.toBe(fingerprint('2e400'));
     expect(fingerprint('0.30000000000000004')).not.toBe(fingerprint('0.3'));
     expect(fingerprint('0.30000000000000004')).not.toBe(fingerprint('0.300000000000000041'));
+    // Long numbers whose double has a short form: the text, not the double, shows them.
+    expect(fingerprint('0.10000000000000001')).not.toBe(fingerprint('0.1'));
+    expect(fingerprint('12345678.100000001')).not.toBe(fingerprint('12345678.1'));
+    expect(fingerprint('1e-400')).not.toBe(fingerprint('0'));
     // A double written in its shortest form (as JSON.stringify writes it) keeps the fingerprint it had.
     expect(fingerprint('0.30000000000000004')).toBe(
       httpFingerprint({ ...base, body: { account: 0.1 + 0.2, amount: 100 } }),
@@ -84,6 +89,32 @@ describe('HTTP fingerprint', () => {
         body: Buffer.from('{ "amount": 100, "account": 9223372036854775807 }'),
       }),
     ).toBe(fingerprint('9223372036854775807'));
+  });
+
+  it('tells apart any two different numbers, and only those, however close and however written (fuzz)', () => {
+    const fingerprint = (n: string) =>
+      httpFingerprint({ ...base, body: Buffer.from(`{"id":"order 1","n":${n}}`) });
+    fc.assert(
+      fc.property(
+        jsonNumberLexeme,
+        jsonNumberLexeme,
+        fc.integer({ min: 0, max: 9 }),
+        (a, other, digit) => {
+          // Arrange: an unrelated number, the near miss of `a`, and `a` written another way
+          const rewritten = a.replace(
+            /^(-?)(\d+)(\.\d+)?/,
+            (_m, sign: string, whole: string, f = '.') => `${sign}${whole}${f}000`,
+          );
+          for (const b of [other, nearMiss(a, digit), rewritten]) {
+            // Act / Assert
+            expect(fingerprint(a) === fingerprint(b), `${a} vs ${b}`).toBe(
+              exactValue(a) === exactValue(b),
+            );
+          }
+        },
+      ),
+      { numRuns: 3000 },
+    );
   });
 
   it('prefers the raw JSON text the app kept to the parsed body (numbers exact), for JSON only', () => {
@@ -192,15 +223,6 @@ describe('HTTP fingerprint', () => {
   });
 });
 
-// A number in a parsed JSON value that parsing may have rounded (the body is then read exactly).
-function hasRoundedNumber(value: unknown): boolean {
-  if (typeof value === 'number') return mayHaveBeenRounded(value);
-  if (Array.isArray(value)) return value.some(hasRoundedNumber);
-  if (value !== null && typeof value === 'object')
-    return Object.values(value).some(hasRoundedNumber);
-  return false;
-}
-
 // The fingerprint as first specified: core `createFingerprint` over the request's parts. The HTTP layer
 // writes the same encoding directly (faster); any difference would turn every stored key into a mismatch.
 function referenceFingerprint(parts: {
@@ -227,14 +249,15 @@ function referenceFingerprint(parts: {
       if (bytes.byteLength === 0) body = null;
       else if (isJson) {
         const text = Buffer.from(bytes).toString('utf8');
-        let json: unknown;
         let valid = true;
         try {
-          json = JSON.parse(text);
+          JSON.parse(text);
         } catch {
           valid = false; // compared as bytes
         }
-        if (valid) body = { json: hasRoundedNumber(json) ? parseJsonExactly(text) : json };
+        // Numbers by their exact value where a double would round them (the Encoder, only then, reads the
+        // text a second time; any other JSON reads the same either way).
+        if (valid) body = { json: parseJsonExactly(text) };
       } else if (media.startsWith('multipart/')) {
         const multipart = multipartParts(bytes, parts.contentType ?? '');
         if (multipart !== undefined) body = { multipart };
@@ -272,6 +295,10 @@ describe('HTTP fingerprint encoding', () => {
     parsedValue.map((v) =>
       Buffer.from(JSON.stringify(v, (_k, x) => (typeof x === 'bigint' ? 1 : x)) ?? ''),
     ),
+    // JSON as non-JavaScript clients write it: numbers longer or farther than a double holds.
+    fc
+      .array(jsonNumberLexeme, { maxLength: 4 })
+      .map((numbers) => Buffer.from(`{"n":[${numbers.join(',')}],"s":"x"}`)),
     fc.uint8Array({ maxLength: 64 }),
     fc.string({ unit: 'binary', maxLength: 32 }),
     fc.constantFrom(undefined, null, '', () => 1, Symbol('s')),

@@ -2,35 +2,11 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ExactDecimal } from '../../../src/core/exact-decimal.js';
 import {
-  mayHaveBeenRounded,
+  mayHoldRoundedNumber,
   numberParsesExactly,
   parseJsonExactly,
 } from '../../../src/http/json-numbers.js';
-
-// A JSON number's exact decimal value as [sign, significant digits, exponent] (value = 0.digits × 10^exp),
-// written without doubles, so that two lexemes are the same number exactly when their forms are equal.
-function exactValue(lexeme: string): string {
-  const match = /^(-?)(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/.exec(lexeme);
-  if (match === null) throw new Error(`not a JSON number: ${lexeme}`);
-  const [, sign, whole = '', fraction = '', exponent = '0'] = match;
-  const digits = whole + fraction;
-  const leading = digits.length - digits.replace(/^0+/, '').length;
-  const significant = digits.slice(leading).replace(/0+$/, '');
-  if (significant === '') return '0';
-  return `${sign}0.${significant}e${whole.length - leading + Number(exponent)}`;
-}
-
-const lexeme = fc
-  .tuple(
-    fc.boolean(),
-    fc.stringMatching(/^(0|[1-9]\d{0,19})$/),
-    fc.option(fc.stringMatching(/^\d{1,19}$/), { nil: undefined }),
-    fc.option(fc.integer({ min: -330, max: 330 }), { nil: undefined }),
-  )
-  .map(
-    ([negative, whole, fraction, exponent]) =>
-      `${negative ? '-' : ''}${whole}${fraction === undefined ? '' : `.${fraction}`}${exponent === undefined ? '' : `e${exponent}`}`,
-  );
+import { exactValue, jsonNumberLexeme, nearMiss } from '../../helpers/json-lexemes.js';
 
 describe('numberParsesExactly', () => {
   it('rules short numbers exact and long or far ones not', () => {
@@ -59,20 +35,22 @@ describe('numberParsesExactly', () => {
 
   it('never lets two different numbers it rules exact parse to one double (fuzz)', () => {
     fc.assert(
-      fc.property(lexeme, lexeme, fc.integer({ min: 0, max: 9 }), (a, other, digit) => {
-        // Arrange: besides an unrelated number, `a` with its last digit changed (the near miss)
-        const nearMiss = /\d$/.test(a.replace(/e.*$/, ''))
-          ? a.replace(/(\d)(e.*)?$/, (_m, _d, e = '') => `${digit}${e}`)
-          : other;
-        for (const b of [other, nearMiss]) {
-          // Act
-          const exact = numberParsesExactly(a) && numberParsesExactly(b);
-          // Assert
-          if (exact) {
-            expect(Number(a) === Number(b), `${a} vs ${b}`).toBe(exactValue(a) === exactValue(b));
+      fc.property(
+        jsonNumberLexeme,
+        jsonNumberLexeme,
+        fc.integer({ min: 0, max: 9 }),
+        (a, other, digit) => {
+          // Arrange: besides an unrelated number, `a` with its last digit changed (the near miss)
+          for (const b of [other, nearMiss(a, digit)]) {
+            // Act
+            const exact = numberParsesExactly(a) && numberParsesExactly(b);
+            // Assert
+            if (exact) {
+              expect(Number(a) === Number(b), `${a} vs ${b}`).toBe(exactValue(a) === exactValue(b));
+            }
           }
-        }
-      }),
+        },
+      ),
       { numRuns: 20000 },
     );
   });
@@ -94,38 +72,53 @@ describe('numberParsesExactly', () => {
   });
 });
 
-describe('mayHaveBeenRounded', () => {
-  it('flags unsafe integers, infinities and values whose shortest form is long', () => {
+describe('mayHoldRoundedNumber', () => {
+  it('flags a text with a long or far number, and not the usual body', () => {
     // Arrange / Act / Assert
-    for (const value of [2 ** 53, -(2 ** 63), 1e21, Number.POSITIVE_INFINITY, 0.1 + 0.2, 1 / 3]) {
-      expect(mayHaveBeenRounded(value), String(value)).toBe(true);
+    for (const text of [
+      '{"account":9223372036854775807}',
+      '[1e400]',
+      '{"a":-2E-400}',
+      '0.30000000000000004',
+      // Long numbers whose double has a short form (0.1, 12345678.1, 0): a check of the doubles misses them.
+      '{"price":0.10000000000000001}',
+      '{"price":12345678.100000001}',
+      '[1e-400]',
+    ]) {
+      expect(mayHoldRoundedNumber(text), text).toBe(true);
     }
-    for (const value of [0, -0, 19.99, 2 ** 53 - 1, 1.5e-7, 123456.789012345, -1e-300]) {
-      expect(mayHaveBeenRounded(value), String(value)).toBe(false);
+    for (const text of [
+      '{"amount":19.99,"qty":3,"ts":1732600000123}',
+      '[123456789012345, 0.000001, 1e99, -1.5E-30, 1234567.1234567]',
+      '{"name":"order 12345678","v":"1.2.3"}',
+    ]) {
+      expect(mayHoldRoundedNumber(text), text).toBe(false);
     }
   });
 
-  it('flags every double two different numbers parse to, unless one of them is its short form (fuzz)', () => {
+  it('flags every number that does not parse exactly, alone or inside a text (fuzz)', () => {
     fc.assert(
-      fc.property(lexeme, fc.integer({ min: 0, max: 9 }), (a, digit) => {
-        // Arrange: `a` with its last digit changed
-        const b = a.replace(/(\d)(e.*)?$/, (_m, _d, e = '') => `${digit}${e}`);
-        const parsed = Number(a);
-        // The known miss: a long number differing from the double's short form only past 15 digits.
-        const short = Number.isFinite(parsed) && !mayHaveBeenRounded(parsed);
-        fc.pre(parsed === Number(b) && exactValue(a) !== exactValue(b) && parsed !== 0);
-        // Act / Assert
-        if (short) {
-          const shortForm = String(parsed);
-          expect(
-            exactValue(a) === exactValue(shortForm) ||
-              exactValue(b) === exactValue(shortForm) ||
-              !numberParsesExactly(a) ||
-              !numberParsesExactly(b),
-          ).toBe(true);
-        } else {
-          expect(mayHaveBeenRounded(parsed)).toBe(true);
+      fc.property(jsonNumberLexeme, fc.integer({ min: 0, max: 9 }), (a, digit) => {
+        for (const number of [a, nearMiss(a, digit)]) {
+          // Act / Assert: `false` promises the exact reading is JSON.parse's
+          if (!numberParsesExactly(number)) {
+            expect(mayHoldRoundedNumber(number), number).toBe(true);
+            expect(mayHoldRoundedNumber(`{"n":[1,${number},"x"]}`), number).toBe(true);
+          }
         }
+      }),
+      { numRuns: 20000 },
+    );
+  });
+
+  it('passing, promises that the exact reading is JSON.parse (fuzz)', () => {
+    fc.assert(
+      fc.property(fc.array(jsonNumberLexeme, { minLength: 1, maxLength: 4 }), (numbers) => {
+        // Arrange
+        const text = `{"n":[${numbers.join(',')}]}`;
+        fc.pre(!mayHoldRoundedNumber(text));
+        // Act / Assert
+        expect(parseJsonExactly(text)).toEqual(JSON.parse(text));
       }),
       { numRuns: 5000 },
     );
@@ -180,7 +173,7 @@ describe('parseJsonExactly', () => {
 
   it('gives one canonical form to one value, however it is written (fuzz)', () => {
     fc.assert(
-      fc.property(lexeme, lexeme, (a, b) => {
+      fc.property(jsonNumberLexeme, jsonNumberLexeme, (a, b) => {
         // Act / Assert
         expect(ExactDecimal.fromJson(a).canonical === ExactDecimal.fromJson(b).canonical).toBe(
           exactValue(a) === exactValue(b),
