@@ -64,6 +64,16 @@ const isJsonMedia = (media: string): boolean =>
   media === 'application/json' || media.endsWith('+json');
 
 /**
+ * Whether the fingerprint reads a body of this `content-type` as JSON (`application/json`, `*+json`):
+ * for an adapter to know when the JSON text is worth keeping.
+ * @example
+ * isJsonContentType('application/merge-patch+json; charset=utf-8'); // true
+ */
+export function isJsonContentType(contentType: string | undefined): boolean {
+  return isJsonMedia(mediaType(contentType));
+}
+
+/**
  * The fingerprint (64 hex characters) of a request.
  * @example
  * httpFingerprint({ method: 'POST', path: '/orders', query: '', contentType: 'application/json', body: raw });
@@ -123,8 +133,8 @@ function warnRoundedIntegers(): void {
   process.emitWarning(
     'idempotency-kit: a JSON request body parsed before the layer holds an integer beyond 2^53, which the ' +
       'parser rounded: two requests whose ids differ there fingerprint alike, so a key reused for the other ' +
-      'id is replayed instead of refused with 422. Keep the raw text as req.rawBody (express.json({ verify }), ' +
-      'fastify-raw-body) and the fingerprint reads the numbers exactly.',
+      'id is replayed instead of refused with 422. Keep the raw text as req.rawBody (express.json({ verify })), ' +
+      'or register the Fastify plugin with { keepJsonText: true }, and the fingerprint reads the numbers exactly.',
     { code: 'IDEMPOTENCY_KIT_ROUNDED_JSON' },
   );
 }

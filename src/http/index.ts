@@ -11,7 +11,7 @@ export { exposedLayerHeaders } from './cors.js';
 export type { CapturedResponse, Decision, Execution, RequestFacts } from './execution.js';
 export { decide, replayResponse } from './execution.js';
 export type { FingerprintParts } from './fingerprint.js';
-export { canonicalQuery, httpFingerprint } from './fingerprint.js';
+export { canonicalQuery, httpFingerprint, isJsonContentType } from './fingerprint.js';
 export type { HeaderValue } from './headers.js';
 export {
   DEFAULT_REPLAYED_HEADERS,

@@ -2,7 +2,8 @@
  * Int64 ids in JSON bodies: `{"account":9223372036854775807}` and `{"account":9223372036854775806}` parse
  * to one double, as do the decimals `0.10000000000000001` and `0.1`. A key reused for the other account must get 422, never the first account's response. On
  * every adapter, with the JSON text reaching the layer (fetch and Hono always; Express through
- * `express.json`'s `verify` keeping `req.rawBody`, Fastify through a parser keeping `request.rawBody`).
+ * `express.json`'s `verify` keeping `req.rawBody`; Fastify through a parser keeping `request.rawBody`, or
+ * through the plugin keeping the text of its own parser's body).
  */
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
@@ -75,6 +76,29 @@ async function startFastify(): Promise<TransferServer> {
   };
 }
 
+// Fastify's own JSON parser, no text kept by the app: the plugin keeps it (`keepJsonText`).
+async function startFastifyOwnParser(): Promise<TransferServer> {
+  let executions = 0;
+  const app = fastify();
+  await app.register(idempotencyPlugin, {
+    store: memoryStore(),
+    key: 'required',
+    keepJsonText: true,
+  });
+  app.post('/transfers', async (request, reply) => {
+    executions++;
+    reply.code(201);
+    // The handler still gets the parsed body.
+    return { id: randomUUID(), amount: (request.body as { amount?: unknown }).amount };
+  });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  return {
+    url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/transfers`,
+    executions: () => executions,
+    close: () => app.close(),
+  };
+}
+
 async function startFetch(): Promise<TransferServer> {
   let executions = 0;
   const handler = withIdempotency(
@@ -102,6 +126,7 @@ describe.each([
   ['express (express.json verify → req.rawBody)', () => startExpress(express)],
   ['express 4 (express.json verify → req.rawBody)', () => startExpress(express4)],
   ['fastify (parser → request.rawBody)', startFastify],
+  ['fastify (its own JSON parser, keepJsonText: true)', startFastifyOwnParser],
   ['fetch', startFetch],
   ['hono', startHono],
 ])('int64 ids in JSON bodies on %s', (_name, start) => {
