@@ -1,6 +1,7 @@
 /**
  * Fastify + PostgreSQL: the plugin protects every POST/PATCH route; `/orders` requires a key, `/ping`
- * turns the layer off. The same request sent twice runs the handler once.
+ * turns the layer off. The same request sent twice runs the handler once; the same key for another
+ * customer is a 422, even when the customers are int64 ids that Fastify's parser rounds to one number.
  *
  * Run: `npx tsx examples/fastify-postgres.ts` (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/test).
  * @module
@@ -24,6 +25,8 @@ await app.register(idempotencyPlugin, {
   namespace: 'orders-api',
   // Let API versions be part of the fingerprint: the same key with another version is a 422.
   fingerprintHeaders: ['api-version'],
+  // Customer ids are int64: keep the JSON text so the fingerprint reads them exactly.
+  keepJsonText: true,
 });
 
 let executions = 0;
@@ -37,12 +40,15 @@ app.post('/orders', { config: { idempotency: { key: 'required' } } }, async (req
 app.post('/ping', { config: { idempotency: false } }, async () => ({ ok: true }));
 
 const key = randomUUID();
-for (let i = 0; i < 2; i++) {
+// Twice the same order, then the same key for another customer (9223372036854775806 and
+// 9223372036854775807 are one double once parsed): 201, 201 replayed, 422.
+const customers = ['9223372036854775807', '9223372036854775807', '9223372036854775806'];
+for (const customer of customers) {
   const response = await app.inject({
     method: 'POST',
     url: '/orders',
-    headers: { 'idempotency-key': key },
-    payload: { sku: 'book', qty: 1 },
+    headers: { 'idempotency-key': key, 'content-type': 'application/json' },
+    payload: `{"sku":"book","qty":1,"customer":${customer}}`,
   });
   console.log(response.statusCode, response.headers['idempotent-replayed'] ?? '-', response.body);
 }
