@@ -10,7 +10,7 @@ import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import express from 'express';
 import { createClient } from 'redis';
-import { idempotency } from '../src/express/index.js';
+import { idempotency, keepRawBody } from '../src/express/index.js';
 import { redisStore } from '../src/redis/index.js';
 
 const client = createClient({ url: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' });
@@ -34,13 +34,7 @@ let executions = 0;
 const app = express();
 // Authentication and body parsing come first: their 401/400 responses are never stored. Keeping the raw
 // JSON text lets the fingerprint tell apart ids beyond 2^53, which parsing rounds to one double.
-app.use(
-  express.json({
-    verify: (req, _res, buf) => {
-      (req as typeof req & { rawBody?: Buffer }).rawBody = buf;
-    },
-  }),
-);
+app.use(express.json({ verify: keepRawBody }));
 app.post('/orders', idem.route({ key: 'required' }), (req, res) => {
   executions++;
   const order = { id: `ord_${executions}`, ...req.body };

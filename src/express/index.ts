@@ -25,6 +25,7 @@ import { setRequestContext } from './request-context.js';
 
 export type { IdempotencyContext } from '../http/index.js';
 export { currentIdempotency } from '../http/index.js';
+export { keepRawBody } from './raw-body.js';
 
 // Express types its request through this global namespace.
 declare global {

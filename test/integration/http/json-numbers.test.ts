@@ -2,18 +2,17 @@
  * Int64 ids in JSON bodies: `{"account":9223372036854775807}` and `{"account":9223372036854775806}` parse
  * to one double, as do the decimals `0.10000000000000001` and `0.1`. A key reused for the other account must get 422, never the first account's response. On
  * every adapter, with the JSON text reaching the layer (fetch and Hono always; Express through
- * `express.json`'s `verify` keeping `req.rawBody`; Fastify through a parser keeping `request.rawBody`, or
+ * `express.json({ verify: keepRawBody })` keeping `req.rawBody`; Fastify through a parser keeping `request.rawBody`, or
  * through the plugin keeping the text of its own parser's body).
  */
 import { randomUUID } from 'node:crypto';
-import type { IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express from 'express';
 import express4 from 'express4';
 import fastify from 'fastify';
 import { Hono } from 'hono';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { idempotency as expressIdempotency } from '../../../src/express/index.js';
+import { idempotency as expressIdempotency, keepRawBody } from '../../../src/express/index.js';
 import { idempotencyPlugin } from '../../../src/fastify/index.js';
 import { withIdempotency } from '../../../src/fetch/index.js';
 import { idempotency as honoIdempotency } from '../../../src/hono/index.js';
@@ -30,13 +29,7 @@ interface TransferServer {
 async function startExpress(framework: typeof express): Promise<TransferServer> {
   let executions = 0;
   const app = framework();
-  app.use(
-    framework.json({
-      verify: (req: IncomingMessage & { rawBody?: Buffer }, _res, buf) => {
-        req.rawBody = buf;
-      },
-    }),
-  );
+  app.use(framework.json({ verify: keepRawBody }));
   app.use(expressIdempotency({ store: memoryStore(), key: 'required' }));
   app.post('/transfers', (_req, res) => {
     executions++;
@@ -123,8 +116,8 @@ async function startHono(): Promise<TransferServer> {
 }
 
 describe.each([
-  ['express (express.json verify → req.rawBody)', () => startExpress(express)],
-  ['express 4 (express.json verify → req.rawBody)', () => startExpress(express4)],
+  ['express (express.json({ verify: keepRawBody }))', () => startExpress(express)],
+  ['express 4 (express.json({ verify: keepRawBody }))', () => startExpress(express4)],
   ['fastify (parser → request.rawBody)', startFastify],
   ['fastify (its own JSON parser, keepJsonText: true)', startFastifyOwnParser],
   ['fetch', startFetch],
