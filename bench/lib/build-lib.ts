@@ -6,7 +6,7 @@
  * The build goes to a temporary directory (not `dist/`, which other work on the checkout may be using).
  */
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -64,7 +64,16 @@ export function libraryBuilder(tempPrefix: string): LibraryBuilder {
   return {
     useTsx,
     buildDir,
-    build: (name, src) => (useTsx ? src : buildLibrary(buildDir, name, src)),
+    build(name, src) {
+      if (useTsx) return src;
+      try {
+        return buildLibrary(buildDir, name, src);
+      } catch (error) {
+        // The benchmark stops here, before its own clean-up: the temporary builds would stay behind.
+        rmSync(buildDir, { recursive: true, force: true });
+        throw error;
+      }
+    },
   };
 }
 
