@@ -1,13 +1,15 @@
 /**
  * With `keepJsonText: true` the Fastify plugin keeps the JSON text of the requests it fingerprints, copying
- * the body as Fastify reads it: only those requests, without changing what Fastify does with a body that
- * is invalid, too large or cut off by the client.
+ * the body as Fastify reads it: only those requests, whole however many chunks it arrives in and after an
+ * earlier hook decoded it, without changing what Fastify does with a body that is invalid, too large or
+ * cut off by the client.
  */
 import { randomUUID } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { PassThrough } from 'node:stream';
-import fastify, { type FastifyInstance } from 'fastify';
+import { createGunzip, gzipSync } from 'node:zlib';
+import fastify, { type FastifyInstance, type preParsingHookHandler } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import { idempotencyPlugin } from '../../../src/fastify/index.js';
 import { jsonTextOf } from '../../../src/fastify/json-text.js';
@@ -25,16 +27,40 @@ afterEach(async () => {
 });
 
 // `keepJsonText: true` unless told otherwise; 'omitted' registers the plugin without the option.
-async function start(options: { keepJsonText?: boolean | 'omitted'; bodyLimit?: number } = {}) {
+// `laterHook: false` leaves out the hook that wraps the body in a stream of its own after the plugin's
+// (that stream does not carry the encoded length on).
+async function start(
+  options: { keepJsonText?: boolean | 'omitted'; bodyLimit?: number; laterHook?: boolean } = {},
+) {
   const keepJsonText = options.keepJsonText ?? true;
   const seen: Seen[] = [];
   app = fastify({ bodyLimit: options.bodyLimit ?? 1024 * 1024 });
+  // Gzip-encoded bodies are decoded by a hook of the app's, as Fastify's docs show: it counts the encoded
+  // bytes in receivedEncodedLength, which Fastify checks against content-length.
+  app.addHook('preParsing', (request, _reply, payload, done) => {
+    if (request.headers['content-encoding'] !== 'gzip') return done(null, payload);
+    const gunzip = createGunzip() as ReturnType<typeof createGunzip> & {
+      receivedEncodedLength: number;
+    };
+    gunzip.receivedEncodedLength = 0;
+    payload.on('data', (chunk: Buffer) => {
+      gunzip.receivedEncodedLength += chunk.length;
+    });
+    done(null, payload.pipe(gunzip));
+  });
   await app.register(idempotencyPlugin, {
     store: memoryStore(),
     ...(keepJsonText === 'omitted' ? {} : { keepJsonText }),
   });
-  // A preParsing hook after the plugin's sees and passes on the plugin's stream.
-  app.addHook('preParsing', async (_request, _reply, payload) => payload.pipe(new PassThrough()));
+  // A preParsing hook after the plugin's, as another plugin's onRoute may add one: it reads the plugin's
+  // stream through a stream of its own, and listens for no errors.
+  if (options.laterHook !== false) {
+    app.addHook('onRoute', (route) => {
+      const later: preParsingHookHandler = (_request, _reply, payload, done) =>
+        done(null, payload.pipe(new PassThrough()));
+      route.preParsing = [route.preParsing ?? [], later].flat();
+    });
+  }
   const handler = async (request: import('fastify').FastifyRequest) => {
     seen.push({ body: request.body, text: jsonTextOf(request)?.toString('utf8') });
     return { ok: true };
@@ -61,6 +87,43 @@ describe('Fastify plugin: the JSON text it keeps', () => {
     const text = '{"account":9223372036854775807, "amount":100}';
     // Act
     const response = await post(`${base}/orders`, text, { 'idempotency-key': randomUUID() });
+    // Assert
+    expect(response.status).toBe(200);
+    expect(seen).toEqual([{ body: JSON.parse(text), text }]);
+  });
+
+  it('keeps a body that arrives in many chunks whole, byte for byte', async () => {
+    // Arrange: some 300 kB, multi-byte characters included, read by Fastify in many chunks
+    const { seen, base } = await start();
+    const items = Array.from({ length: 3000 }, (_, i) => ({
+      id: `9223372036854775${i}`,
+      note: 'é€𝄞'.repeat(20),
+    }));
+    const text = JSON.stringify({ account: 1, items }).replace(
+      '"account":1',
+      '"account":9223372036854775807',
+    );
+    // Act
+    const response = await post(`${base}/orders`, text, { 'idempotency-key': randomUUID() });
+    // Assert
+    expect(response.status).toBe(200);
+    expect(seen[0]?.text).toBe(text);
+  });
+
+  it('keeps the decoded text of a body an earlier hook decodes (gzip), and Fastify still checks its length', async () => {
+    // Arrange
+    const { seen, base } = await start({ laterHook: false });
+    const text = '{"account":9223372036854775807,"amount":100}';
+    // Act
+    const response = await fetch(`${base}/orders`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        'content-encoding': 'gzip',
+        'idempotency-key': randomUUID(),
+      },
+      body: gzipSync(text),
+    });
     // Assert
     expect(response.status).toBe(200);
     expect(seen).toEqual([{ body: JSON.parse(text), text }]);
