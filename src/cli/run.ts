@@ -46,6 +46,19 @@ function storeKind(command: Exclude<CliCommand, { command: 'help' }>): string {
   return command.redisUrl !== undefined ? 'redis' : 'postgres';
 }
 
+/**
+ * The store stopped answering, or dropped the connection, after the command had connected (a restart, a
+ * failover): told apart from a connection that failed, for the hint on what to do (see {@link hintFor}).
+ */
+class InterruptedCommandError extends Error {
+  constructor(
+    readonly target: string,
+    cause: Error,
+  ) {
+    super(cause.message, { cause });
+  }
+}
+
 /** Run the command; resolves to its exit code (a failure that is an exception rejects instead). */
 async function execute(
   command: Exclude<CliCommand, { command: 'help' }>,
@@ -84,6 +97,11 @@ async function execute(
         await listCrashedCommand(target.store, target.label, command, print);
         break;
     }
+  } catch (error) {
+    if (isIdempotencyError(error) && error.code === 'store_unavailable') {
+      throw new InterruptedCommandError(target.label, error);
+    }
+    throw error;
   } finally {
     await target.close();
   }
@@ -119,14 +137,37 @@ export async function runCli(argv: readonly string[]): Promise<number> {
   }
 }
 
+/** The messages of an error and of its causes, a few levels deep: a store wraps the driver's error. */
+function causeChainText(error: unknown): string {
+  let text = '';
+  let current: unknown = error;
+  for (let depth = 0; depth < 4 && current !== undefined && current !== null; depth++) {
+    text += ` ${current instanceof Error ? current.message : String(current)}`;
+    current = current instanceof Error ? current.cause : undefined;
+  }
+  return text;
+}
+
 /**
- * A line on what to change, for a failure whose cause the command line can fix: a Redis Cluster node named
- * without `--redis-cluster` answers a key of another node's slots with a MOVED redirection.
+ * A line on what to do, for a failure whose cause the command line can fix or outlive: a Redis Cluster
+ * node named without `--redis-cluster` answers a key of another node's slots with a MOVED redirection; a
+ * store that went away mid-command (a restart, a failover) leaves nothing half done that a second run
+ * would not finish.
  */
 function hintFor(command: Exclude<CliCommand, { command: 'help' }>, error: unknown): string {
-  const text = `${(error as Error).message} ${String((error as Error).cause ?? '')}`;
-  if (command.redisUrl !== undefined && command.redisCluster !== true && /\bMOVED\b/.test(text)) {
+  if (
+    command.redisUrl !== undefined &&
+    command.redisCluster !== true &&
+    /\bMOVED\b/.test(causeChainText(error))
+  ) {
     return 'The Redis server is a Cluster node: add --redis-cluster to reach every node.\n';
+  }
+  if (error instanceof InterruptedCommandError) {
+    const effect =
+      command.command === 'purge'
+        ? 'purge deletes in batches: what it deleted stays deleted, and a second run goes on from there'
+        : `${command.command} changes nothing`;
+    return `The store (${error.target}) stopped answering after the command had connected (a restart, a failover?); ${effect}: run it again.\n`;
   }
   return '';
 }

@@ -21,6 +21,7 @@ export const PORT_SLICES = {
   outage: [7060, 7070],
   cliCluster: [7070, 7090],
   health: [7090, 7100],
+  cliInterrupted: [7200, 7210],
 } as const satisfies Record<string, readonly [number, number]>;
 
 function portFree(port: number): Promise<boolean> {
