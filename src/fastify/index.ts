@@ -25,6 +25,7 @@ import {
   type HttpRouteOptions,
   type IdempotencyContext,
   isJsonContentType,
+  policyCovers,
   type RequestFacts,
   type RoutePolicy,
   readAllowedHeaders,
@@ -192,7 +193,7 @@ const plugin: FastifyPluginCallback<FastifyIdempotencyOptions> = (fastify, optio
     fastify.addHook('onRoute', (route) => {
       const policy = policyOf(route.config?.idempotency);
       const methods = Array.isArray(route.method) ? route.method : [route.method];
-      if (policy.key === 'off' || !methods.some((method) => policy.methods.has(method))) return;
+      if (!methods.some((method) => policyCovers(policy, method))) return;
       const keep: preParsingHookHandler = (request, _reply, payload, next) => {
         const copy =
           request.headers[policy.headerName] !== undefined &&

@@ -13,7 +13,7 @@ import { type IdempotencyContext, runWithContext } from './context.js';
 import { httpFingerprint } from './fingerprint.js';
 import { type HeaderValue, pickHeaders, REPLAYED_HEADER } from './headers.js';
 import { parseKeyHeader } from './key-header.js';
-import type { RoutePolicy } from './options.js';
+import { policyCovers, type RoutePolicy } from './options.js';
 import { type HttpResponseData, problemResponse } from './problem.js';
 import { type HttpOutcome, httpResponseCodec } from './response-codec.js';
 import { credentialScope } from './scope.js';
@@ -179,14 +179,7 @@ export function decide(
 
 // The key of a request the layer applies to, or the decision when it does not apply or the key is bad.
 function keyOf(policy: RoutePolicy, request: RequestFacts): string | Decision {
-  const method = request.method;
-  // Upper-cased only when needed: frameworks hand over the method as sent, and clients send it upper-case.
-  if (
-    policy.key === 'off' ||
-    !(policy.methods.has(method) || policy.methods.has(method.toUpperCase()))
-  ) {
-    return PASS;
-  }
+  if (!policyCovers(policy, request.method)) return PASS;
   try {
     const parsed = parseKeyHeader(request.header(policy.headerName));
     if (parsed.present) {

@@ -26,6 +26,7 @@ export type { EngineSource, HttpRouteOptions, RoutePolicy } from './options.js';
 export {
   DEFAULT_MAX_BODY_BYTES,
   KeyMode,
+  policyCovers,
   resolveEngine,
   resolvePolicy,
   routeOptionsOf,

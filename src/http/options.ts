@@ -88,6 +88,19 @@ export interface RoutePolicy {
   asyncContext: boolean;
 }
 
+/**
+ * Whether the layer applies to a request of `method` under `policy`: the route is not off and the method
+ * is one the policy covers. Upper-cased only when needed: frameworks hand over the method as sent, and
+ * clients send it upper-case.
+ * @example
+ * policyCovers(resolvePolicy({}), 'POST'); // true
+ */
+export function policyCovers(policy: RoutePolicy, method: string): boolean {
+  return (
+    policy.key !== 'off' && (policy.methods.has(method) || policy.methods.has(method.toUpperCase()))
+  );
+}
+
 /** Default `maxBodyBytes`: 1 MiB. */
 export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
 
