@@ -14,8 +14,19 @@ export interface TcpProxy {
   cut(): void;
   /** Close the connections open during the cut and forward again. */
   restore(): void;
+  /** Close every open connection at once, as a server that restarts or fails over does; new ones go on. */
+  drop(): void;
   /** Close the proxy and every connection. */
   close(): Promise<void>;
+}
+
+/** Options of {@link startTcpProxy}. */
+export interface TcpProxyOptions {
+  /**
+   * Called after each chunk of the server's replies is forwarded, with the bytes replied so far on that
+   * connection: to cut or drop the link once a command is under way, whatever the machine's speed.
+   */
+  onReply?: (repliedBytes: number) => void;
 }
 
 /** A client connection and its upstream, the two halves of one proxied connection. */
@@ -25,7 +36,10 @@ interface Pair {
 }
 
 /** Start a proxy to `target` (`host:port` of a real server on loopback). */
-export async function startTcpProxy(target: { host: string; port: number }): Promise<TcpProxy> {
+export async function startTcpProxy(
+  target: { host: string; port: number },
+  options: TcpProxyOptions = {},
+): Promise<TcpProxy> {
   const pairs = new Set<Pair>();
   let cut = false;
 
@@ -47,8 +61,12 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
     if (cut) return; // connected to nothing until restore() closes it
     const upstream = net.connect(target.port, target.host);
     pair.upstream = upstream;
+    let replied = 0;
     upstream.on('data', (chunk) => {
-      if (!cut) client.write(chunk);
+      if (cut) return;
+      client.write(chunk);
+      replied += chunk.length;
+      options.onReply?.(replied);
     });
     upstream.on('error', () => destroy(pair));
     upstream.on('close', () => destroy(pair));
@@ -64,6 +82,9 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
     },
     restore: () => {
       cut = false;
+      for (const pair of [...pairs]) destroy(pair);
+    },
+    drop: () => {
       for (const pair of [...pairs]) destroy(pair);
     },
     close: async () => {

@@ -10,41 +10,25 @@ import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cli } from '../../helpers/cli.js';
 import { freePorts, PORT_SLICES, PrivateRedis } from '../../helpers/redis-servers.js';
+import { startTcpProxy, type TcpProxy } from '../../helpers/tcp-proxy.js';
 
-type Fault = 'reset' | 'silence';
+type Fault = 'drop' | 'silence';
 
-/** A proxy to `port` that, once `afterBytes` of replies have passed, resets or silences the connection. */
-async function faultyProxy(port: number, fault: Fault, afterBytes: number) {
-  const sockets: net.Socket[] = [];
-  const server = net.createServer((client) => {
-    const upstream = net.connect({ port, host: '127.0.0.1' });
-    sockets.push(client, upstream);
-    let replied = 0;
-    let silenced = false;
-    client.on('data', (chunk) => {
-      if (!silenced) upstream.write(chunk);
-    });
-    upstream.on('data', (chunk) => {
-      if (silenced) return;
-      client.write(chunk);
-      replied += chunk.length;
-      if (replied < afterBytes) return;
-      if (fault === 'reset') {
-        client.resetAndDestroy();
-        upstream.destroy();
-      } else silenced = true;
-    });
-    client.on('error', () => upstream.destroy());
-    upstream.on('error', () => client.destroy());
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    url: `redis://127.0.0.1:${(server.address() as net.AddressInfo).port}`,
-    close: async () => {
-      for (const socket of sockets) socket.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+/** A proxy to `port` that, once 100 kB of replies have passed on a connection, drops or silences it. */
+async function faultyProxy(port: number, fault: Fault): Promise<TcpProxy> {
+  let faulted = false;
+  const proxy: TcpProxy = await startTcpProxy(
+    { host: '127.0.0.1', port },
+    {
+      onReply: (replied) => {
+        if (faulted || replied < 100_000) return;
+        faulted = true;
+        if (fault === 'drop') proxy.drop();
+        else proxy.cut();
+      },
     },
-  };
+  );
+  return proxy;
 }
 
 let redis: PrivateRedis;
@@ -71,19 +55,20 @@ afterAll(async () => {
 
 describe('a Redis server that goes away mid-command', () => {
   it.each([
-    ['node-redis', 'reset'],
-    ['ioredis', 'reset'],
+    ['node-redis', 'drop'],
+    ['ioredis', 'drop'],
     ['node-redis', 'silence'],
     ['ioredis', 'silence'],
   ] as const)(
-    '%s, connection %s: stats exits 1 in bounded time, saying to run it again',
+    '%s, connection fault %s: stats exits 1 in bounded time, saying to run it again',
     async (library, fault) => {
       // Arrange
-      const proxy = await faultyProxy(redis.port, fault, 100_000);
+      const proxy = await faultyProxy(redis.port, fault);
+      const url = `redis://127.0.0.1:${proxy.port}`;
       try {
         // Act
         const started = Date.now();
-        const run = await cli(['stats', '--redis-url', proxy.url, '--redis-client', library]);
+        const run = await cli(['stats', '--redis-url', url, '--redis-client', library]);
         const elapsed = Date.now() - started;
         // Assert: the store's 2 s command timeout bounds a silent server
         expect(run.code).toBe(1);
