@@ -27,6 +27,8 @@ import {
   type CapturedResponse,
   createBodyCollector,
   type Execution,
+  type HeaderValue,
+  keepContentEncoding,
   readAllowedHeaders,
 } from '../http/index.js';
 import { expressPrototype } from './prototype.js';
@@ -36,7 +38,19 @@ type Method = (this: Response, ...args: unknown[]) => unknown;
 /** One response being captured. */
 class Capture {
   ended = false;
+  /**
+   * Calls of `write`/`end` made after the handler's `end` while it is held (its outcome being stored),
+   * applied in order once it has gone out; `undefined` when none wait, and once it has gone out.
+   */
+  private late: Array<() => void> | undefined;
+  private held = false;
   private readonly collector: BodyCollector;
+  /**
+   * The response's Content-Encoding when its first bytes reached the capture (`null` before): set then,
+   * the bytes are encoded (see `keepContentEncoding`); set only later, a compression middleware mounted
+   * before this one encodes after the capture.
+   */
+  private encoding: HeaderValue | null = null;
 
   constructor(
     private readonly execution: Execution,
@@ -46,43 +60,112 @@ class Capture {
   }
 
   /**
-   * The response finished. If its `end` never reached the capture (it went through a prototype chain
-   * without the hooks: a sub-app of another copy of Express, or Node's own `end` called directly), the
-   * client got a response whose bytes are unknown: keep a marker, so that the key does not stay
-   * `in_progress` while the process lives and a retry is answered `response_not_captured`, never run again.
+   * The response is over (sent, or its connection gone) and its `end` never reached the capture:
+   * - it was sent all the same (it went through a prototype chain without the hooks: a sub-app of another
+   *   copy of Express, or Node's own `end` called directly): the client got a response whose bytes are
+   *   unknown; keep a marker, so that the key does not stay `in_progress` while the process lives and a
+   *   retry is answered `response_not_captured`, never run again;
+   * - an error destroyed it (a stream piped into it failed: `pipeline` destroys the response with the
+   *   source's error): no valid response was produced, so the key is released, as for a thrown error;
+   * - its connection closed without an error (the client went away): the handler may still be running
+   *   and end it, which stores the outcome as usual, so nothing is decided here.
    */
-  readonly onFinish = (): void => {
+  readonly onClose = (): void => {
     if (this.ended) return;
-    this.ended = true;
-    warnUncaptured();
-    void this.execution.uncaptured(this.res.statusCode);
+    const { res } = this;
+    if (res.writableFinished) {
+      this.ended = true;
+      warnUncaptured();
+      void this.execution.uncaptured(res.statusCode);
+    } else if (res.errored !== null && res.errored !== undefined) {
+      this.ended = true;
+      void this.execution.fail(res.errored);
+    }
   };
 
   /** A chunk handed to `write` or `end`, with the encoding given for a string. */
   add(chunk: unknown, encoding: unknown): void {
     if (typeof chunk === 'string') {
       const charset = typeof encoding === 'string' ? (encoding as BufferEncoding) : 'utf8';
+      this.firstBytes();
       this.collector.add(Buffer.from(chunk, charset), true);
     } else if (chunk instanceof Uint8Array) {
+      this.firstBytes();
       this.collector.add(chunk);
     }
   }
 
-  /** The handler's `end`: store the response, then let `end` send its last bytes. */
+  private firstBytes(): void {
+    if (this.encoding === null) this.encoding = this.res.getHeader('content-encoding');
+  }
+
+  /**
+   * True while the handler's `end` is held: a `write` or `end` made now (an error handler, a `next()` that
+   * reaches the 404 handler) would go out before the held bytes, so it is applied after them instead,
+   * where Node handles it as it handles any call after `end`.
+   */
+  holds(): boolean {
+    return this.held;
+  }
+
+  /** Apply `call` once the held `end` has gone out. */
+  later(call: () => void): void {
+    (this.late ??= []).push(call);
+  }
+
+  /**
+   * The handler's `end`: commit the head, store the response, then let `end` send its last bytes. The
+   * head is committed at once, as Node's own `end` would: `res.headersSent` is true from here on, so an
+   * error handler's `if (res.headersSent) return next(err)` and Express's 404 handler see a response that
+   * was sent, not one they may still replace (the client would get their 500 or 404 while the 201 is
+   * what the key replays).
+   */
   end(end: Method, args: unknown[]): void {
     const { res } = this;
     this.ended = true;
+    this.held = true;
     this.add(args[0], args[1]);
+    const headers = readAllowedHeaders(this.execution.policy.replayHeaders, (name) =>
+      res.getHeader(name),
+    );
+    keepContentEncoding(headers, this.encoding);
     const response: CapturedResponse = {
       status: res.statusCode,
-      headers: readAllowedHeaders(this.execution.policy.replayHeaders, (name) =>
-        res.getHeader(name),
-      ),
+      headers,
       body: this.collector.body(),
       bytes: this.collector.bytes,
     };
-    void this.execution.finish(response).then(() => end.apply(res, args));
+    commitHead(res, this.collector.bytes);
+    void this.execution.finish(response).then(() => {
+      this.held = false;
+      end.apply(res, args);
+      const late = this.late;
+      this.late = undefined;
+      if (late !== undefined) for (const call of late) call();
+    });
   }
+}
+
+// Statuses whose responses have no body, hence no Content-Length of their own (RFC 9110 §8.6).
+const bodyless = (status: number) => status < 200 || status === 204 || status === 304;
+
+/**
+ * Write the head of a response whose `end` is held, as `end` would have: with the Content-Length Node
+ * adds for a body handed whole to `end` (`bytes`: nothing was written before, or the head would be out),
+ * so that holding the `end` does not turn the response into a chunked one. Through `res.writeHead`, so
+ * that wrappers of it (on-headers: compression, response-time) see the head when it is written.
+ */
+function commitHead(res: Response, bytes: number): void {
+  if (res.headersSent) return;
+  if (
+    !bodyless(res.statusCode) &&
+    res.req.method !== 'HEAD' &&
+    !res.hasHeader('content-length') &&
+    !res.hasHeader('transfer-encoding')
+  ) {
+    res.setHeader('content-length', bytes);
+  }
+  res.writeHead(res.statusCode);
 }
 
 // Headers handed to writeHead bypass getHeaders() when no header was set before: move them into
@@ -132,13 +215,21 @@ function install(target: object): Hooks {
     },
     write(this: Response, ...args: unknown[]) {
       const capture = captures.get(this);
-      if (capture !== undefined && !capture.ended) capture.add(args[0], args[1]);
+      if (capture !== undefined) {
+        if (!capture.ended) capture.add(args[0], args[1]);
+        else if (capture.holds()) {
+          capture.later(() => write().apply(this, args));
+          return false;
+        }
+      }
       return write().apply(this, args);
     },
     end(this: Response, ...args: unknown[]) {
       const capture = captures.get(this);
-      if (capture === undefined || capture.ended) return end().apply(this, args);
-      capture.end(end(), args);
+      if (capture === undefined) return end().apply(this, args);
+      if (capture.holds()) capture.later(() => end().apply(this, args));
+      else if (capture.ended) return end().apply(this, args);
+      else capture.end(end(), args);
       return this;
     },
   };
@@ -171,8 +262,9 @@ function hooked(res: Response): boolean {
 /** Capture the response the handler writes on `res` and hand it to `execution`. */
 export function captureResponse(res: Response, execution: Execution): void {
   const capture = new Capture(execution, res);
-  // 'finish' comes after the real `end`, which a captured response only calls once its outcome is stored.
-  res.once('finish', capture.onFinish);
+  // 'close' comes after the real `end`, which a captured response only calls once its outcome is stored,
+  // or when the connection is gone.
+  res.once('close', capture.onClose);
   if (hooked(res)) captures.set(res, capture);
   else patch(res, capture);
 }
@@ -206,11 +298,16 @@ function patch(res: Response, capture: Capture): void {
   const end = res.end as unknown as Method;
   res.write = function (this: Response, ...args: unknown[]) {
     if (!capture.ended) capture.add(args[0], args[1]);
+    else if (capture.holds()) {
+      capture.later(() => write.apply(this, args));
+      return false;
+    }
     return write.apply(this, args);
   } as Response['write'];
   res.end = function (this: Response, ...args: unknown[]) {
-    if (capture.ended) return end.apply(this, args);
-    capture.end(end, args);
+    if (capture.holds()) capture.later(() => end.apply(this, args));
+    else if (capture.ended) return end.apply(this, args);
+    else capture.end(end, args);
     return this;
   } as Response['end'];
 }

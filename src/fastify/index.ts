@@ -2,9 +2,10 @@
  * `idempotency-kit/fastify`: a Fastify 5 plugin. Routes opt out or change their policy with
  * `config: { idempotency: { key: 'required' } }` (or `false`).
  *
- * Thin by design: the shared HTTP module decides; this file reads the request in `preHandler` (after
- * authentication, body parsing and validation, which are never stored) and captures what `reply.send`
- * produced (objects, strings, buffers and streams) in `onSend`.
+ * Thin by design: the shared HTTP module decides; this file reads the request in the last `preHandler` of
+ * each route it covers (after authentication, body parsing, validation and every other hook, whose replies
+ * are never stored) and captures what `reply.send` produced (objects, strings, buffers and streams) in
+ * `onSend`.
  * @module
  */
 import { Readable } from 'node:stream';
@@ -12,6 +13,7 @@ import type {
   FastifyPluginCallback,
   FastifyReply,
   FastifyRequest,
+  preHandlerHookHandler,
   preParsingHookHandler,
 } from 'fastify';
 import fp from 'fastify-plugin';
@@ -25,6 +27,7 @@ import {
   type HttpRouteOptions,
   type IdempotencyContext,
   isJsonContentType,
+  keepContentEncoding,
   policyCovers,
   type RequestFacts,
   type RoutePolicy,
@@ -132,6 +135,8 @@ async function capturePayload(reply: FastifyReply, running: Running, payload: un
   const headers = readAllowedHeaders(execution.policy.replayHeaders, (name) =>
     reply.getHeader(name),
   );
+  // Set by now only if the payload is encoded already (an onSend hook that compressed it ran first).
+  keepContentEncoding(headers, reply.getHeader('content-encoding'));
   const finish = (response: CapturedResponse) =>
     running.error === undefined || execution.policy.storeServerErrors
       ? execution.finish(response)
@@ -148,7 +153,16 @@ async function capturePayload(reply: FastifyReply, running: Running, payload: un
     await finish({ status, headers, body: kept, bytes: body.byteLength });
     return payload;
   }
-  const collected = await collectBody(payload, execution.policy.maxBodyBytes);
+  let collected: Awaited<ReturnType<typeof collectBody>>;
+  try {
+    collected = await collectBody(payload, execution.policy.maxBodyBytes);
+  } catch (error) {
+    // The stream failed before it was complete: no valid response was produced, so the key is released
+    // (as for a thrown error) and Fastify answers the error. Left alone, the claim would stay in progress,
+    // its lease extended while the process lives.
+    await execution.fail(error);
+    throw error;
+  }
   if (collected.complete) {
     await finish({ status, headers, body: collected.body, bytes: collected.body.byteLength });
     return Buffer.from(collected.body);
@@ -207,7 +221,7 @@ const plugin: FastifyPluginCallback<FastifyIdempotencyOptions> = (fastify, optio
   }
 
   // Callback style on purpose: the handler runs inside `done()`, so it inherits the context.
-  fastify.addHook('preHandler', (request, reply, next) => {
+  const claim: preHandlerHookHandler = (request, reply, next) => {
     const policy = policyOf(request.routeOptions.config?.idempotency);
     decide(engine, policy, new FastifyFacts(request, options.scope)).then((decision) => {
       if (decision.action === 'pass') return next();
@@ -230,6 +244,18 @@ const plugin: FastifyPluginCallback<FastifyIdempotencyOptions> = (fastify, optio
       request.idempotency = decision.execution.context;
       decision.execution.enter(next);
     }, next);
+  };
+
+  // The claim is the last preHandler of each route the layer covers, right before the handler: every
+  // hook that may answer first (authentication, rate limits, the route's own `preHandler` option, which
+  // Fastify runs after all instance hooks) has run, so what it answers is never stored, and a route
+  // without a covered method pays nothing.
+  fastify.addHook('onRoute', (route) => {
+    const policy = policyOf(route.config?.idempotency);
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    if (!methods.some((method) => policyCovers(policy, method))) return;
+    const own = route.preHandler;
+    route.preHandler = own === undefined ? [claim] : [own, claim].flat();
   });
 
   fastify.addHook('onError', (request, _reply, error, next) => {
@@ -245,12 +271,25 @@ const plugin: FastifyPluginCallback<FastifyIdempotencyOptions> = (fastify, optio
     return capturePayload(reply, current, payload);
   });
 
+  // A response that finished without passing onSend was written by the app on `reply.raw` after
+  // `reply.hijack()`: its bytes are unknown. Keep a marker (retries get 409 response_not_captured, never
+  // a second run) rather than a claim in progress for as long as the process lives.
+  fastify.addHook('onResponse', (request, reply, next) => {
+    const current = running.get(request);
+    if (current !== undefined) {
+      running.delete(request);
+      void current.execution.uncaptured(reply.raw.statusCode);
+    }
+    next();
+  });
+
   done();
 };
 
 /**
- * The plugin. Register it before the routes it protects; authentication hooks (`onRequest`,
- * `preValidation`, earlier `preHandler`s) run before it and their replies are never stored.
+ * The plugin. Register it before the routes it protects (it joins each route as it is declared); every
+ * hook (`onRequest`, `preValidation`, `preHandler`s, the route's own) runs before it, and their replies
+ * are never stored.
  * @example
  * await app.register(idempotencyPlugin, { store: postgresStore({ pool }), key: 'required' });
  * app.post('/orders', async (req, reply) => reply.code(201).send(await createOrder(req.body)));

@@ -1,7 +1,8 @@
 /**
  * Which response headers are stored and replayed: an allow-list (content-type, location, cache-control,
  * etag, plus what the route adds), minus a deny-list that no option can override (cookies, credentials,
- * hop-by-hop and framing headers, CORS headers).
+ * hop-by-hop and framing headers, CORS headers). Content-Encoding is neither: it is stored exactly when the
+ * stored bytes are encoded ({@link keepContentEncoding}).
  * @module
  */
 import { InvalidOptionsError } from '../core/errors.js';
@@ -35,7 +36,6 @@ const NEVER_REPLAYED = new Set([
   'transfer-encoding',
   'upgrade',
   'content-length',
-  'content-encoding',
   'date',
   REPLAYED_HEADER.toLowerCase(),
 ]);
@@ -53,6 +53,18 @@ export function replayedHeaderSet(extra: readonly string[] = []): ReadonlySet<st
         `replayHeaders: '${name}' is never replayed (cookies, credentials and hop-by-hop headers)`,
       );
     }
+    if (lower === CONTENT_ENCODING) {
+      throw new InvalidOptionsError(
+        `replayHeaders: '${name}' is not configurable: it is stored exactly when the stored body is encoded (see docs/http.md, Replayed headers)`,
+      );
+    }
+    // Proxy-* headers (Proxy-Status, Proxy-Agent…) describe the hop through a proxy, as hop-by-hop headers
+    // describe one connection.
+    if (lower.startsWith('proxy-')) {
+      throw new InvalidOptionsError(
+        `replayHeaders: '${name}' is never replayed (proxy headers describe one hop, not the response)`,
+      );
+    }
     // CORS headers answer the request at hand (its Origin): a stored one would grant a later caller's
     // origin what the first caller's was granted. The CORS middleware sets them on every answer, replays too.
     if (lower.startsWith('access-control-')) {
@@ -64,6 +76,8 @@ export function replayedHeaderSet(extra: readonly string[] = []): ReadonlySet<st
   }
   return names;
 }
+
+const CONTENT_ENCODING = 'content-encoding';
 
 /** A header value as frameworks hold them. */
 export type HeaderValue = string | number | readonly string[] | undefined;
@@ -84,7 +98,28 @@ export function readAllowedHeaders(
   return out;
 }
 
-/** Keep the allowed headers of `headers`, as `[lower-case name, value]` pairs (one pair per value). */
+/**
+ * Add the response's Content-Encoding to the `headers` to store when the captured bytes are encoded, that
+ * is when the header was set before the bytes reached the capture: the handler compressed its body, or a
+ * compression middleware mounted inside the layer did. Without it a replay would send gzip bytes as plain
+ * JSON. Read at any later moment the header may belong to a compression middleware mounted *before* the
+ * layer, which encodes after the capture: such a body is stored as the handler wrote it, without the
+ * header, and that middleware encodes the replay again (for the client that asks for it). `identity` is no
+ * encoding.
+ */
+export function keepContentEncoding(
+  headers: Array<[string, HeaderValue]>,
+  encoding: HeaderValue | null,
+): void {
+  if (encoding === undefined || encoding === null || encoding === '' || encoding === 'identity')
+    return;
+  headers.push([CONTENT_ENCODING, encoding]);
+}
+
+/**
+ * Keep the allowed headers of `headers` (and Content-Encoding, which the capture includes only with an
+ * encoded body), as `[lower-case name, value]` pairs (one pair per value).
+ */
 export function pickHeaders(
   headers: Iterable<readonly [string, HeaderValue]>,
   allowed: ReadonlySet<string>,
@@ -92,7 +127,7 @@ export function pickHeaders(
   const out: Array<[string, string]> = [];
   for (const [name, value] of headers) {
     const lower = name.toLowerCase();
-    if (value === undefined || !allowed.has(lower)) continue;
+    if (value === undefined || !(allowed.has(lower) || lower === CONTENT_ENCODING)) continue;
     if (typeof value === 'string' || typeof value === 'number') out.push([lower, String(value)]);
     else for (const v of value) out.push([lower, v]);
   }

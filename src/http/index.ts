@@ -15,6 +15,7 @@ export { canonicalQuery, httpFingerprint, isJsonContentType } from './fingerprin
 export type { HeaderValue } from './headers.js';
 export {
   DEFAULT_REPLAYED_HEADERS,
+  keepContentEncoding,
   pickHeaders,
   REPLAYED_HEADER,
   readAllowedHeaders,

@@ -114,7 +114,7 @@ export function resolveEngine(source: EngineSource): Idempotency {
 }
 
 const KEY_MODES: ReadonlySet<string> = new Set(Object.values(KeyMode));
-// RFC 6265's cookie-name: an HTTP token.
+// An HTTP token (RFC 9110 §5.6.2): a method, a header name, RFC 6265's cookie-name.
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
 function cookieNameSet(names: readonly string[] | undefined): ReadonlySet<string> | undefined {
@@ -145,7 +145,11 @@ export function resolvePolicy(base: HttpRouteOptions, route: HttpRouteOptions = 
       `maxBodyBytes: must be a non-negative integer, got ${maxBodyBytes}`,
     );
   }
-  const asyncContext = merged.asyncContext ?? false;
+  // Checked, not coerced: from a config file or the environment, `failOpen: 'false'` is truthy and would
+  // run handlers unprotected during an outage.
+  const storeServerErrors = booleanOption(merged.storeServerErrors, 'storeServerErrors');
+  const failOpen = booleanOption(merged.failOpen, 'failOpen');
+  const asyncContext = booleanOption(merged.asyncContext, 'asyncContext');
   if (asyncContext) enableAsyncContext();
   const headerName = (merged.headerName ?? 'Idempotency-Key').toLowerCase();
   if (!/^[!#$%&'*+.^_`|~0-9a-z-]+$/.test(headerName)) {
@@ -159,20 +163,57 @@ export function resolvePolicy(base: HttpRouteOptions, route: HttpRouteOptions = 
   }
   return {
     key,
-    methods: new Set((merged.methods ?? ['POST', 'PATCH']).map((m) => m.toUpperCase())),
+    methods: new Set(
+      listOption(merged.methods ?? ['POST', 'PATCH'], 'methods', TOKEN, 'a method').map((m) =>
+        m.toUpperCase(),
+      ),
+    ),
     headerName,
     minKeyLength,
-    replayHeaders: replayedHeaderSet(merged.replayHeaders),
-    fingerprintHeaders: (merged.fingerprintHeaders ?? []).map((h) => h.toLowerCase()),
+    replayHeaders: replayedHeaderSet(
+      listOption(merged.replayHeaders ?? [], 'replayHeaders', TOKEN, 'a header name'),
+    ),
+    fingerprintHeaders: listOption(
+      merged.fingerprintHeaders ?? [],
+      'fingerprintHeaders',
+      TOKEN,
+      'a header name',
+    ).map((h) => h.toLowerCase()),
     scopeCookies: cookieNameSet(merged.scopeCookies),
     maxBodyBytes,
-    storeServerErrors: merged.storeServerErrors ?? false,
-    failOpen: merged.failOpen ?? false,
+    storeServerErrors,
+    failOpen,
     leaseMs: merged.leaseMs === undefined ? undefined : toMs(merged.leaseMs, 'leaseMs'),
     retentionMs:
       merged.retentionMs === undefined ? undefined : toMs(merged.retentionMs, 'retentionMs'),
     asyncContext,
   };
+}
+
+function booleanOption(value: unknown, name: string): boolean {
+  if (value === undefined) return false;
+  if (typeof value !== 'boolean') {
+    throw new InvalidOptionsError(`${name}: expected true or false, got ${JSON.stringify(value)}`);
+  }
+  return value;
+}
+
+// A list of names that must each match `pattern` (an HTTP token: methods and header names alike).
+function listOption(
+  value: unknown,
+  name: string,
+  pattern: RegExp,
+  what: string,
+): readonly string[] {
+  if (!Array.isArray(value)) {
+    throw new InvalidOptionsError(`${name}: expected an array, got ${JSON.stringify(value)}`);
+  }
+  for (const item of value) {
+    if (typeof item !== 'string' || !pattern.test(item)) {
+      throw new InvalidOptionsError(`${name}: ${JSON.stringify(item)} is not ${what}`);
+    }
+  }
+  return value as string[];
 }
 
 function stripUndefined<T extends object>(value: T): Partial<T> {

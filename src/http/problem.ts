@@ -29,9 +29,11 @@ export const PROBLEM_STATUS = {
 /** A code the layer can answer with. */
 export type ProblemCode = keyof typeof PROBLEM_STATUS;
 
+// Titles are one per problem type (RFC 9457), so they name no header: a route may read its key from a
+// header of its own (`headerName`), which the detail names.
 const TITLES: Record<ProblemCode, string> = {
-  invalid_key: 'Invalid Idempotency-Key header',
-  missing_key: 'Idempotency-Key header required',
+  invalid_key: 'Invalid idempotency key',
+  missing_key: 'Idempotency key required',
   in_progress: 'A request with this Idempotency-Key is still being processed',
   response_too_large: 'The response to this Idempotency-Key was too large to keep',
   response_not_captured: 'The response to this Idempotency-Key was sent but could not be kept',

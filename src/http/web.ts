@@ -3,7 +3,7 @@
  * @module
  */
 import type { Execution } from './execution.js';
-import { readAllowedHeaders } from './headers.js';
+import { keepContentEncoding, readAllowedHeaders } from './headers.js';
 import type { HttpResponseData } from './problem.js';
 
 // Statuses whose responses must have no body (the Response constructor refuses one).
@@ -61,6 +61,8 @@ export async function captureWebResponse(
   const headers = readAllowedHeaders(execution.policy.replayHeaders, (name) =>
     response.headers.get(name),
   );
+  // The Response is what the handler (and what runs inside the layer) produced: its encoding is its body's.
+  keepContentEncoding(headers, response.headers.get('content-encoding'));
   const plain = plainBody(response);
   if (plain !== undefined) {
     const kept = plain.byteLength <= execution.policy.maxBodyBytes ? plain : undefined;

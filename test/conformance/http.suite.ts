@@ -4,6 +4,7 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ERRORS_DOC_URL } from '../../src/core/errors.js';
 import { createIdempotency } from '../../src/index.js';
@@ -98,6 +99,22 @@ export function describeHttpSuite(
               kind: 'bytes',
               value: randomBytes(64 * 1024),
               contentType: 'application/octet-stream',
+            },
+          };
+        },
+      },
+      {
+        method: 'POST',
+        path: '/gzip',
+        handle: async (req) => {
+          count(req);
+          return {
+            status: 201,
+            headers: { 'content-encoding': 'gzip' },
+            body: {
+              kind: 'bytes',
+              value: gzipSync(JSON.stringify({ id: 'ch_1', amount: 4200 })),
+              contentType: 'application/json',
             },
           };
         },
@@ -284,6 +301,19 @@ export function describeHttpSuite(
       expect(second.bytes.equals(first.bytes)).toBe(true);
       expect(second.headers.get('content-type')).toBe('application/octet-stream');
       expect(second.headers.get('idempotent-replayed')).toBe('true');
+      expect(ran(tag)).toBe(1);
+    });
+
+    it('replays a body the handler encoded with its Content-Encoding (the stored bytes are the encoded ones)', async () => {
+      const { key, tag } = fresh();
+      // fetch decodes gzip: without the header, the replay's bytes would reach the test still compressed.
+      const first = await send('/gzip', { key, tag });
+      const second = await send('/gzip', { key, tag });
+      expect(first.json()).toEqual({ id: 'ch_1', amount: 4200 });
+      expect(second.status).toBe(201);
+      expect(second.headers.get('content-encoding')).toBe('gzip');
+      expect(second.headers.get('idempotent-replayed')).toBe('true');
+      expect(second.bytes.equals(first.bytes)).toBe(true);
       expect(ran(tag)).toBe(1);
     });
 

@@ -112,10 +112,47 @@ describe('route policy', () => {
     'connection',
     'Access-Control-Allow-Origin',
     'access-control-expose-headers',
+    'Proxy-Status',
+    'proxy-agent',
+    // Kept exactly when the stored body is encoded, never by configuration.
+    'Content-Encoding',
   ])('refuses to replay %s whatever the options say', (header) => {
     // Act / Assert
     expect(() => resolvePolicy({ replayHeaders: [header] })).toThrow(
       expect.objectContaining({ code: 'invalid_options' }),
+    );
+  });
+
+  it.each([
+    ['failOpen', 'false'],
+    ['storeServerErrors', 1],
+    ['asyncContext', 'yes'],
+  ])(
+    'refuses %s as anything but a boolean (a string "false" from a config file is truthy)',
+    (name, value) => {
+      // Act / Assert
+      expect(() => resolvePolicy({ [name]: value } as never)).toThrow(
+        expect.objectContaining({
+          code: 'invalid_options',
+          message: expect.stringContaining(name),
+        }),
+      );
+      expect(() => resolvePolicy({}, { [name]: value } as never)).toThrow(
+        expect.objectContaining({ code: 'invalid_options' }),
+      );
+    },
+  );
+
+  it.each([
+    ['methods', 'POST'],
+    ['methods', ['POST', 'GET /x']],
+    ['replayHeaders', ['bad header']],
+    ['replayHeaders', 'x-custom'],
+    ['fingerprintHeaders', ['x-api-version', '']],
+  ])('refuses %s %j with an InvalidOptionsError, not a TypeError later', (name, value) => {
+    // Act / Assert
+    expect(() => resolvePolicy({ [name]: value } as never)).toThrow(
+      expect.objectContaining({ code: 'invalid_options', message: expect.stringContaining(name) }),
     );
   });
 

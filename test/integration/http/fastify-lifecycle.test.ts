@@ -1,0 +1,117 @@
+/**
+ * Where the Fastify plugin sits in a request's lifecycle: its claim is the last preHandler of a route, so
+ * a reply from any hook (the route's own `preHandler` option, an instance hook added after the plugin) is
+ * never stored; a reply stream that fails releases the key; a reply the app writes itself after
+ * `reply.hijack()` leaves a `response_not_captured` marker instead of a claim in progress forever.
+ */
+import { randomUUID } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { Readable } from 'node:stream';
+import fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
+import { afterEach, expect, it } from 'vitest';
+import { idempotencyPlugin } from '../../../src/fastify/index.js';
+import { memoryStore } from '../../../src/index.js';
+
+let app: FastifyInstance | undefined;
+afterEach(async () => {
+  await app?.close();
+  app = undefined;
+});
+
+const runs = new Map<string, number>();
+const ran = (request: FastifyRequest) =>
+  runs.set(request.url, (runs.get(request.url) ?? 0) + 1).get(request.url);
+
+async function start(): Promise<string> {
+  runs.clear();
+  app = fastify();
+  await app.register(idempotencyPlugin, { store: memoryStore() });
+  // An authentication hook added after the plugin, for one path.
+  app.addHook('preHandler', async (request, reply) => {
+    if (request.url === '/late-auth' && request.headers['x-api-key'] !== 'good') {
+      return reply.code(401).send({ error: 'unauthenticated' });
+    }
+  });
+  const checkKey = async (request: FastifyRequest, reply: import('fastify').FastifyReply) => {
+    if (request.headers['x-api-key'] !== 'good') return reply.code(401).send({ error: 'bad key' });
+  };
+  app.post('/route-auth', { preHandler: checkKey }, async (request, reply) => {
+    ran(request);
+    return reply.code(201).send({ charged: true });
+  });
+  app.post('/late-auth', async (request, reply) => {
+    ran(request);
+    return reply.code(201).send({ charged: true });
+  });
+  app.post('/export', async (request, reply) => {
+    const run = ran(request);
+    reply.type('text/csv');
+    return reply.send(
+      Readable.from(
+        (async function* () {
+          yield 'id,amount\n';
+          if (run === 1) throw new Error('upstream broke');
+          yield '1,4200\n';
+        })(),
+      ),
+    );
+  });
+  app.post('/hijack', async (request, reply) => {
+    ran(request);
+    reply.hijack();
+    reply.raw.writeHead(201, { 'content-type': 'text/plain' });
+    reply.raw.end('written by hand');
+  });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  return `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+}
+
+const post = (url: string, headers: Record<string, string>) =>
+  fetch(url, { method: 'POST', headers });
+
+it('never stores a reply from a hook: the route’s own preHandler, or an instance hook added after the plugin', async () => {
+  const base = await start();
+  for (const path of ['/route-auth', '/late-auth']) {
+    const key = randomUUID();
+    const refused = await post(`${base}${path}`, { 'idempotency-key': key, 'x-api-key': 'bad' });
+    expect(refused.status).toBe(401);
+    // Before, the 401 was stored under the key and replayed to the caller with the right API key.
+    const accepted = await post(`${base}${path}`, { 'idempotency-key': key, 'x-api-key': 'good' });
+    expect(accepted.status).toBe(201);
+    expect(accepted.headers.get('idempotent-replayed')).toBeNull();
+    expect(runs.get(path)).toBe(1);
+  }
+});
+
+it('releases the key of a reply stream that fails, so the retry runs again', async () => {
+  const base = await start();
+  const key = randomUUID();
+  await post(`${base}/export`, { 'idempotency-key': key })
+    .then((response) => response.text())
+    .catch(() => undefined);
+  // Before, the key stayed in progress (its lease extended while the process lived): 409 forever.
+  const retry = await post(`${base}/export`, { 'idempotency-key': key });
+  expect(retry.status).toBe(200);
+  expect(await retry.text()).toBe('id,amount\n1,4200\n');
+  expect(runs.get('/export')).toBe(2);
+});
+
+it('keeps a response_not_captured marker for a reply written after reply.hijack(), and never runs it again', async () => {
+  const base = await start();
+  const key = randomUUID();
+  const first = await post(`${base}/hijack`, { 'idempotency-key': key });
+  expect(first.status).toBe(201);
+  expect(await first.text()).toBe('written by hand');
+  let retry = await post(`${base}/hijack`, { 'idempotency-key': key });
+  // The marker is stored once the response has finished: a retry that raced it sees the claim.
+  for (let i = 0; i < 50 && retry.status === 409; i++) {
+    const problem = (await retry.json()) as { code: string };
+    if (problem.code === 'response_not_captured') break;
+    await new Promise((done) => setTimeout(done, 10));
+    retry = await post(`${base}/hijack`, { 'idempotency-key': key });
+  }
+  expect(retry.status).toBe(409);
+  expect(runs.get('/hijack')).toBe(1);
+  const again = await post(`${base}/hijack`, { 'idempotency-key': key });
+  expect(((await again.json()) as { code: string }).code).toBe('response_not_captured');
+});
