@@ -110,7 +110,8 @@ class Capture {
 
   /** Apply `call` once the held `end` has gone out. */
   later(call: () => void): void {
-    (this.late ??= []).push(call);
+    if (this.late === undefined) this.late = [call];
+    else this.late.push(call);
   }
 
   /**
