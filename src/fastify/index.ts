@@ -137,8 +137,11 @@ async function capturePayload(reply: FastifyReply, running: Running, payload: un
   );
   // Set by now only if the payload is encoded already (an onSend hook that compressed it ran first).
   keepContentEncoding(headers, reply.getHeader('content-encoding'));
+  // A thrown error is judged by the reply Fastify's error handler made of it, as Express's error handlers
+  // are: a 4xx (an error with `statusCode` 402, a declined card) is the handler's answer and is stored; a
+  // 5xx releases the key unless errors are kept.
   const finish = (response: CapturedResponse) =>
-    running.error === undefined || execution.policy.storeServerErrors
+    running.error === undefined || execution.policy.storeServerErrors || status < 500
       ? execution.finish(response)
       : execution.fail(running.error);
   if (!isStream(payload)) {

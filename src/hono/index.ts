@@ -135,8 +135,10 @@ export function idempotency(options: HonoIdempotencyOptions): HonoIdempotency {
       c.set('idempotency', execution.context);
       cacheText(c);
       await execution.enter(next);
-      // Hono catches the handler's error and renders it through onError; release unless errors are kept.
-      if (c.error !== undefined && !policy.storeServerErrors) {
+      // Hono catches the handler's error and renders it through onError. Judged by what it rendered, as
+      // Express's error handlers are: a 4xx (an HTTPException(402) for a declined card) is the handler's
+      // answer and is stored; a 5xx releases the key unless errors are kept.
+      if (c.error !== undefined && !policy.storeServerErrors && c.res.status >= 500) {
         await execution.fail(c.error);
         return;
       }
