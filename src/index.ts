@@ -29,9 +29,11 @@ export {
   isInvalidKeyError,
   isInvalidOptionsError,
   isLeaseLostError,
+  isOutcomeEncodingError,
   isReplayedError,
   isStoreUnavailableError,
   LeaseLostError,
+  OutcomeEncodingError,
   ReplayedError,
   StoreUnavailableError,
 } from './core/errors.js';

@@ -86,6 +86,9 @@ const COMMANDS = ['migrate', 'purge', 'inspect', 'stats', 'list', 'health'] as c
 /** Keys per page of `list --crashed` when `--limit` is not given. */
 export const DEFAULT_LIST_LIMIT = 100;
 
+/** A storage key: the lowercase hex SHA-256 every store keeps a record under. */
+const STORAGE_KEY = /^[0-9a-f]{64}$/;
+
 /** The text `--help` prints. */
 export const HELP = `Usage: idempotency-kit <command> [options]
 
@@ -191,8 +194,18 @@ export function parseCli(
     throw new UsageError('--crashed and --after apply to list only');
   }
   if (command === 'migrate') return { command, ...database };
-  if (command === 'inspect')
+  if (command === 'inspect') {
+    // A client's own key ('order-42') would be looked up as is and found absent, whatever its state.
+    if (!STORAGE_KEY.test(storageKey as string)) {
+      throw new UsageError(
+        `inspect takes a storage key, not ${JSON.stringify(storageKey)}: the 64 lowercase hex digits (SHA-256 of ` +
+          "namespace, scope and key) a record is stored under. Take it from a trace's idempotency.key_hash " +
+          "or a hook event's storageKey, or compute it in code with idempotency.storageKeyFor(key, scope), " +
+          "or storageKey(namespace, scope, key) from 'idempotency-kit'",
+      );
+    }
     return { command, ...database, storageKey: storageKey as string, json };
+  }
   if (command === 'stats' || command === 'health') return { command, ...database, json };
   return {
     command: 'purge',

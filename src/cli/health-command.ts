@@ -3,9 +3,10 @@
  * once with {@link checkStoreHealth}, connecting and probing each within `--timeout`, so a readiness or
  * deployment check (an `exec` probe, a script gating a rollout) gets an answer in bounded time: exit 0 when
  * the store answered, 1 when it did not, with the reason. Failing to connect is a verdict here, not an
- * error.
+ * error; an invalid schema, table or prefix is a usage error, as for every command.
  * @module
  */
+import { isInvalidOptionsError } from '../core/errors.js';
 import { checkStoreHealth, type StoreHealth } from '../store/health.js';
 import type { Print } from './commands.js';
 import type { OpenTarget } from './targets.js';
@@ -36,6 +37,8 @@ export async function healthCommand(
     const health = await checkStoreHealth(target.store, { timeout: args.timeoutMs });
     report = { ...health, latencyMs: roundedMs(health.latencyMs), target: target.label };
   } catch (error) {
+    // A bad schema, table or prefix is the command line's fault, not the store's: a usage error (exit 2).
+    if (isInvalidOptionsError(error)) throw error;
     report = {
       ok: false,
       store: named.store,

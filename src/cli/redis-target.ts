@@ -7,10 +7,10 @@
  */
 import { StoreUnavailableError } from '../core/errors.js';
 import type { RedisClientLike } from '../redis/client.js';
-import { redisStore } from '../redis/redis-store.js';
+import { checkPrefix, type RedisStore, redisStore } from '../redis/redis-store.js';
 import type { DatabaseArgs, RedisClientLibrary } from './args.js';
 import { importPeer, MissingPeerError } from './peer.js';
-import { type OpenTarget, targetLabel } from './targets.js';
+import { causeChain, type OpenTarget, targetLabel } from './targets.js';
 
 /** A connected-to-be client of either library, as far as the CLI uses it. */
 interface CliRedisClient {
@@ -165,14 +165,17 @@ async function connectWithin(
 /**
  * Open Redis with the library `--redis-client` names, or node-redis, or else ioredis: the first one
  * installed; the connection must be up within `connectTimeoutMs`.
- * @throws Error naming the install command when neither library is installed; StoreUnavailableError when
- *   the server cannot be reached in time.
+ * @throws InvalidOptionsError for a prefix the store refuses (before connecting); Error naming the install
+ *   command when neither library is installed; StoreUnavailableError when the server cannot be reached in
+ *   time.
  */
 export async function openRedis(
   redisUrl: string,
   args: DatabaseArgs,
   connectTimeoutMs: number,
 ): Promise<OpenTarget> {
+  // A bad prefix is a usage error (exit 2), refused before anything is loaded or connected.
+  const prefix = checkPrefix(args.prefix ?? 'idem:');
   const libraries: RedisClientLibrary[] =
     args.redisClient === undefined ? ['node-redis', 'ioredis'] : [args.redisClient];
   let opened: { client: CliRedisClient; close(): void } | undefined;
@@ -193,17 +196,38 @@ export async function openRedis(
   }
   const { client, close } = opened;
   // Errors are reported by the command that fails (connectWithin listens): one must not crash the process.
+  // Closed on any failure from here on: a connected client left open keeps the process alive.
+  let store: RedisStore;
   try {
     await connectWithin(client, redisUrl, connectTimeoutMs);
+    store = redisStore({
+      client: client as unknown as RedisClientLike,
+      prefix,
+      checkEvictionPolicy: false,
+    });
   } catch (error) {
     close();
     throw error;
   }
-  const prefix = args.prefix ?? 'idem:';
-  const store = redisStore({
-    client: client as unknown as RedisClientLike,
-    prefix,
-    checkEvictionPolicy: false,
-  });
-  return { store, label: targetLabel({ ...args, redisUrl }), close: async () => close() };
+  return {
+    store,
+    label: targetLabel({ ...args, redisUrl }),
+    close: async () => close(),
+    interrupted: isRedisInterruption,
+  };
 }
+
+/**
+ * Whether a command's failure means the server went away (a dropped or silenced connection) rather than
+ * that it refused a command: an error reply (`MOVED`, `WRONGTYPE`, `NOPERM`…) anywhere in the cause
+ * chain is an answer, not an interruption. node-redis calls its replies `ErrorReply` (`SimpleError`,
+ * `BlobError`), ioredis `ReplyError`.
+ */
+function isRedisInterruption(error: unknown): boolean {
+  // By class name: node-redis leaves `name` as 'Error' on its replies.
+  return !causeChain(error).some(
+    (cause) => cause instanceof Error && REPLY_ERROR.test(cause.constructor.name),
+  );
+}
+
+const REPLY_ERROR = /^(?:ErrorReply|SimpleError|BlobError|ReplyError)$/;

@@ -4,7 +4,7 @@
  * never depends on the drivers.
  * @module
  */
-import { isIdempotencyError } from '../core/errors.js';
+import { isIdempotencyError, isStoreUnavailableError } from '../core/errors.js';
 import {
   type CliCommand,
   DEFAULT_CONNECT_TIMEOUT_MS,
@@ -25,7 +25,7 @@ import {
 } from './commands.js';
 import { healthCommand } from './health-command.js';
 import { openRedis } from './redis-target.js';
-import { type OpenTarget, openPostgres, openSqlite, targetLabel } from './targets.js';
+import { causeChain, type OpenTarget, openPostgres, openSqlite, targetLabel } from './targets.js';
 
 /**
  * Open the store `command` names (parsing made sure it names exactly one), waiting at most
@@ -47,8 +47,9 @@ function storeKind(command: Exclude<CliCommand, { command: 'help' }>): string {
 }
 
 /**
- * The store stopped answering, or dropped the connection, after the command had connected (a restart, a
- * failover): told apart from a connection that failed, for the hint on what to do (see {@link hintFor}).
+ * The store stopped answering, or dropped the connection, after the command had connected and the store
+ * had answered (a restart, a failover): told apart from a connection that failed and from an error the
+ * store answered with, for the hint on what to do (see {@link hintFor}).
  */
 class InterruptedCommandError extends Error {
   constructor(
@@ -98,7 +99,9 @@ async function execute(
         break;
     }
   } catch (error) {
-    if (isIdempotencyError(error) && error.code === 'store_unavailable') {
+    // The store answered when it was opened: only a failure that is not itself an answer (a dropped or
+    // silent connection, not a missing table) means it went away, so that running again is the fix.
+    if (isStoreUnavailableError(error) && target.interrupted(error)) {
       throw new InterruptedCommandError(target.label, error);
     }
     throw error;
@@ -139,13 +142,9 @@ export async function runCli(argv: readonly string[]): Promise<number> {
 
 /** The messages of an error and of its causes, a few levels deep: a store wraps the driver's error. */
 function causeChainText(error: unknown): string {
-  let text = '';
-  let current: unknown = error;
-  for (let depth = 0; depth < 4 && current !== undefined && current !== null; depth++) {
-    text += ` ${current instanceof Error ? current.message : String(current)}`;
-    current = current instanceof Error ? current.cause : undefined;
-  }
-  return text;
+  return causeChain(error)
+    .map((cause) => ` ${cause instanceof Error ? cause.message : String(cause)}`)
+    .join('');
 }
 
 /**

@@ -6,9 +6,10 @@
  */
 import { existsSync } from 'node:fs';
 import { StoreUnavailableError } from '../core/errors.js';
-import type { PgPool } from '../postgres/client.js';
+import { type PgPool, sqlState } from '../postgres/client.js';
 import { postgresStore } from '../postgres/postgres-store.js';
 import { sqliteStore } from '../sqlite/sqlite-store.js';
+import { HEALTH_PROBE_KEY } from '../store/health.js';
 import type { Store } from '../store/store.js';
 import type { DatabaseArgs } from './args.js';
 import { postgresTarget } from './commands.js';
@@ -24,6 +25,23 @@ export interface OpenTarget {
   label: string;
   /** Close what was opened (the pool, the file, the client). */
   close(): Promise<void>;
+  /**
+   * Whether `error`, a `StoreUnavailableError` from a command on the opened store (which answered when it
+   * was opened), means the store went away mid-command (a restart, a failover: running the command again
+   * is safe) rather than that it answered with an error (a missing table, a refused permission).
+   */
+  interrupted(error: unknown): boolean;
+}
+
+/** `error` and its causes, a few levels deep: a store wraps the driver's error. */
+export function causeChain(error: unknown): unknown[] {
+  const chain: unknown[] = [];
+  let current: unknown = error;
+  for (let depth = 0; depth < 4 && current !== undefined && current !== null; depth++) {
+    chain.push(current);
+    current = current instanceof Error ? current.cause : undefined;
+  }
+  return chain;
 }
 
 interface PgModule {
@@ -53,9 +71,61 @@ export function targetLabel(args: DatabaseArgs): string {
   return postgresTarget(args);
 }
 
+/** `host:port/database` of a PostgreSQL URL, for messages: never the password the URL may hold. */
+function serverOf(url: string): string {
+  try {
+    const parsed = new URL(url);
+    return `${parsed.hostname}:${parsed.port === '' ? '5432' : parsed.port}${parsed.pathname}`;
+  } catch {
+    return 'the --database-url server';
+  }
+}
+
 /**
- * Open PostgreSQL: a one-connection pool, and the store on it. The pool connects on first use, within
- * `connectTimeoutMs` (pg's own default waits without a bound).
+ * Whether a PostgreSQL failure is the connection going away: an error the server reported (it has a
+ * SQLSTATE) is an answer, unless it is a connection exception (class 08) or a shutdown (class 57: an
+ * administrator's restart, a crash, a failover); a driver error without one is a dropped or silent
+ * connection.
+ */
+function isPostgresInterruption(error: unknown): boolean {
+  const state = causeChain(error)
+    .map(sqlState)
+    .find((code) => code !== undefined);
+  return state === undefined || state.startsWith('08') || state.startsWith('57');
+}
+
+/** Run `SELECT 1` on `pool` within `timeoutMs`. */
+async function answersWithin(pool: PgPool, url: string, timeoutMs: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(
+      () =>
+        reject(
+          new StoreUnavailableError(
+            `PostgreSQL at ${serverOf(url)} did not answer within ${timeoutMs} ms`,
+          ),
+        ),
+      timeoutMs,
+    );
+  });
+  try {
+    await Promise.race([pool.query('SELECT 1'), timedOut]);
+  } catch (error) {
+    if (error instanceof StoreUnavailableError) throw error;
+    throw new StoreUnavailableError(
+      `cannot connect to PostgreSQL at ${serverOf(url)}: ${(error as Error).message}`,
+      { cause: error },
+    );
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * Open PostgreSQL: a one-connection pool, and the store on it. The pool would connect on first use: one
+ * `SELECT 1` here, within `connectTimeoutMs` (pg's own default waits without a bound), makes a refused
+ * connection, a wrong password or a missing database fail at open, where they are told apart from a
+ * server that goes away once the command has started.
  */
 export async function openPostgres(
   databaseUrl: string,
@@ -71,31 +141,55 @@ export async function openPostgres(
   });
   // An idle connection dropped by the server must not crash the command with an unhandled event.
   pool.on('error', () => {});
-  const store = postgresStore({
-    pool,
-    ...(args.schema && { schema: args.schema }),
-    ...(args.table && { table: args.table }),
-  });
+  const close = () => pool.end().catch(() => {});
+  let store: Store;
+  try {
+    // Names first: a bad schema or table is a usage error, refused before connecting.
+    store = postgresStore({
+      pool,
+      ...(args.schema && { schema: args.schema }),
+      ...(args.table && { table: args.table }),
+    });
+    await answersWithin(pool, databaseUrl, connectTimeoutMs);
+  } catch (error) {
+    // Not awaited: a connection attempt that timed out ends on its own, within the same bound.
+    void close();
+    throw error;
+  }
   const label = targetLabel({ ...args, databaseUrl });
-  return { store, pool, label, close: () => pool.end().catch(() => {}) };
+  return { store, pool, label, close, interrupted: isPostgresInterruption };
 }
 
 /**
  * Open a SQLite file that must exist, without migrating it: a read command changes no schema (run
- * `migrate` for that), and a mistyped path must not leave an empty database behind.
+ * `migrate` for that), and a mistyped path must not leave an empty database behind. The store prepares
+ * its statements on first use: one read here makes a file without the table (or with an older one) fail
+ * at open, with the fix.
+ * @throws InvalidOptionsError for a bad table name (a usage error); StoreUnavailableError otherwise.
  */
-export function openSqlite(file: string, args: DatabaseArgs): OpenTarget {
+export async function openSqlite(file: string, args: DatabaseArgs): Promise<OpenTarget> {
   if (!existsSync(file)) throw new StoreUnavailableError(`SQLite store: no such file: ${file}`);
   const table = args.table ?? 'idempotency_records';
-  let store: ReturnType<typeof sqliteStore>;
+  const store = sqliteStore({ database: file, table, migrate: false });
   try {
-    store = sqliteStore({ database: file, table, migrate: false });
+    await store.get(HEALTH_PROBE_KEY);
   } catch (error) {
-    // The statements are prepared on open: a file without the table (or an older one) fails here.
+    await store.close();
+    const cause = causeChain(error).at(-1);
+    if (!/no such (?:table|column)/.test(String((cause as Error | undefined)?.message))) {
+      throw error;
+    }
+    const migrate = `idempotency-kit migrate --sqlite ${file}${args.table === undefined ? '' : ` --table ${table}`}`;
     throw new StoreUnavailableError(
-      `SQLite store: cannot read ${table} in ${file} (run \`idempotency-kit migrate --sqlite ${file}\` first?): ${(error as Error).message}`,
+      `SQLite store: cannot read ${table} in ${file} (run \`${migrate}\` first?): ${(cause as Error).message}`,
       { cause: error },
     );
   }
-  return { store, label: targetLabel({ ...args, sqliteFile: file }), close: () => store.close() };
+  // A local file does not go away mid-command as a server does: its failures are answers.
+  return {
+    store,
+    label: targetLabel({ ...args, sqliteFile: file }),
+    close: () => store.close(),
+    interrupted: () => false,
+  };
 }

@@ -29,12 +29,18 @@ export const MAX_DURATION_MS = 100 * 365.25 * 86_400_000;
 /**
  * Convert a {@link Duration} to whole milliseconds.
  * @param name - The option's name, used in the error message.
- * @throws InvalidOptionsError when the value is not a positive finite duration of at most 100 years.
+ * @throws InvalidOptionsError when the value is not a positive finite duration of at most 100 years (nor a
+ *   number or a string at all).
  */
 export function toMs(value: Duration, name: string): number {
   let ms: number;
   if (typeof value === 'number') {
     ms = value;
+  } else if (typeof value !== 'string') {
+    // Options often come from configuration files and environment parsing, typed or not.
+    throw new InvalidOptionsError(
+      `${name}: must be a number of ms or a string like '500ms', '30s' or '24h', got ${describe(value)}`,
+    );
   } else {
     const match = PATTERN.exec(value.trim());
     if (!match) {
@@ -50,4 +56,13 @@ export function toMs(value: Duration, name: string): number {
     );
   }
   return Math.ceil(ms);
+}
+
+/** A value of the wrong type, for a message: `true`, `10n`, `an object`. */
+function describe(value: unknown): string {
+  if (typeof value === 'bigint') return `${value}n`;
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'object' && value !== null) return 'an object';
+  if (typeof value === 'function') return 'a function';
+  return String(value);
 }

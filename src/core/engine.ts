@@ -12,6 +12,7 @@ import {
   InvalidOptionsError,
   isStoreUnavailableError,
   LeaseLostError,
+  OutcomeEncodingError,
   StoreUnavailableError,
 } from './errors.js';
 import { createFingerprint } from './fingerprint.js';
@@ -158,7 +159,9 @@ export interface Idempotency {
    * Run `fn` at most once per (scope, key) while its outcome is retained.
    *
    * Rejects only with `InvalidKeyError`, `StoreUnavailableError`, `LeaseLostError`, `ReplayedError` (a
-   * stored error outcome) or `fn`'s own error (after the claim was released, or stored as final).
+   * stored error outcome), `OutcomeEncodingError` (`fn` ran but the codec could not encode its result:
+   * stored as final, so retries get it replayed and `fn` never runs again) or `fn`'s own error (after the
+   * claim was released, or stored as final).
    */
   run<T>(request: RunRequest, fn: (context: RunContext) => Promise<T> | T): Promise<RunOutcome<T>>;
   /** The storage key that `run` would use for (scope, key). */
@@ -188,6 +191,17 @@ function asStoreError(store: Store, operation: string, error: unknown): StoreUna
   return new StoreUnavailableError(`Store '${store.name}' failed during ${operation}`, {
     cause: error,
   });
+}
+
+function maxEntries(value: number | undefined): number {
+  if (value === undefined) return 1000;
+  // NaN or a fraction would size the cache's generations as nonsense, silently.
+  if (!Number.isSafeInteger(value) || value < 1) {
+    throw new InvalidOptionsError(
+      `cache.maxEntries must be a positive integer, got ${String(value)}`,
+    );
+  }
+  return value;
 }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -234,7 +248,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
   };
   const cacheOption = options.cache ?? {};
   const cache =
-    cacheOption === false ? undefined : new CompletedCache(cacheOption.maxEntries ?? 1000);
+    cacheOption === false ? undefined : new CompletedCache(maxEntries(cacheOption.maxEntries));
 
   function settleExisting<T>(
     record: IdempotencyRecord,
@@ -350,10 +364,15 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     }
     lease.stop();
 
-    const outcome =
-      value === undefined && codec === defaultCodec
-        ? encodeUndefined()
-        : encodeValueOutcome(codec.encode(value));
+    let outcome: Uint8Array;
+    try {
+      outcome =
+        value === undefined && codec === defaultCodec
+          ? encodeUndefined()
+          : encodeValueOutcome(codec.encode(value));
+    } catch (cause) {
+      throw await settleUnencodable(cause, lease, retentionMs, event, attempt, startedAt);
+    }
     // The first completion inline (one async frame less per run); `completeAgain` retries a failure.
     let completed: boolean;
     try {
@@ -414,6 +433,33 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       }
     }
     return false;
+  }
+
+  // `fn` ran but its result cannot be encoded: its effect happened, so a retry must not run it again.
+  // The failure becomes the key's final outcome (replayed as a `ReplayedError`), as a stored error would;
+  // should that completion fail too, the claim is left to expire, as `settleFailure` leaves it.
+  async function settleUnencodable(
+    cause: unknown,
+    lease: LeaseKeeper,
+    retentionMs: number,
+    event: HookEvent,
+    attempt: number,
+    startedAt: number,
+  ): Promise<OutcomeEncodingError> {
+    const error = new OutcomeEncodingError(cause);
+    const { storageKey, token } = lease;
+    let stored = false;
+    try {
+      stored = await complete(storageKey, token, encodeErrorOutcome(error), retentionMs, event);
+      if (!stored && !lease.lossReported) emit(hooks, 'onLeaseLost', { ...event, token });
+    } catch {
+      // `complete` has reported each of its failures; the claim expires on its own.
+    }
+    if (hooks.onFailed !== undefined) {
+      const durationMs = clock.now() - startedAt;
+      emit(hooks, 'onFailed', { ...event, token, attempt, durationMs, stored });
+    }
+    return error;
   }
 
   async function runUnprotected<T>(

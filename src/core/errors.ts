@@ -13,6 +13,8 @@ export const ErrorCode = {
   StoreUnavailable: 'store_unavailable',
   LeaseLost: 'lease_lost',
   ReplayedError: 'replayed_error',
+  /** The handler ran but the codec could not encode its result; stored as the key's outcome. */
+  OutcomeNotEncodable: 'outcome_not_encodable',
   /** HTTP: a route that requires an `Idempotency-Key` got a request without one (400). */
   MissingKey: 'missing_key',
   /** HTTP: the key was already used for a different request (422). */
@@ -129,6 +131,25 @@ export class ReplayedError extends IdempotencyError {
   }
 }
 
+/**
+ * The handler ran, but the codec could not encode its result for storage (with the default JSON codec: a
+ * `BigInt`, a circular object…). Its effect has happened, so it must not run again: this error is stored
+ * as the key's final outcome, and every retry within the retention gets it back as a {@link ReplayedError}
+ * (`original.code` is `outcome_not_encodable`) instead of a second execution. `cause` is the codec's error.
+ */
+export class OutcomeEncodingError extends IdempotencyError {
+  constructor(cause: unknown) {
+    const reason = cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause);
+    super(
+      ErrorCode.OutcomeNotEncodable,
+      `The handler ran, but its result could not be encoded for storage (${reason}); ` +
+        'this error is kept as the outcome of the key, so the handler does not run again for it',
+      { cause },
+    );
+    this.name = 'OutcomeEncodingError';
+  }
+}
+
 function hasCode(error: unknown, code: ErrorCode): boolean {
   return isIdempotencyError(error) && error.code === code;
 }
@@ -161,4 +182,9 @@ export function isLeaseLostError(error: unknown): error is LeaseLostError {
 /** True for {@link ReplayedError}. */
 export function isReplayedError(error: unknown): error is ReplayedError {
   return hasCode(error, ErrorCode.ReplayedError);
+}
+
+/** True for {@link OutcomeEncodingError}. */
+export function isOutcomeEncodingError(error: unknown): error is OutcomeEncodingError {
+  return hasCode(error, ErrorCode.OutcomeNotEncodable);
 }

@@ -1,8 +1,9 @@
 /**
- * Observation points of the engine. Metrics, logs and traces sit on these; a hook that throws is ignored so
- * observability can never change an outcome.
+ * Observation points of the engine. Metrics, logs and traces sit on these; a hook that throws (or returns a
+ * promise that rejects) is ignored so observability can never change an outcome.
  * @module
  */
+import { isThenable } from './thenable.js';
 
 /** What every hook receives. Only the hashed storage key is given, never the raw client key. */
 export interface HookEvent {
@@ -86,25 +87,44 @@ export interface StepHookEvent extends HookEvent {
   step: string;
 }
 
-/** Call a hook, swallowing anything it throws. */
-export function emit<K extends keyof IdempotencyHooks>(
-  hooks: IdempotencyHooks,
-  name: K,
-  event: Parameters<NonNullable<IdempotencyHooks[K]>>[0],
-): void {
-  const hook = hooks[name] as ((e: typeof event) => void) | undefined;
-  if (hook === undefined) return;
+const ignore = () => {};
+
+/**
+ * Call one observer with `event`, swallowing what it throws and, for an async hook, what its promise
+ * rejects with: hooks are typed to return nothing, but an `async` one type-checks, and its rejection would
+ * otherwise be unhandled and end the process. For code that calls user callbacks outside the engine
+ * (consumers, adapters) so that each isolates them alike.
+ */
+export function callHook<E>(hook: (event: E) => unknown, event: E): void {
   try {
-    hook(event);
+    ignoreRejection(hook(event));
   } catch {
     // Observability must never change an outcome.
   }
 }
 
 /**
+ * Swallow the rejection of what a callback returned, when it is a promise (an `async` hook or callback):
+ * for callers that isolate a callback's synchronous throw themselves.
+ */
+export function ignoreRejection(result: unknown): void {
+  if (isThenable(result)) Promise.resolve(result).catch(ignore);
+}
+
+/** Call a hook, swallowing anything it throws or rejects with. */
+export function emit<K extends keyof IdempotencyHooks>(
+  hooks: IdempotencyHooks,
+  name: K,
+  event: Parameters<NonNullable<IdempotencyHooks[K]>>[0],
+): void {
+  const hook = hooks[name] as ((e: typeof event) => unknown) | undefined;
+  if (hook !== undefined) callHook(hook, event);
+}
+
+/**
  * One set of hooks that calls each of `list` in turn, so metrics, traces and your own logging can all
  * observe one engine (or one consumer: it combines consumer hooks alike). Each hook is isolated: one that
- * throws neither stops the others nor changes an outcome. Only the hooks some member defines are set, so
+ * throws (or rejects) neither stops the others nor changes an outcome. Only the hooks some member defines are set, so
  * an unobserved event stays free. For consumer hooks that read the message, give the hook type
  * (`combineHooks<ConsumerHooks<AmqpMessage>>(…)`): it is otherwise inferred from the first member.
  * @example
@@ -133,13 +153,8 @@ export function combineHooks<H extends object = IdempotencyHooks>(...list: (H | 
   const combined: Record<string, (event: unknown) => void> = {};
   for (const [name, hooks] of members) {
     combined[name] = (event: unknown) => {
-      for (const hook of hooks) {
-        try {
-          hook(event);
-        } catch {
-          // Observability must never change an outcome, nor silence the other observers.
-        }
-      }
+      // Each isolated: one that throws or rejects neither changes an outcome nor silences the others.
+      for (const hook of hooks) callHook(hook, event);
     };
   }
   return combined as H;

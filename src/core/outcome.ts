@@ -36,7 +36,10 @@ export const defaultCodec: OutcomeCodec = {
       out.set(value, 1);
       return out;
     }
-    const json = Buffer.from(JSON.stringify(value), 'utf8');
+    const text: string | undefined = JSON.stringify(value);
+    // A function or a symbol has no JSON form: say so, rather than fail obscurely in Buffer.from.
+    if (text === undefined) throw new TypeError(`a ${typeof value} cannot be encoded as JSON`);
+    const json = Buffer.from(text, 'utf8');
     const out = new Uint8Array(json.byteLength + 1);
     out[0] = TAG_JSON;
     out.set(json, 1);

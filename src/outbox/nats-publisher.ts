@@ -5,6 +5,7 @@
  * @module
  */
 import { InvalidOptionsError } from '../core/errors.js';
+import { ignoreRejection } from '../core/hooks.js';
 import type { OutboxMessage } from './message.js';
 import type { Publisher } from './publisher.js';
 
@@ -99,7 +100,13 @@ export function natsPublisher(options: NatsPublisherOptions): Publisher {
         headers,
         ...(options.timeoutMs === undefined ? {} : { timeout: options.timeoutMs }),
       });
-      if (ack.duplicate) options.onDuplicate?.(message, ack);
+      if (ack.duplicate) {
+        try {
+          ignoreRejection(options.onDuplicate?.(message, ack));
+        } catch {
+          // The message is published: a throwing (or rejecting) hook must not have it published again.
+        }
+      }
     },
   };
 }

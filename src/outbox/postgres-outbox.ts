@@ -4,6 +4,7 @@
  * @module
  */
 import { InvalidOptionsError } from '../core/errors.js';
+import { createSchemaIfMissing } from '../postgres/schema.js';
 import { isPgPool, type PgPoolClient, type PgQueryable } from './clients.js';
 import { outboxStoreError } from './errors.js';
 import type { EnqueueResult, PreparedMessage } from './message.js';
@@ -136,6 +137,8 @@ export async function migratePostgresOutbox(
     await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [
       `idempotency-kit:migrate-outbox:${names.schemaName}.${names.tableName}`,
     ]);
+    // Shared with the records table's migrate(): the schema may be created by either, at the same time.
+    await createSchemaIfMissing(client, names.schema);
     await client.query(renderOutboxSql(sql.postgresCreateMigrationsTable, names));
     const { rows } = await client.query(`SELECT id FROM ${names.migrationsTable}`);
     const done = new Set((rows as Array<{ id: number }>).map((row) => row.id));

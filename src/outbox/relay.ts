@@ -6,6 +6,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { InvalidOptionsError } from '../core/errors.js';
+import { ignoreRejection } from '../core/hooks.js';
 import { type Backoff, type BackoffOptions, exponentialBackoff } from './backoff.js';
 import { describeError } from './errors.js';
 import type { OutboxMessage } from './message.js';
@@ -148,9 +149,9 @@ export function createRelay(options: RelayOptions): Relay {
     typeof options.backoff === 'function' ? options.backoff : exponentialBackoff(options.backoff);
   const report = (error: unknown) => {
     try {
-      options.onError?.(error);
+      ignoreRejection(options.onError?.(error));
     } catch {
-      // A throwing hook must not stop the relay.
+      // A throwing (or rejecting) hook must not stop the relay.
     }
   };
 
@@ -217,7 +218,7 @@ export function createRelay(options: RelayOptions): Relay {
         if (error === undefined) {
           sent.push(message.rowId);
           try {
-            options.onPublished?.(message);
+            ignoreRejection(options.onPublished?.(message));
           } catch {
             // Monitoring hooks never change the outcome.
           }
@@ -233,7 +234,7 @@ export function createRelay(options: RelayOptions): Relay {
       const retryInMs = backoff(message.attempt);
       await source.markFailed(message.rowId, retryInMs, describeError(error));
       try {
-        options.onPublishFailed?.(message, error, retryInMs);
+        ignoreRejection(options.onPublishFailed?.(message, error, retryInMs));
       } catch {
         // Monitoring hooks never change the outcome.
       }

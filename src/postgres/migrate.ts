@@ -1,8 +1,9 @@
 /**
  * `migrate()`: applies the numbered migrations in `migrations/` that a table has not seen yet, in one
  * transaction, under a transaction-level advisory lock keyed by schema and table. Two processes migrating
- * at once therefore never race: the second waits, then finds everything applied. DDL is transactional in
- * PostgreSQL, so a failed migration leaves nothing half-done.
+ * at once therefore never race: the second waits, then finds everything applied. Migrators of different
+ * tables run in parallel and may both create a new schema: the one that loses that race uses the
+ * winner's. DDL is transactional in PostgreSQL, so a failed migration leaves nothing half-done.
  * @module
  */
 import { InvalidOptionsError } from '../core/errors.js';
@@ -15,6 +16,7 @@ import {
 } from './client.js';
 import { DEFAULT_SCHEMA, DEFAULT_TABLE, renderSql, tableNames } from './identifiers.js';
 import { migrations } from './migrations.gen.js';
+import { createSchemaIfMissing } from './schema.js';
 import { createMigrationsTable } from './sql.gen.js';
 
 /** Options of {@link migrate}. */
@@ -70,6 +72,7 @@ export async function migrate(
     await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [
       `idempotency-kit:migrate:${names.schemaName}.${names.tableName}`,
     ]);
+    await createSchemaIfMissing(client, names.schema);
     await client.query(renderSql(createMigrationsTable, names));
     const { rows } = await client.query(`SELECT id FROM ${names.migrationsTable}`);
     const done = new Set((rows as Array<{ id: number }>).map((row) => row.id));

@@ -14,7 +14,7 @@ import { type Duration, toMs } from '../core/duration.js';
 import type { RunOutcome, RunRequest } from '../core/engine.js';
 import { InvalidOptionsError, isLeaseLostError, LeaseLostError } from '../core/errors.js';
 import { createFingerprint } from '../core/fingerprint.js';
-import { emit, type HookEvent, type IdempotencyHooks } from '../core/hooks.js';
+import { emit, type HookEvent, type IdempotencyHooks, ignoreRejection } from '../core/hooks.js';
 import { deriveDownstreamKey, storageKey as toStorageKey, validateKey } from '../core/key.js';
 import { defaultCodec, encodeValueOutcome, type OutcomeCodec } from '../core/outcome.js';
 import type { IdempotencyRecord } from '../core/record.js';
@@ -356,7 +356,13 @@ export function postgresTransactional(
             error.original,
           );
         }
-        options.onRetry?.({ attempt: transactionAttempt, error: error.original });
+        try {
+          ignoreRejection(
+            options.onRetry?.({ attempt: transactionAttempt, error: error.original }),
+          );
+        } catch {
+          // An observer: it must not turn a retry into a failure.
+        }
         await sleep(RETRY_BACKOFF_MS * transactionAttempt * Math.random());
       } finally {
         unguard();

@@ -294,6 +294,18 @@ async function eachInKeyOrder<Req extends { key: string }, Res>(
 }
 
 /**
+ * A key prefix `redisStore` accepts: a string without `{` or `}`, which would change the record keys'
+ * hash tag (and so their Cluster slot).
+ * @throws InvalidOptionsError otherwise.
+ */
+export function checkPrefix(prefix: unknown): string {
+  if (typeof prefix !== 'string' || /[{}]/.test(prefix)) {
+    throw new InvalidOptionsError('redisStore: `prefix` must be a string without `{` or `}`');
+  }
+  return prefix;
+}
+
+/**
  * Create a Redis store over a client you already connected.
  * @example
  * import { createClient } from 'redis';
@@ -308,10 +320,7 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     throw new InvalidOptionsError('redisStore: `client` is required');
   }
   const commander: RedisCommander = toCommander(options.client);
-  const prefix = options.prefix ?? 'idem:';
-  if (typeof prefix !== 'string' || /[{}]/.test(prefix)) {
-    throw new InvalidOptionsError('redisStore: `prefix` must be a string without `{` or `}`');
-  }
+  const prefix = checkPrefix(options.prefix ?? 'idem:');
   const guard = createGuard(positiveNumber(options.timeoutMs, 'timeoutMs', 2000));
   const tokenFloorMs = String(
     wholeMs(positiveNumber(options.tokenFloorMs, 'tokenFloorMs', 60_000), 'tokenFloorMs'),

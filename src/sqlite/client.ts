@@ -86,13 +86,24 @@ function loadDriver(): SqliteConstructor {
   }
 }
 
-/** Open `filename` with better-sqlite3 (loaded on first use). */
+/**
+ * Open `filename` with better-sqlite3 (loaded on first use).
+ * @throws InvalidOptionsError for an empty path; StoreUnavailableError when the file cannot be opened.
+ */
 export function openDatabase(filename: string, busyTimeoutMs: number): SqliteDatabase {
+  // SQLite opens '' as a private temporary database, deleted on close: records no other process sees,
+  // lost on restart. Almost always an unset variable; ':memory:' asks for that on purpose.
+  if (filename === '') {
+    throw new InvalidOptionsError(
+      "idempotency-kit/sqlite: the database path is an empty string: give a file path (or ':memory:' " +
+        'for a database that lives and dies with this connection)',
+    );
+  }
   const Database = loadDriver();
   try {
     return new Database(filename, { timeout: busyTimeoutMs });
   } catch (error) {
-    throw unavailable(`cannot open ${filename}`, error);
+    throw unavailable(`opening ${filename}`, error);
   }
 }
 

@@ -40,6 +40,7 @@ export async function applyMigrations(
   to: number,
 ): Promise<void> {
   const names = tableNames(schema);
+  await pool.query(`CREATE SCHEMA IF NOT EXISTS ${names.schema}`);
   await pool.query(renderSql(createMigrationsTable, names));
   for (const migration of migrations.filter((m) => m.id >= from && m.id <= to)) {
     await pool.query(renderSql(migration.sql, names));

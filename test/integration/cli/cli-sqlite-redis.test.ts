@@ -64,7 +64,7 @@ describe('idempotency-kit on SQLite', () => {
     const run = await cli(['stats', '--sqlite', file]);
     expect(run.code).toBe(1);
     expect(run.stderr).toMatch(/no such file/);
-    const second = await cli(['inspect', 'k', '--sqlite', file]);
+    const second = await cli(['inspect', 'f'.repeat(64), '--sqlite', file]);
     expect(second.code).toBe(1);
   });
 });

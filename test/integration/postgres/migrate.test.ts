@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isStoreUnavailableError } from '../../../src/index.js';
+import { migrateOutbox } from '../../../src/outbox/index.js';
 import { isBatchFunctionUnusable } from '../../../src/postgres/batch-functions.js';
 import { renderSql, tableNames } from '../../../src/postgres/identifiers.js';
 import { migrate, postgresStore } from '../../../src/postgres/index.js';
@@ -75,6 +76,35 @@ describe('migrate', () => {
       expect(results.every((r) => r.version === 7)).toBe(true);
     } finally {
       await Promise.all(pools.map((p) => p.end()));
+    }
+  });
+
+  it('migrates several tables and the outbox into one new schema at once', async () => {
+    // Each migrator locks its own table only, so all of them create the new schema concurrently.
+    for (let round = 0; round < 5; round++) {
+      const schema = fresh('migschema');
+      const pools = Array.from({ length: 4 }, () => testPool({ max: 1 }));
+      try {
+        const results = await Promise.allSettled([
+          migrate(pools[0]!, { schema }),
+          migrate(pools[1]!, { schema, table: 'other_records' }),
+          migrate(pools[2]!, { schema, table: 'third_records' }),
+          migrateOutbox(pools[3]!, { schema }),
+        ]);
+        expect(results.map((r) => (r.status === 'rejected' ? String(r.reason) : 'ok'))).toEqual([
+          'ok',
+          'ok',
+          'ok',
+          'ok',
+        ]);
+      } finally {
+        await Promise.all(pools.map((p) => p.end()));
+      }
+      const { rows } = await pool.query(
+        'SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = $1 AND tablename = ANY($2)',
+        [schema, ['idempotency_records', 'other_records', 'third_records', 'idempotency_outbox']],
+      );
+      expect(rows[0].n).toBe(4);
     }
   });
 

@@ -2,6 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { parseCli, UsageError } from '../../../src/cli/args.js';
 
 const url = 'postgres://u@h/db';
+/** A storage key as `inspect` takes it: 64 lowercase hex digits. */
+const key = 'ab'.repeat(32);
 
 describe('parseCli', () => {
   it('parses migrate with schema and table', () => {
@@ -38,14 +40,14 @@ describe('parseCli', () => {
 
   it('parses inspect with its storage key, and stats, each with --json', () => {
     // Act / Assert
-    expect(parseCli(['inspect', 'abc', '--database-url', url], {})).toEqual({
+    expect(parseCli(['inspect', key, '--database-url', url], {})).toEqual({
       command: 'inspect',
       databaseUrl: url,
-      storageKey: 'abc',
+      storageKey: key,
       json: false,
     });
-    expect(parseCli(['inspect', '--json', 'abc'], { DATABASE_URL: url })).toMatchObject({
-      storageKey: 'abc',
+    expect(parseCli(['inspect', '--json', key], { DATABASE_URL: url })).toMatchObject({
+      storageKey: key,
       json: true,
     });
     expect(parseCli(['stats', '--json', '--table', 't'], { DATABASE_URL: url })).toEqual({
@@ -66,14 +68,14 @@ describe('parseCli', () => {
     });
     expect(parseCli(['purge', '--sqlite', 'x.db'], {})).toMatchObject({ sqliteFile: 'x.db' });
     expect(
-      parseCli(['inspect', 'k', '--redis-url', 'redis://h', '--prefix', 'p:'], {
+      parseCli(['inspect', key, '--redis-url', 'redis://h', '--prefix', 'p:'], {
         DATABASE_URL: url,
       }),
     ).toEqual({
       command: 'inspect',
       redisUrl: 'redis://h',
       prefix: 'p:',
-      storageKey: 'k',
+      storageKey: key,
       json: false,
     });
     expect(
@@ -157,6 +159,25 @@ describe('parseCli', () => {
       timeoutMs: 1500,
     });
   });
+
+  it.each([
+    ['a client key', 'order-42'],
+    ['upper-case hex', 'AB'.repeat(32)],
+    ['hex one digit short', 'a'.repeat(63)],
+    ['a key_hash with a prefix', `sha256:${key}`],
+  ])(
+    'refuses inspect with %s, saying what a storage key is and where to get one',
+    (_what, given) => {
+      // Act
+      const parse = () => parseCli(['inspect', given, '--sqlite', 'x.db'], {});
+      // Assert: looked up as is, it would be reported absent whatever the key's state
+      expect(parse).toThrow(UsageError);
+      expect(parse).toThrow(
+        `inspect takes a storage key, not "${given}": the 64 lowercase hex digits`,
+      );
+      expect(parse).toThrow(/idempotency\.key_hash .*storageKeyFor\(key, scope\)/);
+    },
+  );
 
   it('returns help for -h whatever else is given', () => {
     // Act / Assert

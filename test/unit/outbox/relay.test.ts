@@ -121,6 +121,38 @@ describe('createRelay', () => {
     expect(relay.running).toBe(false);
   });
 
+  it('ignores async hooks that reject: no unhandled rejection, the round unchanged', async () => {
+    // Arrange
+    const unhandled: unknown[] = [];
+    const record = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', record);
+    const source = memorySource();
+    for (const id of ['a', 'b']) source.add(id);
+    const publisher = {
+      async publish(message: OutboxMessage) {
+        if (message.id === 'b') throw new Error('nope');
+      },
+    };
+    const relay = createRelay({
+      source,
+      publisher,
+      onPublished: (async () => {
+        throw new Error('metrics down');
+      }) as () => void,
+      onPublishFailed: (() => Promise.reject(new Error('log sink down'))) as () => void,
+    });
+    try {
+      // Act
+      const result = await relay.runOnce();
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      // Assert
+      expect(result).toEqual({ claimed: 2, published: 1, failed: 1, deferred: 0 });
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', record);
+    }
+  });
+
   it('refuses options that would let a publish outlast its lease, and bad sizes', () => {
     // Arrange
     const base = { source: memorySource(), publisher: recordingPublisher() };
