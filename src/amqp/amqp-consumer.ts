@@ -16,21 +16,32 @@ import { AckBatcher } from './acks.js';
 import type { AmqpConfirmChannel, AmqpMessage } from './amqp-types.js';
 import { AmqpDelivery, AmqpSettler } from './delivery.js';
 import { defaultAmqpKey } from './headers.js';
+import { amqpQueues } from './queues.js';
 
 /** Options of {@link idempotentConsumer} for RabbitMQ. */
 export interface AmqpConsumerOptions extends ConsumerOptions<AmqpMessage> {
-  /** The queue to consume. The adapter does not declare it (its arguments are yours). */
+  /**
+   * The queue to consume. The adapter does not declare it (its arguments are yours); it checks that it
+   * exists before declaring the retry and dead-letter queues.
+   */
   queue: string;
   /**
    * The retry queue: copies wait there for their per-message TTL, then RabbitMQ dead-letters them back to
-   * `queue` through the default exchange. No plugin needed. @default `${queue}.retry`
+   * `queue` through the default exchange. No plugin needed. Must differ from `queue`.
+   * @default `${queue}.retry`
    */
   retryQueue?: string;
-  /** Where dead letters go, with the error recorded in headers. @default `${queue}.dlq` */
+  /**
+   * Where dead letters go, with the error recorded in headers. Must differ from `queue` and `retryQueue`.
+   * @default `${queue}.dlq`
+   */
   deadLetterQueue?: string;
   /** Declare the retry and dead-letter queues (durable) at start. @default true */
   declare?: boolean;
-  /** Prefetch (unacked deliveries in flight); also the concurrency. @default `concurrency` (10) */
+  /**
+   * Prefetch (unacked deliveries in flight), 1–65535; also the concurrency.
+   * @default `concurrency` (10)
+   */
   prefetch?: number;
 }
 
@@ -55,6 +66,9 @@ export interface AmqpConsumer {
  *   the delay;
  * - a handler error on the last allowed delivery → a confirmed copy with the error goes to the dead-letter
  *   queue, then the original is acked.
+ *
+ * Copies are published `mandatory`: one the broker returns (its queue does not exist) counts as failed,
+ * the original is not acked, and `hooks.onBrokerError` reports it.
  *
  * Acks decided in the same turn of the event loop are written together, as a single multiple ack while
  * this consumer is the only one on its channel (see `acks.ts`); nothing is acked earlier for it.
@@ -81,16 +95,18 @@ export async function idempotentConsumer(
       'channel: pass a confirm channel (connection.createConfirmChannel()); retry and dead-letter copies must be confirmed before the original is acked',
     );
   }
-  if (typeof options.queue !== 'string' || options.queue === '') {
-    throw new InvalidOptionsError('queue: the queue to consume is required');
+  if (typeof channel.on !== 'function' || typeof channel.removeListener !== 'function') {
+    throw new InvalidOptionsError(
+      "channel: the channel must emit 'return' (an amqplib channel does): unroutable copies are detected by it",
+    );
   }
-  const queue = options.queue;
-  const retryQueue = options.retryQueue ?? `${queue}.retry`;
-  const deadLetterQueue = options.deadLetterQueue ?? `${queue}.dlq`;
-  const prefetch = options.prefetch ?? resolved.concurrency;
-  if (!Number.isSafeInteger(prefetch) || prefetch < 1) {
-    throw new InvalidOptionsError(`prefetch: must be a positive integer, got ${String(prefetch)}`);
-  }
+  const { queue, retryQueue, deadLetterQueue, prefetch } = amqpQueues(
+    options,
+    resolved.concurrency,
+  );
+  // Before declaring anything: a queue that does not exist must not leave a retry and a dead-letter queue
+  // behind. (RabbitMQ closes the channel on the failed check, as it would on the consume.)
+  await channel.checkQueue(queue);
   if (options.declare ?? true) {
     await channel.assertQueue(retryQueue, {
       durable: true,
@@ -102,12 +118,19 @@ export async function idempotentConsumer(
 
   const inFlight = new InFlight(prefetch);
   const settler = new AmqpSettler(channel, new AckBatcher(channel), retryQueue, deadLetterQueue);
-  const { consumerTag } = await channel.consume(queue, (message) => {
-    // null: the broker cancelled the consumer (queue deleted); in-flight messages still settle.
-    if (message === null) return;
-    settler.acks.delivered(message);
-    inFlight.add(processDelivery(resolved, handler, new AmqpDelivery(settler, message)));
-  });
+  channel.on('return', settler.returns.listener);
+  let consumerTag: string;
+  try {
+    ({ consumerTag } = await channel.consume(queue, (message) => {
+      // null: the broker cancelled the consumer (queue deleted); in-flight messages still settle.
+      if (message === null) return;
+      settler.acks.delivered(message);
+      inFlight.add(processDelivery(resolved, handler, new AmqpDelivery(settler, message)));
+    }));
+  } catch (error) {
+    channel.removeListener('return', settler.returns.listener);
+    throw error;
+  }
 
   let closing: Promise<boolean> | undefined;
   return {
@@ -119,7 +142,10 @@ export async function idempotentConsumer(
         } catch {
           // A closed channel has no consumer left to cancel; its unacked messages are requeued by the broker.
         }
-        return inFlight.drain(resolved.drainTimeoutMs);
+        const drained = await inFlight.drain(resolved.drainTimeoutMs);
+        // Not after a timed-out drain: a copy still awaiting its confirm may yet be returned.
+        if (drained) channel.removeListener('return', settler.returns.listener);
+        return drained;
       })();
       return closing;
     },

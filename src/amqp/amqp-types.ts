@@ -22,6 +22,15 @@ export interface AmqpPublishOptions {
   headers?: Record<string, unknown>;
   expiration?: string | number;
   messageId?: string;
+  /** Have the broker return the message (`basic.return`) when no queue takes it. */
+  mandatory?: boolean;
+}
+
+/** A message the broker sent back with `basic.return` (amqplib's `'return'` event). */
+export interface AmqpReturnedMessage {
+  content: Buffer;
+  fields: { replyCode?: number; replyText?: string; exchange?: string; routingKey?: string };
+  properties: AmqpMessageProperties;
 }
 
 /**
@@ -31,6 +40,8 @@ export interface AmqpPublishOptions {
  */
 export interface AmqpConfirmChannel {
   assertQueue(queue: string, options?: object): Promise<unknown>;
+  /** Fails (and the broker closes the channel) when `queue` does not exist. */
+  checkQueue(queue: string): Promise<unknown>;
   prefetch(count: number, global?: boolean): Promise<unknown>;
   consume(
     queue: string,
@@ -47,4 +58,7 @@ export interface AmqpConfirmChannel {
     callback?: (error: unknown, ok: unknown) => void,
   ): boolean;
   waitForConfirms(): Promise<void>;
+  /** The channel's `'return'` event: a copy published `mandatory` that no queue took. */
+  on(event: 'return', listener: (message: AmqpReturnedMessage) => void): unknown;
+  removeListener(event: 'return', listener: (message: AmqpReturnedMessage) => void): unknown;
 }

@@ -6,10 +6,15 @@
 import type { DeadLetter, Delivery } from '../consumer/index.js';
 import type { AckBatcher } from './acks.js';
 import type { AmqpConfirmChannel, AmqpMessage, AmqpPublishOptions } from './amqp-types.js';
-import { copyOptions, DELIVERIES_HEADER, deadLetterHeaders, deliveryCount } from './headers.js';
+import { deadLetterOptions, deliveryCount, retryOptions } from './headers.js';
+import { pendingDeadLetter } from './pending-letter.js';
+import { COPY_ID_HEADER, ReturnedCopies, UnroutableCopyError } from './returns.js';
 
 /** What every delivery of one consumer settles through. */
 export class AmqpSettler {
+  /** Copies awaiting their confirm; its `listener` must be on the channel's `'return'` event. */
+  readonly returns = new ReturnedCopies();
+
   constructor(
     readonly channel: AmqpConfirmChannel,
     readonly acks: AckBatcher,
@@ -17,42 +22,62 @@ export class AmqpSettler {
     readonly deadLetterQueue: string,
   ) {}
 
-  /** Publish to `queue` and resolve once the broker confirmed the copy. */
+  /**
+   * Publish to `queue` and resolve once the broker confirmed the copy. Rejects if the broker refused it,
+   * or returned it because no queue took it ({@link UnroutableCopyError}): then the original must not
+   * be acked.
+   */
   publishConfirmed(queue: string, content: Buffer, options: AmqpPublishOptions): Promise<void> {
-    return new Promise((resolve, reject) => {
-      this.channel.sendToQueue(queue, content, options, (error) =>
-        error ? reject(error) : resolve(),
-      );
+    const id = this.returns.next();
+    const sent = {
+      ...options,
+      mandatory: true,
+      headers: { ...options.headers, [COPY_ID_HEADER]: id },
+    };
+    return new Promise<void>((resolve, reject) => {
+      this.channel.sendToQueue(queue, content, sent, (error) => {
+        // RabbitMQ sends a copy's basic.return before its confirm, so it is known by now.
+        const returned = this.returns.settled(id);
+        if (error) reject(error);
+        else if (returned !== undefined) reject(new UnroutableCopyError(queue, returned));
+        else resolve();
+      });
+    }).catch((error: unknown) => {
+      // sendToQueue may throw before any confirm (a header table over 64 KB, a closed channel).
+      this.returns.settled(id);
+      throw error;
     });
   }
 }
 
 /**
  * A class rather than an object of closures: one small object per message, with the methods shared.
- * A copy is always confirmed by the broker before the original is acked, so a crash in between can only
- * duplicate the message (deduplicated by its key), never lose it.
+ * A copy is always confirmed by the broker, and not returned, before the original is acked, so a crash in
+ * between can only duplicate the message (deduplicated by its key), never lose it.
  */
 export class AmqpDelivery implements Delivery<AmqpMessage> {
   readonly deliveryCount: number;
+  readonly pendingDeadLetter: DeadLetter | undefined;
 
   constructor(
     private readonly settler: AmqpSettler,
     readonly message: AmqpMessage,
   ) {
     this.deliveryCount = deliveryCount(message);
+    this.pendingDeadLetter = pendingDeadLetter(message);
   }
 
   ack(): Promise<void> {
     return this.settler.acks.ack(this.message);
   }
 
-  async retry(delayMs: number): Promise<void> {
+  async retry(delayMs: number, letter?: DeadLetter): Promise<void> {
     const { settler, message } = this;
-    await settler.publishConfirmed(settler.retryQueue, message.content, {
-      ...copyOptions(message, { [DELIVERIES_HEADER]: this.deliveryCount }),
-      // The TTL is a string of whole milliseconds; the retry queue dead-letters the copy back when it expires.
-      expiration: String(Math.ceil(delayMs)),
-    });
+    await settler.publishConfirmed(
+      settler.retryQueue,
+      message.content,
+      retryOptions(message, this.deliveryCount, delayMs, letter),
+    );
     await settler.acks.ack(message);
   }
 
@@ -61,7 +86,7 @@ export class AmqpDelivery implements Delivery<AmqpMessage> {
     await settler.publishConfirmed(
       settler.deadLetterQueue,
       message.content,
-      copyOptions(message, deadLetterHeaders(letter)),
+      deadLetterOptions(message, letter),
     );
     await settler.acks.ack(message);
   }

@@ -5,14 +5,24 @@
  */
 import type { DeadLetter } from '../consumer/index.js';
 import type { AmqpMessage, AmqpPublishOptions } from './amqp-types.js';
+import { PENDING_DEAD_LETTER_HEADER, pendingLetterHeader } from './pending-letter.js';
+import { COPY_ID_HEADER } from './returns.js';
 
-/** Deliveries made before this copy was published to the retry queue (our own counter). */
+/**
+ * On a retry copy: deliveries made before it was published (our own counter). Not on a dead letter, so
+ * that a dead letter replayed to the queue starts counting afresh.
+ */
 export const DELIVERIES_HEADER = 'x-idempotency-deliveries';
+/** On a dead letter: deliveries made, the last one included. */
+export const DEAD_LETTER_DELIVERIES_HEADER = 'x-idempotency-dead-letter-deliveries';
 /** The default idempotency-key header. */
 export const KEY_HEADER = 'x-idempotency-key';
 /** On a dead letter: why, as a {@link DeadLetterReason}. */
 export const DEAD_LETTER_REASON_HEADER = 'x-idempotency-dead-letter-reason';
-/** On a dead letter: the last error, as JSON `{ name, message, code? }`. */
+/**
+ * On a dead letter: the last error, as JSON `{ name, message, code? }`, the message cut to 4,096
+ * characters (see `describeError`).
+ */
 export const ERROR_HEADER = 'x-idempotency-error';
 /** On a dead letter: the consumer that gave up. */
 export const CONSUMER_HEADER = 'x-idempotency-consumer';
@@ -22,6 +32,8 @@ export const FAILED_AT_HEADER = 'x-idempotency-failed-at';
 // Headers RabbitMQ adds when dead-lettering (from the retry queue). Dropped from our copies so they do not
 // pile up across retries; the broker adds them afresh.
 const BROKER_HEADERS = /^x-(death|first-death-|last-death-|delivery-count)/;
+// Headers that belong to one copy only (see `returns.ts`, `pending-letter.ts`); never carried forward.
+const COPY_HEADERS = new Set([COPY_ID_HEADER, PENDING_DEAD_LETTER_HEADER]);
 
 function toInteger(value: unknown): number | undefined {
   const n =
@@ -59,7 +71,7 @@ export function copyOptions(
 ): AmqpPublishOptions {
   const headers: Record<string, unknown> = {};
   for (const [name, value] of Object.entries(message.properties.headers ?? {})) {
-    if (!BROKER_HEADERS.test(name)) headers[name] = value;
+    if (!BROKER_HEADERS.test(name) && !COPY_HEADERS.has(name)) headers[name] = value;
   }
   const options: Record<string, unknown> = {};
   for (const [name, value] of Object.entries(message.properties)) {
@@ -69,13 +81,35 @@ export function copyOptions(
   return { ...options, headers: { ...headers, ...extra } };
 }
 
-/** Headers recording a dead letter. */
-export function deadLetterHeaders(letter: DeadLetter): Record<string, unknown> {
-  return {
-    [DELIVERIES_HEADER]: letter.deliveryCount,
+/**
+ * Publish options of a retry copy of `message`: our delivery counter, the delay as its TTL, and the dead
+ * letter it carries when the dead-letter queue failed (see `pending-letter.ts`).
+ */
+export function retryOptions(
+  message: AmqpMessage,
+  deliveryCount: number,
+  delayMs: number,
+  letter: DeadLetter | undefined,
+): AmqpPublishOptions {
+  const extra: Record<string, unknown> = { [DELIVERIES_HEADER]: deliveryCount };
+  if (letter !== undefined) extra[PENDING_DEAD_LETTER_HEADER] = pendingLetterHeader(letter);
+  // The TTL is a string of whole milliseconds; the retry queue dead-letters the copy back when it expires.
+  return { ...copyOptions(message, extra), expiration: String(Math.ceil(delayMs)) };
+}
+
+/**
+ * Publish options of the dead letter of `message`: the error recorded in headers. The delivery count goes
+ * under {@link DEAD_LETTER_DELIVERIES_HEADER}, not the counting header: replaying the dead letter to the
+ * queue (same headers) runs the handler again with its full `maxDeliveries`.
+ */
+export function deadLetterOptions(message: AmqpMessage, letter: DeadLetter): AmqpPublishOptions {
+  const options = copyOptions(message, {
+    [DEAD_LETTER_DELIVERIES_HEADER]: letter.deliveryCount,
     [DEAD_LETTER_REASON_HEADER]: letter.reason,
     [ERROR_HEADER]: JSON.stringify(letter.error),
     [CONSUMER_HEADER]: letter.consumer,
     [FAILED_AT_HEADER]: letter.failedAt,
-  };
+  });
+  if (options.headers !== undefined) delete options.headers[DELIVERIES_HEADER];
+  return options;
 }

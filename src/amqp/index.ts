@@ -20,9 +20,11 @@ export type {
   AmqpMessage,
   AmqpMessageProperties,
   AmqpPublishOptions,
+  AmqpReturnedMessage,
 } from './amqp-types.js';
 export {
   CONSUMER_HEADER,
+  DEAD_LETTER_DELIVERIES_HEADER,
   DEAD_LETTER_REASON_HEADER,
   DELIVERIES_HEADER,
   defaultAmqpKey,
@@ -31,3 +33,6 @@ export {
   FAILED_AT_HEADER,
   KEY_HEADER,
 } from './headers.js';
+export { PENDING_DEAD_LETTER_HEADER } from './pending-letter.js';
+export { MAX_PREFETCH } from './queues.js';
+export { COPY_ID_HEADER, UnroutableCopyError } from './returns.js';

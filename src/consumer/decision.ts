@@ -5,6 +5,7 @@
  */
 import type { StoredErrorInfo } from '../core/errors.js';
 import type { Backoff } from './backoff.js';
+import { describeError } from './describe-error.js';
 
 /** What happened when a delivery was run through the engine. */
 export type AttemptResult =
@@ -12,7 +13,10 @@ export type AttemptResult =
   | { kind: 'executed' }
   /** The key was already completed: a duplicate. */
   | { kind: 'replayed' }
-  /** An earlier execution stored its error as final (only with an engine using `storeErrors`). */
+  /**
+   * An earlier execution stored its error as final. Consumers run with `storeErrors: false`, so only a
+   * record written otherwise (by an older version, or another caller of the same scope) gives this.
+   */
   | { kind: 'replayed_error'; error: unknown }
   /** Another delivery holds the key right now; its lease ends in `retryAfterMs`. */
   | { kind: 'in_progress'; retryAfterMs: number }
@@ -91,17 +95,6 @@ function inProgressDelay(retryAfterMs: number, deliveryCount: number, policy: De
   );
 }
 
-/** The name, message and string code of any thrown value, as recorded with a dead letter. */
-export function describeError(error: unknown): StoredErrorInfo {
-  if (error instanceof Error) {
-    const code = (error as { code?: unknown }).code;
-    return typeof code === 'string'
-      ? { name: error.name, message: error.message, code }
-      : { name: error.name, message: error.message };
-  }
-  return { name: 'NonError', message: String(error) };
-}
-
 // The decisions without data, shared rather than allocated per message.
 const ACK_EXECUTED: Decision = Object.freeze({ action: 'ack', reason: 'executed' });
 const ACK_DUPLICATE: Decision = Object.freeze({ action: 'ack', reason: 'duplicate' });
@@ -111,6 +104,7 @@ const ACK_DUPLICATE: Decision = Object.freeze({ action: 'ack', reason: 'duplicat
  *
  * - executed → ack (the engine resolves only once completion is durable);
  * - duplicate → ack;
+ * - a stored error record (not written by a consumer) → dead-letter at once with that error;
  * - in progress elsewhere, or store unavailable → redeliver later, never ack: the holder may die, and then
  *   this copy is the one that must run;
  * - lease lost → redeliver later: the redelivery is deduplicated against whoever completed;
@@ -127,8 +121,15 @@ export function decide(
     case 'executed':
       return ACK_EXECUTED;
     case 'replayed':
-    case 'replayed_error':
       return ACK_DUPLICATE;
+    case 'replayed_error':
+      // The handler failed and the record says so for good: acking would drop the message unnoticed, and
+      // retrying would meet the same record until it expires. Dead-letter it with the error recorded.
+      return {
+        action: 'dead_letter',
+        reason: DeadLetterReason.HandlerError,
+        error: describeError(result.error),
+      };
     case 'in_progress':
       return {
         action: 'retry',

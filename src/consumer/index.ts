@@ -7,7 +7,13 @@
 export type { Backoff, BackoffOptions } from './backoff.js';
 export { createBackoff } from './backoff.js';
 export type { AttemptResult, Decision, DecisionPolicy } from './decision.js';
-export { DeadLetterReason, decide, describeError, RetryReason } from './decision.js';
+export { DeadLetterReason, decide, RetryReason } from './decision.js';
+export {
+  describeError,
+  MAX_ERROR_MESSAGE_LENGTH,
+  MAX_ERROR_NAME_LENGTH,
+  truncateText,
+} from './describe-error.js';
 export { InFlight, sleep } from './in-flight.js';
 export type {
   ConsumerContext,

@@ -73,7 +73,12 @@ export interface ConsumerHooks<M> {
   onDeadLetter?(
     event: ConsumerEvent<M> & { reason: DeadLetterReason; error: StoredErrorInfo },
   ): void;
-  /** A broker operation (ack, redelivery, dead-letter publish) failed; the broker will redeliver. */
+  /**
+   * An operation on a delivery failed, and the message was kept rather than lost. `operation` is `ack`,
+   * `retry` or `dead_letter` (a broker operation: RabbitMQ refused or returned the copy, say), `touch`, or
+   * `process`: processing itself threw (an `isPermanentError` or `backoff` that threw, or a bug), and the
+   * delivery was settled as a handler error.
+   */
   onBrokerError?(event: ConsumerEvent<M> & { operation: string; error: unknown }): void;
 }
 

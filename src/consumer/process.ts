@@ -10,65 +10,28 @@ import {
   isLeaseLostError,
   isReplayedError,
   isStoreUnavailableError,
-  type StoredErrorInfo,
 } from '../core/errors.js';
 import { isThenable } from '../core/thenable.js';
-import { type AttemptResult, type DeadLetterReason, type Decision, decide } from './decision.js';
-import type {
-  ConsumerContext,
-  ConsumerEvent,
-  ConsumerHandler,
-  ConsumerHooks,
-  ResolvedConsumerOptions,
-} from './options.js';
+import {
+  type AttemptResult,
+  DeadLetterReason,
+  type Decision,
+  type DecisionPolicy,
+  decide,
+  RetryReason,
+} from './decision.js';
+import { describeError } from './describe-error.js';
+import type { ConsumerContext, ConsumerHandler, ResolvedConsumerOptions } from './options.js';
+import {
+  baseEvent,
+  brokerError,
+  type Delivery,
+  emitHook,
+  settle,
+  writeDeadLetter,
+} from './settle.js';
 
-/** What is recorded with a dead-lettered message. */
-export interface DeadLetter {
-  /** The consumer's name. */
-  consumer: string;
-  /** The message's idempotency key, when it had one. */
-  key: string | undefined;
-  /** Why it was dead-lettered. */
-  reason: DeadLetterReason;
-  /** The last error. */
-  error: StoredErrorInfo;
-  /** Deliveries made, the last one included. */
-  deliveryCount: number;
-  /** When, as an ISO 8601 string. */
-  failedAt: string;
-}
-
-/** One delivery as an adapter presents it: the message and the broker operations to settle it. */
-export interface Delivery<M> {
-  /** The broker's message. */
-  message: M;
-  /** Deliveries of this message so far, this one included (≥ 1). */
-  deliveryCount: number;
-  /** Acknowledge: the message is done. */
-  ack(): Promise<void> | void;
-  /** Have the broker deliver the message again after `delayMs`, without acking it for good. */
-  retry(delayMs: number): Promise<void> | void;
-  /** Move the message to the dead-letter destination with `letter` recorded, then settle it. */
-  deadLetter(letter: DeadLetter): Promise<void> | void;
-  /** Reset the broker's own redelivery timer while the handler runs (JetStream `working()`). */
-  touch?(): Promise<void> | void;
-  /** How often to call `touch`. */
-  touchIntervalMs?: number;
-}
-
-function emitHook<M, K extends keyof ConsumerHooks<M>>(
-  hooks: ConsumerHooks<M>,
-  name: K,
-  event: Parameters<NonNullable<ConsumerHooks<M>[K]>>[0],
-): void {
-  const hook = hooks[name] as ((e: typeof event) => void) | undefined;
-  if (hook === undefined) return;
-  try {
-    hook(event);
-  } catch {
-    // Observability must never change a decision.
-  }
-}
+export type { DeadLetter, Delivery } from './settle.js';
 
 // Why a message has no usable key; a class so that the common outcome, a key, is a bare string.
 class MissingKey {
@@ -138,7 +101,10 @@ class Attempt<M> {
   async outcome(): Promise<AttemptResult> {
     const { options, delivery } = this;
     try {
-      const request: RunRequest = { key: this.key, scope: options.scope };
+      // The consumer's own rule holds whatever the engine's `storeErrors`: a handler error releases the
+      // claim, so the message is retried and then dead-lettered. A stored error would make every
+      // redelivery a replay of it, and the message would never run again nor reach the dead letters.
+      const request: RunRequest = { key: this.key, scope: options.scope, storeErrors: false };
       const fingerprint = options.fingerprint?.(delivery.message);
       if (fingerprint !== undefined) request.fingerprint = fingerprint;
       if (options.leaseMs !== undefined) request.leaseMs = options.leaseMs;
@@ -249,32 +215,38 @@ function startTouching<M>(
   return timer;
 }
 
-function baseEvent<M>(
-  options: ResolvedConsumerOptions<M>,
-  delivery: Delivery<M>,
-  key: string | undefined,
-): ConsumerEvent<M> {
-  return {
-    consumer: options.name,
-    message: delivery.message,
-    key,
-    deliveryCount: delivery.deliveryCount,
-  };
-}
-
-function brokerError<M>(
-  options: ResolvedConsumerOptions<M>,
-  event: ConsumerEvent<M>,
-  operation: string,
-  error: unknown,
-): void {
-  emitHook(options.hooks, 'onBrokerError', { ...event, operation, error });
+/**
+ * The decision for a delivery whose processing itself threw (a bug, or a policy function such as
+ * `isPermanentError` or `backoff` that threw): settled as a handler error, so it is never left unsettled.
+ */
+function failedDecision(error: unknown, deliveryCount: number, policy: DecisionPolicy): Decision {
+  try {
+    return decide({ kind: 'handler_error', error }, deliveryCount, policy);
+  } catch {
+    // The policy's functions threw again: no retries left, or the longest redelivery delay.
+    return deliveryCount >= policy.maxDeliveries
+      ? {
+          action: 'dead_letter',
+          reason: DeadLetterReason.HandlerError,
+          error: describeError(error),
+        }
+      : {
+          action: 'retry',
+          reason: RetryReason.HandlerError,
+          delayMs: policy.maxRetryDelayMs,
+          error,
+        };
+  }
 }
 
 /**
  * Process one delivery: extract and scope its key, run the handler at most once per key through the
- * engine, decide, then ack, redeliver later or dead-letter. Never rejects: a failed broker operation is
- * reported to `hooks.onBrokerError` and left to the broker's own redelivery.
+ * engine, decide, then ack, redeliver later or dead-letter. A delivery carrying a dead letter that could
+ * not be written before (`pendingDeadLetter`) is dead-lettered again without running the handler.
+ *
+ * Never rejects, and never leaves the delivery unsettled: a failed broker operation is reported to
+ * `hooks.onBrokerError` and the message kept; if deciding itself throws, that is reported to
+ * `hooks.onBrokerError` (operation `process`) and the delivery is settled as a handler error.
  * @returns The decision that was carried out.
  */
 export async function processDelivery<M>(
@@ -282,64 +254,24 @@ export async function processDelivery<M>(
   handler: ConsumerHandler<M>,
   delivery: Delivery<M>,
 ): Promise<Decision> {
-  const extracted = extractKey(options, delivery.message);
-  const key = typeof extracted === 'string' ? extracted : undefined;
-  const result: AttemptResult =
-    typeof extracted === 'string'
-      ? await new Attempt(options, handler, delivery, extracted).outcome()
-      : { kind: 'invalid_key', error: extracted.error };
-  const decision = decide(result, delivery.deliveryCount, options.policy);
-  const event = baseEvent(options, delivery, key);
-
-  switch (decision.action) {
-    case 'ack':
-      try {
-        await delivery.ack();
-      } catch (error) {
-        // The completion is durable, so the broker's redelivery will be acked as a duplicate.
-        brokerError(options, event, 'ack', error);
-        return decision;
-      }
-      emitHook(options.hooks, decision.reason === 'executed' ? 'onExecuted' : 'onDuplicate', event);
-      return decision;
-    case 'retry':
-      emitHook(options.hooks, 'onRetry', {
-        ...event,
-        reason: decision.reason,
-        delayMs: decision.delayMs,
-        ...(decision.error === undefined ? {} : { error: decision.error }),
-      });
-      try {
-        await delivery.retry(decision.delayMs);
-      } catch (error) {
-        brokerError(options, event, 'retry', error);
-      }
-      return decision;
-    case 'dead_letter':
-      try {
-        await delivery.deadLetter({
-          consumer: options.name,
-          key,
-          reason: decision.reason,
-          error: decision.error,
-          deliveryCount: delivery.deliveryCount,
-          failedAt: new Date().toISOString(),
-        });
-      } catch (error) {
-        // The dead letter could not be written: keep the message and try again later rather than lose it.
-        brokerError(options, event, 'dead_letter', error);
-        try {
-          await delivery.retry(options.policy.maxRetryDelayMs);
-        } catch (retryError) {
-          brokerError(options, event, 'retry', retryError);
-        }
-        return decision;
-      }
-      emitHook(options.hooks, 'onDeadLetter', {
-        ...event,
-        reason: decision.reason,
-        error: decision.error,
-      });
-      return decision;
+  const pending = delivery.pendingDeadLetter;
+  if (pending !== undefined) {
+    await writeDeadLetter(options, delivery, baseEvent(options, delivery, pending.key), pending);
+    return { action: 'dead_letter', reason: pending.reason, error: pending.error };
   }
+  let key: string | undefined;
+  let decision: Decision;
+  try {
+    const extracted = extractKey(options, delivery.message);
+    key = typeof extracted === 'string' ? extracted : undefined;
+    const result: AttemptResult =
+      typeof extracted === 'string'
+        ? await new Attempt(options, handler, delivery, extracted).outcome()
+        : { kind: 'invalid_key', error: extracted.error };
+    decision = decide(result, delivery.deliveryCount, options.policy);
+  } catch (error) {
+    brokerError(options, baseEvent(options, delivery, key), 'process', error);
+    decision = failedDecision(error, delivery.deliveryCount, options.policy);
+  }
+  return settle(options, delivery, key, decision);
 }

@@ -219,6 +219,33 @@ export function defineConsumerSuite(broker: BrokerName): void {
       expect(deliveries).toHaveLength(3);
     });
 
+    it('retries a handler error and then runs it, even on an engine that stores errors', async () => {
+      const { brokerCase, worker } = await newCase('store-errors');
+      const { counts, hooks } = tally();
+      await brokerCase.publish('flaky-1', 'work');
+
+      // An engine shared with the HTTP middleware may store errors as final; the consumer's own rule holds.
+      await start(
+        brokerCase,
+        async () => {
+          counts.handlerCalls++;
+          if (counts.handlerCalls === 1) throw new Error('gateway timeout');
+        },
+        {
+          idempotency: createIdempotency({ store, leaseMs: 10_000, storeErrors: true }),
+          name: worker,
+          maxDeliveries: 3,
+          backoff: { initial: 50, max: 200, jitter: false },
+          hooks,
+        },
+      );
+
+      await waitUntil('the execution after the retry', () => counts.executed === 1, 10_000);
+      expect(counts.handlerCalls).toBe(2);
+      expect(counts.duplicate).toBe(0);
+      expect(counts.deadLetter).toBe(0);
+    });
+
     it('redelivers the message of a consumer killed mid-handler and executes it once, after the lease, resuming from its steps', async () => {
       const { id, brokerCase, worker } = await newCase('kill');
       const { counts, contexts, hooks } = tally();

@@ -92,7 +92,7 @@ async function amqpCase(id: string): Promise<BrokerCase> {
         letters.push({
           key: message.properties.messageId,
           error: parseError(headers['x-idempotency-error']),
-          deliveries: Number(headers['x-idempotency-deliveries']),
+          deliveries: Number(headers['x-idempotency-dead-letter-deliveries']),
           reason: String(headers['x-idempotency-dead-letter-reason']),
         });
       }

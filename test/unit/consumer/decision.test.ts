@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createBackoff, type DecisionPolicy, decide } from '../../../src/consumer/index.js';
-import { StoreUnavailableError } from '../../../src/index.js';
+import { ReplayedError, StoreUnavailableError } from '../../../src/index.js';
 
 const policy: DecisionPolicy = {
   maxDeliveries: 3,
@@ -107,11 +107,21 @@ describe('consumer decision policy', () => {
     expect(decision).toMatchObject({ action: 'retry', reason: 'lease_lost', delayMs: 100 });
   });
 
-  it('acks a replay of a stored error outcome as a duplicate', () => {
-    // Arrange / Act
-    const decision = decide({ kind: 'replayed_error', error: new Error('x') }, 1, policy);
+  it('dead-letters at once, with the error recorded, a stored error record (never acks it)', () => {
+    // Arrange
+    const error = new ReplayedError({ name: 'Error', message: 'gateway timeout' });
+    // Act
+    const decision = decide({ kind: 'replayed_error', error }, 1, policy);
     // Assert
-    expect(decision).toEqual({ action: 'ack', reason: 'duplicate' });
+    expect(decision).toEqual({
+      action: 'dead_letter',
+      reason: 'handler_error',
+      error: {
+        name: 'ReplayedError',
+        message: 'Replayed stored error: Error: gateway timeout',
+        code: 'replayed_error',
+      },
+    });
   });
 });
 

@@ -194,6 +194,138 @@ describe('processDelivery', () => {
   });
 });
 
+describe('processDelivery: failures never lose or strand a delivery', () => {
+  it('retries a handler error even when the engine stores errors (storeErrors: true)', async () => {
+    // Arrange
+    const idempotency = createIdempotency({
+      store: memoryStore(),
+      extendLease: false,
+      storeErrors: true,
+    });
+    const options = resolveConsumerOptions<Message>(
+      { idempotency, name: 'billing', maxDeliveries: 3, backoff: () => 300 },
+      (message) => message.id,
+    );
+    let calls = 0;
+    const flaky = () => {
+      calls++;
+      if (calls === 1) throw new Error('gateway timeout');
+    };
+    const first = fakeDelivery({ id: 'k1', body: 'a' }, 1);
+    const second = fakeDelivery({ id: 'k1', body: 'a' }, 2);
+    // Act
+    await processDelivery(options, flaky, first.delivery);
+    await processDelivery(options, flaky, second.delivery);
+    // Assert
+    expect(first.actions).toEqual([{ op: 'retry', delayMs: 300 }]);
+    expect(second.actions).toEqual([{ op: 'ack' }]);
+    expect(calls).toBe(2);
+  });
+
+  it('dead-letters a thrown value String() cannot convert, described by its content', async () => {
+    // Arrange
+    const { options } = setup({ maxDeliveries: 1 });
+    const { delivery, actions } = fakeDelivery({ id: 'k1', body: 'a' });
+    const thrown = Object.assign(Object.create(null), { code: 'E_DECLINED', message: 'declined' });
+    // Act
+    await processDelivery(
+      options,
+      () => {
+        throw thrown;
+      },
+      delivery,
+    );
+    // Assert
+    expect(actions).toMatchObject([
+      {
+        op: 'dead_letter',
+        letter: {
+          reason: 'handler_error',
+          error: { message: '{"code":"E_DECLINED","message":"declined"}', code: 'E_DECLINED' },
+        },
+      },
+    ]);
+  });
+
+  it('settles as a handler error, and reports, a delivery whose processing itself threw', async () => {
+    // Arrange
+    const reported: Array<{ operation: string; error: unknown }> = [];
+    const { options } = setup({
+      maxDeliveries: 1,
+      isPermanentError: () => {
+        throw new Error('policy bug');
+      },
+      hooks: { onBrokerError: (event) => void reported.push(event) },
+    });
+    const { delivery, actions } = fakeDelivery({ id: 'k1', body: 'a' });
+    // Act
+    const decision = await processDelivery(
+      options,
+      () => {
+        throw new Error('boom');
+      },
+      delivery,
+    );
+    // Assert
+    expect(decision).toMatchObject({ action: 'dead_letter', reason: 'handler_error' });
+    expect(actions).toMatchObject([
+      { op: 'dead_letter', letter: { error: { message: 'policy bug' } } },
+    ]);
+    expect(reported).toMatchObject([{ operation: 'process', error: { message: 'policy bug' } }]);
+  });
+
+  it('carries the letter on the redelivery when the dead letter cannot be written', async () => {
+    // Arrange
+    const { options } = setup({ maxDeliveries: 1 });
+    const retries: Array<{ delayMs: number; letter: DeadLetter | undefined }> = [];
+    const delivery: Delivery<Message> = {
+      message: { id: 'k1', body: 'a' },
+      deliveryCount: 1,
+      ack: () => {},
+      retry: (delayMs, letter) => void retries.push({ delayMs, letter }),
+      deadLetter: async () => {
+        throw new Error('DLQ unreachable');
+      },
+    };
+    // Act
+    await processDelivery(
+      options,
+      () => {
+        throw new Error('boom');
+      },
+      delivery,
+    );
+    // Assert
+    expect(retries).toMatchObject([
+      {
+        delayMs: 30_000,
+        letter: { key: 'k1', reason: 'handler_error', error: { message: 'boom' } },
+      },
+    ]);
+  });
+
+  it('writes a pending dead letter again without running the handler', async () => {
+    // Arrange
+    const { options } = setup();
+    const letter: DeadLetter = {
+      consumer: 'billing',
+      key: 'k1',
+      reason: 'handler_error',
+      error: { name: 'Error', message: 'boom' },
+      deliveryCount: 2,
+      failedAt: '2026-01-01T00:00:00.000Z',
+    };
+    const { delivery, actions } = fakeDelivery({ id: 'k1', body: 'a' }, 3);
+    delivery.pendingDeadLetter = letter;
+    let calls = 0;
+    // Act
+    await processDelivery(options, () => void calls++, delivery);
+    // Assert
+    expect(calls).toBe(0);
+    expect(actions).toEqual([{ op: 'dead_letter', letter }]);
+  });
+});
+
 describe('consumer options', () => {
   it('refuses a consumer without a name or an engine', () => {
     // Arrange

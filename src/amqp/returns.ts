@@ -1,0 +1,63 @@
+/**
+ * Copies the broker could not route. RabbitMQ *confirms* a message that no queue took (the retry or
+ * dead-letter queue was deleted, or `declare: false` with a mistyped name): a confirm alone would let the
+ * original be acked and the message be lost. So copies are published `mandatory`, and a `basic.return`
+ * (which RabbitMQ sends before the confirm of the same message) turns the confirm into a failure.
+ * @module
+ */
+import { randomBytes } from 'node:crypto';
+import type { AmqpReturnedMessage } from './amqp-types.js';
+
+/**
+ * On every retry and dead-letter copy: an id that ties a `basic.return` to the publish it answers. The
+ * return carries the copy's properties but nothing else that tells two copies to one queue apart.
+ */
+export const COPY_ID_HEADER = 'x-idempotency-copy-id';
+
+// Unique across processes too: a copy's id comes back on its return only, but it is cheap to be sure.
+const PROCESS_ID = randomBytes(4).toString('hex');
+let copies = 0;
+
+/** The error a returned copy's publish fails with. */
+export class UnroutableCopyError extends Error {
+  constructor(
+    /** The queue the copy was published to. */
+    readonly queue: string,
+    returned: AmqpReturnedMessage,
+  ) {
+    const { replyCode, replyText } = returned.fields;
+    super(
+      `RabbitMQ returned the copy published to queue "${queue}" (${String(replyCode)} ${String(replyText)}): ` +
+        'no queue took it (does the queue exist?). The original message was not acked.',
+    );
+    this.name = 'UnroutableCopyError';
+  }
+}
+
+/** The copies of one consumer awaiting their confirm, and which of them the broker returned. */
+export class ReturnedCopies {
+  private readonly awaiting = new Set<string>();
+  private readonly returned = new Map<string, AmqpReturnedMessage>();
+
+  /** The channel's `'return'` listener. Returns of publishes that are not this consumer's are ignored. */
+  readonly listener = (message: AmqpReturnedMessage): void => {
+    const id = message.properties.headers?.[COPY_ID_HEADER];
+    const text = Buffer.isBuffer(id) ? id.toString('utf8') : id;
+    if (typeof text === 'string' && this.awaiting.has(text)) this.returned.set(text, message);
+  };
+
+  /** A new copy id, awaiting its confirm. */
+  next(): string {
+    const id = `${PROCESS_ID}-${++copies}`;
+    this.awaiting.add(id);
+    return id;
+  }
+
+  /** Once copy `id` is confirmed (or failed): the return the broker sent for it, if any; forgets it. */
+  settled(id: string): AmqpReturnedMessage | undefined {
+    this.awaiting.delete(id);
+    const returned = this.returned.get(id);
+    if (returned !== undefined) this.returned.delete(id);
+    return returned;
+  }
+}

@@ -1,0 +1,157 @@
+/**
+ * Carrying a decision out on a delivery: ack, redeliver later or dead-letter, and the hooks that report
+ * each. Never throws: a failed broker operation is reported to `hooks.onBrokerError` and the message is
+ * kept, never dropped.
+ * @module
+ */
+import type { StoredErrorInfo } from '../core/errors.js';
+import { callHook } from '../core/hooks.js';
+import type { DeadLetterReason, Decision } from './decision.js';
+import type { ConsumerEvent, ConsumerHooks, ResolvedConsumerOptions } from './options.js';
+
+/** What is recorded with a dead-lettered message. */
+export interface DeadLetter {
+  /** The consumer's name. */
+  consumer: string;
+  /** The message's idempotency key, when it had one. */
+  key: string | undefined;
+  /** Why it was dead-lettered. */
+  reason: DeadLetterReason;
+  /** The last error, bounded in size (see `describeError`). */
+  error: StoredErrorInfo;
+  /** Deliveries made, the last one included. */
+  deliveryCount: number;
+  /** When, as an ISO 8601 string. */
+  failedAt: string;
+}
+
+/** One delivery as an adapter presents it: the message and the broker operations to settle it. */
+export interface Delivery<M> {
+  /** The broker's message. */
+  message: M;
+  /** Deliveries of this message so far, this one included (≥ 1). */
+  deliveryCount: number;
+  /**
+   * A dead letter that an earlier delivery decided on but could not write, carried on this copy (see
+   * `retry`). The runner then writes it again and does not run the handler.
+   */
+  pendingDeadLetter?: DeadLetter | undefined;
+  /** Acknowledge: the message is done. */
+  ack(): Promise<void> | void;
+  /**
+   * Have the broker deliver the message again after `delayMs`, without acking it for good. With
+   * `deadLetter`, the dead-letter destination failed: an adapter that can carry the letter on the copy
+   * reports it back as `pendingDeadLetter`, so the handler is not run again for a message it gave up on.
+   */
+  retry(delayMs: number, deadLetter?: DeadLetter): Promise<void> | void;
+  /** Move the message to the dead-letter destination with `letter` recorded, then settle it. */
+  deadLetter(letter: DeadLetter): Promise<void> | void;
+  /** Reset the broker's own redelivery timer while the handler runs (JetStream `working()`). */
+  touch?(): Promise<void> | void;
+  /** How often to call `touch`. */
+  touchIntervalMs?: number;
+}
+
+/** Call hook `name`; a hook that throws is ignored. */
+export function emitHook<M, K extends keyof ConsumerHooks<M>>(
+  hooks: ConsumerHooks<M>,
+  name: K,
+  event: Parameters<NonNullable<ConsumerHooks<M>[K]>>[0],
+): void {
+  const hook = hooks[name] as ((e: typeof event) => unknown) | undefined;
+  // Observability must never change a decision: a throw or an async hook's rejection is swallowed.
+  if (hook !== undefined) callHook(hook, event);
+}
+
+/** The fields every hook event of `delivery` has. */
+export function baseEvent<M>(
+  options: ResolvedConsumerOptions<M>,
+  delivery: Delivery<M>,
+  key: string | undefined,
+): ConsumerEvent<M> {
+  return {
+    consumer: options.name,
+    message: delivery.message,
+    key,
+    deliveryCount: delivery.deliveryCount,
+  };
+}
+
+/** Report a failed operation to `hooks.onBrokerError`. */
+export function brokerError<M>(
+  options: ResolvedConsumerOptions<M>,
+  event: ConsumerEvent<M>,
+  operation: string,
+  error: unknown,
+): void {
+  emitHook(options.hooks, 'onBrokerError', { ...event, operation, error });
+}
+
+/** Carry `decision` out on `delivery`. Never rejects. */
+export async function settle<M>(
+  options: ResolvedConsumerOptions<M>,
+  delivery: Delivery<M>,
+  key: string | undefined,
+  decision: Decision,
+): Promise<Decision> {
+  const event = baseEvent(options, delivery, key);
+  switch (decision.action) {
+    case 'ack':
+      try {
+        await delivery.ack();
+      } catch (error) {
+        // The completion is durable, so the broker's redelivery will be acked as a duplicate.
+        brokerError(options, event, 'ack', error);
+        return decision;
+      }
+      emitHook(options.hooks, decision.reason === 'executed' ? 'onExecuted' : 'onDuplicate', event);
+      return decision;
+    case 'retry':
+      emitHook(options.hooks, 'onRetry', {
+        ...event,
+        reason: decision.reason,
+        delayMs: decision.delayMs,
+        ...(decision.error === undefined ? {} : { error: decision.error }),
+      });
+      try {
+        await delivery.retry(decision.delayMs);
+      } catch (error) {
+        brokerError(options, event, 'retry', error);
+      }
+      return decision;
+    case 'dead_letter':
+      await writeDeadLetter(options, delivery, event, {
+        consumer: options.name,
+        key,
+        reason: decision.reason,
+        error: decision.error,
+        deliveryCount: delivery.deliveryCount,
+        failedAt: new Date().toISOString(),
+      });
+      return decision;
+  }
+}
+
+/** Write `letter` to the dead-letter destination, or keep the message with the letter carried. */
+export async function writeDeadLetter<M>(
+  options: ResolvedConsumerOptions<M>,
+  delivery: Delivery<M>,
+  event: ConsumerEvent<M>,
+  letter: DeadLetter,
+): Promise<void> {
+  try {
+    await delivery.deadLetter(letter);
+  } catch (error) {
+    // The dead letter could not be written: keep the message and try again later rather than lose it. The
+    // letter goes with the copy, so that the redelivery writes it again instead of running the handler
+    // once more: a destination that keeps failing must not re-run the handler without end.
+    brokerError(options, event, 'dead_letter', error);
+    try {
+      await delivery.retry(options.policy.maxRetryDelayMs, letter);
+    } catch (retryError) {
+      brokerError(options, event, 'retry', retryError);
+    }
+    return;
+  }
+  emitHook(options.hooks, 'onDeadLetter', { ...event, reason: letter.reason, error: letter.error });
+}
