@@ -13,7 +13,18 @@ export type {
   KeyExtractor,
 } from '../consumer/index.js';
 export { DeadLetterReason, RetryReason } from '../consumer/index.js';
-export type { NatsConsumer, NatsConsumerOptions } from './nats-consumer.js';
+export {
+  ENCODED_HEADERS,
+  MAX_HEADER_VALUE_BYTES,
+  OMITTED_HEADERS,
+  TRUNCATED_HEADERS,
+} from './dead-letter.js';
+export type {
+  NatsConsumer,
+  NatsConsumerErrorEvent,
+  NatsConsumerHooks,
+  NatsConsumerOptions,
+} from './nats-consumer.js';
 export { defaultNatsKey, idempotentConsumer, KEY_HEADER, MSG_ID_HEADER } from './nats-consumer.js';
 export type {
   NatsConsumerMessages,

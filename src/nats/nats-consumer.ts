@@ -7,23 +7,44 @@
 
 import {
   type ConsumerHandler,
+  type ConsumerHooks,
   type ConsumerOptions,
-  type DeadLetter,
   InFlight,
   processDelivery,
   resolveConsumerOptions,
 } from '../consumer/index.js';
 import { type Duration, toMs } from '../core/duration.js';
 import { InvalidOptionsError } from '../core/errors.js';
-import type { NatsHeaders, NatsJsMsg, NatsPublisher, NatsPullConsumer } from './nats-types.js';
+import { callHook } from '../core/hooks.js';
+import { KEY_HEADER, MSG_ID_HEADER, publishDeadLetter, termReason } from './dead-letter.js';
+import type { NatsJsMsg, NatsPublisher, NatsPullConsumer } from './nats-types.js';
 
-/** The default key header of NATS: the publisher's dedup id. */
-export const MSG_ID_HEADER = 'Nats-Msg-Id';
-/** The fallback key header. */
-export const KEY_HEADER = 'x-idempotency-key';
+export { KEY_HEADER, MSG_ID_HEADER };
+
+/** A failure of the consumer as a whole rather than of one message. */
+export interface NatsConsumerErrorEvent {
+  /** The consumer's name. */
+  consumer: string;
+  /** What failed: `consume` (the message loop ended on an error). */
+  operation: 'consume';
+  /** The error (`consumer deleted`, `consumer not found`, `stream not found`, …). */
+  error: unknown;
+}
+
+/** The shared consumer hooks, plus the one for failures of the consumer as a whole. */
+export interface NatsConsumerHooks extends ConsumerHooks<NatsJsMsg> {
+  /**
+   * The message loop ended on an error: the JetStream consumer or its stream was deleted (or not found
+   * after missed heartbeats). `done` then resolves; in-flight messages still settle. Recreate the consumer
+   * and call `idempotentConsumer` again to go on.
+   */
+  onConsumerError?(event: NatsConsumerErrorEvent): void;
+}
 
 /** Options of {@link idempotentConsumer} for JetStream. */
 export interface NatsConsumerOptions extends ConsumerOptions<NatsJsMsg> {
+  /** Observation callbacks. */
+  hooks?: NatsConsumerHooks;
   /** Where dead letters are published (copy of the message + error headers). Required with `publisher`. */
   deadLetterSubject?: string;
   /** A JetStream client to publish dead letters with (the PubAck is awaited before `term()`). */
@@ -37,9 +58,16 @@ export interface NatsConsumerOptions extends ConsumerOptions<NatsJsMsg> {
 
 /** A running consumer. */
 export interface NatsConsumer {
-  /** Stop pulling, then wait (up to `drainTimeout`) for in-flight messages; resolves to whether it drained. */
+  /**
+   * Stop pulling and start no further message (those already pulled are `nak()`ed, for redelivery), then
+   * wait for in-flight messages to settle, up to `drainTimeout` in all; resolves to whether they did.
+   */
   close(): Promise<boolean>;
-  /** Resolves when the message loop ends (after `close()`, or if the server ends the consumer). */
+  /**
+   * Resolves when the message loop ends: after `close()`, or when the server ends the consumer (the
+   * JetStream consumer or its stream deleted, reported to `hooks.onConsumerError`, or the connection
+   * closed). Never rejects.
+   */
   readonly done: Promise<void>;
 }
 
@@ -50,39 +78,6 @@ export function defaultNatsKey(message: NatsJsMsg): string | undefined {
     if (value !== '') return value;
   }
   return undefined;
-}
-
-type HeadersFactory = () => NatsHeaders;
-let headersFactory: Promise<HeadersFactory> | undefined;
-
-// Loaded on the first dead letter only, so importing this adapter never loads the NATS client itself.
-function loadHeaders(): Promise<HeadersFactory> {
-  headersFactory ??= import('@nats-io/transport-node').then(
-    (nats) => nats.headers as unknown as HeadersFactory,
-  );
-  return headersFactory;
-}
-
-async function publishDeadLetter(
-  publisher: NatsPublisher,
-  subject: string,
-  message: NatsJsMsg,
-  letter: DeadLetter,
-): Promise<void> {
-  const headers = (await loadHeaders())();
-  for (const [name, values] of message.headers ?? []) {
-    // Nats-Msg-Id would make the DLQ stream drop a second dead letter of the same key as a duplicate.
-    if (name !== MSG_ID_HEADER) for (const value of values) headers.set(name, value);
-  }
-  headers.set('x-idempotency-dead-letter-reason', letter.reason);
-  headers.set('x-idempotency-error', JSON.stringify(letter.error));
-  headers.set('x-idempotency-deliveries', String(letter.deliveryCount));
-  headers.set('x-idempotency-consumer', letter.consumer);
-  headers.set('x-idempotency-failed-at', letter.failedAt);
-  headers.set('x-idempotency-subject', message.subject);
-  headers.set('x-idempotency-stream-sequence', String(message.info.streamSequence));
-  if (letter.key !== undefined) headers.set(KEY_HEADER, letter.key);
-  await publisher.publish(subject, message.data, { headers });
 }
 
 /**
@@ -121,40 +116,102 @@ export async function idempotentConsumer(
   }
 
   const inFlight = new InFlight(resolved.concurrency);
-  const messages = await consumer.consume({ max_messages: resolved.concurrency });
-  const done = (async () => {
+  // Without abort_on_missing_resource the iterator retries forever against a deleted consumer or stream,
+  // and `done` never resolves: abort, report it, and let the application recreate the consumer.
+  const messages = await consumer.consume({
+    max_messages: resolved.concurrency,
+    abort_on_missing_resource: true,
+  });
+  let closed = false;
+  let wake = () => {};
+  const closedSignal = new Promise<false>((resolve) => {
+    wake = () => resolve(false);
+  });
+
+  // A free slot, or false once close() was called: a message waiting for a slot must not start after it.
+  async function slot(): Promise<boolean> {
+    const acquiring = inFlight.acquire();
+    const got = await Promise.race([acquiring.then(() => true), closedSignal]);
+    if (got && !closed) return true;
+    // Give back the slot, now or whenever it comes.
+    if (got) inFlight.release();
+    else void acquiring.then(() => inFlight.release());
+    return false;
+  }
+
+  const deliver = (message: NatsJsMsg) =>
+    processDelivery(resolved, handler, {
+      message,
+      deliveryCount: message.info.deliveryCount,
+      ack: () => message.ack(),
+      retry: (delayMs) => message.nak(Math.ceil(delayMs)),
+      deadLetter: async (letter) => {
+        // Without a DLQ subject the error is recorded in the term reason (kept by servers ≥ 2.11).
+        if (publisher !== undefined && deadLetterSubject !== undefined) {
+          await publishDeadLetter(publisher, deadLetterSubject, message, letter);
+        }
+        message.term(termReason(letter));
+      },
+      touch: () => message.working(),
+      touchIntervalMs: workingMs,
+    });
+
+  const loop = async () => {
     for await (const message of messages) {
-      await inFlight.acquire();
-      inFlight.run(() =>
-        processDelivery(resolved, handler, {
-          message,
-          deliveryCount: message.info.deliveryCount,
-          ack: () => message.ack(),
-          retry: (delayMs) => message.nak(Math.ceil(delayMs)),
-          deadLetter: async (letter) => {
-            // Without a DLQ subject the error is recorded in the term reason (kept by servers ≥ 2.11).
-            if (publisher !== undefined && deadLetterSubject !== undefined) {
-              await publishDeadLetter(publisher, deadLetterSubject, message, letter);
-            }
-            message.term(`${letter.reason}: ${letter.error.name}: ${letter.error.message}`);
-          },
-          touch: () => message.working(),
-          touchIntervalMs: workingMs,
-        }),
-      );
+      if (!closed && (await slot())) {
+        inFlight.run(() => deliver(message));
+        continue;
+      }
+      // Pulled after close(): never started; nak() hands it back now rather than after AckWait.
+      try {
+        message.nak();
+      } catch {
+        // The connection is gone: the server redelivers after AckWait anyway.
+      }
     }
-  })();
+  };
+  const done = loop().catch((error: unknown) => {
+    if (closed) return;
+    // A hook that throws or rejects is ignored.
+    callHook((event: NatsConsumerErrorEvent) => options.hooks?.onConsumerError?.(event), {
+      consumer: resolved.name,
+      operation: 'consume',
+      error,
+    });
+  });
 
   let closing: Promise<boolean> | undefined;
   return {
     done,
     close: () => {
       closing ??= (async () => {
-        await messages.close();
-        await done.catch(() => {});
-        return inFlight.drain(resolved.drainTimeoutMs);
+        closed = true;
+        wake();
+        const deadline = performance.now() + resolved.drainTimeoutMs;
+        // The iterator ends once the loop has passed the messages already pulled (each nak()ed at once),
+        // but a loop stuck elsewhere must not hold close() past the drain timeout either.
+        const stopped = messages.close().then(
+          () => done,
+          () => done,
+        );
+        const loopEnded = await settlesWithin(stopped, resolved.drainTimeoutMs);
+        const drained = await inFlight.drain(Math.max(deadline - performance.now(), 0));
+        return loopEnded && drained;
       })();
       return closing;
     },
   };
+}
+
+/** Whether `promise` settles within `ms` (the timer is cleared either way). */
+async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  try {
+    return await Promise.race([promise.then(() => true), timedOut]);
+  } finally {
+    clearTimeout(timer);
+  }
 }

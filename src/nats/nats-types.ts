@@ -31,7 +31,10 @@ export interface NatsConsumerMessages extends AsyncIterable<NatsJsMsg> {
 
 /** A pull consumer (`js.consumers.get(stream, name)`). */
 export interface NatsPullConsumer {
-  consume(options?: { max_messages?: number }): Promise<NatsConsumerMessages>;
+  consume(options?: {
+    max_messages?: number;
+    abort_on_missing_resource?: boolean;
+  }): Promise<NatsConsumerMessages>;
   info(cached?: boolean): Promise<{ config: { ack_wait?: number; max_deliver?: number } }>;
 }
 

@@ -13,9 +13,16 @@ export type {
   KeyExtractor,
 } from '../consumer/index.js';
 export { DeadLetterReason, RetryReason } from '../consumer/index.js';
-export type { RedisStreamsClient, StreamEntry } from './redis-client.js';
+export type { CommandArgument, RedisStreamsClient, StreamEntry } from './redis-client.js';
 export type {
   RedisStreamsConsumer,
+  RedisStreamsConsumerErrorEvent,
+  RedisStreamsConsumerHooks,
   RedisStreamsConsumerOptions,
 } from './redis-streams-consumer.js';
-export { defaultStreamKey, idempotentConsumer, KEY_FIELD } from './redis-streams-consumer.js';
+export {
+  defaultStreamKey,
+  idempotentConsumer,
+  KEY_FIELD,
+  MIN_IDLE_FLOOR_MS,
+} from './redis-streams-consumer.js';

@@ -1,12 +1,24 @@
 /**
  * One way to send a raw command through node-redis (`sendCommand`) or ioredis (`call`), and parsers for the
- * stream replies in both RESP2 (arrays) and RESP3 (maps) forms.
+ * stream replies in both RESP2 (arrays) and RESP3 (maps) forms. Entries are read as bytes, so that a binary
+ * field value (protobuf, msgpack) reaches the handler and the dead letter unchanged.
  * @module
  */
-/** A connected node-redis (v4–v6) or ioredis client, typed by the one method each uses for raw commands. */
+/** A command argument: text, or bytes (a dead letter's copy of a binary field value). */
+export type CommandArgument = string | Buffer;
+
+/** A connected node-redis (v4–v6) or ioredis client, typed by the methods each uses for raw commands. */
 export type RedisStreamsClient =
-  | { sendCommand(args: string[]): Promise<unknown> }
-  | { call(command: string, ...args: string[]): Promise<unknown> };
+  | {
+      sendCommand(
+        args: CommandArgument[],
+        options?: { typeMapping?: Record<number, unknown> },
+      ): Promise<unknown>;
+    }
+  | {
+      call(command: string, ...args: CommandArgument[]): Promise<unknown>;
+      callBuffer?(command: string, ...args: CommandArgument[]): Promise<unknown>;
+    };
 
 /** One stream entry, as handlers receive it. */
 export interface StreamEntry {
@@ -14,8 +26,16 @@ export interface StreamEntry {
   stream: string;
   /** The entry id (`1700000000000-0`). */
   id: string;
-  /** The entry's fields. */
+  /**
+   * The entry's fields, values decoded as UTF-8 text. A value that is not valid UTF-8 (binary data) is
+   * altered by the decoding: read it from {@link StreamEntry.buffers}.
+   */
   fields: Record<string, string>;
+  /**
+   * The entry's field values as stored, byte for byte (names decoded as UTF-8, as in `fields`). Needs
+   * node-redis 5+ or ioredis; node-redis 4 replies with text, so there these are its UTF-8 bytes.
+   */
+  buffers: Record<string, Buffer>;
 }
 
 /** True when `client` has a raw command method this adapter can use. */
@@ -26,11 +46,11 @@ export function isStreamsClient(client: unknown): client is RedisStreamsClient {
 }
 
 /** Send `args` as one command. */
-export function command(client: RedisStreamsClient, args: string[]): Promise<unknown> {
+export function command(client: RedisStreamsClient, args: CommandArgument[]): Promise<unknown> {
   // ioredis also has a `sendCommand`, taking a Command object, so look for its `call` first.
   if ('call' in client && typeof client.call === 'function') {
     const [name, ...rest] = args;
-    return client.call(name as string, ...rest);
+    return client.call(String(name), ...rest);
   }
   if ('sendCommand' in client && typeof client.sendCommand === 'function') {
     return client.sendCommand(args);
@@ -38,14 +58,43 @@ export function command(client: RedisStreamsClient, args: string[]): Promise<unk
   throw new TypeError('client: neither node-redis sendCommand nor ioredis call found');
 }
 
+// node-redis's RESP_TYPES.BLOB_STRING: a bulk string reply, mapped to a Buffer instead of a string.
+const BLOB_STRING = 36;
+const AS_BUFFERS = { typeMapping: { [BLOB_STRING]: Buffer } };
+
+/**
+ * Send `args` as one command whose bulk strings come back as Buffers (node-redis `typeMapping`, ioredis
+ * `callBuffer`): a reply carrying entries, whose values may be binary. The parsers below take both forms.
+ */
+export function readCommand(client: RedisStreamsClient, args: CommandArgument[]): Promise<unknown> {
+  if ('call' in client && typeof client.call === 'function') {
+    const [name, ...rest] = args;
+    if (typeof client.callBuffer === 'function') return client.callBuffer(String(name), ...rest);
+    return client.call(String(name), ...rest);
+  }
+  if ('sendCommand' in client && typeof client.sendCommand === 'function') {
+    // Merged over the client's own command options by node-redis: its timeout still applies.
+    return client.sendCommand(args, AS_BUFFERS);
+  }
+  throw new TypeError('client: neither node-redis sendCommand nor ioredis call found');
+}
+
 const text = (value: unknown): string =>
   Buffer.isBuffer(value) ? value.toString('utf8') : String(value);
 
-function toFields(raw: unknown): Record<string, string> | undefined {
+const bytes = (value: unknown): Buffer =>
+  Buffer.isBuffer(value) ? value : Buffer.from(String(value), 'utf8');
+
+function toFields(raw: unknown): Pick<StreamEntry, 'fields' | 'buffers'> | undefined {
   if (!Array.isArray(raw)) return undefined;
   const fields: Record<string, string> = {};
-  for (let i = 0; i + 1 < raw.length; i += 2) fields[text(raw[i])] = text(raw[i + 1]);
-  return fields;
+  const buffers: Record<string, Buffer> = {};
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = text(raw[i]);
+    fields[name] = text(raw[i + 1]);
+    buffers[name] = bytes(raw[i + 1]);
+  }
+  return { fields, buffers };
 }
 
 /**
@@ -62,9 +111,9 @@ export function parseEntries(
   for (const item of raw) {
     if (!Array.isArray(item)) continue;
     const id = text(item[0]);
-    const fields = toFields(item[1]);
-    if (fields === undefined) deleted.push(id);
-    else entries.push({ stream, id, fields });
+    const parsed = toFields(item[1]);
+    if (parsed === undefined) deleted.push(id);
+    else entries.push({ stream, id, fields: parsed.fields, buffers: parsed.buffers });
   }
   return { entries, deleted };
 }

@@ -7,6 +7,7 @@
 import { hostname } from 'node:os';
 import {
   type ConsumerHandler,
+  type ConsumerHooks,
   type ConsumerOptions,
   type DeadLetter,
   InFlight,
@@ -16,25 +17,63 @@ import {
 import { resolveConsumerOptions } from '../consumer/options.js';
 import { type Duration, toMs } from '../core/duration.js';
 import { InvalidOptionsError } from '../core/errors.js';
+import { callHook } from '../core/hooks.js';
 import { AckBatcher } from './acks.js';
 import {
+  type CommandArgument,
   command,
   isStreamsClient,
   parseAutoClaim,
   parsePendingCounts,
   parseReadGroup,
   type RedisStreamsClient,
+  readCommand,
   type StreamEntry,
 } from './redis-client.js';
 
 /** The default key field. */
 export const KEY_FIELD = 'x-idempotency-key';
 
+/**
+ * Shortest `minIdle` accepted. Entries being handled have their idle time reset every `minIdle / 3`; much
+ * below this, `XAUTOCLAIM` takes entries from live consumers between two resets (each time counting a
+ * delivery), and every redelivery delay, capped at `minIdle`, becomes a busy loop.
+ */
+export const MIN_IDLE_FLOOR_MS = 100;
+
+/** A failure of the consumer as a whole rather than of one message. */
+export interface RedisStreamsConsumerErrorEvent {
+  /** The consumer's name. */
+  consumer: string;
+  /**
+   * What failed: `read` (an `XREADGROUP` or `XAUTOCLAIM`; the loop waits and tries again) or `create-group`
+   * (re-creating a group found missing).
+   */
+  operation: 'read' | 'create-group';
+  /** The error (a lost connection, `NOGROUP`, …). */
+  error: unknown;
+}
+
+/** The shared consumer hooks, plus the one for failures of the consumer as a whole. */
+export interface RedisStreamsConsumerHooks extends ConsumerHooks<StreamEntry> {
+  /**
+   * A read failed (the loop goes on after a pause), or the group was missing (`NOGROUP`: the group or the
+   * stream was deleted) and is re-created. Never called for one message's own operations: those go to
+   * `onBrokerError`.
+   */
+  onConsumerError?(event: RedisStreamsConsumerErrorEvent): void;
+}
+
 /** Options of {@link idempotentConsumer} for Redis Streams. */
 export interface RedisStreamsConsumerOptions extends ConsumerOptions<StreamEntry> {
+  /** Observation callbacks. */
+  hooks?: RedisStreamsConsumerHooks;
   /** The stream key. */
   stream: string;
-  /** The consumer group (created at `'0'` with `MKSTREAM` if missing). */
+  /**
+   * The consumer group: created at `'0'` with `MKSTREAM` if missing at start. If it goes missing while the
+   * consumer runs, it is re-created after the last entry this consumer read (see the docs).
+   */
   group: string;
   /** This process's consumer name within the group. @default `${name}-${hostname}-${pid}` */
   consumer?: string;
@@ -49,12 +88,13 @@ export interface RedisStreamsConsumerOptions extends ConsumerOptions<StreamEntry
   pollInterval?: Duration;
   /**
    * A pending entry idle this long is reclaimed (`XAUTOCLAIM`) by any consumer of the group: how a crashed
-   * consumer's messages come back, and the longest redelivery delay. @default '30s'
+   * consumer's messages come back, and the longest redelivery delay. At least 100 ms
+   * ({@link MIN_IDLE_FLOOR_MS}). @default '30s'
    */
   minIdle?: Duration;
   /** How often this consumer looks for reclaimable entries. @default '1s' */
   claimInterval?: Duration;
-  /** Where dead letters are added (fields + error fields). @default `${stream}:dlq` */
+  /** Where dead letters are added (fields + error fields); not `stream` itself. @default `${stream}:dlq` */
   deadLetterStream?: string;
 }
 
@@ -113,14 +153,37 @@ export async function idempotentConsumer(
   const blockMs = toMs(options.block ?? '1s', 'block');
   const pollMs = toMs(options.pollInterval ?? '50ms', 'pollInterval');
   const minIdleMs = toMs(options.minIdle ?? '30s', 'minIdle');
+  if (minIdleMs < MIN_IDLE_FLOOR_MS) {
+    throw new InvalidOptionsError(
+      `minIdle: must be at least ${MIN_IDLE_FLOOR_MS}ms, got ${minIdleMs}ms (entries being handled are reset every minIdle / 3)`,
+    );
+  }
   const claimMs = toMs(options.claimInterval ?? '1s', 'claimInterval');
   const deadLetterStream = options.deadLetterStream ?? `${stream}:dlq`;
-
-  try {
-    await command(client, ['XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM']);
-  } catch (error) {
-    if (!String((error as Error)?.message).includes('BUSYGROUP')) throw error;
+  if (deadLetterStream === stream) {
+    // Each dead letter would be read again as a new entry, fail again, and be dead-lettered again.
+    throw new InvalidOptionsError('deadLetterStream: must not be the consumed stream itself');
   }
+  const reportError = (operation: RedisStreamsConsumerErrorEvent['operation'], error: unknown) => {
+    // A hook that throws or rejects is ignored.
+    callHook((event: RedisStreamsConsumerErrorEvent) => options.hooks?.onConsumerError?.(event), {
+      consumer: resolved.name,
+      operation,
+      error,
+    });
+  };
+
+  // Create the group at `start` unless it exists; MKSTREAM, so a consumer may start before any producer.
+  const createGroup = async (start: string) => {
+    try {
+      await command(client, ['XGROUP', 'CREATE', stream, group, start, 'MKSTREAM']);
+    } catch (error) {
+      if (!String((error as Error)?.message).includes('BUSYGROUP')) throw error;
+    }
+  };
+  await createGroup('0');
+  // The highest entry id this consumer read with `>`: where a group found missing is re-created.
+  let lastRead: string | undefined;
 
   // The acks of one burst share one XACK (see acks.ts); each caller still waits for that command's reply.
   const acks = new AckBatcher((ids) => command(client, ['XACK', stream, group, ...ids]));
@@ -131,8 +194,9 @@ export async function idempotentConsumer(
     command(client, ['XCLAIM', stream, group, consumer, '0', id, 'IDLE', String(idleMs), 'JUSTID']);
 
   const deadLetter = async (entry: StreamEntry, letter: DeadLetter) => {
-    const fields: string[] = [];
-    for (const [name, value] of Object.entries(entry.fields)) fields.push(name, value);
+    const fields: CommandArgument[] = [];
+    // The values as stored, byte for byte: a binary payload must not be copied through its UTF-8 text.
+    for (const [name, value] of Object.entries(entry.buffers)) fields.push(name, value);
     fields.push(
       'x-idempotency-dead-letter-reason',
       letter.reason,
@@ -179,7 +243,7 @@ export async function idempotentConsumer(
   let nextClaimAt = 0;
 
   async function reclaim(count: number): Promise<void> {
-    const reply = await command(client, [
+    const reply = await readCommand(client, [
       'XAUTOCLAIM',
       stream,
       group,
@@ -218,7 +282,7 @@ export async function idempotentConsumer(
         if (Date.now() >= nextClaimAt) await reclaim(free);
         if (stop.signal.aborted) break;
         const reader = blockingClient ?? client;
-        const reply = await command(reader, [
+        const reply = await readCommand(reader, [
           'XREADGROUP',
           'GROUP',
           group,
@@ -232,10 +296,26 @@ export async function idempotentConsumer(
         ]);
         const read = parseReadGroup(stream, reply);
         if (abandoned) break;
+        const newest = read.entries.at(-1)?.id;
+        if (newest !== undefined) lastRead = newest;
         for (const entry of read.entries) await start(entry, 1);
         if (read.entries.length === 0 && blockingClient === undefined)
           await sleep(pollMs, stop.signal);
-      } catch {
+      } catch (error) {
+        if (stop.signal.aborted) break;
+        reportError('read', error);
+        if (isGroupGone(error)) {
+          // The group (or the whole stream) was deleted. Re-created after the last entry read here: what
+          // came later is delivered, what this consumer already read is not again (entries other
+          // consumers had read are, and settle as duplicates). The old group's pending entries are gone.
+          try {
+            await createGroup(lastRead ?? '0');
+            cursor = '0-0';
+            continue;
+          } catch (createError) {
+            reportError('create-group', createError);
+          }
+        }
         // A lost connection: wait and try again; pending entries are reclaimed once idle.
         await sleep(Math.min(claimMs, 1000), stop.signal);
       }
@@ -262,6 +342,15 @@ export async function idempotentConsumer(
       return closing;
     },
   };
+}
+
+/**
+ * Whether `error` says the group is gone: `NOGROUP` (the group destroyed, or the stream deleted), or, for a
+ * read blocked when the stream was deleted, `UNBLOCKED the stream key no longer exists` (Redis 7).
+ */
+function isGroupGone(error: unknown): boolean {
+  const message = String((error as Error | undefined)?.message);
+  return message.includes('NOGROUP') || message.startsWith('UNBLOCKED');
 }
 
 /** Whether `promise` settles within `ms` (the timer is cleared either way). */

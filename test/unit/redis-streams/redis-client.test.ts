@@ -7,8 +7,18 @@ const entries = [
 ];
 const parsed = {
   entries: [
-    { stream: 's', id: '1-0', fields: { 'x-idempotency-key': 'a' } },
-    { stream: 's', id: '2-0', fields: { 'x-idempotency-key': 'b' } },
+    {
+      stream: 's',
+      id: '1-0',
+      fields: { 'x-idempotency-key': 'a' },
+      buffers: { 'x-idempotency-key': Buffer.from('a') },
+    },
+    {
+      stream: 's',
+      id: '2-0',
+      fields: { 'x-idempotency-key': 'b' },
+      buffers: { 'x-idempotency-key': Buffer.from('b') },
+    },
   ],
   deleted: [],
 };
@@ -25,6 +35,20 @@ describe('parseReadGroup', () => {
 
   it('reads the flattened RESP3 map ioredis 6 returns from `call`: [stream, entries]', () => {
     expect(parseReadGroup('s', ['s', entries])).toEqual(parsed);
+  });
+
+  it('keeps a binary value byte for byte in buffers when the reply carries Buffers', () => {
+    // Arrange: what node-redis (typeMapping) and ioredis (callBuffer) return for a protobuf field.
+    const body = Buffer.from([0x08, 0x96, 0x01, 0xff, 0xfe, 0x80]);
+    const reply = [[Buffer.from('s'), [[Buffer.from('1-0'), [Buffer.from('body'), body]]]]];
+    // Act
+    const {
+      entries: [entry],
+    } = parseReadGroup('s', reply);
+    // Assert
+    expect(entry?.id).toBe('1-0');
+    expect(entry?.buffers.body?.equals(body)).toBe(true);
+    expect(entry?.fields.body).toBe(body.toString('utf8'));
   });
 
   it('returns nothing for the null reply of a read that timed out', () => {

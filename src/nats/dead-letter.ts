@@ -1,0 +1,166 @@
+/**
+ * The dead-letter copy of a JetStream message: its payload and headers plus the error, published to the DLQ
+ * subject. NATS refuses a header value containing CR or LF (and trims surrounding whitespace), and a
+ * message that no longer fits `max_payload` is refused whole, so the values this adapter adds are encoded
+ * or cut to fit, and the copy says which: a message whose key is invalid because of a newline must still
+ * be dead-lettered, not redelivered forever.
+ * @module
+ */
+import type { DeadLetter } from '../consumer/index.js';
+import type { NatsHeaders, NatsJsMsg, NatsPublisher } from './nats-types.js';
+
+/** The default key header of NATS: the publisher's dedup id. */
+export const MSG_ID_HEADER = 'Nats-Msg-Id';
+/** The fallback key header, and the one the dead letter records the key in. */
+export const KEY_HEADER = 'x-idempotency-key';
+/** Headers whose value was percent-encoded (`encodeURIComponent`), comma-separated. */
+export const ENCODED_HEADERS = 'x-idempotency-encoded-headers';
+/** Headers whose value was cut to {@link MAX_HEADER_VALUE_BYTES}, comma-separated. */
+export const TRUNCATED_HEADERS = 'x-idempotency-truncated-headers';
+/** Headers of the original message the copy could not carry, comma-separated. */
+export const OMITTED_HEADERS = 'x-idempotency-omitted-headers';
+/**
+ * Longest value, in UTF-8 bytes, of a header this adapter adds to a dead letter (and of the `term()`
+ * reason). An invalid key or an error message can be any size; a few KiB say what went wrong without
+ * pushing the copy past the server's `max_payload`.
+ */
+export const MAX_HEADER_VALUE_BYTES = 4096;
+
+/** `value` cut to at most `maxBytes` of UTF-8, on a character boundary. */
+export function cutUtf8(value: string, maxBytes: number): string {
+  if (Buffer.byteLength(value) <= maxBytes) return value;
+  let bytes = 0;
+  let end = 0;
+  for (const char of value) {
+    bytes += Buffer.byteLength(char);
+    if (bytes > maxBytes) break;
+    end += char.length;
+  }
+  return value.slice(0, end);
+}
+
+/** A percent-encoded (so ASCII) `value` cut to `maxBytes` without splitting a `%XX`: it still decodes. */
+function cutEncoded(value: string, maxBytes: number): string {
+  const cut = value.slice(0, maxBytes);
+  const percent = cut.lastIndexOf('%');
+  return percent >= 0 && percent > cut.length - 3 ? cut.slice(0, percent) : cut;
+}
+
+/** Headers this adapter creates (`headers()` of the NATS client), which can also take a second value. */
+type WritableHeaders = NatsHeaders & { append(key: string, value: string): void };
+
+/** Headers being written, with a record of every value that had to be changed to be written at all. */
+class SafeHeaders {
+  private readonly encoded = new Set<string>();
+  private readonly truncated = new Set<string>();
+  private readonly omitted = new Set<string>();
+
+  constructor(readonly headers: WritableHeaders) {}
+
+  /** Copy a header value of the original message as it is, or record that it could not be. */
+  copy(name: string, value: string): void {
+    try {
+      // append: a header may carry several values.
+      this.headers.append(name, value);
+    } catch {
+      // Decoded from the wire, so normally valid; a hand-built message may still carry a name NATS refuses.
+      this.omitted.add(name);
+    }
+  }
+
+  /** Set a value this adapter adds: encoded if NATS would refuse or alter it, cut if too long. */
+  add(name: string, value: string): void {
+    let safe = value;
+    if (/[\r\n]/.test(safe) || safe !== safe.trim()) {
+      safe = encodeURIComponent(safe);
+      this.encoded.add(name);
+    }
+    if (Buffer.byteLength(safe) > MAX_HEADER_VALUE_BYTES) {
+      safe =
+        safe === value
+          ? cutUtf8(safe, MAX_HEADER_VALUE_BYTES)
+          : cutEncoded(safe, MAX_HEADER_VALUE_BYTES);
+      this.truncated.add(name);
+    }
+    this.headers.set(name, safe);
+  }
+
+  /** Set the error as JSON, cutting its message (not the JSON) so that it still parses. */
+  addError(name: string, error: DeadLetter['error']): void {
+    let json = JSON.stringify(error);
+    // JSON escaping can grow a string up to six times: halve the message until the whole fits. A name or
+    // code too long by itself is left for add() to cut.
+    let keep = MAX_HEADER_VALUE_BYTES;
+    while (Buffer.byteLength(json) > MAX_HEADER_VALUE_BYTES && keep > 0) {
+      keep = Math.floor(keep / 2);
+      json = JSON.stringify({ ...error, message: `${cutUtf8(error.message, keep)}…` });
+      this.truncated.add(name);
+    }
+    this.add(name, json);
+  }
+
+  /** Record what was changed, so a reader of the dead letter knows how to read it back. */
+  finish(): NatsHeaders {
+    const lists = [
+      [ENCODED_HEADERS, this.encoded],
+      [TRUNCATED_HEADERS, this.truncated],
+      [OMITTED_HEADERS, this.omitted],
+    ] as const;
+    for (const [header, names] of lists) {
+      if (names.size > 0) this.headers.set(header, [...names].join(','));
+    }
+    return this.headers;
+  }
+}
+
+type HeadersFactory = () => WritableHeaders;
+let headersFactory: Promise<HeadersFactory> | undefined;
+
+// Loaded on the first dead letter only, so importing this adapter never loads the NATS client itself.
+function loadHeaders(): Promise<HeadersFactory> {
+  headersFactory ??= import('@nats-io/transport-node').then(
+    (nats) => nats.headers as unknown as HeadersFactory,
+  );
+  return headersFactory;
+}
+
+/** The headers of the dead-letter copy of `message`. */
+export function deadLetterHeaders(
+  headers: WritableHeaders,
+  message: NatsJsMsg,
+  letter: DeadLetter,
+): NatsHeaders {
+  const safe = new SafeHeaders(headers);
+  for (const [name, values] of message.headers ?? []) {
+    // Nats-Msg-Id would make the DLQ stream drop a second dead letter of the same key as a duplicate.
+    if (name !== MSG_ID_HEADER) for (const value of values) safe.copy(name, value);
+  }
+  safe.add('x-idempotency-dead-letter-reason', letter.reason);
+  safe.addError('x-idempotency-error', letter.error);
+  safe.add('x-idempotency-deliveries', String(letter.deliveryCount));
+  safe.add('x-idempotency-consumer', letter.consumer);
+  safe.add('x-idempotency-failed-at', letter.failedAt);
+  safe.add('x-idempotency-subject', message.subject);
+  safe.add('x-idempotency-stream-sequence', String(message.info.streamSequence));
+  if (letter.key !== undefined) safe.add(KEY_HEADER, letter.key);
+  return safe.finish();
+}
+
+/** Publish the dead-letter copy of `message` to `subject`, awaiting the PubAck. */
+export async function publishDeadLetter(
+  publisher: NatsPublisher,
+  subject: string,
+  message: NatsJsMsg,
+  letter: DeadLetter,
+): Promise<void> {
+  const headers = deadLetterHeaders((await loadHeaders())(), message, letter);
+  await publisher.publish(subject, message.data, { headers });
+}
+
+/** The `term()` reason: the error, bounded (servers ≥ 2.11 keep it in the advisory). */
+export function termReason(letter: DeadLetter): string {
+  return cutUtf8(
+    `${letter.reason}: ${letter.error.name}: ${letter.error.message}`,
+    MAX_HEADER_VALUE_BYTES,
+  );
+}

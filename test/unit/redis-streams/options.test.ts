@@ -1,0 +1,75 @@
+/**
+ * Options of the Redis Streams consumer refused before any command is sent: a dead-letter stream that is
+ * the consumed stream (each dead letter would be read back, fail and be dead-lettered again), and a
+ * `minIdle` so small that live consumers' entries are reclaimed between two idle resets.
+ */
+import { describe, expect, it } from 'vitest';
+import { createIdempotency, InvalidOptionsError, memoryStore } from '../../../src/index.js';
+import {
+  idempotentConsumer,
+  MIN_IDLE_FLOOR_MS,
+  type RedisStreamsClient,
+  type RedisStreamsConsumerOptions,
+} from '../../../src/redis-streams/index.js';
+
+/** A client recording commands; a read answers nothing. */
+function fakeClient() {
+  const sent: string[][] = [];
+  const client: RedisStreamsClient = {
+    sendCommand: async (args) => {
+      sent.push(args.map(String));
+      if (args[0] === 'XAUTOCLAIM') return ['0-0', [], []];
+      if (args[0] === 'XREADGROUP') return null;
+      return 'OK';
+    },
+  };
+  return { client, sent };
+}
+
+const base = (): RedisStreamsConsumerOptions => ({
+  stream: 'orders',
+  group: 'g',
+  name: 'c',
+  idempotency: createIdempotency({ store: memoryStore() }),
+  pollInterval: '10ms',
+});
+
+describe('Redis Streams consumer options', () => {
+  it('refuses a dead-letter stream that is the consumed stream, before sending anything', async () => {
+    // Arrange
+    const { client, sent } = fakeClient();
+    // Act
+    const started = idempotentConsumer(client, () => {}, {
+      ...base(),
+      deadLetterStream: 'orders',
+    });
+    // Assert
+    await expect(started).rejects.toThrow(InvalidOptionsError);
+    await expect(started).rejects.toThrow(/deadLetterStream/);
+    expect(sent).toEqual([]);
+  });
+
+  it('refuses a minIdle below the floor', async () => {
+    // Arrange
+    const { client, sent } = fakeClient();
+    // Act
+    const started = idempotentConsumer(client, () => {}, { ...base(), minIdle: 1 });
+    // Assert
+    await expect(started).rejects.toThrow(InvalidOptionsError);
+    await expect(started).rejects.toThrow(/minIdle: must be at least 100ms, got 1ms/);
+    expect(sent).toEqual([]);
+  });
+
+  it('accepts a minIdle at the floor and another dead-letter stream', async () => {
+    // Arrange
+    const { client } = fakeClient();
+    // Act
+    const consumer = await idempotentConsumer(client, () => {}, {
+      ...base(),
+      minIdle: MIN_IDLE_FLOOR_MS,
+      deadLetterStream: 'orders:failed',
+    });
+    // Assert
+    expect(await consumer.close()).toBe(true);
+  });
+});
