@@ -6,6 +6,7 @@
 export type {
   BackoffOptions,
   ConsumerContext,
+  ConsumerErrorEvent,
   ConsumerEvent,
   ConsumerHandler,
   ConsumerHooks,

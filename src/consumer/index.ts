@@ -14,9 +14,10 @@ export {
   MAX_ERROR_NAME_LENGTH,
   truncateText,
 } from './describe-error.js';
-export { InFlight, sleep } from './in-flight.js';
+export { InFlight, settlesWithin, sleep } from './in-flight.js';
 export type {
   ConsumerContext,
+  ConsumerErrorEvent,
   ConsumerEvent,
   ConsumerHandler,
   ConsumerHooks,

@@ -80,6 +80,23 @@ export interface ConsumerHooks<M> {
    * delivery was settled as a handler error.
    */
   onBrokerError?(event: ConsumerEvent<M> & { operation: string; error: unknown }): void;
+  /**
+   * The consumer as a whole hit an error, outside any one delivery: its message loop ended (NATS: the
+   * JetStream consumer or its stream was deleted: `consume`), or a read failed and is retried (Redis
+   * Streams: `read`, `create-group` when re-creating a deleted group). RabbitMQ reports channel loss
+   * through the channel's own events instead.
+   */
+  onConsumerError?(event: ConsumerErrorEvent): void;
+}
+
+/** What {@link ConsumerHooks.onConsumerError} receives. */
+export interface ConsumerErrorEvent {
+  /** The consumer's name. */
+  consumer: string;
+  /** What failed; the adapter's hook type lists its values. */
+  operation: string;
+  /** The error. */
+  error: unknown;
 }
 
 /** Options shared by every idempotent consumer. */

@@ -129,7 +129,9 @@ export interface RunContext {
    * over a crashed one (same request) gets the recorded result instead of running the step again. `fn`
    * gets the step's downstream key to pass to the provider it calls. Needs a store with
    * `capabilities.steps` (every built-in store); names match `[A-Za-z0-9._:-]{1,100}` and are unique
-   * within an execution.
+   * within an execution. A result the step's codec cannot encode (a BigInt) rejects with
+   * `OutcomeEncodingError`, recorded as the step's outcome; thrown out of `fn`, it is stored as the key's
+   * final outcome whatever `storeErrors` says, so the step never runs again.
    * @example
    * const charge = await ctx.step('charge', ({ downstreamKey }) =>
    *   stripe.paymentIntents.create(params, { idempotencyKey: downstreamKey }),
@@ -413,7 +415,9 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     const { storageKey, token } = lease;
     let keepError = false;
     try {
-      keepError = shouldStoreError(storeErrors, error);
+      // A step's result that could not be encoded: the step's effect happened, so the failure is final
+      // whatever the policy, as for `fn`'s own result (a release would run the step again).
+      keepError = error instanceof OutcomeEncodingError || shouldStoreError(storeErrors, error);
       if (keepError) {
         const stored = await complete(
           storageKey,

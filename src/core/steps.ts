@@ -6,10 +6,21 @@
  * downstream key for the provider's own deduplication.
  * @module
  */
-import { InvalidOptionsError, StoreUnavailableError } from './errors.js';
+import {
+  InvalidOptionsError,
+  OutcomeEncodingError,
+  ReplayedError,
+  StoreUnavailableError,
+} from './errors.js';
 import { deriveDownstreamKey } from './key.js';
 import type { LeaseKeeper } from './lease.js';
-import { decodeOutcome, defaultCodec, encodeValueOutcome, type OutcomeCodec } from './outcome.js';
+import {
+  decodeOutcome,
+  defaultCodec,
+  encodeErrorOutcome,
+  encodeValueOutcome,
+  type OutcomeCodec,
+} from './outcome.js';
 
 /** What a step's function is given. */
 export interface StepContext {
@@ -104,6 +115,9 @@ export class StepRecorder {
           lease.reportStep(name, this.#attempt);
           return replayed;
         }
+        // A step that ran but whose result could not be encoded: it must not run again either.
+        lease.reportStep(name, this.#attempt);
+        throw new ReplayedError(decoded.error);
       }
     }
     const startedAt = lease.now();
@@ -112,7 +126,16 @@ export class StepRecorder {
       attempt: this.#attempt,
     });
     const durationMs = lease.now() - startedAt;
-    const bytes = encodeValueOutcome(codec.encode(value));
+    // The step ran: a result the codec cannot encode is recorded as that failure, so that a takeover
+    // gets it back (a ReplayedError) instead of running the step's effect a second time.
+    let encodingError: OutcomeEncodingError | undefined;
+    let bytes: Uint8Array;
+    try {
+      bytes = encodeValueOutcome(codec.encode(value));
+    } catch (cause) {
+      encodingError = new OutcomeEncodingError(cause);
+      bytes = encodeErrorOutcome(encodingError);
+    }
     let saved: boolean;
     try {
       saved = await store.saveStep(lease.storageKey, lease.token, name, bytes);
@@ -124,6 +147,7 @@ export class StepRecorder {
     }
     if (!saved) throw lease.fencedOut();
     lease.reportStep(name, this.#attempt, durationMs);
+    if (encodingError !== undefined) throw encodingError;
     return value;
   }
 

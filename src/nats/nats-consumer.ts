@@ -12,6 +12,7 @@ import {
   InFlight,
   processDelivery,
   resolveConsumerOptions,
+  settlesWithin,
 } from '../consumer/index.js';
 import { type Duration, toMs } from '../core/duration.js';
 import { InvalidOptionsError } from '../core/errors.js';
@@ -201,17 +202,4 @@ export async function idempotentConsumer(
       return closing;
     },
   };
-}
-
-/** Whether `promise` settles within `ms` (the timer is cleared either way). */
-async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const timedOut = new Promise<false>((resolve) => {
-    timer = setTimeout(() => resolve(false), ms);
-  });
-  try {
-    return await Promise.race([promise.then(() => true), timedOut]);
-  } finally {
-    clearTimeout(timer);
-  }
 }

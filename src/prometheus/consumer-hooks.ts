@@ -50,7 +50,7 @@ export const ConsumerDecisionLabel = {
  * | metric | labels | counts |
  * |---|---|---|
  * | `idempotency_consumer_messages_total` | `consumer`, `decision`, `reason` | every delivery: `ack` (`executed`, `duplicate`), `retry` (`in_progress`, `store_unavailable`, `handler_error`, `lease_lost`), `dead_letter` (`handler_error`, `mismatch`, `invalid_key`) |
- * | `idempotency_consumer_broker_errors_total` | `consumer`, `operation` | broker operations that failed (the broker redelivers) |
+ * | `idempotency_consumer_broker_errors_total` | `consumer`, `operation` | broker operations that failed (the broker redelivers), and the consumer's own reads (`consume`, `read`, `create-group`) |
  *
  * @param options.registry where to register the metrics (default: prom-client's global `register`)
  * @param options.prefix prepended to every metric name (default `'idempotency_'`)
@@ -81,7 +81,7 @@ export function prometheusConsumerHooks<M = unknown>(
     brokerErrors: counterIn(
       registry,
       `${prefix}consumer_broker_errors_total`,
-      'Broker operations of idempotent consumers that failed (acks, redeliveries, dead-letter publishes).',
+      'Broker operations of idempotent consumers that failed (acks, redeliveries, dead-letter publishes, their own reads).',
       ['consumer', 'operation'],
     ),
   };
@@ -104,6 +104,11 @@ export function prometheusConsumerHooks<M = unknown>(
       count(consumer, ConsumerDecisionLabel.DeadLetter, reason);
     },
     onBrokerError({ consumer, operation }) {
+      brokerErrors.inc({ consumer, operation });
+    },
+    // The consumer's own reads failing (a deleted JetStream consumer, a Redis Streams group gone) are
+    // broker errors too, outside any delivery.
+    onConsumerError({ consumer, operation }) {
       brokerErrors.inc({ consumer, operation });
     },
   };

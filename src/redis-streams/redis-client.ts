@@ -85,12 +85,27 @@ const text = (value: unknown): string =>
 const bytes = (value: unknown): Buffer =>
   Buffer.isBuffer(value) ? value : Buffer.from(String(value), 'utf8');
 
+function defineField<T>(target: Record<string, T>, name: string, value: T): void {
+  Object.defineProperty(target, name, {
+    value,
+    writable: true,
+    enumerable: true,
+    configurable: true,
+  });
+}
+
 function toFields(raw: unknown): Pick<StreamEntry, 'fields' | 'buffers'> | undefined {
   if (!Array.isArray(raw)) return undefined;
   const fields: Record<string, string> = {};
   const buffers: Record<string, Buffer> = {};
   for (let i = 0; i + 1 < raw.length; i += 2) {
     const name = text(raw[i]);
+    if (name === '__proto__') {
+      // An assignment would set the object's prototype instead of adding the field.
+      defineField(fields, name, text(raw[i + 1]));
+      defineField(buffers, name, bytes(raw[i + 1]));
+      continue;
+    }
     fields[name] = text(raw[i + 1]);
     buffers[name] = bytes(raw[i + 1]);
   }

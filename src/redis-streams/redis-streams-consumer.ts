@@ -12,6 +12,7 @@ import {
   type DeadLetter,
   InFlight,
   processDelivery,
+  settlesWithin,
   sleep,
 } from '../consumer/index.js';
 import { resolveConsumerOptions } from '../consumer/options.js';
@@ -351,17 +352,4 @@ export async function idempotentConsumer(
 function isGroupGone(error: unknown): boolean {
   const message = String((error as Error | undefined)?.message);
   return message.includes('NOGROUP') || message.startsWith('UNBLOCKED');
-}
-
-/** Whether `promise` settles within `ms` (the timer is cleared either way). */
-async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const timedOut = new Promise<false>((resolve) => {
-    timer = setTimeout(() => resolve(false), ms);
-  });
-  try {
-    return await Promise.race([promise.then(() => true), timedOut]);
-  } finally {
-    clearTimeout(timer);
-  }
 }

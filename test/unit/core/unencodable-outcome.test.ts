@@ -9,6 +9,7 @@ import {
   type Store,
 } from '../../../src/index.js';
 import { ManualClock } from '../../helpers/clock.js';
+import { MANUAL_LEASE_MS, manualEngine } from '../../helpers/crashed-step.js';
 
 const circular: Record<string, unknown> = { id: 'ch_1' };
 circular.self = circular;
@@ -101,5 +102,55 @@ describe('a result the codec cannot encode', () => {
     await expect(idempotency.run({ key: 'k' }, () => 1)).resolves.toMatchObject({
       status: 'in_progress',
     });
+  });
+});
+
+describe('a step result the codec cannot encode', () => {
+  it('rejects the step with OutcomeEncodingError and makes it the key’s final outcome: the step runs once', async () => {
+    const idempotency = setup();
+    let charges = 0;
+    const handler = async (ctx: Parameters<Parameters<typeof idempotency.run>[1]>[0]) => {
+      await ctx.step('charge', () => {
+        charges++;
+        return { chargeId: 'ch_1', amount: 4200n };
+      });
+      return 'done';
+    };
+    // Released, as a thrown error is by default, the retry would have charged again.
+    await expect(idempotency.run({ key: 'pay-2' }, handler)).rejects.toBeInstanceOf(
+      OutcomeEncodingError,
+    );
+    await expect(idempotency.run({ key: 'pay-2' }, handler)).rejects.toSatisfy(
+      (e) => isReplayedError(e) && e.original.code === 'outcome_not_encodable',
+    );
+    expect(charges).toBe(1);
+  });
+
+  it('is recorded: an attempt that takes over a crashed one gets the failure back instead of running the step', async () => {
+    const { clock, idempotency } = manualEngine({});
+    let charges = 0;
+    const charge = () => {
+      charges++;
+      return { chargeId: 'ch_1', amount: 4200n };
+    };
+    let recorded!: () => void;
+    const stepDone = new Promise<void>((resolve) => {
+      recorded = resolve;
+    });
+    // The first attempt swallows the step's rejection and then hangs, as a killed process would.
+    void idempotency.run({ key: 'pay-3' }, async (ctx) => {
+      await ctx.step('charge', charge).catch(() => recorded());
+      return new Promise(() => {});
+    });
+    await stepDone;
+    clock.advance(MANUAL_LEASE_MS + 1);
+    const takeover = idempotency.run({ key: 'pay-3' }, async (ctx) => {
+      await ctx.step('charge', charge);
+      return 'done';
+    });
+    await expect(takeover).rejects.toSatisfy(
+      (e) => isReplayedError(e) && e.original.code === 'outcome_not_encodable',
+    );
+    expect(charges).toBe(1);
   });
 });

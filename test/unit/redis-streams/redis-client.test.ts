@@ -51,6 +51,18 @@ describe('parseReadGroup', () => {
     expect(entry?.fields.body).toBe(body.toString('utf8'));
   });
 
+  it('keeps a field named __proto__ as a field, not as the prototype of fields', () => {
+    // Act
+    const {
+      entries: [entry],
+    } = parseReadGroup('s', [['s', [['1-0', ['__proto__', 'x', 'k', 'v']]]]]);
+    // Assert
+    expect(Object.getPrototypeOf(entry?.fields)).toBe(Object.prototype);
+    expect(Object.keys(entry?.fields ?? {})).toEqual(['__proto__', 'k']);
+    expect(Object.getOwnPropertyDescriptor(entry?.fields, '__proto__')?.value).toBe('x');
+    expect(String(Object.getOwnPropertyDescriptor(entry?.buffers, '__proto__')?.value)).toBe('x');
+  });
+
   it('returns nothing for the null reply of a read that timed out', () => {
     expect(parseReadGroup('s', null)).toEqual({ entries: [], deleted: [] });
   });
