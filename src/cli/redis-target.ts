@@ -5,11 +5,11 @@
  * The store takes either; the CLI only loads the library it uses.
  * @module
  */
-import { StoreUnavailableError } from '../core/errors.js';
 import type { RedisClientLike } from '../redis/client.js';
 import { checkPrefix, type RedisStore, redisStore } from '../redis/redis-store.js';
 import type { DatabaseArgs, RedisClientLibrary } from './args.js';
 import { importPeer, MissingPeerError } from './peer.js';
+import { reachWithin } from './reach-within.js';
 import { causeChain, type OpenTarget, targetLabel } from './targets.js';
 
 /** A connected-to-be client of either library, as far as the CLI uses it. */
@@ -134,32 +134,12 @@ async function connectWithin(
   client.on('error', (error) => {
     lastError = error;
   });
-  let timer: NodeJS.Timeout | undefined;
-  const timedOut = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(
-      () =>
-        reject(
-          new StoreUnavailableError(
-            `Redis at ${serverOf(url)} did not answer within ${timeoutMs} ms`,
-          ),
-        ),
-      timeoutMs,
-    );
-  });
-  try {
-    await Promise.race([client.connect(), timedOut]);
-  } catch (error) {
-    if (error instanceof StoreUnavailableError) throw error;
-    const cause = lastError ?? (error as Error);
-    throw new StoreUnavailableError(
-      `cannot connect to Redis at ${serverOf(url)}: ${cause.message}`,
-      {
-        cause,
-      },
-    );
-  } finally {
-    clearTimeout(timer);
-  }
+  await reachWithin(
+    client.connect(),
+    `Redis at ${serverOf(url)}`,
+    timeoutMs,
+    (error) => lastError ?? (error as Error),
+  );
 }
 
 /**

@@ -14,6 +14,7 @@ import type { Store } from '../store/store.js';
 import type { DatabaseArgs } from './args.js';
 import { postgresTarget } from './commands.js';
 import { peer } from './peer.js';
+import { reachWithin } from './reach-within.js';
 
 /** An opened store, what the reports call it, and how to let it go. */
 export interface OpenTarget {
@@ -94,33 +95,6 @@ function isPostgresInterruption(error: unknown): boolean {
   return state === undefined || state.startsWith('08') || state.startsWith('57');
 }
 
-/** Run `SELECT 1` on `pool` within `timeoutMs`. */
-async function answersWithin(pool: PgPool, url: string, timeoutMs: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const timedOut = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(
-      () =>
-        reject(
-          new StoreUnavailableError(
-            `PostgreSQL at ${serverOf(url)} did not answer within ${timeoutMs} ms`,
-          ),
-        ),
-      timeoutMs,
-    );
-  });
-  try {
-    await Promise.race([pool.query('SELECT 1'), timedOut]);
-  } catch (error) {
-    if (error instanceof StoreUnavailableError) throw error;
-    throw new StoreUnavailableError(
-      `cannot connect to PostgreSQL at ${serverOf(url)}: ${(error as Error).message}`,
-      { cause: error },
-    );
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 /**
  * Open PostgreSQL: a one-connection pool, and the store on it. The pool would connect on first use: one
  * `SELECT 1` here, within `connectTimeoutMs` (pg's own default waits without a bound), makes a refused
@@ -150,7 +124,11 @@ export async function openPostgres(
       ...(args.schema && { schema: args.schema }),
       ...(args.table && { table: args.table }),
     });
-    await answersWithin(pool, databaseUrl, connectTimeoutMs);
+    await reachWithin(
+      pool.query('SELECT 1'),
+      `PostgreSQL at ${serverOf(databaseUrl)}`,
+      connectTimeoutMs,
+    );
   } catch (error) {
     // Not awaited: a connection attempt that timed out ends on its own, within the same bound.
     void close();
