@@ -167,31 +167,6 @@ describe('processDelivery', () => {
     // Assert
     expect(actions).toMatchObject([{ op: 'dead_letter', letter: { reason: 'handler_error' } }]);
   });
-
-  it('keeps the message when the dead letter cannot be written', async () => {
-    // Arrange
-    const { options } = setup({ maxDeliveries: 1 });
-    const retries: number[] = [];
-    const delivery: Delivery<Message> = {
-      message: { id: 'k1', body: 'a' },
-      deliveryCount: 1,
-      ack: () => {},
-      retry: (delayMs) => void retries.push(delayMs),
-      deadLetter: async () => {
-        throw new Error('DLQ unreachable');
-      },
-    };
-    // Act
-    await processDelivery(
-      options,
-      () => {
-        throw new Error('boom');
-      },
-      delivery,
-    );
-    // Assert
-    expect(retries).toEqual([30_000]);
-  });
 });
 
 describe('processDelivery: failures never lose or strand a delivery', () => {
@@ -274,7 +249,7 @@ describe('processDelivery: failures never lose or strand a delivery', () => {
     expect(reported).toMatchObject([{ operation: 'process', error: { message: 'policy bug' } }]);
   });
 
-  it('carries the letter on the redelivery when the dead letter cannot be written', async () => {
+  it('keeps the message when the dead letter cannot be written, carrying the letter on the redelivery', async () => {
     // Arrange
     const { options } = setup({ maxDeliveries: 1 });
     const retries: Array<{ delayMs: number; letter: DeadLetter | undefined }> = [];
