@@ -100,16 +100,30 @@ class Capture {
   }
 
   /**
-   * True while the handler's `end` is held: a `write` or `end` made now (an error handler, a `next()` that
-   * reaches the 404 handler) would go out before the held bytes, so it is applied after them instead,
-   * where Node handles it as it handles any call after `end`.
+   * `res.write` through the capture (`write`: the method it wraps). While the handler's `end` is held, a
+   * `write` (or an `end`, below) made now by an error handler, or by a `next()` that reaches the 404
+   * handler, would go out before the held bytes: it is applied after them instead, where Node handles it
+   * as it handles any call after `end`.
    */
-  holds(): boolean {
-    return this.held;
+  write(write: Method, args: unknown[]): unknown {
+    if (!this.ended) this.add(args[0], args[1]);
+    else if (this.held) {
+      this.later(() => write.apply(this.res, args));
+      return false;
+    }
+    return write.apply(this.res, args);
+  }
+
+  /** `res.end` through the capture (`end`: the method it wraps): the handler's first one is held. */
+  end(end: Method, args: unknown[]): unknown {
+    if (this.held) this.later(() => end.apply(this.res, args));
+    else if (this.ended) return end.apply(this.res, args);
+    else this.hold(end, args);
+    return this.res;
   }
 
   /** Apply `call` once the held `end` has gone out. */
-  later(call: () => void): void {
+  private later(call: () => void): void {
     if (this.late === undefined) this.late = [call];
     else this.late.push(call);
   }
@@ -121,7 +135,7 @@ class Capture {
    * was sent, not one they may still replace (the client would get their 500 or 404 while the 201 is
    * what the key replays).
    */
-  end(end: Method, args: unknown[]): void {
+  private hold(end: Method, args: unknown[]): void {
     const { res } = this;
     this.ended = true;
     this.held = true;
@@ -216,22 +230,13 @@ function install(target: object): Hooks {
     },
     write(this: Response, ...args: unknown[]) {
       const capture = captures.get(this);
-      if (capture !== undefined) {
-        if (!capture.ended) capture.add(args[0], args[1]);
-        else if (capture.holds()) {
-          capture.later(() => write().apply(this, args));
-          return false;
-        }
-      }
-      return write().apply(this, args);
+      if (capture === undefined) return write().apply(this, args);
+      return capture.write(write(), args);
     },
     end(this: Response, ...args: unknown[]) {
       const capture = captures.get(this);
       if (capture === undefined) return end().apply(this, args);
-      if (capture.holds()) capture.later(() => end().apply(this, args));
-      else if (capture.ended) return end().apply(this, args);
-      else capture.end(end(), args);
-      return this;
+      return capture.end(end(), args);
     },
   };
   for (const name of ['writeHead', 'write', 'end'] as const) {
@@ -297,18 +302,6 @@ function patch(res: Response, capture: Capture): void {
   }
   const write = res.write as unknown as Method;
   const end = res.end as unknown as Method;
-  res.write = function (this: Response, ...args: unknown[]) {
-    if (!capture.ended) capture.add(args[0], args[1]);
-    else if (capture.holds()) {
-      capture.later(() => write.apply(this, args));
-      return false;
-    }
-    return write.apply(this, args);
-  } as Response['write'];
-  res.end = function (this: Response, ...args: unknown[]) {
-    if (capture.holds()) capture.later(() => end.apply(this, args));
-    else if (capture.ended) return end.apply(this, args);
-    else capture.end(end, args);
-    return this;
-  } as Response['end'];
+  res.write = ((...args: unknown[]) => capture.write(write, args)) as Response['write'];
+  res.end = ((...args: unknown[]) => capture.end(end, args)) as Response['end'];
 }
