@@ -203,25 +203,17 @@ const plugin: FastifyPluginCallback<FastifyIdempotencyOptions> = (fastify, optio
   if (!fastify.hasRequestDecorator('idempotency'))
     fastify.decorateRequest('idempotency', undefined);
 
-  // Only the routes the layer covers get the hook (a preParsing hook costs every request it runs for), and
-  // only a request it will fingerprint, with a JSON body and no text kept by the app, is copied. Appended
-  // after the route's own preParsing hooks: a hook that decodes the body (gzip) runs first.
-  if (options.keepJsonText === true) {
-    fastify.addHook('onRoute', (route) => {
-      const policy = policyOf(route.config?.idempotency);
-      const methods = Array.isArray(route.method) ? route.method : [route.method];
-      if (!methods.some((method) => policyCovers(policy, method))) return;
-      const keep: preParsingHookHandler = (request, _reply, payload, next) => {
-        const copy =
-          request.headers[policy.headerName] !== undefined &&
-          isJsonContentType(request.headers['content-type']) &&
-          rawBodyOf(request) === undefined;
-        next(null, copy ? keepJsonText(request, payload) : payload);
-      };
-      const own = route.preParsing;
-      route.preParsing = own === undefined ? [keep] : [own, keep].flat();
-    });
-  }
+  // Copies the JSON text of a request the layer will fingerprint, with a JSON body and no text kept by the
+  // app (`keepJsonText`).
+  const keepTextOf =
+    (policy: RoutePolicy): preParsingHookHandler =>
+    (request, _reply, payload, next) => {
+      const copy =
+        request.headers[policy.headerName] !== undefined &&
+        isJsonContentType(request.headers['content-type']) &&
+        rawBodyOf(request) === undefined;
+      next(null, copy ? keepJsonText(request, payload) : payload);
+    };
 
   // Callback style on purpose: the handler runs inside `done()`, so it inherits the context.
   const claim: preHandlerHookHandler = (request, reply, next) => {
@@ -249,16 +241,20 @@ const plugin: FastifyPluginCallback<FastifyIdempotencyOptions> = (fastify, optio
     }, next);
   };
 
-  // The claim is the last preHandler of each route the layer covers, right before the handler: every
-  // hook that may answer first (authentication, rate limits, the route's own `preHandler` option, which
-  // Fastify runs after all instance hooks) has run, so what it answers is never stored, and a route
-  // without a covered method pays nothing.
+  // Only the routes the layer covers get its hooks, so a route without a covered method pays nothing:
+  // - the claim, as the last preHandler, right before the handler: every hook that may answer first
+  //   (authentication, rate limits, the route's own `preHandler` option, which Fastify runs after all
+  //   instance hooks) has run, so what it answers is never stored;
+  // - with `keepJsonText`, the text copy, appended after the route's own preParsing hooks: a hook that
+  //   decodes the body (gzip) runs first.
   fastify.addHook('onRoute', (route) => {
     const policy = policyOf(route.config?.idempotency);
     const methods = Array.isArray(route.method) ? route.method : [route.method];
     if (!methods.some((method) => policyCovers(policy, method))) return;
-    const own = route.preHandler;
-    route.preHandler = own === undefined ? [claim] : [own, claim].flat();
+    route.preHandler = [route.preHandler ?? [], claim].flat();
+    if (options.keepJsonText === true) {
+      route.preParsing = [route.preParsing ?? [], keepTextOf(policy)].flat();
+    }
   });
 
   fastify.addHook('onError', (request, _reply, error, next) => {
