@@ -45,39 +45,38 @@ export function isStreamsClient(client: unknown): client is RedisStreamsClient {
   return typeof c.call === 'function' || typeof c.sendCommand === 'function';
 }
 
-/** Send `args` as one command. */
-export function command(client: RedisStreamsClient, args: CommandArgument[]): Promise<unknown> {
-  // ioredis also has a `sendCommand`, taking a Command object, so look for its `call` first.
-  if ('call' in client && typeof client.call === 'function') {
-    const [name, ...rest] = args;
-    return client.call(String(name), ...rest);
-  }
-  if ('sendCommand' in client && typeof client.sendCommand === 'function') {
-    return client.sendCommand(args);
-  }
-  throw new TypeError('client: neither node-redis sendCommand nor ioredis call found');
-}
-
 // node-redis's RESP_TYPES.BLOB_STRING: a bulk string reply, mapped to a Buffer instead of a string.
 const BLOB_STRING = 36;
 const AS_BUFFERS = { typeMapping: { [BLOB_STRING]: Buffer } };
 
 /**
- * Send `args` as one command whose bulk strings come back as Buffers (node-redis `typeMapping`, ioredis
- * `callBuffer`): a reply carrying entries, whose values may be binary. The parsers below take both forms.
+ * Send `args` as one command. With `asBuffers`, its bulk strings come back as Buffers (node-redis
+ * `typeMapping`, ioredis `callBuffer`): for a reply carrying entries, whose values may be binary; the
+ * parsers below take both forms.
  */
-export function readCommand(client: RedisStreamsClient, args: CommandArgument[]): Promise<unknown> {
+export function command(
+  client: RedisStreamsClient,
+  args: CommandArgument[],
+  asBuffers = false,
+): Promise<unknown> {
+  // ioredis also has a `sendCommand`, taking a Command object, so look for its `call` first.
   if ('call' in client && typeof client.call === 'function') {
     const [name, ...rest] = args;
-    if (typeof client.callBuffer === 'function') return client.callBuffer(String(name), ...rest);
+    if (asBuffers && typeof client.callBuffer === 'function') {
+      return client.callBuffer(String(name), ...rest);
+    }
     return client.call(String(name), ...rest);
   }
   if ('sendCommand' in client && typeof client.sendCommand === 'function') {
     // Merged over the client's own command options by node-redis: its timeout still applies.
-    return client.sendCommand(args, AS_BUFFERS);
+    return asBuffers ? client.sendCommand(args, AS_BUFFERS) : client.sendCommand(args);
   }
   throw new TypeError('client: neither node-redis sendCommand nor ioredis call found');
 }
+
+/** Send `args` as one command whose bulk strings come back as Buffers ({@link command}). */
+export const readCommand = (client: RedisStreamsClient, args: CommandArgument[]) =>
+  command(client, args, true);
 
 const text = (value: unknown): string =>
   Buffer.isBuffer(value) ? value.toString('utf8') : String(value);
