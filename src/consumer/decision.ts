@@ -5,7 +5,7 @@
  */
 import type { StoredErrorInfo } from '../core/errors.js';
 import type { Backoff } from './backoff.js';
-import { describeError } from './describe-error.js';
+import { describeError } from '../core/describe-error.js';
 
 /** What happened when a delivery was run through the engine. */
 export type AttemptResult =

@@ -13,7 +13,7 @@ export {
   MAX_ERROR_MESSAGE_LENGTH,
   MAX_ERROR_NAME_LENGTH,
   truncateText,
-} from './describe-error.js';
+} from '../core/describe-error.js';
 export { InFlight, settlesWithin, sleep } from './in-flight.js';
 export type {
   ConsumerContext,

@@ -20,7 +20,7 @@ import {
   decide,
   RetryReason,
 } from './decision.js';
-import { describeError } from './describe-error.js';
+import { describeError } from '../core/describe-error.js';
 import type { ConsumerContext, ConsumerHandler, ResolvedConsumerOptions } from './options.js';
 import {
   baseEvent,

@@ -21,6 +21,7 @@ import { emit, type HookEvent, type IdempotencyHooks } from './hooks.js';
 import { inspectKey, type KeyInspection } from './inspection.js';
 import { deriveDownstreamKey, storageKey as toStorageKey, validateKey } from './key.js';
 import { type LeaseEnvironment, LeaseKeeper } from './lease.js';
+import { booleanOption, codecOption, nameOption, storeErrorsOption } from './option-checks.js';
 import {
   defaultCodec,
   encodeErrorOutcome,
@@ -32,7 +33,10 @@ import { ExecutionContext } from './run-context.js';
 import { settleRecord } from './settle.js';
 import type { StepContext, StepOptions } from './steps.js';
 
-/** Decides whether a thrown error is a final outcome (stored and replayed) or releases the claim. */
+/**
+ * Decides whether a thrown error is a final outcome (stored and replayed) or releases the claim. A
+ * function that throws counts as `false`: the claim is released, as it is by default.
+ */
 export type StoreErrorsPolicy = boolean | ((error: unknown) => boolean);
 
 /** Options of {@link createIdempotency}. */
@@ -184,7 +188,14 @@ const COMPLETE_ATTEMPTS = 3;
 const COMPLETE_BACKOFF_MS = 50;
 
 function shouldStoreError(policy: StoreErrorsPolicy, error: unknown): boolean {
-  return typeof policy === 'function' ? policy(error) : policy;
+  if (typeof policy !== 'function') return policy;
+  // A predicate that throws (it read a property the error lacks) must not leave the claim held until its
+  // lease runs out, nor be reported as a failed release: it releases, the default.
+  try {
+    return Boolean(policy(error));
+  } catch {
+    return false;
+  }
 }
 
 function asStoreError(store: Store, operation: string, error: unknown): StoreUnavailableError {
@@ -233,7 +244,14 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
           window: options.store.capabilities.batchWindow,
           ...options.batch,
         });
-  const namespace = options.namespace ?? 'default';
+  const namespace = nameOption(options.namespace, 'namespace', 'default');
+  const engineFailOpen = booleanOption(options.failOpen, 'failOpen');
+  const engineStoreErrors = storeErrorsOption<StoreErrorsPolicy>(
+    options.storeErrors,
+    'storeErrors',
+    false,
+  );
+  const engineCodec = codecOption(options.codec, 'codec', defaultCodec);
   const defaultLeaseMs = toMs(options.leaseMs ?? '30s', 'leaseMs');
   const defaultRetentionMs = toMs(options.retentionMs ?? '24h', 'retentionMs');
   const maxExecutionMs =
@@ -245,7 +263,9 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     clock,
     hooks,
     namespace,
-    heartbeats: (options.extendLease ?? true) ? new Heartbeats() : undefined,
+    heartbeats: booleanOption(options.extendLease, 'extendLease', true)
+      ? new Heartbeats()
+      : undefined,
     maxExecutionMs,
   };
   const cacheOption = options.cache ?? {};
@@ -324,8 +344,10 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       request.retentionMs === undefined
         ? defaultRetentionMs
         : toMs(request.retentionMs, 'retentionMs');
-    const codec = request.codec ?? options.codec ?? defaultCodec;
-    const storeErrors = request.storeErrors ?? options.storeErrors ?? false;
+    const codec = codecOption(request.codec, 'codec', engineCodec);
+    const storeErrors = storeErrorsOption(request.storeErrors, 'storeErrors', engineStoreErrors);
+    // Checked here, before the claim, not where it is read: an outage is the wrong time to learn of it.
+    const failOpen = booleanOption(request.failOpen, 'failOpen', engineFailOpen);
     const event: HookEvent = { namespace, storageKey };
 
     const cached = cache?.get(storageKey, clock.now());
@@ -339,7 +361,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     } catch (error) {
       emit(hooks, 'onStoreError', { ...event, operation: 'claim', error });
       const unavailable = asStoreError(store, 'claim', error);
-      if (!(request.failOpen ?? options.failOpen ?? false)) throw unavailable;
+      if (!failOpen) throw unavailable;
       emit(hooks, 'onFailOpen', { ...event, error: unavailable });
       return runUnprotected(fn, storageKey);
     }

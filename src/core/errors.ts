@@ -5,6 +5,7 @@
  * package are loaded (a common state of `node_modules`).
  * @module
  */
+import { describeError } from './describe-error.js';
 
 /** The stable codes of every {@link IdempotencyError}; each one is a heading in `docs/reference/errors.md`. */
 export const ErrorCode = {
@@ -139,7 +140,9 @@ export class ReplayedError extends IdempotencyError {
  */
 export class OutcomeEncodingError extends IdempotencyError {
   constructor(cause: unknown) {
-    const reason = cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause);
+    // Total, like the description stored with it: a codec may throw anything (a null-prototype object).
+    const { name, message } = describeError(cause);
+    const reason = `${name}: ${message}`;
     super(
       ErrorCode.OutcomeNotEncodable,
       `The handler ran, but its result could not be encoded for storage (${reason}); ` +

@@ -4,6 +4,7 @@
  * `undefined` and raw bytes.
  * @module
  */
+import { describeError } from './describe-error.js';
 import type { StoredErrorInfo } from './errors.js';
 
 /** Turns a handler's result into bytes for the store, and back on replay. */
@@ -78,15 +79,12 @@ export function encodeValueOutcome(payload: Uint8Array): Uint8Array {
   return wrap(KIND_VALUE, payload);
 }
 
-/** Wrap an error, kept as its name, message and string code, in the envelope. */
+/**
+ * Wrap an error, kept as its name, message and string code (see {@link describeError}: bounded, and
+ * total, so that whatever was thrown the key still gets its final outcome), in the envelope.
+ */
 export function encodeErrorOutcome(error: unknown): Uint8Array {
-  const info: StoredErrorInfo =
-    error instanceof Error
-      ? { name: error.name, message: error.message }
-      : { name: 'Error', message: String(error) };
-  const code = (error as { code?: unknown } | null)?.code;
-  if (typeof code === 'string') info.code = code;
-  return wrap(KIND_ERROR, Buffer.from(JSON.stringify(info), 'utf8'));
+  return wrap(KIND_ERROR, Buffer.from(JSON.stringify(describeError(error)), 'utf8'));
 }
 
 /** Open an envelope. */

@@ -7,6 +7,7 @@ import { type Duration, toMs } from '../core/duration.js';
 import { createIdempotency, type Idempotency, type IdempotencyOptions } from '../core/engine.js';
 import { InvalidOptionsError } from '../core/errors.js';
 import { MAX_KEY_LENGTH } from '../core/key.js';
+import { booleanOption } from '../core/option-checks.js';
 import { enableAsyncContext } from './context.js';
 import { replayedHeaderSet } from './headers.js';
 
@@ -187,14 +188,6 @@ export function resolvePolicy(base: HttpRouteOptions, route: HttpRouteOptions = 
       merged.retentionMs === undefined ? undefined : toMs(merged.retentionMs, 'retentionMs'),
     asyncContext,
   };
-}
-
-function booleanOption(value: unknown, name: string): boolean {
-  if (value === undefined) return false;
-  if (typeof value !== 'boolean') {
-    throw new InvalidOptionsError(`${name}: expected true or false, got ${JSON.stringify(value)}`);
-  }
-  return value;
 }
 
 // A list of HTTP tokens: methods and header names alike.

@@ -53,3 +53,87 @@ describe('option checks', () => {
     expect(() => createIdempotency({ store: memoryStore(), cache: false })).not.toThrow();
   });
 });
+
+describe('engine options are checked, not coerced', () => {
+  it.each([
+    ['failOpen', { failOpen: 'false' }, /^failOpen: expected true or false, got "false"/],
+    ['extendLease', { extendLease: 'no' }, /^extendLease: expected true or false, got "no"/],
+    [
+      'storeErrors',
+      { storeErrors: 'false' },
+      /^storeErrors: expected true, false or a function of the error, got "false"/,
+    ],
+    [
+      'codec',
+      { codec: {} },
+      /^codec: expected an object with encode and decode functions, got \{\}/,
+    ],
+    ['namespace', { namespace: 123 }, /^namespace: expected a non-empty string, got 123/],
+    ['an empty namespace', { namespace: '' }, /^namespace: expected a non-empty string, got ""/],
+  ])('refuses %s with InvalidOptionsError', (_name, bad, message) => {
+    expect(() =>
+      createIdempotency({ store: memoryStore(), ...(bad as Record<string, unknown>) }),
+    ).toThrow(
+      expect.objectContaining({ code: 'invalid_options', message: expect.stringMatching(message) }),
+    );
+  });
+
+  it.each([
+    ['failOpen', { failOpen: 'false' }],
+    ['storeErrors', { storeErrors: 1 }],
+    ['codec', { codec: { encode: () => new Uint8Array() } }],
+  ])('refuses a %s override on run() before anything is claimed', async (_name, bad) => {
+    // Arrange: a store that counts claims.
+    const store = memoryStore();
+    let claims = 0;
+    const counting = {
+      ...store,
+      claim: (...args: Parameters<typeof store.claim>) => {
+        claims++;
+        return store.claim(...args);
+      },
+    };
+    const idempotency = createIdempotency({ store: counting, batch: false });
+    let runs = 0;
+    // Act
+    const outcome = idempotency.run({ key: 'k', ...(bad as Record<string, unknown>) }, () => {
+      runs++;
+    });
+    // Assert
+    await expect(outcome).rejects.toSatisfy(isInvalidOptionsError);
+    expect({ claims, runs }).toEqual({ claims: 0, runs: 0 });
+  });
+
+  it('still takes the documented values', async () => {
+    const idempotency = createIdempotency({
+      store: memoryStore(),
+      namespace: 'payments',
+      failOpen: true,
+      extendLease: false,
+      storeErrors: (error) => error instanceof RangeError,
+    });
+    await expect(
+      idempotency.run({ key: 'k', failOpen: false, storeErrors: true }, () => 'ok'),
+    ).resolves.toMatchObject({ status: 'executed', value: 'ok' });
+  });
+});
+
+describe('a storeErrors function that throws', () => {
+  it('releases the claim at once, as storeErrors: false does, so a retry runs without waiting for the lease', async () => {
+    // Arrange: the predicate reads a property of an error that is undefined.
+    const idempotency = createIdempotency({
+      store: memoryStore(),
+      extendLease: false,
+      leaseMs: '1h',
+      storeErrors: (error) => (error as { response: { status: number } }).response.status === 402,
+    });
+    const thrown = new Error('network down');
+    // Act
+    await expect(idempotency.run({ key: 'k' }, () => Promise.reject(thrown))).rejects.toBe(thrown);
+    // Assert: released, not held for the hour-long lease.
+    await expect(idempotency.run({ key: 'k' }, () => 'retried')).resolves.toMatchObject({
+      status: 'executed',
+      value: 'retried',
+    });
+  });
+});

@@ -154,3 +154,35 @@ describe('a step result the codec cannot encode', () => {
     expect(charges).toBe(1);
   });
 });
+
+describe('a codec that throws something String() cannot describe', () => {
+  it('still stores OutcomeEncodingError, so the handler runs once', async () => {
+    // Arrange: a custom codec throws a null-prototype object (String() of it throws).
+    const thrown = Object.assign(Object.create(null), { reason: 'unsupported type' });
+    const codec = {
+      encode: () => {
+        throw thrown;
+      },
+      decode: () => undefined,
+    };
+    const idempotency = createIdempotency({
+      store: memoryStore({ clock: new ManualClock() }),
+      extendLease: false,
+      codec,
+    });
+    let runs = 0;
+    const handler = async () => {
+      runs++;
+      return 'charged';
+    };
+    // Act
+    const first = idempotency.run({ key: 'pay-1' }, handler);
+    const retry = first.catch(() => idempotency.run({ key: 'pay-1' }, handler));
+    // Assert
+    await expect(first).rejects.toSatisfy(
+      (e) => isOutcomeEncodingError(e) && e.message.includes('{"reason":"unsupported type"}'),
+    );
+    await expect(retry).rejects.toSatisfy(isReplayedError);
+    expect(runs).toBe(1);
+  });
+});

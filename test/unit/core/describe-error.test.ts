@@ -3,7 +3,7 @@ import {
   describeError,
   MAX_ERROR_MESSAGE_LENGTH,
   MAX_ERROR_NAME_LENGTH,
-} from '../../../src/consumer/index.js';
+} from '../../../src/core/describe-error.js';
 
 describe('describeError', () => {
   it('describes an Error by its name, message and string code', () => {

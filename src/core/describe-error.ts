@@ -1,9 +1,10 @@
 /**
- * What a consumer records of a thrown value: its name, message and string code, bounded in size. Total:
- * it never throws, whatever was thrown, because the delivery it describes must still be settled.
+ * What is recorded of a thrown value — in a stored error outcome, in a consumer's dead letter — its name,
+ * message and string code, bounded in size. Total: it never throws, whatever was thrown, because the key
+ * or the delivery it describes must still be settled.
  * @module
  */
-import type { StoredErrorInfo } from '../core/errors.js';
+import type { StoredErrorInfo } from './errors.js';
 
 /**
  * Longest recorded `message`, in UTF-16 code units. A dead letter carries the error in a header, and a
@@ -80,7 +81,8 @@ function bounded(name: unknown, message: string, code: unknown): StoredErrorInfo
 }
 
 /**
- * The name, message and string code of any thrown value, as recorded with a dead letter. An `Error`
+ * The name, message and string code of any thrown value, as stored with an error outcome and recorded
+ * with a dead letter. An `Error`
  * gives its own; a string is the message; any other object is described as JSON (its `code` kept when it
  * is a string), anything else by its string form. The message is cut to
  * {@link MAX_ERROR_MESSAGE_LENGTH} characters and the name and code to {@link MAX_ERROR_NAME_LENGTH},

@@ -1,0 +1,72 @@
+/**
+ * Checks of option values that arrive untyped (from a config file, the environment, JavaScript callers):
+ * checked, not coerced, because a coerced option fails the wrong way (`failOpen: 'false'` is truthy and
+ * would run handlers unprotected during an outage; `storeErrors: 'false'` would store every error).
+ * @module
+ */
+import { InvalidOptionsError } from './errors.js';
+import type { OutcomeCodec } from './outcome.js';
+
+// JSON.stringify gives `undefined` for a function or a symbol, and throws for a BigInt or a cycle.
+function shown(value: unknown): string {
+  if (typeof value === 'function') return 'a function';
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return typeof value;
+  }
+}
+
+/** `value` when it is a boolean, `fallback` when it is `undefined`; else an {@link InvalidOptionsError}. */
+export function booleanOption(value: unknown, name: string, fallback = false): boolean {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'boolean') {
+    throw new InvalidOptionsError(`${name}: expected true or false, got ${shown(value)}`);
+  }
+  return value;
+}
+
+/**
+ * A `storeErrors` policy: a boolean or a function of the thrown error; `fallback` when `undefined`.
+ */
+export function storeErrorsOption<P extends boolean | ((error: unknown) => boolean)>(
+  value: P | undefined,
+  name: string,
+  fallback: P,
+): P {
+  if (value === undefined) return fallback;
+  if (typeof value === 'boolean' || typeof value === 'function') return value;
+  throw new InvalidOptionsError(
+    `${name}: expected true, false or a function of the error, got ${shown(value)}`,
+  );
+}
+
+/** A codec: an object with `encode` and `decode` functions; `fallback` when `undefined`. */
+export function codecOption(
+  value: OutcomeCodec | undefined,
+  name: string,
+  fallback: OutcomeCodec,
+): OutcomeCodec {
+  if (value === undefined) return fallback;
+  const codec = value as Partial<OutcomeCodec> | null;
+  if (
+    typeof codec !== 'object' ||
+    codec === null ||
+    typeof codec.encode !== 'function' ||
+    typeof codec.decode !== 'function'
+  ) {
+    throw new InvalidOptionsError(
+      `${name}: expected an object with encode and decode functions, got ${shown(value)}`,
+    );
+  }
+  return value;
+}
+
+/** A non-empty string; `fallback` when `undefined`. */
+export function nameOption(value: unknown, name: string, fallback: string): string {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'string' || value === '') {
+    throw new InvalidOptionsError(`${name}: expected a non-empty string, got ${shown(value)}`);
+  }
+  return value;
+}
