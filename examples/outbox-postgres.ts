@@ -8,7 +8,7 @@
  * In your code, import from `idempotency-kit/postgres` and `idempotency-kit/outbox`.
  * @module
  */
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { headers, connect as natsConnect } from '@nats-io/transport-node';
 import amqp from 'amqplib';
 import pg from 'pg';
@@ -42,8 +42,12 @@ async function connectBroker(received: (id: string, body: unknown) => void): Pro
 }> {
   if (process.env.AMQP_URL) {
     const connection = await amqp.connect(process.env.AMQP_URL);
+    // amqplib emits 'error' on a broker restart or a channel-level error; unhandled, it ends the process.
+    // A closed channel is not reopened: a real relay creates a new channel and publisher (see docs/outbox.md).
+    connection.on('error', (error) => console.error('RabbitMQ connection failed:', error.message));
     // A confirm channel: publish() resolves only once RabbitMQ has the message.
     const channel = await connection.createConfirmChannel();
+    channel.on('error', (error) => console.error('RabbitMQ channel failed:', error.message));
     await channel.assertQueue(topic, { durable: true });
     await channel.consume(topic, (message) => {
       if (message === null) return;
@@ -57,13 +61,24 @@ async function connectBroker(received: (id: string, body: unknown) => void): Pro
     const jsm = await jetstreamManager(nc);
     await jsm.streams.add({ name: 'PAYMENTS', subjects: [topic] }).catch(() => {}); // exists already
     const js = jetstream(nc);
+    // The receiving side: an ordered consumer of what arrives from now on (the stream keeps earlier runs).
+    const consumer = await js.consumers.get('PAYMENTS', { deliver_policy: DeliverPolicy.New });
+    const messages = await consumer.consume();
+    void (async () => {
+      for await (const message of messages) {
+        received(message.headers?.get('Nats-Msg-Id') ?? '?', message.json());
+      }
+    })();
     return {
       publisher: natsPublisher({
         js,
         headers,
         onDuplicate: (message) => console.log(`JetStream dropped a re-send of ${message.id}`),
       }),
-      close: () => nc.close(),
+      close: async () => {
+        await messages.close();
+        await nc.close();
+      },
     };
   }
   const bus = createInProcessBus();

@@ -13,8 +13,9 @@ export interface EnqueueMessage {
   /** An optional business key (the aggregate id, a partition key), passed on to the publisher. */
   key?: string | null;
   /**
-   * The body. A `Uint8Array` is stored as is (`application/octet-stream`), a string as UTF-8
-   * (`text/plain; charset=utf-8`), anything else as JSON (`application/json`).
+   * The body. Bytes (a `Uint8Array`/`Buffer`, any other `ArrayBuffer` view, or an `ArrayBuffer`) are stored as
+   * is (`application/octet-stream`), a string as UTF-8 (`text/plain; charset=utf-8`), anything else as JSON
+   * (`application/json`; a `Map` or `Set` is refused, JSON would make it `{}`).
    */
   payload: unknown;
   /** String headers published with the message. */
@@ -80,14 +81,25 @@ export interface EncodedPayload {
 
 /**
  * Encode a payload for storage: bytes as is, a string as UTF-8, anything else as JSON.
- * @throws InvalidOptionsError when the payload cannot be serialised as JSON (undefined, a function, a cycle).
+ * @throws InvalidOptionsError when the payload cannot be serialised as JSON (undefined, a function, a cycle,
+ * a `Map` or `Set`).
  */
 export function encodePayload(payload: unknown, contentType?: string): EncodedPayload {
-  if (payload instanceof Uint8Array) {
+  // Any view (Uint8Array, Buffer, DataView, Float64Array, …) and a bare ArrayBuffer are bytes: JSON would
+  // turn them into "{}" or an object of indices, publishing something other than what was enqueued.
+  if (ArrayBuffer.isView(payload)) {
     return {
       bytes: Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength),
       contentType: contentType ?? ContentType.Binary,
     };
+  }
+  if (payload instanceof ArrayBuffer || payload instanceof SharedArrayBuffer) {
+    return { bytes: Buffer.from(payload), contentType: contentType ?? ContentType.Binary };
+  }
+  if (payload instanceof Map || payload instanceof Set) {
+    throw new InvalidOptionsError(
+      'enqueue: a Map or Set payload would be stored as "{}"; convert it (Object.fromEntries, [...set])',
+    );
   }
   if (typeof payload === 'string') {
     return { bytes: Buffer.from(payload, 'utf8'), contentType: contentType ?? ContentType.Text };
@@ -136,10 +148,25 @@ export interface PreparedMessage {
 
 const MAX_ID_LENGTH = 255;
 
+// An HTTP/NATS header name (RFC 9110 token): NATS refuses anything else when publishing, so a row carrying
+// one would fail on every attempt, forever.
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+// NUL: PostgreSQL text and jsonb cannot store it (the insert would fail as "store unavailable"). CR/LF: not
+// allowed in a NATS header, where the topic, key, id, content type and header values travel.
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching these characters is the point.
+const NUL_CR_LF = /[\u0000\r\n]/;
+
+function checkText(field: string, value: string): void {
+  if (NUL_CR_LF.test(value)) {
+    throw new InvalidOptionsError(`enqueue: ${field} must not contain NUL, CR or LF characters`);
+  }
+}
+
 /**
  * Validate an {@link EnqueueMessage} and encode its payload and headers.
- * @throws InvalidOptionsError on an empty topic, a bad message id, non-string headers or a payload that
- * cannot be encoded.
+ * @throws InvalidOptionsError on an empty topic, a bad message id, a header that is not a token name with a
+ * string value, a NUL, CR or LF in a text field (brokers carry them in headers), or a payload that cannot
+ * be encoded.
  */
 export function prepareMessage(message: EnqueueMessage): PreparedMessage {
   if (message === null || typeof message !== 'object') {
@@ -148,20 +175,40 @@ export function prepareMessage(message: EnqueueMessage): PreparedMessage {
   if (typeof message.topic !== 'string' || message.topic.length === 0) {
     throw new InvalidOptionsError('enqueue: topic must be a non-empty string');
   }
+  checkText('topic', message.topic);
   const key = message.key ?? null;
   if (key !== null && typeof key !== 'string') {
     throw new InvalidOptionsError('enqueue: key must be a string or null');
   }
+  if (key !== null) checkText('key', key);
   const messageId = message.messageId ?? randomUUID();
   if (typeof messageId !== 'string' || messageId.length === 0 || messageId.length > MAX_ID_LENGTH) {
     throw new InvalidOptionsError(`enqueue: messageId must be 1-${MAX_ID_LENGTH} characters`);
   }
+  checkText('messageId', messageId);
   const headers = message.headers ?? {};
+  // A string or an array would pass Object.entries as an object of indices, and be dropped at the relay.
+  if (typeof headers !== 'object' || Array.isArray(headers)) {
+    throw new InvalidOptionsError('enqueue: headers must be an object of string values');
+  }
   for (const [name, value] of Object.entries(headers)) {
+    if (!HEADER_NAME.test(name)) {
+      throw new InvalidOptionsError(
+        `enqueue: header name ${JSON.stringify(name)} must be a token (letters, digits, !#$%&'*+.^_\`|~-)`,
+      );
+    }
     if (typeof value !== 'string') {
       throw new InvalidOptionsError(`enqueue: header ${JSON.stringify(name)} must be a string`);
     }
+    checkText(`header ${JSON.stringify(name)}`, value);
   }
+  if (
+    message.contentType !== undefined &&
+    (typeof message.contentType !== 'string' || message.contentType.length === 0)
+  ) {
+    throw new InvalidOptionsError('enqueue: contentType must be a non-empty string');
+  }
+  if (message.contentType !== undefined) checkText('contentType', message.contentType);
   const { bytes, contentType } = encodePayload(message.payload, message.contentType);
   return {
     messageId,

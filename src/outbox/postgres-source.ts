@@ -23,8 +23,9 @@ export interface PostgresOutboxSourceOptions {
   /** Name of the outbox table. @default 'idempotency_outbox' */
   table?: string;
   /**
-   * Hold one pooled connection in `LISTEN` so a commit wakes the relay at once. With `false` the relay only
-   * polls (every `pollIntervalMs`). @default true
+   * Hold one pooled connection in `LISTEN` so a commit wakes the relay at once (the pool then needs
+   * `max >= 2`: claims use the others). With `false` the relay only polls (every `pollIntervalMs`).
+   * @default true
    */
   listen?: boolean;
   /** Wait before re-establishing a broken LISTEN connection. @default 1000 */
@@ -63,9 +64,29 @@ export function postgresOutboxSource(options: PostgresOutboxSourceOptions): Outb
   const names = postgresOutboxNames(options.schema, options.table);
   const listen = options.listen ?? true;
   const reconnectDelayMs = options.reconnectDelayMs ?? 1000;
+  if (typeof listen !== 'boolean') {
+    throw new InvalidOptionsError('postgresOutboxSource: `listen` must be a boolean');
+  }
+  // NaN or a negative delay would make setTimeout fire at once: a reconnect storm while the server is down.
+  if (
+    typeof reconnectDelayMs !== 'number' ||
+    !(reconnectDelayMs >= 0 && reconnectDelayMs <= 2 ** 31 - 1)
+  ) {
+    throw new InvalidOptionsError(
+      'postgresOutboxSource: reconnectDelayMs must be a non-negative number of milliseconds',
+    );
+  }
   if (listen && !isPgPool(pool)) {
     throw new InvalidOptionsError(
       'postgresOutboxSource: `listen` needs a Pool (to hold one connection in LISTEN); pass listen: false to poll only',
+    );
+  }
+  // LISTEN keeps one connection for good: with a pool of one, every claim would wait for a connection
+  // forever, and the relay would sit idle (and stop() hang) without a single error.
+  const poolMax = (pool as { options?: { max?: unknown } }).options?.max;
+  if (listen && typeof poolMax === 'number' && poolMax < 2) {
+    throw new InvalidOptionsError(
+      'postgresOutboxSource: `listen` holds one connection of the pool, so the pool needs max >= 2 (or pass listen: false)',
     );
   }
   const text = {

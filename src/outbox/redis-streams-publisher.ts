@@ -26,7 +26,11 @@ export interface RedisStreamsPublisherOptions {
   client: NodeRedisLike | IoRedisLike;
   /** Stream a message is appended to. @default (message) => message.topic */
   stream?: (message: OutboxMessage) => string;
-  /** Cap each stream at about this many entries (`MAXLEN ~`); unbounded when absent. */
+  /**
+   * Cap each stream at about this many entries (`MAXLEN ~`); unbounded when absent. Trimming drops the
+   * oldest entries whether or not a consumer group has read them: a consumer lagging by more than this
+   * loses messages, so keep it far above the worst backlog.
+   */
   maxLen?: number;
 }
 

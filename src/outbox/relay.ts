@@ -30,13 +30,21 @@ export interface RelayOptions {
   pollIntervalMs?: number;
   /**
    * How long a claim keeps rows away from other relays. A relay that dies mid-batch delays its rows by this
-   * much; a batch still publishing when it ends could be published twice, so the relay stops starting
-   * publishes once `publishTimeoutMs` no longer fits in what is left of it. @default 30000
+   * much; a batch still publishing (or not yet marked) when it ends could be published twice, so the relay
+   * stops starting publishes once `publishTimeoutMs` plus 5 % of the lease (for the mark) no longer fits in
+   * what is left of it. @default 30000
    */
   leaseMs?: number;
-  /** A publish not confirmed within this time counts as failed (and is retried). @default 10000 */
+  /**
+   * A publish not confirmed within this time counts as failed (and is retried). At most 90 % of `leaseMs`:
+   * the rest is for the claim and the mark. @default 10000
+   */
   publishTimeoutMs?: number;
-  /** Delays between attempts of a failing row, as options or a function of the attempt number. @default exponential 1 s → 60 s, ×2, 20 % jitter */
+  /**
+   * Delays between attempts of a failing row, as options or a function of the attempt number (a function
+   * returning anything but a finite delay ≥ 0 is reported to `onError`, and the default is used).
+   * @default exponential 1 s → 60 s, ×2, 20 % jitter
+   */
   backoff?: BackoffOptions | Backoff;
   /** How long sent rows are kept before purging (for audit and debugging). @default 604800000 (7 days) */
   retentionMs?: number;
@@ -68,7 +76,10 @@ export interface RelayRoundResult {
 
 /** A running or stopped relay. */
 export interface Relay {
-  /** Start the background loop (idempotent). */
+  /**
+   * Start the background loop (idempotent). Called while a `stop()` is still finishing, it starts the loop
+   * again once that stop is done.
+   */
   start(): void;
   /**
    * Stop gracefully: no new round starts, the round in flight finishes (publishes confirmed and marked sent),
@@ -94,16 +105,42 @@ function positive(
   name: string,
   value: number | undefined,
   fallback: number,
-  allowZero = false,
+  { allowZero = false, timer = false } = {},
 ): number {
   const result = value ?? fallback;
-  if (!Number.isFinite(result) || result < 0 || (!allowZero && result === 0)) {
+  const ok =
+    typeof result === 'number' &&
+    Number.isFinite(result) &&
+    (allowZero ? result >= 0 : result > 0) &&
+    // setTimeout fires at once (with a warning) above 2^31-1 ms: a timeout would fail every publish, a poll
+    // interval would spin.
+    (!timer || result <= MAX_TIMER_MS);
+  if (!ok) {
     throw new InvalidOptionsError(
-      `createRelay: ${name} must be a ${allowZero ? 'non-negative' : 'positive'} number`,
+      `createRelay: ${name} must be a ${allowZero ? 'non-negative' : 'positive'} number${timer ? ` of at most ${MAX_TIMER_MS}` : ''}`,
     );
   }
   return result;
 }
+
+// Counts, not durations: flooring 0.5 to 0 would claim nothing in a loop that never sleeps (batchSize), claim
+// rows and never publish them (concurrency), or purge forever (purgeBatchSize).
+function count(name: string, value: number | undefined, fallback: number): number {
+  const result = value ?? fallback;
+  if (!Number.isSafeInteger(result) || result < 1) {
+    throw new InvalidOptionsError(`createRelay: ${name} must be a positive integer`);
+  }
+  return result;
+}
+
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * The part of the lease a publish may not use: what is left for the claim's round trip and the mark. With
+ * less, a claim that takes a few milliseconds would leave no room to start any publish, and every round
+ * would defer all its rows, forever.
+ */
+const LEASE_SLACK = 0.1;
 
 /**
  * Create a relay from an outbox source to a publisher. Nothing happens until `start()` (or `runOnce()`).
@@ -133,20 +170,36 @@ export function createRelay(options: RelayOptions): Relay {
   if (typeof publisher?.publish !== 'function') {
     throw new InvalidOptionsError('createRelay: `publisher` must have publish(message)');
   }
-  const batchSize = Math.floor(positive('batchSize', options.batchSize, 100));
-  const concurrency = Math.floor(positive('concurrency', options.concurrency, 10));
-  const pollIntervalMs = positive('pollIntervalMs', options.pollIntervalMs, 1000);
+  const batchSize = count('batchSize', options.batchSize, 100);
+  const concurrency = count('concurrency', options.concurrency, 10);
+  const pollIntervalMs = positive('pollIntervalMs', options.pollIntervalMs, 1000, { timer: true });
   const leaseMs = positive('leaseMs', options.leaseMs, 30_000);
-  const publishTimeoutMs = positive('publishTimeoutMs', options.publishTimeoutMs, 10_000);
-  const retentionMs = positive('retentionMs', options.retentionMs, 7 * 24 * 3600_000, true);
-  const purgeIntervalMs = positive('purgeIntervalMs', options.purgeIntervalMs, 60_000, true);
-  const purgeBatchSize = Math.floor(positive('purgeBatchSize', options.purgeBatchSize, 1000));
-  const errorDelayMs = positive('errorDelayMs', options.errorDelayMs, pollIntervalMs, true);
-  if (publishTimeoutMs >= leaseMs) {
-    throw new InvalidOptionsError('createRelay: publishTimeoutMs must be shorter than leaseMs');
+  const publishTimeoutMs = positive('publishTimeoutMs', options.publishTimeoutMs, 10_000, {
+    timer: true,
+  });
+  const retentionMs = positive('retentionMs', options.retentionMs, 7 * 24 * 3600_000, {
+    allowZero: true,
+  });
+  const purgeIntervalMs = positive('purgeIntervalMs', options.purgeIntervalMs, 60_000, {
+    allowZero: true,
+  });
+  const purgeBatchSize = count('purgeBatchSize', options.purgeBatchSize, 1000);
+  const errorDelayMs = positive('errorDelayMs', options.errorDelayMs, pollIntervalMs, {
+    allowZero: true,
+    timer: true,
+  });
+  if (publishTimeoutMs > leaseMs * (1 - LEASE_SLACK)) {
+    throw new InvalidOptionsError(
+      `createRelay: publishTimeoutMs must be at most ${100 - LEASE_SLACK * 100} % of leaseMs (the rest is for the claim and the mark)`,
+    );
   }
+  // Half of the slack: the claim may use the other half before a round must defer everything.
+  const markReserveMs = (leaseMs * LEASE_SLACK) / 2;
+  const defaultBackoff = exponentialBackoff();
   const backoff: Backoff =
-    typeof options.backoff === 'function' ? options.backoff : exponentialBackoff(options.backoff);
+    typeof options.backoff === 'function'
+      ? options.backoff
+      : exponentialBackoff(options.backoff ?? undefined);
   const report = (error: unknown) => {
     try {
       ignoreRejection(options.onError?.(error));
@@ -208,9 +261,10 @@ export function createRelay(options: RelayOptions): Relay {
     const worker = async () => {
       while (next < messages.length) {
         const message = messages[next++]!;
-        // Only start a publish that is sure to end (confirm or timeout) before the lease does; otherwise
-        // another relay could claim the row while it is still being published.
-        if (performance.now() - claimedAt + publishTimeoutMs > leaseMs) {
+        // Only start a publish that is sure to end (confirm or timeout) before the lease does, with time
+        // left for the mark; otherwise another relay could claim the row while it is still being published,
+        // or re-publish the batch's confirmed rows before they are marked.
+        if (performance.now() - claimedAt + publishTimeoutMs > leaseMs - markReserveMs) {
           deferred++;
           continue;
         }
@@ -231,7 +285,7 @@ export function createRelay(options: RelayOptions): Relay {
     // Marked by id: exactly the rows this round published, whatever their ids relative to others.
     await source.markSent(sent);
     for (const { message, error } of failures) {
-      const retryInMs = backoff(message.attempt);
+      const retryInMs = retryDelay(message.attempt);
       await source.markFailed(message.rowId, retryInMs, describeError(error));
       try {
         ignoreRejection(options.onPublishFailed?.(message, error, retryInMs));
@@ -239,7 +293,35 @@ export function createRelay(options: RelayOptions): Relay {
         // Monitoring hooks never change the outcome.
       }
     }
+    if (deferred > 0 && deferred === messages.length) {
+      // Nothing could start: the claim alone ate the lease's slack. Rows come back after the lease only to
+      // be deferred again, so say so rather than look idle.
+      report(
+        new Error(
+          `outbox relay: deferred all ${deferred} claimed rows: the claim took ${Math.round(performance.now() - claimedAt)} ms, leaving less than publishTimeoutMs (${publishTimeoutMs} ms) of the ${leaseMs} ms lease`,
+        ),
+      );
+    }
     return { claimed: messages.length, published: sent.length, failed: failures.length, deferred };
+  }
+
+  // A custom backoff that returns NaN, a negative or an infinite delay would make the mark fail (or, in a
+  // source that accepted it, hide the row forever): report it and use the default for this attempt.
+  function retryDelay(attempt: number): number {
+    let delay: unknown;
+    try {
+      delay = backoff(attempt);
+    } catch (error) {
+      delay = error;
+    }
+    if (typeof delay === 'number' && Number.isFinite(delay) && delay >= 0) return delay;
+    report(
+      new InvalidOptionsError(
+        `createRelay: backoff(${attempt}) returned ${delay instanceof Error ? `an error (${delay.message})` : String(delay)}; using the default backoff`,
+        { cause: delay },
+      ),
+    );
+    return defaultBackoff(attempt);
   }
 
   function runOnce(): Promise<RelayRoundResult> {
@@ -293,15 +375,24 @@ export function createRelay(options: RelayOptions): Relay {
     }
   }
 
+  // Whether the last call was start() rather than stop(): a start() while the previous loop is still
+  // winding down (stop() not awaited) must not be lost, so that loop starts a new one as it ends.
+  let wanted = false;
+  function launch() {
+    stopping = false;
+    loop = run().finally(() => {
+      loop = undefined;
+      if (wanted) launch();
+    });
+  }
+
   return {
     start() {
-      if (loop !== undefined) return;
-      stopping = false;
-      loop = run().finally(() => {
-        loop = undefined;
-      });
+      wanted = true;
+      if (loop === undefined) launch();
     },
     async stop() {
+      wanted = false;
       stopping = true;
       wakeWaiter?.();
       await loop;

@@ -3,6 +3,8 @@
  * past retention, and is woken in-process by `enqueue` on the same `Database` object.
  * @module
  */
+import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { type Clock, systemClock } from '../core/clock.js';
 import { InvalidOptionsError } from '../core/errors.js';
 import { isSqliteDatabase, type SqliteDatabaseLike } from './clients.js';
@@ -27,6 +29,10 @@ export interface SqliteOutboxSourceOptions {
   /** Source of time for leases, backoff and retention. @default systemClock */
   clock?: Clock;
 }
+
+/** How long a mark or purge waits for a transaction someone else holds open on the connection. */
+const FOREIGN_TRANSACTION_WAIT_MS = 5000;
+const FOREIGN_TRANSACTION_POLL_MS = 5;
 
 interface ClaimedRow {
   row_id: number | bigint;
@@ -74,6 +80,26 @@ export function sqliteOutboxSource(options: SqliteOutboxSourceOptions): OutboxSo
     }
   };
 
+  // A write (mark, purge) issued while someone holds a transaction open on this connection across an
+  // await (an async query builder's transaction) would become part of it: rolled back with it, a mark
+  // vanishes and the row is published again. Wait for that transaction to end, then write at once (no
+  // await in between, so nothing can open another one first).
+  const write = async <T>(operation: string, fn: () => T): Promise<T> => {
+    const deadline = performance.now() + FOREIGN_TRANSACTION_WAIT_MS;
+    while (db.inTransaction) {
+      if (performance.now() >= deadline) {
+        throw outboxStoreError(
+          operation,
+          new Error(
+            `a transaction stayed open on the connection for ${FOREIGN_TRANSACTION_WAIT_MS} ms; not writing inside it`,
+          ),
+        );
+      }
+      await sleep(FOREIGN_TRANSACTION_POLL_MS);
+    }
+    return run(operation, fn);
+  };
+
   return {
     claim: (limit, leaseMs) =>
       run('claim', () => {
@@ -95,13 +121,13 @@ export function sqliteOutboxSource(options: SqliteOutboxSourceOptions): OutboxSo
           .sort((a, b) => Number(a.rowId) - Number(b.rowId));
       }),
     markSent: (rowIds) =>
-      run('markSent', () => {
+      write('markSent', () => {
         if (rowIds.length === 0) return 0;
         const ids = JSON.stringify(rowIds.map(Number));
         return prepared(db, text.markSent).run({ ids, now: clock.now() }).changes;
       }),
     markFailed: (rowId, retryInMs, error) =>
-      run('markFailed', () => {
+      write('markFailed', () => {
         prepared(db, text.markFailed).run({
           id: Number(rowId),
           available_at: clock.now() + Math.ceil(retryInMs),
@@ -109,7 +135,7 @@ export function sqliteOutboxSource(options: SqliteOutboxSourceOptions): OutboxSo
         });
       }),
     purgeSent: (retentionMs, limit) =>
-      run('purgeSent', () => {
+      write('purgeSent', () => {
         const before = clock.now() - Math.floor(retentionMs);
         return prepared(db, text.purgeSent).run({ before, limit }).changes;
       }),

@@ -1,5 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { env } from '../../helpers/env.js';
 import { type OutboxDatabase, openOutboxDatabase } from '../../helpers/outbox-postgres.js';
 import { recordingPublisher, waitFor } from '../../helpers/outbox-recorder.js';
 import {
@@ -113,6 +115,49 @@ describe('enqueue (PostgreSQL)', () => {
       enqueue(db.pool, { topic: 'lonely', payload: 1 }, { schema: db.schema }),
     ).rejects.toSatisfy(isInvalidOptionsErrorLike);
     expect((await db.rows()).length).toBe(before);
+  });
+});
+
+describe('enqueue (PostgreSQL): bad input is the caller’s error, not an outage', () => {
+  it('refuses a NUL character (PostgreSQL text cannot hold it) as InvalidOptionsError, not StoreUnavailableError', async () => {
+    const before = (await db.rows()).length;
+    for (const message of [
+      { topic: 'a\u0000b', payload: 1 },
+      { topic: 't', payload: 1, key: 'k\u0000' },
+      { topic: 't', payload: 1, headers: { 'x\u0000': 'v' } },
+    ]) {
+      await expect(
+        db.transaction((tx) => enqueue(tx, message, { schema: db.schema })),
+      ).rejects.toSatisfy(isInvalidOptionsErrorLike);
+    }
+    expect((await db.rows()).length).toBe(before);
+  });
+});
+
+describe('postgresOutboxSource with a pool of one connection', () => {
+  it('refuses LISTEN (it would hold the only connection: claims wait forever, stop() hangs), and polls fine without it', async () => {
+    const single = new pg.Pool({ connectionString: env.databaseUrl, max: 1 });
+    single.on('error', () => {});
+    try {
+      expect(() => postgresOutboxSource({ pool: single, schema: db.schema })).toThrow(
+        expect.toSatisfy(isInvalidOptionsErrorLike),
+      );
+      const publisher = recordingPublisher();
+      const relay = createRelay({
+        source: postgresOutboxSource({ pool: single, schema: db.schema, listen: false }),
+        publisher,
+        pollIntervalMs: 50,
+        purgeIntervalMs: 0,
+      });
+      relay.start();
+      const { messageId } = await db.transaction((tx) =>
+        enqueue(tx, { topic: 'single-pool', payload: {} }, { schema: db.schema }),
+      );
+      await waitFor('the polled publish', () => publisher.counts.get(messageId) === 1, 10_000);
+      await relay.stop();
+    } finally {
+      await single.end();
+    }
   });
 });
 

@@ -174,6 +174,52 @@ describe('outbox on SQLite', () => {
   });
 });
 
+describe('outbox on SQLite, sharing the connection with an async transaction', () => {
+  it('does not mark rows sent inside a transaction someone else holds open across an await (its rollback would re-publish them)', async () => {
+    // Arrange: a query builder with async transactions (e.g. Kysely on better-sqlite3) opens BEGIN on the
+    // relay's connection while a publish is in flight, and rolls back a little later.
+    const shared = new Database(join(dir, 'shared.db'));
+    migrateOutbox(shared);
+    const { messageId } = shared.transaction(() =>
+      enqueue(shared, { topic: 'shared', payload: 1 }),
+    )();
+    const publisher = recordingPublisher();
+    const relay = createRelay({
+      source: sqliteOutboxSource({ database: shared }),
+      publisher: {
+        async publish(message) {
+          await publisher.publish(message);
+          if (publisher.calls.get(message.id) !== 1) return;
+          shared.exec('BEGIN');
+          setTimeout(() => shared.exec('ROLLBACK'), 100);
+        },
+      },
+      leaseMs: 1000,
+      publishTimeoutMs: 500,
+      purgeIntervalMs: 0,
+    });
+
+    try {
+      // Act
+      const first = await relay.runOnce();
+      await sleep(1100); // past the ROLLBACK and the lease
+      const second = await relay.runOnce();
+
+      // Assert
+      expect(first).toMatchObject({ claimed: 1, published: 1 });
+      expect(second.claimed).toBe(0);
+      expect(publisher.counts.get(messageId)).toBe(1);
+      expect(
+        shared
+          .prepare('SELECT sent_at FROM idempotency_outbox WHERE message_id = ?')
+          .get(messageId),
+      ).toEqual({ sent_at: expect.any(Number) });
+    } finally {
+      shared.close();
+    }
+  });
+});
+
 describe('outbox on SQLite, relays in several processes', () => {
   it('three relay processes claiming in IMMEDIATE transactions publish each of 600 rows once', async () => {
     const ids = db.transaction(() =>

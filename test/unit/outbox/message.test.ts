@@ -31,6 +31,31 @@ describe('payload encoding', () => {
     }
   });
 
+  it('stores an ArrayBuffer or any ArrayBuffer view as its bytes, not as JSON "{}"', () => {
+    // Arrange
+    const bytes = new Uint8Array([1, 2, 3, 4]);
+    const cases: unknown[] = [
+      bytes.buffer,
+      new DataView(bytes.buffer),
+      new Uint16Array(bytes.buffer),
+      new Uint8Array(bytes.buffer, 1, 2),
+    ];
+
+    // Act
+    const encoded = cases.map((payload) => encodePayload(payload));
+
+    // Assert
+    expect(encoded.map((e) => [e.contentType, [...e.bytes]])).toEqual([
+      [ContentType.Binary, [1, 2, 3, 4]],
+      [ContentType.Binary, [1, 2, 3, 4]],
+      [ContentType.Binary, [1, 2, 3, 4]],
+      [ContentType.Binary, [2, 3]],
+    ]);
+    expect(() => encodePayload(new Map([['a', 1]]))).toThrow(
+      expect.toSatisfy(isInvalidOptionsError),
+    );
+  });
+
   it('refuses payloads JSON cannot represent', () => {
     // Arrange
     const cyclic: Record<string, unknown> = {};
@@ -66,6 +91,34 @@ describe('prepareMessage', () => {
     // Act / Assert
     for (const message of bad)
       expect(() => prepareMessage(message)).toThrow(expect.toSatisfy(isInvalidOptionsError));
+  });
+});
+
+describe('prepareMessage: what no broker (or PostgreSQL) can carry', () => {
+  it('refuses header names that are not tokens, and NUL, CR or LF in the text fields', () => {
+    // Arrange: each would fail every publish to NATS forever, or fail the insert as "store unavailable".
+    const bad: unknown[] = [
+      { topic: 't', payload: 1, headers: { 'my header': 'x' } },
+      { topic: 't', payload: 1, headers: { 'x:y': 'x' } },
+      { topic: 't', payload: 1, headers: { '': 'x' } },
+      { topic: 't', payload: 1, headers: { trace: 'a\r\nInjected: yes' } },
+      { topic: 't', payload: 1, headers: 'abc' },
+      { topic: 't', payload: 1, headers: ['x'] },
+      { topic: 'a\u0000b', payload: 1 },
+      { topic: 't', payload: 1, key: 'k\n' },
+      { topic: 't', payload: 1, messageId: 'id\r' },
+      { topic: 't', payload: 1, contentType: '' },
+      { topic: 't', payload: 1, contentType: 5 },
+    ];
+
+    // Act / Assert
+    for (const message of bad)
+      expect(() => prepareMessage(message as never), JSON.stringify(message)).toThrow(
+        expect.toSatisfy(isInvalidOptionsError),
+      );
+    expect(
+      prepareMessage({ topic: 't', payload: 1, headers: { 'x-trace_id.v2': 'ünï code' } }).headers,
+    ).toBe('{"x-trace_id.v2":"ünï code"}');
   });
 });
 

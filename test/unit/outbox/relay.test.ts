@@ -168,4 +168,151 @@ describe('createRelay', () => {
       expect.toSatisfy(isInvalidOptionsError),
     );
   });
+
+  it('refuses fractional counts instead of flooring them to 0 (a spinning loop, rows claimed and never published, an endless purge)', () => {
+    // Arrange
+    const base = { source: memorySource(), publisher: recordingPublisher() };
+
+    // Act / Assert
+    for (const bad of [
+      { batchSize: 0.5 },
+      { concurrency: 0.5 },
+      { purgeBatchSize: 0.5 },
+      { batchSize: 2.5 },
+      { concurrency: Number.NaN },
+    ]) {
+      expect(() => createRelay({ ...base, ...bad })).toThrow(
+        expect.toSatisfy(isInvalidOptionsError),
+      );
+    }
+  });
+
+  it('refuses timers Node cannot arm (they would fire at once) and a lease with no room for the claim', () => {
+    // Arrange
+    const base = { source: memorySource(), publisher: recordingPublisher() };
+
+    // Act / Assert
+    expect(() => createRelay({ ...base, pollIntervalMs: 2 ** 31 })).toThrow(
+      expect.toSatisfy(isInvalidOptionsError),
+    );
+    expect(() => createRelay({ ...base, errorDelayMs: 2 ** 31 })).toThrow(
+      expect.toSatisfy(isInvalidOptionsError),
+    );
+    expect(() => createRelay({ ...base, leaseMs: 1000, publishTimeoutMs: 999 })).toThrow(
+      expect.toSatisfy(isInvalidOptionsError),
+    );
+    // A long retention is not a timer: 30 days is fine.
+    expect(() => createRelay({ ...base, retentionMs: 30 * 24 * 3600_000 })).not.toThrow();
+  });
+
+  it('reports a round that had to defer every row it claimed, instead of looking idle', async () => {
+    // Arrange: the claim eats the lease's slack, so no publish may start.
+    const source = memorySource();
+    source.add('late');
+    const claim = source.claim;
+    source.claim = async (limit, leaseMs) => {
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      return claim(limit, leaseMs);
+    };
+    const errors: unknown[] = [];
+    const relay = createRelay({
+      source,
+      publisher: recordingPublisher(),
+      leaseMs: 1000,
+      publishTimeoutMs: 900,
+      onError: (error) => errors.push(error),
+    });
+
+    // Act
+    const result = await relay.runOnce();
+
+    // Assert
+    expect(result).toEqual({ claimed: 1, published: 0, failed: 0, deferred: 1 });
+    expect(errors).toHaveLength(1);
+    expect(String(errors[0])).toMatch(/deferred all 1 claimed rows/);
+  });
+
+  it('keeps running after start() is called while a stop() is still winding down', async () => {
+    // Arrange
+    const source = memorySource();
+    const publisher = recordingPublisher();
+    const relay = createRelay({ source, publisher, pollIntervalMs: 10 });
+    relay.start();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+
+    // Act: a restart that does not await stop()
+    const stopped = relay.stop();
+    relay.start();
+    await stopped;
+    source.add('after-restart');
+    for (let i = 0; i < 200 && !publisher.counts.has('after-restart'); i++)
+      await new Promise((resolve) => setTimeout(resolve, 10));
+
+    // Assert
+    expect(relay.running).toBe(true);
+    expect(publisher.counts.get('after-restart')).toBe(1);
+    await relay.stop();
+    expect(relay.running).toBe(false);
+  });
+
+  it('replaces a backoff result that is not a finite, non-negative delay by the default one, and reports it', async () => {
+    // Arrange
+    const source = memorySource();
+    for (const id of ['a', 'b']) source.add(id);
+    const errors: unknown[] = [];
+    const relay = createRelay({
+      source,
+      publisher: {
+        async publish() {
+          throw new Error('broker down');
+        },
+      },
+      backoff: () => Number.NaN,
+      onError: (error) => errors.push(error),
+    });
+
+    // Act
+    const result = await relay.runOnce();
+
+    // Assert: both failures recorded with a usable delay (default: about 1 s after the first attempt).
+    expect(result).toMatchObject({ claimed: 2, failed: 2 });
+    for (const row of source.rows) {
+      expect(row.lastError).toBe('Error: broker down');
+      expect(row.availableAt - Date.now()).toBeGreaterThan(500);
+      expect(row.availableAt - Date.now()).toBeLessThanOrEqual(1000);
+    }
+    expect(errors.length).toBe(2);
+    expect(errors.every(isInvalidOptionsError)).toBe(true);
+  });
+
+  it('leaves time for the mark: a second relay claiming at lease end does not re-publish rows the first one confirmed', async () => {
+    // Arrange: a loaded database takes 100 ms to mark; the first publish ends well inside the lease, the
+    // second one would end right at its end.
+    const source = memorySource();
+    for (const id of ['r1', 'r2']) source.add(id);
+    const markSent = source.markSent;
+    source.markSent = async (rowIds) => {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      return markSent(rowIds);
+    };
+    const publisher = recordingPublisher({ delayMs: 470 });
+    const options = { source, publisher, leaseMs: 1000, publishTimeoutMs: 500, concurrency: 1 };
+    const first = createRelay(options);
+    const second = createRelay(options);
+
+    // Act
+    const firstRound = first.runOnce();
+    await new Promise((resolve) => setTimeout(resolve, 1010)); // the first claim's lease has ended
+    const secondRound = await second.runOnce();
+
+    // Assert
+    expect(await firstRound).toEqual({ claimed: 2, published: 1, failed: 0, deferred: 1 });
+    expect(secondRound).toMatchObject({ published: 1 });
+    expect(publisher.counts).toEqual(
+      new Map([
+        ['r1', 1],
+        ['r2', 1],
+      ]),
+    );
+  });
 });
