@@ -3,9 +3,10 @@
  * redeliver it later or dead-letter it. Every broker adapter executes these decisions and makes none.
  * @module
  */
+
+import { describeError } from '../core/describe-error.js';
 import type { StoredErrorInfo } from '../core/errors.js';
 import type { Backoff } from './backoff.js';
-import { describeError } from '../core/describe-error.js';
 
 /** What happened when a delivery was run through the engine. */
 export type AttemptResult =

@@ -4,16 +4,17 @@
  * public subpath; adapters re-export the types users need.
  * @module
  */
-export type { Backoff, BackoffOptions } from './backoff.js';
-export { createBackoff } from './backoff.js';
-export type { AttemptResult, Decision, DecisionPolicy } from './decision.js';
-export { DeadLetterReason, decide, RetryReason } from './decision.js';
+
 export {
   describeError,
   MAX_ERROR_MESSAGE_LENGTH,
   MAX_ERROR_NAME_LENGTH,
   truncateText,
 } from '../core/describe-error.js';
+export type { Backoff, BackoffOptions } from './backoff.js';
+export { createBackoff } from './backoff.js';
+export type { AttemptResult, Decision, DecisionPolicy } from './decision.js';
+export { DeadLetterReason, decide, RetryReason } from './decision.js';
 export { InFlight, settlesWithin, sleep } from './in-flight.js';
 export type {
   ConsumerContext,

@@ -4,6 +4,8 @@
  * the broker's timer alive) and call {@link processDelivery}.
  * @module
  */
+
+import { describeError } from '../core/describe-error.js';
 import type { RunContext, RunRequest } from '../core/engine.js';
 import {
   isInvalidKeyError,
@@ -20,7 +22,6 @@ import {
   decide,
   RetryReason,
 } from './decision.js';
-import { describeError } from '../core/describe-error.js';
 import type { ConsumerContext, ConsumerHandler, ResolvedConsumerOptions } from './options.js';
 import {
   baseEvent,

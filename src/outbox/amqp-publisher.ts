@@ -24,10 +24,23 @@ export interface AmqpConfirmChannelLike {
   ): unknown;
 }
 
+/**
+ * Where the publisher gets its channel: a confirm channel, or a function giving the channel to use now.
+ * amqplib never reopens a channel: once RabbitMQ closes it (a broker restart, a publish to an exchange that
+ * does not exist) every publish on it fails. A function lets the application hand over the channel it
+ * re-created (or one from a reconnecting wrapper), so the relay recovers without a restart.
+ */
+export type AmqpChannelSource =
+  | AmqpConfirmChannelLike
+  | (() => AmqpConfirmChannelLike | Promise<AmqpConfirmChannelLike>);
+
 /** Options of {@link amqpPublisher}. */
 export interface AmqpPublisherOptions {
-  /** A confirm channel; a plain channel never calls the confirm callback and is refused. */
-  channel: AmqpConfirmChannelLike;
+  /**
+   * A confirm channel, or a function called before each publish that gives the current one (see
+   * {@link AmqpChannelSource}). A plain channel never calls the confirm callback and is refused.
+   */
+  channel: AmqpChannelSource;
   /** Exchange to publish to; `''` is the default exchange (routing key = queue name). @default '' */
   exchange?: string;
   /** Routing key of a message. @default (message) => message.topic */
@@ -53,9 +66,11 @@ export const AMQP_KEY_HEADER = 'x-outbox-key';
  * const publisher = amqpPublisher({ channel, exchange: 'events' });
  */
 export function amqpPublisher(options: AmqpPublisherOptions): Publisher {
-  const channel = options?.channel;
-  if (typeof channel?.publish !== 'function' || typeof channel.on !== 'function') {
-    throw new InvalidOptionsError('amqpPublisher: `channel` must be an amqplib confirm channel');
+  const source = options?.channel;
+  if (typeof source !== 'function' && !isConfirmChannel(source)) {
+    throw new InvalidOptionsError(
+      'amqpPublisher: `channel` must be an amqplib confirm channel, or a function returning one',
+    );
   }
   const exchange = options.exchange ?? '';
   const routingKey = options.routingKey ?? ((message: OutboxMessage) => message.topic);
@@ -64,12 +79,30 @@ export function amqpPublisher(options: AmqpPublisherOptions): Publisher {
   // RabbitMQ sends basic.return before the basic.ack of the same message, so by the time the confirm
   // callback runs, a returned message is already recorded here.
   const returned = new Map<string, number>();
-  if (mandatory) {
-    channel.on('return', (message) => {
-      const id = message?.properties?.messageId;
-      if (typeof id === 'string') returned.set(id, (returned.get(id) ?? 0) + 1);
-    });
-  }
+  const onReturn = (message: { properties: { messageId?: unknown } }) => {
+    const id = message?.properties?.messageId;
+    if (typeof id === 'string') returned.set(id, (returned.get(id) ?? 0) + 1);
+  };
+  // Each channel gets the listener once, when first used.
+  const listening = new WeakSet<AmqpConfirmChannelLike>();
+  const listen = (channel: AmqpConfirmChannelLike) => {
+    if (mandatory && !listening.has(channel)) {
+      channel.on('return', onReturn);
+      listening.add(channel);
+    }
+    return channel;
+  };
+  const current = async (): Promise<AmqpConfirmChannelLike> => {
+    if (typeof source !== 'function') return source;
+    const channel = await source();
+    if (!isConfirmChannel(channel)) {
+      throw new InvalidOptionsError(
+        'amqpPublisher: the `channel` function must return an amqplib confirm channel',
+      );
+    }
+    return listen(channel);
+  };
+  if (typeof source !== 'function') listen(source);
   const takeReturned = (id: string) => {
     const count = returned.get(id);
     if (count === undefined) return false;
@@ -79,7 +112,7 @@ export function amqpPublisher(options: AmqpPublisherOptions): Publisher {
   };
 
   return {
-    publish(message) {
+    async publish(message) {
       const headers: Record<string, unknown> = { ...message.headers };
       if (message.key !== null) headers[AMQP_KEY_HEADER] = message.key;
       const properties = {
@@ -97,6 +130,7 @@ export function amqpPublisher(options: AmqpPublisherOptions): Publisher {
         message.payload.byteLength,
       );
       const key = routingKey(message);
+      const channel = await current();
       return new Promise<void>((resolve, reject) => {
         try {
           channel.publish(exchange, key, content, properties, (error) => {
@@ -121,4 +155,9 @@ export function amqpPublisher(options: AmqpPublisherOptions): Publisher {
       });
     },
   };
+}
+
+function isConfirmChannel(value: unknown): value is AmqpConfirmChannelLike {
+  const channel = value as Partial<AmqpConfirmChannelLike> | null | undefined;
+  return typeof channel?.publish === 'function' && typeof channel.on === 'function';
 }

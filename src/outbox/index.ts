@@ -11,6 +11,7 @@
 
 export {
   AMQP_KEY_HEADER,
+  type AmqpChannelSource,
   type AmqpConfirmChannelLike,
   type AmqpPublisherOptions,
   amqpPublisher,

@@ -86,6 +86,59 @@ describe('amqpPublisher (RabbitMQ confirm channel)', () => {
     ).resolves.toBeUndefined();
     await channel.purgeQueue(queue);
   });
+
+  it('recovers through a channel function once RabbitMQ closed the channel it had', async () => {
+    // Arrange: a publish to an exchange that does not exist makes RabbitMQ close the channel (404); amqplib
+    // never reopens it. The application's function hands over a new one when the old one closed.
+    let current = await connection.createConfirmChannel();
+    let closed = false;
+    const watch = (c: amqp.ConfirmChannel) => {
+      c.on('error', () => {});
+      c.on('close', () => {
+        closed = true;
+      });
+    };
+    watch(current);
+    const channelNow = async () => {
+      if (closed) {
+        closed = false;
+        current = await connection.createConfirmChannel();
+        watch(current);
+      }
+      return current;
+    };
+    const broken = amqpPublisher({ channel: current, exchange: `no-such-exchange-${run}` });
+    await expect(broken.publish(message())).rejects.toThrow();
+    // A publisher bound to that channel fails for good, though the queue is there.
+    const bound = amqpPublisher({ channel: current, routingKey: () => queue });
+    await expect(bound.publish(message())).rejects.toThrow();
+    // Act: one bound to the function gets the reopened channel.
+    const recovering = amqpPublisher({ channel: channelNow, routingKey: () => queue });
+    const sent = message();
+    await recovering.publish(sent);
+    // Assert: delivered; and unroutable copies are still refused on the new channel.
+    const got = await channel.get(queue, { noAck: true });
+    expect(got !== false && got.properties.messageId).toBe(sent.id);
+    await expect(
+      amqpPublisher({ channel: channelNow, routingKey: () => `no-such-queue-${run}` }).publish(
+        message(),
+      ),
+    ).rejects.toThrow(/unroutable/);
+    await current.close().catch(() => {});
+  });
+
+  it('rejects, without publishing, when the channel function gives something else', async () => {
+    const publisher = amqpPublisher({
+      channel: () => ({}) as unknown as amqp.ConfirmChannel,
+      routingKey: () => queue,
+    });
+    await expect(publisher.publish(message())).rejects.toThrow(
+      /must return an amqplib confirm channel/,
+    );
+    expect(() => amqpPublisher({ channel: {} as unknown as amqp.ConfirmChannel })).toThrow(
+      /confirm channel, or a function returning one/,
+    );
+  });
 });
 
 describe('natsPublisher (JetStream)', () => {
