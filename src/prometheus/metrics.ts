@@ -46,20 +46,32 @@ type AnyMetric = Counter<string> | Histogram<string> | Gauge<string>;
 
 /**
  * The metric called `name` in `registry`: the one registered there already (by an earlier call, for
- * another engine or consumer), else a new one. An existing metric of another kind is a configuration
- * error, reported now rather than as a wrong series later.
+ * another engine or consumer), else a new one. An existing metric of another kind, or with other labels
+ * (the application's own, another version of this package), is a configuration error, reported now: with
+ * other labels, every update would throw, and a store wrapped by `withStoreMetrics` would fail every call.
  */
 export function metricIn<M extends AnyMetric>(
   registry: Registry,
   name: string,
   kind: abstract new (...args: never[]) => M,
   create: () => M,
+  labelNames: readonly string[] = [],
 ): M {
   const existing = registry.getSingleMetric(name);
   if (existing === undefined) return create();
   if (!(existing instanceof kind)) {
     throw new InvalidOptionsError(
       `prometheus: the registry already has a metric "${name}" that is not a ${kind.name}; ` +
+        'choose another `prefix` (or another registry)',
+    );
+  }
+  // prom-client keeps the label names on the metric, though its types do not show them.
+  const existingLabels =
+    (existing as unknown as { labelNames?: readonly string[] }).labelNames ?? [];
+  if ([...existingLabels].sort().join() !== [...labelNames].sort().join()) {
+    throw new InvalidOptionsError(
+      `prometheus: the registry already has a metric "${name}" with the labels ` +
+        `[${existingLabels.join(', ')}], not [${labelNames.join(', ')}]; ` +
         'choose another `prefix` (or another registry)',
     );
   }
@@ -78,6 +90,7 @@ export function counterIn<L extends string>(
     name,
     Counter,
     () => new Counter<L>({ name, help, labelNames, registers: [registry] }),
+    labelNames,
   ) as Counter<L>;
 }
 
@@ -95,6 +108,7 @@ export function histogramIn<L extends string>(
     Histogram,
     () =>
       new Histogram<L>({ name, help, labelNames, buckets: [...buckets], registers: [registry] }),
+    labelNames,
   ) as Histogram<L>;
 }
 

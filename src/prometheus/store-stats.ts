@@ -22,13 +22,28 @@ export interface StoreStatsOptions {
    * (on Redis a SCAN of the keyspace, on SQL stores a query over the table). @default 15_000
    */
   maxAgeMs?: number;
+  /**
+   * The longest a scrape waits for the store's `stats()`, in ms: past it the store reports no sample for
+   * that scrape, so a store that hangs (a pool waiting for a connection, a blackholed server) never holds
+   * up the whole `/metrics` answer. A call still running is not repeated before `maxAgeMs` (and this)
+   * have passed: a store that does not answer gets no more calls than one that does. @default 5_000
+   */
+  timeoutMs?: number;
 }
 
 /** One store whose stats feed the gauges. */
 interface Source {
   store: Store;
   maxAgeMs: number;
-  reading?: { at: number; stats: Promise<StoreStats | undefined> };
+  timeoutMs: number;
+  reading?: Reading;
+}
+
+/** One `stats()` call: when it started, what it gave (`undefined`: it failed), and whether it has. */
+interface Reading {
+  at: number;
+  stats: Promise<StoreStats | undefined>;
+  settled: boolean;
 }
 
 /** The stores feeding one pair of gauges, and the collection a scrape has in flight. */
@@ -40,16 +55,51 @@ interface Feed {
 // Per records gauge (one per registry and prefix): every store registered under it.
 const feeds = new WeakMap<Gauge<'store' | 'status'>, Feed>();
 
-/** The source's stats, reusing a reading younger than `maxAgeMs`; `undefined` when the store failed. */
+/**
+ * The source's stats, reusing a reading younger than `maxAgeMs` (one still running: younger than
+ * `timeoutMs` too, so that a store that does not answer gets no more calls than one that does, and one
+ * whose call never settles is still asked again); `undefined` when the store failed or did not answer
+ * within `timeoutMs`.
+ */
 function readingOf(source: Source): Promise<StoreStats | undefined> {
   const now = Date.now();
-  if (source.reading === undefined || now - source.reading.at >= source.maxAgeMs) {
-    source.reading = {
-      at: now,
-      stats: source.store.stats().catch(() => undefined),
-    };
+  let reading = source.reading;
+  const maxAgeMs = reading?.settled ? source.maxAgeMs : Math.max(source.maxAgeMs, source.timeoutMs);
+  if (reading === undefined || now - reading.at >= maxAgeMs) {
+    const started: Reading = { at: now, stats: Promise.resolve(undefined), settled: false };
+    let call: Promise<StoreStats>;
+    try {
+      call = source.store.stats();
+    } catch (error) {
+      // A store that throws rather than rejects fails its own sample, not the whole scrape.
+      call = Promise.reject(error);
+    }
+    started.stats = call.then(
+      (stats) => {
+        started.settled = true;
+        return stats;
+      },
+      () => {
+        started.settled = true;
+        return undefined;
+      },
+    );
+    source.reading = reading = started;
   }
-  return source.reading.stats;
+  return reading.settled ? reading.stats : withinTimeout(reading.stats, source.timeoutMs);
+}
+
+/** `pending`, or `undefined` once `timeoutMs` has passed without it settling. */
+function withinTimeout<T>(pending: Promise<T>, timeoutMs: number): Promise<T | undefined> {
+  return new Promise((resolve) => {
+    // Unref'd: a scrape waiting on a hung store must not keep the process alive at shutdown.
+    const timer = setTimeout(() => resolve(undefined), timeoutMs);
+    timer.unref();
+    void pending.then((value) => {
+      clearTimeout(timer);
+      resolve(value);
+    });
+  });
 }
 
 /**
@@ -60,13 +110,14 @@ function readingOf(source: Source): Promise<StoreStats | undefined> {
  * | `idempotency_store_records` | `store`, `status` | records `in_progress`, `completed`, and `stale_lease` (in progress, lease ended, not taken over) |
  * | `idempotency_store_oldest_lease_age_seconds` | `store` | age of the oldest live in-progress record (0 when none) |
  *
- * A scrape while the store is unreachable reports no sample for it rather than an old one. Register each
- * store once (several stores under different `label`s share the gauges).
+ * A scrape while the store is unreachable, or slower than `timeoutMs`, reports no sample for it rather
+ * than an old one. Register each store once (several stores under different `label`s share the gauges).
  *
  * @param options.registry where to register the gauges (default: prom-client's global `register`)
  * @param options.prefix prepended to every metric name (default `'idempotency_'`)
  * @param options.label the `store` label (default: the store's `name`)
  * @param options.maxAgeMs the longest a `stats()` reading is reused (default 15 s)
+ * @param options.timeoutMs the longest a scrape waits for `stats()` (default 5 s)
  * @see docs/observability.md
  * @example
  * import { registerStoreStats } from 'idempotency-kit/prometheus';
@@ -82,6 +133,12 @@ export function registerStoreStats(store: Store, options: StoreStatsOptions = {}
   if (typeof maxAgeMs !== 'number' || !(maxAgeMs >= 0)) {
     throw new InvalidOptionsError(
       'registerStoreStats: `maxAgeMs` must be a number of ms, 0 or more',
+    );
+  }
+  const timeoutMs = options.timeoutMs ?? 5_000;
+  if (typeof timeoutMs !== 'number' || !(timeoutMs > 0) || !Number.isFinite(timeoutMs)) {
+    throw new InvalidOptionsError(
+      'registerStoreStats: `timeoutMs` must be a positive number of ms',
     );
   }
 
@@ -101,6 +158,7 @@ export function registerStoreStats(store: Store, options: StoreStatsOptions = {}
           await collectOnce(this, age);
         },
       }),
+    ['store', 'status'],
   ) as Gauge<'store' | 'status'>;
   const age = metricIn(
     registry,
@@ -116,6 +174,7 @@ export function registerStoreStats(store: Store, options: StoreStatsOptions = {}
           await collectOnce(records, this);
         },
       }),
+    ['store'],
   ) as Gauge<'store'>;
 
   let feed = feeds.get(records);
@@ -129,7 +188,7 @@ export function registerStoreStats(store: Store, options: StoreStatsOptions = {}
       `registerStoreStats: a store labelled '${label}' is registered already; pass another \`label\``,
     );
   }
-  sources.set(label, { store, maxAgeMs });
+  sources.set(label, { store, maxAgeMs, timeoutMs });
 }
 
 /**

@@ -318,6 +318,62 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
       },
     ),
 
+    // The same rule on every other write path of a holder: a store with two code paths (one per call and
+    // one per batch, say) easily checks the lease on one and only the token on the other.
+    check(
+      'refuses extend, release and batched completions by a holder whose lease expired, even without a takeover',
+      async (store, key) => {
+        const paths = ['extend', 'release', 'completeMany', 'completeAndClaimMany'] as const;
+        const held = new Map<string, { key: string; token: number }>();
+        for (const path of paths) {
+          const k = key(path);
+          const claim = await store.claim(k, { fingerprint: 'fp', leaseMs: lease });
+          assert.ok(claim.claimed);
+          held.set(path, { key: k, token: claim.token });
+        }
+        const k = (path: (typeof paths)[number]) => held.get(path)!;
+        await sleep(lease + 150);
+
+        const extended = k('extend');
+        assert.equal(
+          await store.extend(extended.key, extended.token, 60_000),
+          false,
+          'extend of an expired lease',
+        );
+        assert.equal(await store.get(extended.key), undefined, 'the expired lease stays dead');
+        const next = await store.claim(extended.key, { fingerprint: 'fp', leaseMs: 60_000 });
+        assert.ok(next.claimed, 'a new attempt takes the key whose holder failed to extend');
+
+        const released = k('release');
+        assert.equal(
+          await store.release(released.key, released.token),
+          false,
+          'release of an expired lease',
+        );
+
+        const outcome = { outcome: Buffer.from('late'), retentionMs: day };
+        if (store.capabilities.batch && store.completeMany) {
+          const late = k('completeMany');
+          assert.deepEqual(
+            await store.completeMany([{ ...late, ...outcome }]),
+            [false],
+            'completeMany of an expired lease',
+          );
+          assert.equal(await store.get(late.key), undefined, 'completeMany stored no outcome');
+        }
+        if (store.completeAndClaimMany) {
+          const late = k('completeAndClaimMany');
+          const { completed } = await store.completeAndClaimMany([{ ...late, ...outcome }], []);
+          assert.deepEqual(completed, [false], 'completeAndClaimMany of an expired lease');
+          assert.equal(
+            await store.get(late.key),
+            undefined,
+            'completeAndClaimMany stored no outcome',
+          );
+        }
+      },
+    ),
+
     check('extends a held lease so that it outlives its first expiry', async (store, key) => {
       const k = key();
       const claim = await store.claim(k, { fingerprint: 'fp', leaseMs: lease });

@@ -6,10 +6,16 @@
 import { fork } from 'node:child_process';
 import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { factoryModule } from './factory-module.js';
 
 /** How to build a store inside a child process. */
 export interface CrossProcessOptions {
-  /** Module (path or file URL) that exports a function returning a connected store (it may be async). */
+  /**
+   * Module that exports a function returning a connected store (it may be async): a file URL, or a path
+   * (relative to the working directory). A TypeScript module may be named by its `.ts` file, or by the
+   * `.js` name its imports use (`new URL('./my-store-factory.js', import.meta.url)` next to a
+   * `my-store-factory.ts`); it is then loaded through `tsx`, which the project must have installed.
+   */
   module: string | URL;
   /** Name of that export. @default 'createStore' */
   exportName?: string;
@@ -21,8 +27,18 @@ export interface CrossProcessOptions {
   claimsPerProcess?: number;
   /** Distinct keys the claims are spread over. @default 200 */
   keys?: number;
-  /** Node flags for the children. @default ['--import', 'tsx'] when running from TypeScript source, else [] */
+  /**
+   * Node flags for the children. @default ['--import', 'tsx'] when the module (or this kit) is TypeScript
+   * source, else []
+   */
   execArgv?: string[];
+  /**
+   * The longest the storm may take, from starting the processes to their last report, in ms: past it
+   * every process is killed and the storm fails, rather than leaving them running behind a test that
+   * timed out (a factory that never connects, a store call that never returns). Below the suite's 60 s
+   * per check, so the storm's own error is the one reported. @default 50_000
+   */
+  timeoutMs?: number;
 }
 
 /** What each child reports back. */
@@ -54,6 +70,64 @@ export interface ClaimStormResult {
 
 const HERE = fileURLToPath(import.meta.url);
 const EXT = extname(HERE);
+const ignore = () => {};
+
+/** One child of the storm: when it is ready, and the report it sends before it exits. */
+interface Worker {
+  ready: Promise<void>;
+  report: Promise<StormWorkerReport>;
+}
+
+/**
+ * Follow `child` to its report. Both promises are marked handled at once: when one child fails, the storm
+ * stops waiting for the others (and kills them), whose own failures must not surface as unhandled
+ * rejections in the test run.
+ */
+function follow(child: ReturnType<typeof fork>, index: number): Worker {
+  let ready = false;
+  let reported = false;
+  const worker: Worker = {
+    ready: new Promise<void>((resolve, reject) => {
+      child.on('message', (message) => {
+        if (message === 'ready') {
+          ready = true;
+          resolve();
+        }
+      });
+      child.once('exit', (code, signal) => {
+        if (!ready) {
+          reject(
+            new Error(
+              `storm worker ${index} exited (${signal ?? `code ${code}`}) before its store was ready: ` +
+                'see its output above (a TypeScript module needs tsx installed, or `execArgv`)',
+            ),
+          );
+        }
+      });
+    }),
+    report: new Promise<StormWorkerReport>((resolve, reject) => {
+      child.on('message', (message) => {
+        if (typeof message === 'object' && message !== null) {
+          reported = true;
+          resolve(message as StormWorkerReport);
+        }
+      });
+      // 'close' comes after the IPC channel closed: every message the child sent has arrived by then.
+      child.once('close', (code, signal) => {
+        if (!reported) {
+          reject(
+            new Error(
+              `storm worker ${index} exited (${signal ?? `code ${code}`}) without a report`,
+            ),
+          );
+        }
+      });
+    }),
+  };
+  worker.ready.catch(ignore);
+  worker.report.catch(ignore);
+  return worker;
+}
 
 /** Run the storm: start the children, release them together, collect every winner. */
 export async function runClaimStorm(
@@ -62,18 +136,15 @@ export async function runClaimStorm(
 ): Promise<ClaimStormResult> {
   const processes = options.processes ?? 4;
   const claims = options.claimsPerProcess ?? 2000;
-  const moduleUrl =
-    options.module instanceof URL
-      ? options.module.href
-      : options.module.startsWith('file:')
-        ? options.module
-        : new URL(`file://${options.module}`).href;
+  const timeoutMs = options.timeoutMs ?? 50_000;
+  const factory = factoryModule(options.module);
   const worker = fileURLToPath(new URL(`./claim-worker${EXT}`, import.meta.url));
-  const execArgv = options.execArgv ?? (EXT === '.ts' ? ['--import', 'tsx'] : []);
+  const execArgv =
+    options.execArgv ?? (EXT === '.ts' || factory.typescript ? ['--import', 'tsx'] : []);
 
   const children = Array.from({ length: processes }, (_, index) => {
     const config: StormWorkerConfig = {
-      module: moduleUrl,
+      module: factory.href,
       exportName: options.exportName ?? 'createStore',
       argument: options.argument,
       keys,
@@ -86,31 +157,26 @@ export async function runClaimStorm(
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
   });
-
-  const ready = children.map(
-    (child) =>
-      new Promise<void>((resolve, reject) => {
-        child.once('message', (message) => (message === 'ready' ? resolve() : reject(message)));
-        child.once('exit', (code) => reject(new Error(`storm worker exited early with ${code}`)));
-      }),
-  );
-  const reports = children.map(
-    (child) =>
-      new Promise<StormWorkerReport>((resolve, reject) => {
-        child.on('message', (message) => {
-          if (typeof message === 'object' && message !== null)
-            resolve(message as StormWorkerReport);
-        });
-        child.once('exit', (code) => {
-          if (code !== 0) reject(new Error(`storm worker exited with code ${code}`));
-        });
-      }),
-  );
+  const workers = children.map(follow);
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () =>
+        reject(
+          new Error(
+            `the claim storm did not finish within ${timeoutMs} ms (a store that never connects, ` +
+              'or a call that never returns); its processes were killed',
+          ),
+        ),
+      timeoutMs,
+    );
+  });
+  deadline.catch(ignore);
   try {
-    await Promise.all(ready);
+    await Promise.race([Promise.all(workers.map((w) => w.ready)), deadline]);
     // Every process is connected and waiting: release them at once so their claims really overlap.
     for (const child of children) child.send('go');
-    const results = await Promise.all(reports);
+    const results = await Promise.race([Promise.all(workers.map((w) => w.report)), deadline]);
     const winnersByKey = new Map<string, number>(keys.map((key) => [key, 0]));
     for (const result of results) {
       for (const key of result.wins) winnersByKey.set(key, (winnersByKey.get(key) ?? 0) + 1);
@@ -121,6 +187,9 @@ export async function runClaimStorm(
       errors: results.flatMap((r) => r.errors),
     };
   } finally {
-    for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
+    clearTimeout(timer);
+    for (const child of children) {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    }
   }
 }

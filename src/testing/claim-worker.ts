@@ -9,6 +9,10 @@ import type { StormWorkerConfig, StormWorkerReport } from './claim-storm.js';
 const IN_FLIGHT = 32;
 const BATCH = 25;
 
+// The storm's runner went away (it exited, or its test timed out and the run ended): stop, rather than
+// run on as an orphan holding the store's connections.
+process.on('disconnect', () => process.exit(1));
+
 async function main(): Promise<void> {
   const config = JSON.parse(process.env.IDEMPOTENCY_STORM_CONFIG ?? '{}') as StormWorkerConfig;
   const mod = (await import(config.module)) as Record<

@@ -1,6 +1,7 @@
 /**
  * `idempotency-kit/testing`: the store conformance suite, for the stores shipped here and for third-party
- * stores. Needs `vitest` for {@link defineStoreSuite}; the checks themselves are framework-free.
+ * stores. Needs `vitest` installed to load (this entry imports {@link defineStoreSuite}, which registers
+ * Vitest tests); the checks themselves (`storeConformanceChecks`) are framework-free.
  * @module
  */
 
