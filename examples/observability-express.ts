@@ -53,7 +53,8 @@ const app = express();
 // What @opentelemetry/instrumentation-http does for you: one active span per request.
 app.use((req, res, next) => {
   trace.getTracer('example').startActiveSpan(`${req.method} ${req.path}`, (span) => {
-    res.on('finish', () => span.end());
+    // 'close', not 'finish': it comes for an aborted request too, whose span would otherwise stay open.
+    res.on('close', () => span.end());
     next();
   });
 });
