@@ -117,7 +117,10 @@ export function outcomeResponse(outcome: RunOutcome<HttpOutcome>): HttpResponseD
 export function errorResponse(error: unknown): HttpResponseData | undefined {
   if (isStoreUnavailableError(error)) {
     return problemResponse('store_unavailable', {
-      detail: 'The request was not processed. Retry after the delay in Retry-After.',
+      // Not "was not processed": a connection lost while COMMIT was on its way leaves that unknown.
+      detail:
+        'The request was not processed, or its answer was lost. Retry with the same key after the delay in ' +
+        'Retry-After: it will not be processed twice.',
       retryAfterMs: error.retryAfterMs,
     });
   }

@@ -8,12 +8,14 @@
  */
 import {
   InvalidOptionsError,
+  type LeaseLostError,
   OutcomeEncodingError,
   ReplayedError,
   StoreUnavailableError,
 } from './errors.js';
 import { deriveDownstreamKey } from './key.js';
 import type { LeaseKeeper } from './lease.js';
+import { codecOption } from './option-checks.js';
 import {
   decodeOutcome,
   defaultCodec,
@@ -77,9 +79,13 @@ export class StepRecorder {
 
   /**
    * Run step `name` once per request: return its recorded result if an attempt this one took over
-   * finished it, else run `fn`, record its result on the claim, and return it.
-   * @throws InvalidOptionsError for an invalid or repeated name, or a store that cannot record steps.
-   * @throws LeaseLostError when this execution no longer holds the key (nothing is recorded).
+   * finished it, else run `fn`, record its result on the claim, and return it as recorded: decoded from
+   * the bytes the store keeps, exactly what a takeover would get back (with the default codec a `Date`
+   * is a string on every attempt, not only after a crash).
+   * @throws InvalidOptionsError for an invalid or repeated name, a `fn` or `codec` that is not one, or a
+   * store that cannot record steps (before `fn` runs).
+   * @throws LeaseLostError when this execution no longer holds the key (nothing is recorded), without
+   * running `fn` when that was already known (its signal aborted).
    * @throws StoreUnavailableError when the store could not record the result (the step did run).
    */
   async run<S>(
@@ -88,6 +94,12 @@ export class StepRecorder {
     options?: StepOptions,
   ): Promise<S> {
     assertStepName(name, 'ctx.step');
+    // Checked before the step runs: a codec that cannot encode fails only after the step's effect (the
+    // charge made), and that failure is recorded as final, so the request could never succeed again.
+    const codec = codecOption(options?.codec, `ctx.step('${name}') codec`, defaultCodec);
+    if (typeof fn !== 'function') {
+      throw new InvalidOptionsError(`ctx.step('${name}'): the step must be a function`);
+    }
     // Checked before any await, so two concurrent steps of one name are caught too.
     if (this.#names.has(name)) {
       throw new InvalidOptionsError(`step '${name}' already ran in this execution`);
@@ -102,7 +114,6 @@ export class StepRecorder {
     ) {
       throw new InvalidOptionsError(`store '${store.name}' cannot record steps`);
     }
-    const codec = options?.codec ?? defaultCodec;
     // A first attempt has nothing recorded: only a takeover asks the store.
     if (this.#attempt > 1) {
       this.#recorded ??= this.#load();
@@ -120,6 +131,10 @@ export class StepRecorder {
         throw new ReplayedError(decoded.error);
       }
     }
+    // A lease already known lost (a heartbeat or extendLease was fenced out, or maxExecution passed): the
+    // key is, or will be, another attempt's, and this step could not be recorded. Its effect (a charge)
+    // must not start; the takeover makes the call.
+    if (lease.lossReported) throw lease.signal.reason as LeaseLostError;
     const startedAt = lease.now();
     const value = await fn({
       downstreamKey: deriveDownstreamKey(lease.storageKey, name),
@@ -129,9 +144,11 @@ export class StepRecorder {
     // The step ran: a result the codec cannot encode is recorded as that failure, so that a takeover
     // gets it back (a ReplayedError) instead of running the step's effect a second time.
     let encodingError: OutcomeEncodingError | undefined;
+    let encoded: Uint8Array | undefined;
     let bytes: Uint8Array;
     try {
-      bytes = encodeValueOutcome(codec.encode(value));
+      encoded = codec.encode(value);
+      bytes = encodeValueOutcome(encoded);
     } catch (cause) {
       encodingError = new OutcomeEncodingError(cause);
       bytes = encodeErrorOutcome(encodingError);
@@ -148,7 +165,11 @@ export class StepRecorder {
     if (!saved) throw lease.fencedOut();
     lease.reportStep(name, this.#attempt, durationMs);
     if (encodingError !== undefined) throw encodingError;
-    return value;
+    // What the store holds, not `value` itself: the code after the step must see on the first attempt
+    // what a takeover sees. Handing back the live value instead (a Date, a Map, a class instance, a field
+    // set to undefined) let a handler pass its first run and throw on every takeover, and the throw
+    // released the claim with its recorded steps: the next retry ran the charge again.
+    return codec.decode(encoded as Uint8Array) as S;
   }
 
   async #load(): Promise<Record<string, Uint8Array>> {

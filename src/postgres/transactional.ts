@@ -16,6 +16,7 @@ import { InvalidOptionsError, isLeaseLostError, LeaseLostError } from '../core/e
 import { createFingerprint } from '../core/fingerprint.js';
 import { emit, type HookEvent, type IdempotencyHooks, ignoreRejection } from '../core/hooks.js';
 import { deriveDownstreamKey, storageKey as toStorageKey, validateKey } from '../core/key.js';
+import { codecOption, nameOption } from '../core/option-checks.js';
 import { defaultCodec, encodeValueOutcome, type OutcomeCodec } from '../core/outcome.js';
 import type { IdempotencyRecord } from '../core/record.js';
 import { settleRecord } from '../core/settle.js';
@@ -100,7 +101,10 @@ export interface TransactionContext extends PgQueryable {
     text: string,
     values?: unknown[],
   ): Promise<PgQueryResult & { rows: R[] }>;
-  /** The transaction's own connection. Never COMMIT, ROLLBACK or release it yourself. */
+  /**
+   * The transaction's own connection. Never COMMIT, ROLLBACK or release it yourself (`release()` throws).
+   * Like `query`, its `query` refuses to run once the transaction has ended.
+   */
   readonly client: PgPoolClient;
   /** Fencing token of this execution. */
   readonly token: number;
@@ -140,6 +144,22 @@ export interface PostgresTransactional {
 const TRANSACTION_LEASE_MS = 3_600_000;
 const RETRY_BACKOFF_MS = 20;
 
+// The column the BEGIN round trip of a run with `lockTimeoutMs` reads the session's lock_timeout into.
+const PREVIOUS_LOCK_TIMEOUT = 'ik_previous_lock_timeout';
+
+/**
+ * The session's lock_timeout read by the BEGIN round trip: node-postgres answers a multi-statement query
+ * with one result per statement, other drivers with the last one. `undefined` when not found.
+ */
+function previousLockTimeout(began: unknown): string | undefined {
+  const results = Array.isArray(began) ? began : [began];
+  const row = (results.at(-1) as PgQueryResult | undefined)?.rows?.[0] as
+    | Record<string, unknown>
+    | undefined;
+  const value = row?.[PREVIOUS_LOCK_TIMEOUT];
+  return typeof value === 'string' ? value : undefined;
+}
+
 class RetryableTransaction extends Error {
   constructor(readonly original: unknown) {
     super('retryable transaction failure');
@@ -147,6 +167,98 @@ class RetryableTransaction extends Error {
 }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/**
+ * True for an error COMMIT raises from the user's own rules: a deferred constraint (class 23: unique,
+ * foreign key, exclusion) or a deferred constraint trigger's RAISE (class P0). The records table has no
+ * deferred constraint, so such an error is the handler's, like one its statements raise: rethrown as is,
+ * not a store outage that invites the client to send the same doomed request again.
+ */
+function isDeferredCheckFailure(error: unknown): boolean {
+  const state = sqlState(error);
+  return state !== undefined && (state.startsWith('23') || state.startsWith('P0'));
+}
+
+/**
+ * Whether the run's transaction is still open, shared by `tx` and the run: false from the moment COMMIT or
+ * ROLLBACK is sent.
+ */
+interface TransactionState {
+  open: boolean;
+}
+
+function endedError(): InvalidOptionsError {
+  return new InvalidOptionsError(
+    'runInTransaction: a statement was sent through `tx` after its transaction ended (a query the handler ' +
+      'did not await?). It was not run: the connection is back in the pool and may be serving another ' +
+      'transaction.',
+  );
+}
+
+/**
+ * `client.query`, refused once the transaction has ended. A handler that leaves a statement for later (a
+ * timer, a branch of `Promise.all` still running after another rejected) would otherwise send it on a
+ * connection that is back in the pool: in autocommit, committing a business write with no record, or
+ * inside another request's transaction.
+ */
+function guardedQuery(client: PgPoolClient, state: TransactionState) {
+  return function query(this: unknown, ...args: unknown[]): unknown {
+    if (state.open) return (client.query as (...a: unknown[]) => unknown).apply(client, args);
+    const error = endedError();
+    const last = args.at(-1);
+    if (typeof last === 'function') {
+      // node-postgres's callback style: answer through the callback, as the driver would.
+      queueMicrotask(() => (last as (e: Error) => void)(error));
+      return undefined;
+    }
+    const config = args[0] as { submit?: unknown } | null | undefined;
+    // A submittable (a cursor, a stream) is returned by the driver, not a promise: fail where it is sent.
+    if (typeof config === 'object' && config !== null && typeof config.submit === 'function') {
+      throw error;
+    }
+    return Promise.reject(error);
+  };
+}
+
+/**
+ * The connection as the handler sees it: the same client (everything passes through to it), except that
+ * `query` refuses to run after the transaction ended and `release` always throws (releasing is ours).
+ */
+function guardedClient(client: PgPoolClient, state: TransactionState): PgPoolClient {
+  const query = guardedQuery(client, state);
+  const release = () => {
+    throw new InvalidOptionsError(
+      'runInTransaction: never release `tx.client` yourself; it is released when the transaction ends',
+    );
+  };
+  return new Proxy(client, {
+    get(target, property, receiver) {
+      if (property === 'query') return query;
+      if (property === 'release') return release;
+      return Reflect.get(target, property, receiver);
+    },
+  });
+}
+
+function checkBusyRetryAfter(value: number | undefined): number {
+  if (value === undefined) return 1000;
+  // It becomes a Retry-After header: NaN, a negative or a fraction would be sent as nonsense.
+  if (!Number.isSafeInteger(value) || value < 0) {
+    throw new InvalidOptionsError(
+      `busyRetryAfterMs must be a non-negative integer of ms, got ${String(value)}`,
+    );
+  }
+  return value;
+}
+
+function checkPrepare(value: unknown): boolean | 'auto' {
+  if (value === undefined) return 'auto';
+  // Anything else would silently mean `false` (plain text), whatever was meant.
+  if (value !== true && value !== false && value !== 'auto') {
+    throw new InvalidOptionsError(`prepare must be true, false or 'auto', got ${String(value)}`);
+  }
+  return value;
+}
 
 function checkLockTimeout(value: number | undefined): number | undefined {
   if (value !== undefined && (!Number.isFinite(value) || value < 0)) {
@@ -185,9 +297,13 @@ export function postgresTransactional(
   }
   const ops = createOperations(
     tableNames(options.schema ?? DEFAULT_SCHEMA, options.table ?? DEFAULT_TABLE),
-    { prepare: options.prepare ?? 'auto' },
+    { prepare: checkPrepare(options.prepare) },
   );
-  const namespace = options.namespace ?? 'default';
+  // Checked as the engine checks them: a namespace that differs in type from the engine's would share
+  // nothing with it, silently, and a bad codec would only fail after the handler had run (its calls to
+  // other systems made), on every retry.
+  const namespace = nameOption(options.namespace, 'namespace', 'default');
+  const defaultCodecOption = codecOption(options.codec, 'codec', defaultCodec);
   const defaultRetentionMs = toMs(options.retentionMs ?? '24h', 'retentionMs');
   const defaultIsolation = checkIsolation(options.isolationLevel ?? IsolationLevel.ReadCommitted);
   const defaultLockTimeout = checkLockTimeout(options.lockTimeoutMs);
@@ -195,7 +311,10 @@ export function postgresTransactional(
   if (!Number.isSafeInteger(maxRetries) || maxRetries < 0) {
     throw new InvalidOptionsError(`maxRetries must be a non-negative integer, got ${maxRetries}`);
   }
-  const busyRetryAfterMs = options.busyRetryAfterMs ?? 1000;
+  const busyRetryAfterMs = checkBusyRetryAfter(options.busyRetryAfterMs);
+  if (options.onRetry !== undefined && typeof options.onRetry !== 'function') {
+    throw new InvalidOptionsError('onRetry must be a function');
+  }
   const hooks = options.hooks ?? {};
 
   function settleExisting<T>(
@@ -228,15 +347,16 @@ export function postgresTransactional(
       request.retentionMs === undefined
         ? defaultRetentionMs
         : toMs(request.retentionMs, 'retentionMs');
-    const codec = request.codec ?? options.codec ?? defaultCodec;
+    const codec = codecOption(request.codec, 'codec', defaultCodecOption);
     const isolationLevel = checkIsolation(request.isolationLevel ?? defaultIsolation);
     const lockTimeoutMs = checkLockTimeout(request.lockTimeoutMs ?? defaultLockTimeout);
     const event: HookEvent = { namespace, storageKey };
-    // lock_timeout = 0 would mean "no timeout" to PostgreSQL; 1 ms is as close to NOWAIT as it gets.
+    // lock_timeout = 0 would mean "no timeout" to PostgreSQL; 1 ms is as close to NOWAIT as it gets. The
+    // session's own value is read in the same round trip, to be put back for the handler's statements.
     const begin =
       lockTimeoutMs === undefined
         ? `BEGIN ISOLATION LEVEL ${isolationLevel.toUpperCase()}`
-        : `BEGIN ISOLATION LEVEL ${isolationLevel.toUpperCase()}; SET LOCAL lock_timeout = ${Math.max(1, Math.ceil(lockTimeoutMs))}`;
+        : `BEGIN ISOLATION LEVEL ${isolationLevel.toUpperCase()}; SELECT current_setting('lock_timeout') AS ${PREVIOUS_LOCK_TIMEOUT}, set_config('lock_timeout', '${Math.max(1, Math.ceil(lockTimeoutMs))}', true)`;
 
     async function once(
       client: PgPoolClient,
@@ -247,8 +367,14 @@ export function postgresTransactional(
         'begin';
       // Set once the handler starts: what `onFailed` reports if it throws.
       let handlerRun: { token: number; attempt: number; startedAt: number } | undefined;
+      // What `tx` checks before sending anything: closed as COMMIT or ROLLBACK is sent.
+      const state: TransactionState = { open: true };
+      const txQuery = guardedQuery(client, state) as (
+        text: string,
+        values?: unknown[],
+      ) => Promise<PgQueryResult>;
       try {
-        await client.query(begin);
+        const began: unknown = await client.query(begin);
         phase = 'claim';
         let claim: Awaited<ReturnType<typeof ops.claim>>;
         try {
@@ -271,20 +397,26 @@ export function postgresTransactional(
           phase = 'settle';
           return settleExisting<T>(claim.record, fingerprint, codec, event);
         }
-        // The short lock timeout was for the claim only; the handler's own statements wait normally.
-        if (lockTimeoutMs !== undefined) await client.query('SET LOCAL lock_timeout TO DEFAULT');
+        // The short lock timeout was for the claim only; the handler's own statements wait as the session
+        // says (its own SET, not the server default that `SET LOCAL … TO DEFAULT` would give).
+        if (lockTimeoutMs !== undefined) {
+          const previous = previousLockTimeout(began);
+          await (previous === undefined
+            ? client.query('SET LOCAL lock_timeout TO DEFAULT')
+            : client.query("SELECT set_config('lock_timeout', $1, true)", [previous]));
+        }
 
         const { token, attempt } = claim;
         const startedAt = Date.now();
         const context: TransactionContext = {
-          client,
+          client: guardedClient(client, state),
           token,
           attempt,
           transactionAttempt,
           storageKey,
           isolationLevel,
           query: ((text: string, values?: unknown[]) =>
-            client.query(text, values)) as TransactionContext['query'],
+            txQuery(text, values)) as TransactionContext['query'],
           downstreamKey: (step) => deriveDownstreamKey(storageKey, step),
         };
         phase = 'handler';
@@ -300,6 +432,7 @@ export function postgresTransactional(
         phase = 'beforeCommit';
         await runOptions.beforeCommit?.(context);
         phase = 'commit';
+        state.open = false;
         const committed: PgQueryResult = await client.query('COMMIT');
         if (committed.command !== undefined && committed.command !== 'COMMIT') {
           throw new Error(`COMMIT answered ${committed.command}: the transaction had failed`);
@@ -308,6 +441,7 @@ export function postgresTransactional(
         emit(hooks, 'onExecuted', { ...event, token, attempt, durationMs: Date.now() - startedAt });
         return { status: 'executed', value, token, attempt, failedOpen: false };
       } catch (error) {
+        state.open = false;
         if (phase === 'settle') throw error;
         if (phase === 'commit') {
           // COMMIT failing with a SQLSTATE ended the transaction; without one, the connection is gone.
@@ -321,7 +455,10 @@ export function postgresTransactional(
         // The handler's own error (or beforeCommit's: the user's code too, a veto) is rethrown as is,
         // unless the connection died under it: then nothing was committed and the caller should retry,
         // exactly as for any other store outage.
-        const usersError = (phase === 'handler' || phase === 'beforeCommit') && !connection.broken;
+        // So is a deferred constraint of the user's failing at COMMIT (the transaction rolled back).
+        const usersError =
+          ((phase === 'handler' || phase === 'beforeCommit') && !connection.broken) ||
+          (phase === 'commit' && isDeferredCheckFailure(error));
         if (usersError && handlerRun !== undefined) {
           const { token, attempt, startedAt } = handlerRun;
           const durationMs = Date.now() - startedAt;

@@ -18,6 +18,7 @@ import { InvalidOptionsError, isIdempotencyError } from '../core/errors.js';
 import { createFingerprint } from '../core/fingerprint.js';
 import { emit, type HookEvent, type IdempotencyHooks } from '../core/hooks.js';
 import { deriveDownstreamKey, storageKey as toStorageKey, validateKey } from '../core/key.js';
+import { booleanOption, codecOption, nameOption } from '../core/option-checks.js';
 import { defaultCodec, encodeValueOutcome, type OutcomeCodec } from '../core/outcome.js';
 import type { IdempotencyRecord } from '../core/record.js';
 import { settleRecord } from '../core/settle.js';
@@ -168,11 +169,18 @@ export function sqliteTransactional(options: SqliteTransactionalOptions): Sqlite
     );
   }
   const table = checkTableName(options.table ?? DEFAULT_TABLE);
-  const namespace = options.namespace ?? 'default';
+  // Checked as the engine checks them: a namespace that differs in type from the engine's would share
+  // nothing with it, silently; a bad codec would only fail after the handler had run, and a clock without
+  // now() would be reported as a store outage on every call.
+  const namespace = nameOption(options.namespace, 'namespace', 'default');
+  const defaultCodecOption = codecOption(options.codec, 'codec', defaultCodec);
   const defaultRetentionMs = toMs(options.retentionMs ?? '24h', 'retentionMs');
   const hooks = options.hooks ?? {};
   const clock = options.clock ?? systemClock;
-  if (options.migrate ?? true) runMigrations(db, { table });
+  if (typeof clock !== 'object' || clock === null || typeof clock.now !== 'function') {
+    throw new InvalidOptionsError('sqliteTransactional: `clock` must have a now() method');
+  }
+  if (booleanOption(options.migrate, 'migrate', true)) runMigrations(db, { table });
 
   // Prepared on first use (the same cached statements as a sqliteStore on this connection), so an
   // instance created with `migrate: false` before the schema exists works once it does.
@@ -226,7 +234,7 @@ export function sqliteTransactional(options: SqliteTransactionalOptions): Sqlite
       request.retentionMs === undefined
         ? defaultRetentionMs
         : toMs(request.retentionMs, 'retentionMs');
-    const codec = request.codec ?? options.codec ?? defaultCodec;
+    const codec = codecOption(request.codec, 'codec', defaultCodecOption);
     const event: HookEvent = { namespace, storageKey };
 
     // Nesting would make `executed` mean "will commit if your outer transaction does", and a deferred
@@ -319,9 +327,15 @@ export function sqliteTransactional(options: SqliteTransactionalOptions): Sqlite
       return { status: 'executed', value, token, attempt, failedOpen: false };
     } catch (error) {
       // The wrapper has rolled back by now (everything, record included). The handler's own errors, and
-      // ours, pass through unchanged.
-      if (at.phase === 'handler' || at.phase === 'beforeCommit' || isIdempotencyError(error)) {
-        if ((at.phase === 'handler' || at.phase === 'beforeCommit') && at.run !== undefined) {
+      // ours, pass through unchanged. So does a deferred foreign key of the user's that fails at COMMIT:
+      // the records table has none, so it is the handler's write that broke it, not a store outage to
+      // retry (the same request would fail the same way, after running the handler again).
+      const usersError =
+        at.phase === 'handler' ||
+        at.phase === 'beforeCommit' ||
+        (at.phase === 'commit' && driverCode(error)?.startsWith('SQLITE_CONSTRAINT') === true);
+      if (usersError || isIdempotencyError(error)) {
+        if (usersError && at.run !== undefined) {
           const { token, attempt, startedAt } = at.run;
           const durationMs = clock.now() - startedAt;
           emit(hooks, 'onFailed', { ...event, token, attempt, durationMs, stored: false });
