@@ -31,7 +31,7 @@ import {
 import { type IdempotencyRecord, RecordStatus } from './record.js';
 import { ExecutionContext } from './run-context.js';
 import { settleRecord } from './settle.js';
-import type { StepContext, StepOptions } from './steps.js';
+import { type StepContext, type StepOptions, unrecordedSteps } from './steps.js';
 
 /**
  * Decides whether a thrown error is a final outcome (stored and replayed) or releases the claim. A
@@ -164,10 +164,11 @@ export interface Idempotency {
   /**
    * Run `fn` at most once per (scope, key) while its outcome is retained.
    *
-   * Rejects only with `InvalidKeyError`, `StoreUnavailableError`, `LeaseLostError`, `ReplayedError` (a
-   * stored error outcome), `OutcomeEncodingError` (`fn` ran but the codec could not encode its result:
-   * stored as final, so retries get it replayed and `fn` never runs again) or `fn`'s own error (after the
-   * claim was released, or stored as final).
+   * Rejects only with `InvalidKeyError`, `InvalidOptionsError` (a per-call override that is not one,
+   * before anything is claimed), `StoreUnavailableError`, `LeaseLostError`, `ReplayedError` (a stored
+   * error outcome), `OutcomeEncodingError` (`fn` ran but the codec could not encode its result: stored as
+   * final, so retries get it replayed and `fn` never runs again) or `fn`'s own error (after the claim was
+   * released, or stored as final).
    */
   run<T>(request: RunRequest, fn: (context: RunContext) => Promise<T> | T): Promise<RunOutcome<T>>;
   /** The storage key that `run` would use for (scope, key). */
@@ -499,9 +500,8 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       storageKey,
       extendLease: async () => {},
       downstreamKey: (step) => deriveDownstreamKey(storageKey, step),
-      // Failing open records nothing: a step simply runs.
-      step: async (name, stepFn) =>
-        stepFn({ downstreamKey: deriveDownstreamKey(storageKey, name), attempt: 1 }),
+      // Failing open records nothing: a step simply runs (under the same rules).
+      step: unrecordedSteps(storageKey),
     });
     return { status: 'executed', value, token: 0, attempt: 1, failedOpen: true };
   }

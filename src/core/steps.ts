@@ -65,6 +65,46 @@ export function assertStepName(name: unknown, who: string): asserts name is stri
   }
 }
 
+/**
+ * The checks every step passes before it runs, recorded or not (an execution that failed open follows
+ * the same rules, so a handler does not change behaviour during an outage); marks `name` as used.
+ * @returns the step's codec.
+ */
+function admitStep(
+  names: Set<string>,
+  name: string,
+  fn: unknown,
+  options: StepOptions | undefined,
+): OutcomeCodec {
+  assertStepName(name, 'ctx.step');
+  // Checked before the step runs: a codec that cannot encode fails only after the step's effect (the
+  // charge made), and that failure is recorded as final, so the request could never succeed again.
+  const codec = codecOption(options?.codec, `ctx.step('${name}') codec`, defaultCodec);
+  if (typeof fn !== 'function') {
+    throw new InvalidOptionsError(`ctx.step('${name}'): the step must be a function`);
+  }
+  // Checked before any await, so two concurrent steps of one name are caught too.
+  if (names.has(name)) {
+    throw new InvalidOptionsError(`step '${name}' already ran in this execution`);
+  }
+  names.add(name);
+  return codec;
+}
+
+/**
+ * The steps of an execution that failed open (store unreachable, `failOpen`): nothing is recorded, but
+ * each step passes the same checks and returns its result as the codec gives it back, as a recorded step
+ * does, so the handler sees what it would with the store up.
+ */
+export function unrecordedSteps(storageKey: string): StepRunner {
+  const names = new Set<string>();
+  return async (name, fn, options) => {
+    const codec = admitStep(names, name, fn, options);
+    const value = await fn({ downstreamKey: deriveDownstreamKey(storageKey, name), attempt: 1 });
+    return codec.decode(codec.encode(value)) as typeof value;
+  };
+}
+
 /** The steps of one execution: loads what earlier attempts recorded (once), records what this one runs. */
 export class StepRecorder {
   readonly #lease: LeaseKeeper;
@@ -93,18 +133,7 @@ export class StepRecorder {
     fn: (step: StepContext) => Promise<S> | S,
     options?: StepOptions,
   ): Promise<S> {
-    assertStepName(name, 'ctx.step');
-    // Checked before the step runs: a codec that cannot encode fails only after the step's effect (the
-    // charge made), and that failure is recorded as final, so the request could never succeed again.
-    const codec = codecOption(options?.codec, `ctx.step('${name}') codec`, defaultCodec);
-    if (typeof fn !== 'function') {
-      throw new InvalidOptionsError(`ctx.step('${name}'): the step must be a function`);
-    }
-    // Checked before any await, so two concurrent steps of one name are caught too.
-    if (this.#names.has(name)) {
-      throw new InvalidOptionsError(`step '${name}' already ran in this execution`);
-    }
-    this.#names.add(name);
+    const codec = admitStep(this.#names, name, fn, options);
     const lease = this.#lease;
     const store = lease.store;
     if (

@@ -264,4 +264,42 @@ describe('ctx.step', () => {
     );
     expect(outcome).toMatchObject({ status: 'executed', failedOpen: true });
   });
+
+  it('holds steps to the same rules when the engine fails open: names, one run per name, codec, result as the codec gives it back', async () => {
+    // Arrange: a store that is down, and an engine that fails open.
+    const inner = memoryStore();
+    const store: Store = {
+      ...inner,
+      capabilities: { ...inner.capabilities, batch: false },
+      claim: () => Promise.reject(new Error('connection refused')),
+    };
+    const idempotency = createIdempotency({ store, failOpen: true });
+    let charges = 0;
+    const charge = () => {
+      charges++;
+      return { chargedAt: new Date(0) };
+    };
+    // Act / Assert: what fails with the store up fails the same way during the outage, before running.
+    await expect(
+      idempotency.run({ key: 'bad-name' }, (ctx) => ctx.step('no spaces', charge)),
+    ).rejects.toThrow(/step name must match/);
+    await expect(
+      idempotency.run({ key: 'twice' }, async (ctx) => {
+        await ctx.step('charge', charge);
+        await ctx.step('charge', charge);
+      }),
+    ).rejects.toThrow(/already ran in this execution/);
+    await expect(
+      idempotency.run({ key: 'codec' }, (ctx) =>
+        ctx.step('charge', charge, { codec: {} as never }),
+      ),
+    ).rejects.toThrow(/encode and decode functions/);
+    expect(charges).toBe(1);
+    // The result is what the codec gives back (a Date becomes a string), as with the store up.
+    const outcome = await idempotency.run({ key: 'ok' }, (ctx) => ctx.step('charge', charge));
+    expect(outcome).toMatchObject({
+      failedOpen: true,
+      value: { chargedAt: '1970-01-01T00:00:00.000Z' },
+    });
+  });
 });
