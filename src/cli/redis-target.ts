@@ -92,7 +92,18 @@ async function clientOf(
     const client = cluster
       ? redis.createCluster({ rootNodes: [{ url }], defaults: { ...credentialsOf(url), socket } })
       : redis.createClient({ url, socket });
-    return { client, close: () => client.destroy() };
+    return {
+      client,
+      close: () => {
+        // node-redis 5 throws "The client is closed" from destroy() of a client already closed (a failed
+        // connect closes it): that would replace the real error, or fail a command that succeeded.
+        try {
+          client.destroy();
+        } catch {
+          // Closed already: nothing left to release.
+        }
+      },
+    };
   }
   const { Redis, Cluster } = await importPeer<IoRedisModule>('ioredis');
   const options: IoRedisOptions = {

@@ -25,7 +25,14 @@ import {
 } from './commands.js';
 import { healthCommand } from './health-command.js';
 import { openRedis } from './redis-target.js';
-import { causeChain, type OpenTarget, openPostgres, openSqlite, targetLabel } from './targets.js';
+import {
+  causeChain,
+  type OpenTarget,
+  openPostgres,
+  openSqlite,
+  requireSqliteDriver,
+  targetLabel,
+} from './targets.js';
 
 /**
  * Open the store `command` names (parsing made sure it names exactly one), waiting at most
@@ -67,6 +74,7 @@ async function execute(
 ): Promise<number> {
   // SQLite's migrate opens (and may create) the file itself; every other command works on an open store.
   if (command.command === 'migrate' && command.sqliteFile !== undefined) {
+    await requireSqliteDriver();
     migrateSqliteCommand(command.sqliteFile, command, print);
     return ExitCode.Ok;
   }

@@ -139,6 +139,15 @@ export async function openPostgres(
 }
 
 /**
+ * Fail, as any missing driver does (exit 1, with the install command), when better-sqlite3 is not
+ * installed: the store itself reports that as `InvalidOptionsError` (for a library user, passing an open
+ * `Database` is the other way out), which the CLI would take for a usage error.
+ */
+export async function requireSqliteDriver(): Promise<void> {
+  await peer('better-sqlite3', 'SQLite');
+}
+
+/**
  * Open a SQLite file that must exist, without migrating it: a read command changes no schema (run
  * `migrate` for that), and a mistyped path must not leave an empty database behind. The store prepares
  * its statements on first use: one read here makes a file without the table (or with an older one) fail
@@ -146,6 +155,7 @@ export async function openPostgres(
  * @throws InvalidOptionsError for a bad table name (a usage error); StoreUnavailableError otherwise.
  */
 export async function openSqlite(file: string, args: DatabaseArgs): Promise<OpenTarget> {
+  await requireSqliteDriver();
   if (!existsSync(file)) throw new StoreUnavailableError(`SQLite store: no such file: ${file}`);
   const table = args.table ?? 'idempotency_records';
   const store = sqliteStore({ database: file, table, migrate: false });

@@ -41,6 +41,22 @@ for spec in idempotency-kit idempotency-kit/sqlite idempotency-kit/postgres idem
   fi
 done
 
+# A store's driver that is not installed is the machine's failure, not the command line's: the CLI exits 1
+# (not 2, a usage error) and says what to install, for SQLite as for PostgreSQL and Redis.
+: > present.db
+for args in 'migrate --sqlite fresh.db' 'stats --sqlite present.db' \
+  'stats --database-url postgres://127.0.0.1:9/x' 'stats --redis-url redis://127.0.0.1:9'; do
+  code=0
+  # shellcheck disable=SC2086 # the arguments are split on purpose
+  out=$(npx --no-install idempotency-kit $args 2>&1) || code=$?
+  if [[ $code -eq 1 && "$out" == *"npm install "* ]]; then
+    echo "packaging: idempotency-kit $args without its driver exits 1 with the install command"
+  else
+    echo "packaging: idempotency-kit $args without its driver exited $code: $out" >&2
+    failed=1
+  fi
+done
+
 # The only peers a subpath needs just to load: vitest for /testing, fastify-plugin for /fastify,
 # prom-client for /prometheus, @opentelemetry/api for /opentelemetry. TypeScript checks the types.
 npm install --no-audit --no-fund --ignore-scripts vitest@^4 fastify-plugin@^5 prom-client@^15 \
@@ -93,6 +109,18 @@ if [[ -n "$bin" && -f "node_modules/idempotency-kit/$bin" && "$help" == "Usage: 
   echo "packaging: the idempotency-kit bin runs"
 else
   echo "packaging: the idempotency-kit bin is missing or does not run" >&2
+  failed=1
+fi
+
+# The oldest node-redis the peer range allows (5) throws from destroy() on a client a failed connect closed:
+# the CLI must still name the real cause.
+npm install --no-audit --no-fund --ignore-scripts redis@^5 >/dev/null
+code=0
+out=$(npx --no-install idempotency-kit health --redis-url redis://127.0.0.1:9 2>&1) || code=$?
+if [[ $code -eq 1 && "$out" == *"cannot connect to Redis at 127.0.0.1:9"* ]]; then
+  echo "packaging: with node-redis 5, an unreachable Redis is reported as such"
+else
+  echo "packaging: with node-redis 5, health on an unreachable Redis exited $code: $out" >&2
   failed=1
 fi
 exit $failed
