@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // Checks that package.json's exports map, the source folders and the built entries agree:
-// - every subpath `./x` has src/x/index.ts (`.` has src/index.ts) and points at dist/x/index.{js,d.ts};
+// - every subpath `./x` (or `./x/y`) has src/x/index.ts (src/x/y/index.ts; `.` has src/index.ts) and points
+//   at dist/x/index.{js,d.ts};
 // - every public source folder (src/<x>/index.ts, internal folders aside) has its subpath;
 // - with --built, every target file exists in dist/ (and the bin too).
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -35,6 +36,8 @@ for (const subpath of subpaths) {
   }
 }
 
+// A nested subpath (`./testing/checks`) maps to its nested folder (src/testing/checks/index.ts) above; only
+// the top-level folders must each have a subpath.
 for (const dir of readdirSync('src', { withFileTypes: true })) {
   if (!dir.isDirectory() || INTERNAL.has(dir.name)) continue;
   if (!existsSync(`src/${dir.name}/index.ts`)) continue;

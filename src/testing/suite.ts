@@ -3,7 +3,7 @@
  * @module
  */
 import { describe, it } from 'vitest';
-import { type StoreSuiteOptions, storeConformanceChecks } from './checks.js';
+import { type StoreSuiteOptions, storeConformanceChecks } from './store-checks.js';
 
 /**
  * Register the store conformance suite in the current Vitest file. Every store shipped with

@@ -32,7 +32,7 @@ npm install --no-audit --no-fund --ignore-scripts "./$tarball" >/dev/null
 # needed once the user passes in a client (a pool, a channel, a connection) load.
 for spec in idempotency-kit idempotency-kit/sqlite idempotency-kit/postgres idempotency-kit/redis \
   idempotency-kit/amqp idempotency-kit/nats idempotency-kit/redis-streams idempotency-kit/outbox \
-  idempotency-kit/express idempotency-kit/fetch idempotency-kit/hono; do
+  idempotency-kit/express idempotency-kit/fetch idempotency-kit/hono idempotency-kit/testing/checks; do
   if node --input-type=module -e "await import('$spec')" && node -e "require('$spec')"; then
     echo "packaging: $spec loads with no peer dependency installed"
   else

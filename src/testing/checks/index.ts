@@ -1,0 +1,11 @@
+/**
+ * `idempotency-kit/testing/checks`: the store conformance checks as plain async functions, for any test
+ * runner (`node:test`, Jest, Mocha…). Loads without Vitest, which `idempotency-kit/testing` needs for
+ * `defineStoreSuite`.
+ * @module
+ */
+
+export type { ClaimStormResult, CrossProcessOptions } from '../claim-storm.js';
+export { runClaimStorm } from '../claim-storm.js';
+export type { StoreCheck, StoreSuiteOptions } from '../store-checks.js';
+export { storeConformanceChecks } from '../store-checks.js';
