@@ -135,6 +135,10 @@ function count(name: string, value: number | undefined, fallback: number): numbe
 
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
+/** Attempts at marking a round's published rows sent, and the delay before the second (then 2×, …). */
+const MARK_ATTEMPTS = 3;
+const MARK_RETRY_DELAY_MS = 100;
+
 /**
  * The part of the lease a publish may not use: what is left for the claim's round trip and the mark. With
  * less, a claim that takes a few milliseconds would leave no room to start any publish, and every round
@@ -283,7 +287,7 @@ export function createRelay(options: RelayOptions): Relay {
     };
     await Promise.all(Array.from({ length: Math.min(concurrency, messages.length) }, worker));
     // Marked by id: exactly the rows this round published, whatever their ids relative to others.
-    await source.markSent(sent);
+    await markSentWithinLease(sent, claimedAt);
     for (const { message, error } of failures) {
       const retryInMs = retryDelay(message.attempt);
       await source.markFailed(message.rowId, retryInMs, describeError(error));
@@ -303,6 +307,25 @@ export function createRelay(options: RelayOptions): Relay {
       );
     }
     return { claimed: messages.length, published: sent.length, failed: failures.length, deferred };
+  }
+
+  // The rows were confirmed: left unmarked, every one of them is published again once the lease ends. A
+  // mark that fails (a dropped connection, a failover) is tried again while the lease lasts, each failure
+  // reported; the last one fails the round, as before.
+  async function markSentWithinLease(rowIds: string[], claimedAt: number): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await source.markSent(rowIds);
+        return;
+      } catch (error) {
+        const delayMs = MARK_RETRY_DELAY_MS * attempt;
+        if (attempt >= MARK_ATTEMPTS || performance.now() - claimedAt + delayMs >= leaseMs) {
+          throw error;
+        }
+        report(error);
+        await new Promise((resolve) => setTimeout(resolve, delayMs));
+      }
+    }
   }
 
   // A custom backoff that returns NaN, a negative or an infinite delay would make the mark fail (or, in a

@@ -315,4 +315,35 @@ describe('createRelay', () => {
       ]),
     );
   });
+
+  it('marks again when the mark fails once, so the confirmed rows are not all published again after the lease', async () => {
+    // Arrange: the database drops the connection during the first mark.
+    const source = memorySource();
+    for (const id of ['m1', 'm2']) source.add(id);
+    const markSent = source.markSent;
+    let marks = 0;
+    source.markSent = async (rowIds) => {
+      marks++;
+      if (marks === 1) throw new Error('Connection terminated unexpectedly');
+      return markSent(rowIds);
+    };
+    const publisher = recordingPublisher();
+    const errors: unknown[] = [];
+    const relay = createRelay({
+      source,
+      publisher,
+      leaseMs: 1000,
+      publishTimeoutMs: 500,
+      onError: (e) => errors.push(e),
+    });
+
+    // Act
+    const result = await relay.runOnce();
+
+    // Assert: marked on the second try, the failure reported, and nothing left to publish again.
+    expect(result).toMatchObject({ claimed: 2, published: 2 });
+    expect(marks).toBe(2);
+    expect(errors.map(String)).toEqual(['Error: Connection terminated unexpectedly']);
+    expect(source.rows.every((row) => row.sentAt !== null)).toBe(true);
+  });
 });
