@@ -76,6 +76,17 @@ export function amqpPublisher(options: AmqpPublisherOptions): Publisher {
   const routingKey = options.routingKey ?? ((message: OutboxMessage) => message.topic);
   const persistent = options.persistent ?? true;
   const mandatory = options.mandatory ?? true;
+  // Checked, not coerced: `mandatory: 'false'` would be sent as truthy, a non-string exchange fails every
+  // publish, and a routing key that is not a function fails every row on every attempt.
+  if (typeof exchange !== 'string') {
+    throw new InvalidOptionsError('amqpPublisher: `exchange` must be a string');
+  }
+  if (typeof routingKey !== 'function') {
+    throw new InvalidOptionsError('amqpPublisher: `routingKey` must be a function of the message');
+  }
+  if (typeof persistent !== 'boolean' || typeof mandatory !== 'boolean') {
+    throw new InvalidOptionsError('amqpPublisher: `persistent` and `mandatory` must be true or false');
+  }
   // RabbitMQ sends basic.return before the basic.ack of the same message, so by the time the confirm
   // callback runs, a returned message is already recorded here.
   const returned = new Map<string, number>();

@@ -87,6 +87,20 @@ export function natsPublisher(options: NatsPublisherOptions): Publisher {
     throw new InvalidOptionsError('natsPublisher: `js` must be a JetStream client');
   }
   const subject = options.subject ?? ((message: OutboxMessage) => message.topic);
+  if (typeof subject !== 'function') {
+    throw new InvalidOptionsError('natsPublisher: `subject` must be a function of the message');
+  }
+  const { timeoutMs } = options;
+  // Checked, not handed to the client as it is: NaN or a negative timeout fails every publish (or never
+  // times out), and the rows keep failing with a confusing error.
+  if (
+    timeoutMs !== undefined &&
+    (typeof timeoutMs !== 'number' || !(timeoutMs > 0) || timeoutMs > 2 ** 31 - 1)
+  ) {
+    throw new InvalidOptionsError(
+      `natsPublisher: timeoutMs must be a positive number of ms, got ${String(timeoutMs)}`,
+    );
+  }
   return {
     async publish(message) {
       const make = options.headers ?? (await defaultHeaders());
@@ -98,7 +112,7 @@ export function natsPublisher(options: NatsPublisherOptions): Publisher {
       const ack = await js.publish(subject(message), message.payload, {
         msgID: message.id,
         headers,
-        ...(options.timeoutMs === undefined ? {} : { timeout: options.timeoutMs }),
+        ...(timeoutMs === undefined ? {} : { timeout: timeoutMs }),
       });
       if (ack.duplicate) {
         try {

@@ -1,0 +1,37 @@
+import { describe, expect, it } from 'vitest';
+import { amqpPublisher, natsPublisher } from '../../../src/outbox/index.js';
+
+// Stand-ins with the methods the factories look for; nothing is published in these tests.
+const js = { publish: async () => ({ duplicate: false, seq: 1, stream: 's' }) } as never;
+const channel = { publish: () => true, on: () => undefined } as never;
+
+describe('publisher options are checked, not coerced', () => {
+  it.each([
+    [{ timeoutMs: Number.NaN }, /timeoutMs must be a positive number of ms, got NaN/],
+    [{ timeoutMs: -1 }, /timeoutMs must be a positive number of ms, got -1/],
+    [{ timeoutMs: '5s' }, /timeoutMs must be a positive number of ms, got 5s/],
+    [{ subject: 'orders' }, /`subject` must be a function of the message/],
+  ])('natsPublisher refuses %o', (bad, message) => {
+    expect(() => natsPublisher({ js, ...(bad as object) })).toThrow(
+      expect.objectContaining({ code: 'invalid_options', message: expect.stringMatching(message) }),
+    );
+  });
+
+  it.each([
+    [{ exchange: 5 }, /`exchange` must be a string/],
+    [{ routingKey: 'orders' }, /`routingKey` must be a function of the message/],
+    [{ mandatory: 'false' }, /`persistent` and `mandatory` must be true or false/],
+    [{ persistent: 1 }, /`persistent` and `mandatory` must be true or false/],
+  ])('amqpPublisher refuses %o', (bad, message) => {
+    expect(() => amqpPublisher({ channel, ...(bad as object) })).toThrow(
+      expect.objectContaining({ code: 'invalid_options', message: expect.stringMatching(message) }),
+    );
+  });
+
+  it('still takes the documented values', () => {
+    expect(() => natsPublisher({ js, timeoutMs: 2000, subject: (m) => m.topic })).not.toThrow();
+    expect(() =>
+      amqpPublisher({ channel, exchange: 'events', mandatory: false, persistent: true }),
+    ).not.toThrow();
+  });
+});
