@@ -23,8 +23,13 @@ export interface StoreSuiteOptions {
   createStore(prefix: string): Promise<Store> | Store;
   /** Dispose of a store built by `createStore` (close the clients it opened). */
   disposeStore?(store: Store): Promise<void> | void;
-  /** Run the cross-process claim storm with this configuration (required when the store is shared). */
-  crossProcess?: CrossProcessOptions;
+  /**
+   * Run the cross-process claim storm with this configuration. Required for a store shared across
+   * processes (`capabilities.crossProcess`): without it a check fails, since the one guarantee such a store
+   * exists for would go unchecked; pass `false` to skip the storm knowingly (a suite that only wraps a
+   * store already stormed elsewhere).
+   */
+  crossProcess?: CrossProcessOptions | false;
   /** Lease used by time-based checks, in ms; raise it for slow stores. @default 250 */
   shortLeaseMs?: number;
   /** Largest outcome round-tripped byte-exact. @default 1 MiB */
@@ -1005,7 +1010,21 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
     }),
   );
 
-  if (options.crossProcess !== undefined) {
+  if (options.crossProcess === undefined) {
+    checks.push(
+      check(
+        'is given a cross-process storm when it says it is shared across processes',
+        async (store) => {
+          assert.ok(
+            !store.capabilities.crossProcess,
+            `store '${store.name}' says it can be shared by several processes (capabilities.crossProcess), ` +
+              'which only a storm of real processes can check: pass `crossProcess` (a module that builds the ' +
+              'store in each process), or `crossProcess: false` to skip it knowingly',
+          );
+        },
+      ),
+    );
+  } else if (options.crossProcess !== false) {
     const cp = options.crossProcess;
     checks.push({
       name: `gives exactly one winner per key across ${cp.processes ?? 4} OS processes`,

@@ -106,6 +106,8 @@ defineStoreSuite({
   // stats() SCANs the shared server's whole keyspace: leases longer than the default 250 ms keep the
   // time-based checks deterministic on a loaded machine.
   shortLeaseMs: 600,
+  // The same store and cluster as the node-redis suite above, whose storm covers the processes.
+  crossProcess: false,
   createStore: (checkPrefix) =>
     redisStore({ client: ioRedis.client, prefix: `${prefix}io:${checkPrefix}` }),
 });

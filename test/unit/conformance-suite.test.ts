@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { memoryStore } from '../../src/index.js';
 import { storeConformanceChecks } from '../../src/testing/index.js';
 import { brokenStore } from '../helpers/broken-store.js';
 
@@ -45,7 +46,6 @@ describe('the store conformance suite', () => {
   });
 
   it('passes the same checks on the correct memory store', async () => {
-    const { memoryStore } = await import('../../src/index.js');
     const checks = storeConformanceChecks({ name: 'memory', createStore: () => memoryStore() });
     for (const fragment of [
       '50 concurrent claims',
@@ -56,5 +56,29 @@ describe('the store conformance suite', () => {
     ]) {
       await checks.find((c) => c.name.includes(fragment))!.run();
     }
+  });
+
+  it('fails a store shared across processes when no cross-process storm is configured, unless skipped knowingly', async () => {
+    // Arrange: the memory store, declaring itself shared (as any networked store does).
+    const shared = () => {
+      const store = memoryStore();
+      return { ...store, capabilities: { ...store.capabilities, crossProcess: true } };
+    };
+    const named = 'is given a cross-process storm';
+    const unconfigured = storeConformanceChecks({ name: 'shared', createStore: shared });
+    const skipped = storeConformanceChecks({
+      name: 'shared',
+      createStore: shared,
+      crossProcess: false,
+    });
+    const local = storeConformanceChecks({ name: 'memory', createStore: () => memoryStore() });
+    // Act / Assert
+    await expect(unconfigured.find((c) => c.name.startsWith(named))?.run()).rejects.toThrow(
+      /pass `crossProcess`.*or `crossProcess: false`/,
+    );
+    expect(skipped.some((c) => c.name.startsWith(named) || c.name.includes('OS processes'))).toBe(
+      false,
+    );
+    await expect(local.find((c) => c.name.startsWith(named))?.run()).resolves.toBeUndefined();
   });
 });
