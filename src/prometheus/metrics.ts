@@ -102,7 +102,7 @@ export function histogramIn<L extends string>(
   labelNames: readonly L[],
   buckets: readonly number[],
 ): Histogram<L> {
-  return metricIn(
+  const histogram = metricIn(
     registry,
     name,
     Histogram,
@@ -110,6 +110,16 @@ export function histogramIn<L extends string>(
       new Histogram<L>({ name, help, labelNames, buckets: [...buckets], registers: [registry] }),
     labelNames,
   ) as Histogram<L>;
+  // prom-client keeps the bounds on the metric, though its types do not show them. Sharing a histogram
+  // whose bounds differ would silently observe into the first caller's buckets, not the ones asked for.
+  const bounds = (histogram as unknown as { upperBounds?: readonly number[] }).upperBounds;
+  if (bounds !== undefined && bounds.join() !== [...buckets].sort((a, b) => a - b).join()) {
+    throw new InvalidOptionsError(
+      `prometheus: the registry already has a histogram "${name}" with the buckets [${bounds.join(', ')}], ` +
+        `not [${buckets.join(', ')}]; pass the same buckets, or another \`prefix\` (or registry)`,
+    );
+  }
+  return histogram;
 }
 
 const METRIC_PREFIX = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;

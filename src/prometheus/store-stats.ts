@@ -111,7 +111,8 @@ function withinTimeout<T>(pending: Promise<T>, timeoutMs: number): Promise<T | u
  * | `idempotency_store_oldest_lease_age_seconds` | `store` | age of the oldest live in-progress record (0 when none) |
  *
  * A scrape while the store is unreachable, or slower than `timeoutMs`, reports no sample for it rather
- * than an old one. Register each store once (several stores under different `label`s share the gauges).
+ * than an old one. Register each store once (several stores under different `label`s share the gauges);
+ * call the returned function to stop reading it (before closing it, say).
  *
  * @param options.registry where to register the gauges (default: prom-client's global `register`)
  * @param options.prefix prepended to every metric name (default `'idempotency_'`)
@@ -125,7 +126,7 @@ function withinTimeout<T>(pending: Promise<T>, timeoutMs: number): Promise<T | u
  * registerStoreStats(store);
  * // alert: idempotency_store_records{status="stale_lease"} > 0 for 15m
  */
-export function registerStoreStats(store: Store, options: StoreStatsOptions = {}): void {
+export function registerStoreStats(store: Store, options: StoreStatsOptions = {}): () => void {
   const prefix = metricPrefix(options.prefix, 'idempotency_', 'registerStoreStats');
   const registry = options.registry ?? register;
   const label = storeLabel(options.label, store, 'registerStoreStats');
@@ -188,7 +189,13 @@ export function registerStoreStats(store: Store, options: StoreStatsOptions = {}
       `registerStoreStats: a store labelled '${label}' is registered already; pass another \`label\``,
     );
   }
-  sources.set(label, { store, maxAgeMs, timeoutMs });
+  const source: Source = { store, maxAgeMs, timeoutMs };
+  sources.set(label, source);
+  // A store closed at shutdown, or replaced (a failover to a new client), stops being read; its label can
+  // be registered again. Only this registration is removed, whatever was registered since.
+  return () => {
+    if (sources.get(label) === source) sources.delete(label);
+  };
 }
 
 /**

@@ -79,3 +79,16 @@ describe('a registry holding one of the metric names with other labels', () => {
     expect(prometheusHooks({ registry }).metrics.runs).toBe(runs);
   });
 });
+
+describe('a registry holding one of the histograms with other buckets', () => {
+  it('is refused, instead of observing silently into the first caller’s buckets', () => {
+    const registry = new Registry();
+    prometheusHooks({ registry, buckets: [0.1, 1, 10] });
+    const error = thrownBy(() => prometheusHooks({ registry, buckets: [0.5, 5] }));
+    expect(isInvalidOptionsError(error), String(error)).toBe(true);
+    expect(String(error)).toMatch(/buckets \[0\.1, 1, 10\], not \[0\.5, 5\]/);
+    // The same buckets are shared, as before.
+    expect(() => prometheusHooks({ registry, buckets: [0.1, 1, 10] })).not.toThrow();
+    expect(() => prometheusHooks({ registry: new Registry() })).not.toThrow();
+  });
+});

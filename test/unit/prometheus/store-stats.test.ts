@@ -54,6 +54,27 @@ describe('registerStoreStats', () => {
     );
   });
 
+  it('stops reading a store once its registration is removed, and takes its label again', async () => {
+    // Arrange
+    const registry = new Registry();
+    const closing = memoryStore();
+    const stats = vi.spyOn(closing, 'stats');
+    const unregister = registerStoreStats(closing, { registry, label: 'orders', maxAgeMs: 0 });
+    await scrape(registry);
+    // Act: the store is about to be closed.
+    unregister();
+    const after = await scrape(registry);
+    // Assert: not read again, no sample, and the label is free for its replacement.
+    expect(stats).toHaveBeenCalledTimes(1);
+    expect(Object.keys(after).filter((series) => series.includes('orders'))).toEqual([]);
+    const replacement = registerStoreStats(memoryStore(), { registry, label: 'orders' });
+    unregister(); // a second call, after the label was taken again, leaves the replacement alone
+    expect(Object.keys(await scrape(registry)).some((s) => s.includes('store="orders"'))).toBe(
+      true,
+    );
+    replacement();
+  });
+
   it('reports nothing for a store that cannot answer, rather than an old reading', async () => {
     const registry = new Registry();
     const store = memoryStore();
