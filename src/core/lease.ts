@@ -47,7 +47,16 @@ export class LeaseKeeper implements Beating {
     readonly token: number,
     private readonly leaseMs: number,
     private leaseUntil: number,
-  ) {}
+  ) {
+    this.heldUntil = env.clock.now() + leaseMs;
+  }
+
+  /**
+   * When the lease runs out by this process's own clock: `leaseMs` after the claim's (or the last
+   * extension's) reply came back. Unlike `leaseUntil`, which starts from the store's clock, no skew between
+   * the two clocks can make it look expired while it is not.
+   */
+  private heldUntil: number;
 
   /** The store the lease is held in. */
   get store(): Store {
@@ -172,6 +181,21 @@ export class LeaseKeeper implements Beating {
       throw this.signal.reason;
     }
     this.leaseUntil = this.env.clock.now() + leaseMs;
+    this.heldUntil = this.leaseUntil;
+  }
+
+  /**
+   * Throw the {@link LeaseLostError} if this execution can no longer count on its lease: lost already, past
+   * `maxExecution`, or run out on the engine's clock with no extension (the store refuses an expired lease's
+   * writes even when nobody took the key over). For a step about to start an effect it could not record.
+   */
+  assertHeld(): void {
+    if (this.aborted) throw this.signal.reason;
+    if (this.overtime()) throw this.signal.reason;
+    if (this.env.clock.now() >= this.heldUntil) {
+      this.lose();
+      throw this.signal.reason;
+    }
   }
 
   /** One heartbeat (called by the engine's {@link Heartbeats}); never rejects. */

@@ -8,7 +8,6 @@
  */
 import {
   InvalidOptionsError,
-  type LeaseLostError,
   OutcomeEncodingError,
   ReplayedError,
   StoreUnavailableError,
@@ -101,7 +100,11 @@ export function unrecordedSteps(storageKey: string): StepRunner {
   return async (name, fn, options) => {
     const codec = admitStep(names, name, fn, options);
     const value = await fn({ downstreamKey: deriveDownstreamKey(storageKey, name), attempt: 1 });
-    return codec.decode(codec.encode(value)) as typeof value;
+    try {
+      return codec.decode(codec.encode(value)) as typeof value;
+    } catch (cause) {
+      throw new OutcomeEncodingError(cause);
+    }
   };
 }
 
@@ -163,7 +166,7 @@ export class StepRecorder {
     // A lease already known lost (a heartbeat or extendLease was fenced out, or maxExecution passed): the
     // key is, or will be, another attempt's, and this step could not be recorded. Its effect (a charge)
     // must not start; the takeover makes the call.
-    if (lease.lossReported) throw lease.signal.reason as LeaseLostError;
+    lease.assertHeld();
     const startedAt = lease.now();
     const value = await fn({
       downstreamKey: deriveDownstreamKey(lease.storageKey, name),
@@ -172,11 +175,14 @@ export class StepRecorder {
     const durationMs = lease.now() - startedAt;
     // The step ran: a result the codec cannot encode is recorded as that failure, so that a takeover
     // gets it back (a ReplayedError) instead of running the step's effect a second time.
+    // The result is also decoded before it is recorded: a codec that cannot read back what it wrote would
+    // otherwise fail every takeover (and, returning what the store holds, this attempt) after the effect.
     let encodingError: OutcomeEncodingError | undefined;
-    let encoded: Uint8Array | undefined;
+    let result: S | undefined;
     let bytes: Uint8Array;
     try {
-      encoded = codec.encode(value);
+      const encoded = codec.encode(value);
+      result = codec.decode(encoded) as S;
       bytes = encodeValueOutcome(encoded);
     } catch (cause) {
       encodingError = new OutcomeEncodingError(cause);
@@ -198,7 +204,7 @@ export class StepRecorder {
     // what a takeover sees. Handing back the live value instead (a Date, a Map, a class instance, a field
     // set to undefined) let a handler pass its first run and throw on every takeover, and the throw
     // released the claim with its recorded steps: the next retry ran the charge again.
-    return codec.decode(encoded as Uint8Array) as S;
+    return result as S;
   }
 
   async #load(): Promise<Record<string, Uint8Array>> {

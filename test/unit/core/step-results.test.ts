@@ -7,6 +7,8 @@ import { describe, expect, it, vi } from 'vitest';
 import {
   isInvalidOptionsError,
   isLeaseLostError,
+  isOutcomeEncodingError,
+  isReplayedError,
   type OutcomeCodec,
   type RunContext,
 } from '../../../src/index.js';
@@ -106,5 +108,72 @@ describe('ctx.step results', () => {
     expect(isInvalidOptionsError(first)).toBe(true);
     expect(fixed).toMatchObject({ status: 'executed', value: 'ch_1' });
     expect(charge).toHaveBeenCalledTimes(1);
+  });
+
+  it('records a result its codec cannot read back as OutcomeEncodingError, so no retry charges again', async () => {
+    // Arrange: a codec whose decode rejects what its encode wrote (a schema check, a bug).
+    const { idempotency } = manualEngine({});
+    const charge = vi.fn(() => ({ id: 'ch_1' }));
+    const codec: OutcomeCodec = {
+      encode: (value) => new TextEncoder().encode(JSON.stringify(value)),
+      decode: () => {
+        throw new Error('schema: unknown field id');
+      },
+    };
+    const handler = (ctx: RunContext) => ctx.step('charge', charge, { codec });
+    // Act: the first run, then two retries.
+    const runs = [];
+    for (let i = 0; i < 3; i++) {
+      runs.push(await idempotency.run({ key: 'unreadable' }, handler).catch((e: unknown) => e));
+    }
+    // Assert: the failure is final after the one charge.
+    expect(isOutcomeEncodingError(runs[0])).toBe(true);
+    expect(runs.slice(1).every(isReplayedError)).toBe(true);
+    expect(charge).toHaveBeenCalledTimes(1);
+  });
+
+  it('does not start a step once the lease has run out with no extension, though nothing aborted yet', async () => {
+    // Arrange: no automatic extension; the handler is slow before its step.
+    const { clock, idempotency } = manualEngine({});
+    const charge = vi.fn(() => 'ch_1');
+    let resume!: () => void;
+    const slow = new Promise<void>((resolve) => {
+      resume = resolve;
+    });
+    let abortedBeforeStep: boolean | undefined;
+    const run = idempotency.run({ key: 'ran-out' }, async (ctx) => {
+      await slow;
+      abortedBeforeStep = ctx.signal.aborted;
+      return ctx.step('charge', charge);
+    });
+    await settle();
+    // Act: the lease runs out on the engine's clock; no one has taken the key over.
+    clock.advance(MANUAL_LEASE_MS + 1);
+    resume();
+    const error = await run.catch((e: unknown) => e);
+    // Assert
+    expect(abortedBeforeStep).toBe(false);
+    expect(isLeaseLostError(error)).toBe(true);
+    expect(charge).not.toHaveBeenCalled();
+  });
+
+  it('gives OutcomeEncodingError for an unencodable result when the engine fails open, as with the store up', async () => {
+    // Arrange: a store that is down, an engine that fails open.
+    const { memoryStore, createIdempotency } = await import('../../../src/index.js');
+    const inner = memoryStore();
+    const idempotency = createIdempotency({
+      store: {
+        ...inner,
+        capabilities: { ...inner.capabilities, batch: false },
+        claim: () => Promise.reject(new Error('connection refused')),
+      },
+      failOpen: true,
+    });
+    // Act
+    const error = await idempotency
+      .run({ key: 'open' }, (ctx) => ctx.step('charge', () => ({ amount: 10n })))
+      .catch((e: unknown) => e);
+    // Assert
+    expect(isOutcomeEncodingError(error)).toBe(true);
   });
 });
