@@ -38,7 +38,8 @@ export type AmqpChannelSource =
 export interface AmqpPublisherOptions {
   /**
    * A confirm channel, or a function called before each publish that gives the current one (see
-   * {@link AmqpChannelSource}). A plain channel never calls the confirm callback and is refused.
+   * {@link AmqpChannelSource}): the same channel object until it closes, not a new one per call (each
+   * channel gets a `return` listener once). A plain channel never calls the confirm callback and is refused.
    */
   channel: AmqpChannelSource;
   /** Exchange to publish to; `''` is the default exchange (routing key = queue name). @default '' */
@@ -85,7 +86,9 @@ export function amqpPublisher(options: AmqpPublisherOptions): Publisher {
     throw new InvalidOptionsError('amqpPublisher: `routingKey` must be a function of the message');
   }
   if (typeof persistent !== 'boolean' || typeof mandatory !== 'boolean') {
-    throw new InvalidOptionsError('amqpPublisher: `persistent` and `mandatory` must be true or false');
+    throw new InvalidOptionsError(
+      'amqpPublisher: `persistent` and `mandatory` must be true or false',
+    );
   }
   // RabbitMQ sends basic.return before the basic.ack of the same message, so by the time the confirm
   // callback runs, a returned message is already recorded here.

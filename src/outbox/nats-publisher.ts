@@ -105,7 +105,19 @@ export function natsPublisher(options: NatsPublisherOptions): Publisher {
     async publish(message) {
       const make = options.headers ?? (await defaultHeaders());
       const headers = make();
-      for (const [name, value] of Object.entries(message.headers)) headers.set(name, value);
+      for (const [name, value] of Object.entries(message.headers)) {
+        try {
+          headers.set(name, value);
+        } catch (error) {
+          // NATS headers are stricter than the outbox's (RabbitMQ and Redis Streams take these): a name
+          // must be a token, a value has no CR or LF. Say which header, since the row fails every attempt.
+          throw new Error(
+            `NATS cannot carry header ${JSON.stringify(name)} of message ${message.id} (header names ` +
+              'must be tokens, values without CR or LF): enqueue it with NATS-safe headers',
+            { cause: error },
+          );
+        }
+      }
       headers.set('Content-Type', message.contentType);
       headers.set('Outbox-Topic', message.topic);
       if (message.key !== null) headers.set(NATS_KEY_HEADER, message.key);

@@ -3,8 +3,6 @@
  * past retention, and is woken in-process by `enqueue` on the same `Database` object.
  * @module
  */
-import { performance } from 'node:perf_hooks';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { type Clock, systemClock } from '../core/clock.js';
 import { InvalidOptionsError } from '../core/errors.js';
 import { isSqliteDatabase, type SqliteDatabaseLike } from './clients.js';
@@ -29,10 +27,6 @@ export interface SqliteOutboxSourceOptions {
   /** Source of time for leases, backoff and retention. @default systemClock */
   clock?: Clock;
 }
-
-/** How long a mark or purge waits for a transaction someone else holds open on the connection. */
-const FOREIGN_TRANSACTION_WAIT_MS = 5000;
-const FOREIGN_TRANSACTION_POLL_MS = 5;
 
 interface ClaimedRow {
   row_id: number | bigint;
@@ -80,25 +74,12 @@ export function sqliteOutboxSource(options: SqliteOutboxSourceOptions): OutboxSo
     }
   };
 
-  // A write (mark, purge) issued while someone holds a transaction open on this connection across an
-  // await (an async query builder's transaction) would become part of it: rolled back with it, a mark
-  // vanishes and the row is published again. Wait for that transaction to end, then write at once (no
-  // await in between, so nothing can open another one first).
-  const write = async <T>(operation: string, fn: () => T): Promise<T> => {
-    const deadline = performance.now() + FOREIGN_TRANSACTION_WAIT_MS;
-    while (db.inTransaction) {
-      if (performance.now() >= deadline) {
-        throw outboxStoreError(
-          operation,
-          new Error(
-            `a transaction stayed open on the connection for ${FOREIGN_TRANSACTION_WAIT_MS} ms; not writing inside it`,
-          ),
-        );
-      }
-      await sleep(FOREIGN_TRANSACTION_POLL_MS);
-    }
-    return run(operation, fn);
-  };
+  // Ids marked sent while someone held a transaction open on this connection across an await (an async
+  // query builder's transaction): the mark joined it, and a rollback would undo it, so that the rows would
+  // be published again. The next claim, which runs only outside any transaction, marks them again first
+  // (by id: a no-op for rows that stayed sent). Waiting for that transaction to end instead would stall the
+  // mark behind an application that keeps one open most of the time.
+  const markedInForeignTransaction = new Set<number>();
 
   return {
     claim: (limit, leaseMs) =>
@@ -107,27 +88,33 @@ export function sqliteOutboxSource(options: SqliteOutboxSourceOptions): OutboxSo
         // in it (a savepoint) and vanish with its rollback. Try again on the next round.
         if (db.inTransaction) return [];
         const now = clock.now();
-        const claim = db.transaction(
-          () =>
-            prepared(db, text.claim).all({
-              now,
-              lease_until: now + Math.ceil(leaseMs),
-              limit,
-            }) as ClaimedRow[],
-        );
+        const claim = db.transaction(() => {
+          if (markedInForeignTransaction.size > 0) {
+            const ids = JSON.stringify([...markedInForeignTransaction]);
+            prepared(db, text.markSent).run({ ids, now });
+            markedInForeignTransaction.clear();
+          }
+          return prepared(db, text.claim).all({
+            now,
+            lease_until: now + Math.ceil(leaseMs),
+            limit,
+          }) as ClaimedRow[];
+        });
         return claim
           .immediate()
           .map(toMessage)
           .sort((a, b) => Number(a.rowId) - Number(b.rowId));
       }),
     markSent: (rowIds) =>
-      write('markSent', () => {
+      run('markSent', () => {
         if (rowIds.length === 0) return 0;
-        const ids = JSON.stringify(rowIds.map(Number));
+        const numbers = rowIds.map(Number);
+        if (db.inTransaction) for (const id of numbers) markedInForeignTransaction.add(id);
+        const ids = JSON.stringify(numbers);
         return prepared(db, text.markSent).run({ ids, now: clock.now() }).changes;
       }),
     markFailed: (rowId, retryInMs, error) =>
-      write('markFailed', () => {
+      run('markFailed', () => {
         prepared(db, text.markFailed).run({
           id: Number(rowId),
           available_at: clock.now() + Math.ceil(retryInMs),
@@ -135,7 +122,7 @@ export function sqliteOutboxSource(options: SqliteOutboxSourceOptions): OutboxSo
         });
       }),
     purgeSent: (retentionMs, limit) =>
-      write('purgeSent', () => {
+      run('purgeSent', () => {
         const before = clock.now() - Math.floor(retentionMs);
         return prepared(db, text.purgeSent).run({ before, limit }).changes;
       }),

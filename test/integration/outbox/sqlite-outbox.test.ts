@@ -220,6 +220,67 @@ describe('outbox on SQLite, sharing the connection with an async transaction', (
   });
 });
 
+describe('outbox on SQLite, an application that keeps a transaction open most of the time', () => {
+  it('marks the published rows without waiting for a gap between its transactions, and none is published twice', async () => {
+    // Arrange: the application runs async transactions back to back on the relay's connection (each
+    // awaits I/O, the next begins at once), from the first publish on, for about 600 ms.
+    const shared = new Database(join(dir, 'busy.db'));
+    migrateOutbox(shared);
+    shared.exec('CREATE TABLE app_rows (n INTEGER)');
+    const ids = shared.transaction(() =>
+      [1, 2, 3].map((n) => enqueue(shared, { topic: 'busy', payload: n }).messageId),
+    )();
+    const publisher = recordingPublisher();
+    let app: Promise<void> | undefined;
+    const appLoop = async () => {
+      const until = Date.now() + 600;
+      for (let n = 0; Date.now() < until; n++) {
+        shared.exec('BEGIN');
+        shared.prepare('INSERT INTO app_rows (n) VALUES (?)').run(n);
+        await sleep(10);
+        // Every third one rolls back, taking a mark made inside it along.
+        shared.exec(n % 3 === 2 ? 'ROLLBACK' : 'COMMIT');
+      }
+    };
+    const relay = createRelay({
+      source: sqliteOutboxSource({ database: shared }),
+      publisher: {
+        async publish(message) {
+          app ??= appLoop();
+          await publisher.publish(message);
+        },
+      },
+      leaseMs: 1000,
+      publishTimeoutMs: 500,
+      purgeIntervalMs: 0,
+      concurrency: 1,
+    });
+
+    try {
+      // Act: a round while the application is busy, then the next rounds once it is done.
+      const startedAt = Date.now();
+      const first = await relay.runOnce();
+      const firstMs = Date.now() - startedAt;
+      await app;
+      await sleep(1100); // past the lease
+      const later = await relay.runOnce();
+
+      // Assert: the round did not wait for a quiet moment, every row is sent, and each went out once.
+      expect(first).toMatchObject({ claimed: 3, published: 3 });
+      expect(firstMs).toBeLessThan(400); // the application keeps going for 600 ms
+      expect(later.claimed).toBe(0);
+      for (const id of ids) expect(publisher.counts.get(id)).toBe(1);
+      expect(
+        shared
+          .prepare('SELECT count(*) AS unsent FROM idempotency_outbox WHERE sent_at IS NULL')
+          .get(),
+      ).toEqual({ unsent: 0 });
+    } finally {
+      shared.close();
+    }
+  });
+});
+
 describe('outbox on SQLite, relays in several processes', () => {
   it('three relay processes claiming in IMMEDIATE transactions publish each of 600 rows once', async () => {
     const ids = db.transaction(() =>

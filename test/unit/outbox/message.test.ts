@@ -94,19 +94,17 @@ describe('prepareMessage', () => {
   });
 });
 
-describe('prepareMessage: what no broker (or PostgreSQL) can carry', () => {
-  it('refuses header names that are not tokens, and NUL, CR or LF in the text fields', () => {
-    // Arrange: each would fail every publish to NATS forever, or fail the insert as "store unavailable".
+describe('prepareMessage: what no store can hold', () => {
+  it('refuses NUL in the text fields, headers that are not an object of strings, and an empty content type', () => {
+    // Arrange: a NUL fails the PostgreSQL insert (as "store unavailable", were it not refused first).
     const bad: unknown[] = [
-      { topic: 't', payload: 1, headers: { 'my header': 'x' } },
-      { topic: 't', payload: 1, headers: { 'x:y': 'x' } },
-      { topic: 't', payload: 1, headers: { '': 'x' } },
-      { topic: 't', payload: 1, headers: { trace: 'a\r\nInjected: yes' } },
       { topic: 't', payload: 1, headers: 'abc' },
       { topic: 't', payload: 1, headers: ['x'] },
       { topic: 'a\u0000b', payload: 1 },
-      { topic: 't', payload: 1, key: 'k\n' },
-      { topic: 't', payload: 1, messageId: 'id\r' },
+      { topic: 't', payload: 1, key: 'k\u0000' },
+      { topic: 't', payload: 1, messageId: 'id\u0000' },
+      { topic: 't', payload: 1, headers: { 'x\u0000': 'v' } },
+      { topic: 't', payload: 1, headers: { trace: 'a\u0000' } },
       { topic: 't', payload: 1, contentType: '' },
       { topic: 't', payload: 1, contentType: 5 },
     ];
@@ -116,9 +114,14 @@ describe('prepareMessage: what no broker (or PostgreSQL) can carry', () => {
       expect(() => prepareMessage(message as never), JSON.stringify(message)).toThrow(
         expect.toSatisfy(isInvalidOptionsError),
       );
-    expect(
-      prepareMessage({ topic: 't', payload: 1, headers: { 'x-trace_id.v2': 'ünï code' } }).headers,
-    ).toBe('{"x-trace_id.v2":"ünï code"}');
+  });
+
+  it('keeps headers RabbitMQ and Redis Streams carry as they are, though NATS would refuse them', () => {
+    // Spaces and non-ASCII in names, a line break in a value: the NATS publisher says so for its rows.
+    const headers = { 'x-trace id': 'a', 'x-ünicode': 'b', 'x-note': 'line1\nline2' };
+    expect(JSON.parse(prepareMessage({ topic: 't', payload: 1, headers }).headers)).toEqual(
+      headers,
+    );
   });
 });
 

@@ -35,3 +35,36 @@ describe('publisher options are checked, not coerced', () => {
     ).not.toThrow();
   });
 });
+
+describe('natsPublisher and headers NATS cannot carry', () => {
+  it('fails the publish naming the header, before anything is sent', async () => {
+    // Arrange: the real NATS headers; a name with a space, which RabbitMQ would carry.
+    const { headers } = await import('@nats-io/transport-node');
+    let sent = 0;
+    const publisher = natsPublisher({
+      js: {
+        publish: async () => {
+          sent++;
+          return { duplicate: false, seq: 1, stream: 's' };
+        },
+      } as never,
+      headers,
+    });
+    const message = {
+      id: 'm-1',
+      topic: 'orders',
+      key: null,
+      payload: new Uint8Array(),
+      contentType: 'application/json',
+      headers: { 'x-trace id': 'a' },
+      rowId: '1',
+      attempt: 1,
+      createdAt: 0,
+    };
+    // Act / Assert
+    await expect(publisher.publish(message)).rejects.toThrow(
+      /NATS cannot carry header "x-trace id" of message m-1/,
+    );
+    expect(sent).toBe(0);
+  });
+});
