@@ -21,7 +21,7 @@ import { emit, type HookEvent, type IdempotencyHooks } from './hooks.js';
 import { inspectKey, type KeyInspection } from './inspection.js';
 import { deriveDownstreamKey, storageKey as toStorageKey, validateKey } from './key.js';
 import { type LeaseEnvironment, LeaseKeeper } from './lease.js';
-import { booleanOption, codecOption, nameOption, storeErrorsOption } from './option-checks.js';
+import { booleanOption, codecOption, storeErrorsOption, stringOption } from './option-checks.js';
 import {
   defaultCodec,
   encodeErrorOutcome,
@@ -245,7 +245,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
           window: options.store.capabilities.batchWindow,
           ...options.batch,
         });
-  const namespace = nameOption(options.namespace, 'namespace', 'default');
+  const namespace = stringOption(options.namespace, 'namespace', 'default');
   const engineFailOpen = booleanOption(options.failOpen, 'failOpen');
   const engineStoreErrors = storeErrorsOption<StoreErrorsPolicy>(
     options.storeErrors,

@@ -17,37 +17,41 @@ function shown(value: unknown): string {
   }
 }
 
-/** `value` when it is a boolean, `fallback` when it is `undefined`; else an {@link InvalidOptionsError}. */
+// `null` is "not given", as `??` always treated it: a JSON config writes null for an option it leaves out.
+const absent = (value: unknown): value is null | undefined => value === undefined || value === null;
+
+/**
+ * `value` when it is a boolean, `fallback` when it is absent (`undefined` or `null`); else an
+ * {@link InvalidOptionsError}.
+ */
 export function booleanOption(value: unknown, name: string, fallback = false): boolean {
-  if (value === undefined) return fallback;
+  if (absent(value)) return fallback;
   if (typeof value !== 'boolean') {
     throw new InvalidOptionsError(`${name}: expected true or false, got ${shown(value)}`);
   }
   return value;
 }
 
-/**
- * A `storeErrors` policy: a boolean or a function of the thrown error; `fallback` when `undefined`.
- */
+/** A `storeErrors` policy: a boolean or a function of the thrown error; `fallback` when absent. */
 export function storeErrorsOption<P extends boolean | ((error: unknown) => boolean)>(
   value: P | undefined,
   name: string,
   fallback: P,
 ): P {
-  if (value === undefined) return fallback;
+  if (absent(value)) return fallback;
   if (typeof value === 'boolean' || typeof value === 'function') return value;
   throw new InvalidOptionsError(
     `${name}: expected true, false or a function of the error, got ${shown(value)}`,
   );
 }
 
-/** A codec: an object with `encode` and `decode` functions; `fallback` when `undefined`. */
+/** A codec: an object with `encode` and `decode` functions; `fallback` when absent. */
 export function codecOption(
   value: OutcomeCodec | undefined,
   name: string,
   fallback: OutcomeCodec,
 ): OutcomeCodec {
-  if (value === undefined) return fallback;
+  if (absent(value)) return fallback;
   const codec = value as Partial<OutcomeCodec> | null;
   if (
     typeof codec !== 'object' ||
@@ -62,11 +66,15 @@ export function codecOption(
   return value;
 }
 
-/** A non-empty string; `fallback` when `undefined`. */
-export function nameOption(value: unknown, name: string, fallback: string): string {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'string' || value === '') {
-    throw new InvalidOptionsError(`${name}: expected a non-empty string, got ${shown(value)}`);
+/**
+ * A string; `fallback` when absent. The empty string is one: a namespace of `''` keys records as well as
+ * any other, and refusing it would push a deployment that used it to another namespace, orphaning every
+ * retained outcome (their retries would run again).
+ */
+export function stringOption(value: unknown, name: string, fallback: string): string {
+  if (absent(value)) return fallback;
+  if (typeof value !== 'string') {
+    throw new InvalidOptionsError(`${name}: expected a string, got ${shown(value)}`);
   }
   return value;
 }

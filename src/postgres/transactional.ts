@@ -16,7 +16,7 @@ import { InvalidOptionsError, isLeaseLostError, LeaseLostError } from '../core/e
 import { createFingerprint } from '../core/fingerprint.js';
 import { emit, type HookEvent, type IdempotencyHooks, ignoreRejection } from '../core/hooks.js';
 import { deriveDownstreamKey, storageKey as toStorageKey, validateKey } from '../core/key.js';
-import { codecOption, nameOption } from '../core/option-checks.js';
+import { codecOption, stringOption } from '../core/option-checks.js';
 import { defaultCodec, encodeValueOutcome, type OutcomeCodec } from '../core/outcome.js';
 import type { IdempotencyRecord } from '../core/record.js';
 import { settleRecord } from '../core/settle.js';
@@ -302,7 +302,7 @@ export function postgresTransactional(
   // Checked as the engine checks them: a namespace that differs in type from the engine's would share
   // nothing with it, silently, and a bad codec would only fail after the handler had run (its calls to
   // other systems made), on every retry.
-  const namespace = nameOption(options.namespace, 'namespace', 'default');
+  const namespace = stringOption(options.namespace, 'namespace', 'default');
   const defaultCodecOption = codecOption(options.codec, 'codec', defaultCodec);
   const defaultRetentionMs = toMs(options.retentionMs ?? '24h', 'retentionMs');
   const defaultIsolation = checkIsolation(options.isolationLevel ?? IsolationLevel.ReadCommitted);

@@ -137,9 +137,10 @@ export function registerStoreStats(store: Store, options: StoreStatsOptions = {}
     );
   }
   const timeoutMs = options.timeoutMs ?? 5_000;
-  if (typeof timeoutMs !== 'number' || !(timeoutMs > 0) || !Number.isFinite(timeoutMs)) {
+  // Above 2^31-1 ms Node fires a timer at once: every scrape would report no sample for the store.
+  if (typeof timeoutMs !== 'number' || !(timeoutMs > 0) || timeoutMs > 2 ** 31 - 1) {
     throw new InvalidOptionsError(
-      'registerStoreStats: `timeoutMs` must be a positive number of ms',
+      'registerStoreStats: `timeoutMs` must be a positive number of ms, at most 2147483647',
     );
   }
 

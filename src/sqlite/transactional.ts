@@ -18,7 +18,7 @@ import { InvalidOptionsError, isIdempotencyError } from '../core/errors.js';
 import { createFingerprint } from '../core/fingerprint.js';
 import { emit, type HookEvent, type IdempotencyHooks } from '../core/hooks.js';
 import { deriveDownstreamKey, storageKey as toStorageKey, validateKey } from '../core/key.js';
-import { booleanOption, codecOption, nameOption } from '../core/option-checks.js';
+import { booleanOption, codecOption, stringOption } from '../core/option-checks.js';
 import { defaultCodec, encodeValueOutcome, type OutcomeCodec } from '../core/outcome.js';
 import type { IdempotencyRecord } from '../core/record.js';
 import { settleRecord } from '../core/settle.js';
@@ -172,7 +172,7 @@ export function sqliteTransactional(options: SqliteTransactionalOptions): Sqlite
   // Checked as the engine checks them: a namespace that differs in type from the engine's would share
   // nothing with it, silently; a bad codec would only fail after the handler had run, and a clock without
   // now() would be reported as a store outage on every call.
-  const namespace = nameOption(options.namespace, 'namespace', 'default');
+  const namespace = stringOption(options.namespace, 'namespace', 'default');
   const defaultCodecOption = codecOption(options.codec, 'codec', defaultCodec);
   const defaultRetentionMs = toMs(options.retentionMs ?? '24h', 'retentionMs');
   const hooks = options.hooks ?? {};

@@ -151,7 +151,6 @@ describe('postgresTransactional at its edges', () => {
     const base = { pool: fx.pool, schema: fx.schema };
     const bad: Array<Record<string, unknown>> = [
       { codec: {} },
-      { namespace: '' },
       { namespace: 7 },
       { busyRetryAfterMs: -1 },
       { busyRetryAfterMs: Number.NaN },

@@ -78,7 +78,6 @@ describe('sqliteTransactional at its edges', () => {
     const bad: Array<Record<string, unknown>> = [
       { codec: {} },
       { codec: { encode: () => new Uint8Array() } },
-      { namespace: '' },
       { namespace: 7 },
       { clock: {} },
       { clock: Date.now },

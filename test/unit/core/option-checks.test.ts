@@ -68,8 +68,7 @@ describe('engine options are checked, not coerced', () => {
       { codec: {} },
       /^codec: expected an object with encode and decode functions, got \{\}/,
     ],
-    ['namespace', { namespace: 123 }, /^namespace: expected a non-empty string, got 123/],
-    ['an empty namespace', { namespace: '' }, /^namespace: expected a non-empty string, got ""/],
+    ['namespace', { namespace: 123 }, /^namespace: expected a string, got 123/],
   ])('refuses %s with InvalidOptionsError', (_name, bad, message) => {
     expect(() =>
       createIdempotency({ store: memoryStore(), ...(bad as Record<string, unknown>) }),
@@ -102,6 +101,22 @@ describe('engine options are checked, not coerced', () => {
     // Assert
     await expect(outcome).rejects.toSatisfy(isInvalidOptionsError);
     expect({ claims, runs }).toEqual({ claims: 0, runs: 0 });
+  });
+
+  it('takes null as not given, and the empty namespace as the namespace it always was', async () => {
+    // A JSON config writes null for what it leaves out; `??` always read it as the default.
+    const fromJson = createIdempotency({
+      store: memoryStore(),
+      failOpen: null,
+      storeErrors: null,
+      codec: null,
+      namespace: null,
+    } as never);
+    expect(fromJson.namespace).toBe('default');
+    // A deployment on namespace '' keeps its keys: refusing it would orphan every retained outcome.
+    const empty = createIdempotency({ store: memoryStore(), namespace: '' });
+    expect(empty.namespace).toBe('');
+    expect(empty.storageKeyFor('k')).not.toBe(fromJson.storageKeyFor('k'));
   });
 
   it('still takes the documented values', async () => {

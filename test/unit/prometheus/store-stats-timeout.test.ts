@@ -61,7 +61,7 @@ describe('registerStoreStats with a store that does not answer', () => {
   });
 
   it('refuses a timeoutMs that is not a positive number of ms', () => {
-    for (const timeoutMs of [0, -1, Number.NaN, Number.POSITIVE_INFINITY]) {
+    for (const timeoutMs of [0, -1, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 31]) {
       let error: unknown;
       try {
         registerStoreStats(memoryStore(), { registry: new Registry(), timeoutMs });
