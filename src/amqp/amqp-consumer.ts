@@ -6,20 +6,47 @@
 
 import {
   type ConsumerHandler,
+  type ConsumerHooks,
   type ConsumerOptions,
   InFlight,
   processDelivery,
   resolveConsumerOptions,
 } from '../consumer/index.js';
 import { InvalidOptionsError } from '../core/errors.js';
+import { callHook } from '../core/hooks.js';
 import { AckBatcher } from './acks.js';
 import type { AmqpConfirmChannel, AmqpMessage } from './amqp-types.js';
 import { AmqpDelivery, AmqpSettler } from './delivery.js';
 import { defaultAmqpKey } from './headers.js';
 import { amqpQueues } from './queues.js';
 
+/** A failure of the consumer as a whole rather than of one message. */
+export interface AmqpConsumerErrorEvent {
+  /** The consumer's name. */
+  consumer: string;
+  /**
+   * What ended it: `cancelled` (the broker cancelled the consumer: its queue was deleted) or
+   * `channel-closed` (the channel closed under it: a broker restart, a lost connection, a channel error).
+   */
+  operation: 'cancelled' | 'channel-closed';
+  /** What happened, as an error. */
+  error: unknown;
+}
+
+/** The shared consumer hooks, plus the one for failures of the consumer as a whole. */
+export interface AmqpConsumerHooks extends ConsumerHooks<AmqpMessage> {
+  /**
+   * The consumer stopped receiving without `close()`: the broker cancelled it or its channel closed.
+   * `done` then resolves; messages in flight still settle where the channel allows (unacked ones are
+   * requeued by the broker). Open a channel and call `idempotentConsumer` again to go on.
+   */
+  onConsumerError?(event: AmqpConsumerErrorEvent): void;
+}
+
 /** Options of {@link idempotentConsumer} for RabbitMQ. */
 export interface AmqpConsumerOptions extends ConsumerOptions<AmqpMessage> {
+  /** Observation callbacks. */
+  hooks?: AmqpConsumerHooks;
   /**
    * The queue to consume. The adapter does not declare it (its arguments are yours); it checks that it
    * exists before declaring the retry and dead-letter queues.
@@ -54,6 +81,12 @@ export interface AmqpConsumer {
    * yours and stays open. Resolves to whether everything drained in time.
    */
   close(): Promise<boolean>;
+  /**
+   * Resolves when the consumer stops receiving: after `close()`, or when the broker cancels it (its queue
+   * deleted) or its channel closes, both reported to `hooks.onConsumerError`. Never rejects. A service
+   * awaits it to recreate the consumer, or to exit and let its supervisor restart it.
+   */
+  readonly done: Promise<void>;
 }
 
 /**
@@ -119,29 +152,65 @@ export async function idempotentConsumer(
   const inFlight = new InFlight(prefetch);
   const settler = new AmqpSettler(channel, new AckBatcher(channel), retryQueue, deadLetterQueue);
   channel.on('return', settler.returns.listener);
+  // Ends once: by close(), or by the broker (reported). Without it, a cancelled consumer or a closed
+  // channel would leave the service running and receiving nothing, with nothing said.
+  let closed = false;
+  let end!: () => void;
+  const done = new Promise<void>((resolve) => {
+    end = resolve;
+  });
+  const stopped = (operation: AmqpConsumerErrorEvent['operation'], message: string) => {
+    channel.removeListener('close', onClose);
+    if (closed) return end();
+    closed = true;
+    // A hook that throws or rejects is ignored.
+    callHook((event: AmqpConsumerErrorEvent) => options.hooks?.onConsumerError?.(event), {
+      consumer: resolved.name,
+      operation,
+      error: new Error(message),
+    });
+    end();
+  };
+  const onClose = () =>
+    stopped(
+      'channel-closed',
+      `the channel of consumer '${resolved.name}' on '${queue}' closed: nothing more is received`,
+    );
+  channel.on('close', onClose);
   let consumerTag: string;
   try {
     ({ consumerTag } = await channel.consume(queue, (message) => {
       // null: the broker cancelled the consumer (queue deleted); in-flight messages still settle.
-      if (message === null) return;
+      if (message === null) {
+        stopped(
+          'cancelled',
+          `the broker cancelled consumer '${resolved.name}' on '${queue}' (was the queue deleted?)`,
+        );
+        return;
+      }
       settler.acks.delivered(message);
       inFlight.add(processDelivery(resolved, handler, new AmqpDelivery(settler, message)));
     }));
   } catch (error) {
     channel.removeListener('return', settler.returns.listener);
+    channel.removeListener('close', onClose);
     throw error;
   }
 
   let closing: Promise<boolean> | undefined;
   return {
     consumerTag,
+    done,
     close: () => {
       closing ??= (async () => {
+        closed = true;
+        channel.removeListener('close', onClose);
         try {
           await channel.cancel(consumerTag);
         } catch {
           // A closed channel has no consumer left to cancel; its unacked messages are requeued by the broker.
         }
+        end();
         const drained = await inFlight.drain(resolved.drainTimeoutMs);
         // Not after a timed-out drain: a copy still awaiting its confirm may yet be returned.
         if (drained) channel.removeListener('return', settler.returns.listener);

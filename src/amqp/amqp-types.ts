@@ -60,5 +60,8 @@ export interface AmqpConfirmChannel {
   waitForConfirms(): Promise<void>;
   /** The channel's `'return'` event: a copy published `mandatory` that no queue took. */
   on(event: 'return', listener: (message: AmqpReturnedMessage) => void): unknown;
+  /** The channel's `'close'` event: closed by the broker, by its connection, or by the application. */
+  on(event: 'close', listener: () => void): unknown;
   removeListener(event: 'return', listener: (message: AmqpReturnedMessage) => void): unknown;
+  removeListener(event: 'close', listener: () => void): unknown;
 }

@@ -14,7 +14,12 @@ export type {
   KeyExtractor,
 } from '../consumer/index.js';
 export { DeadLetterReason, RetryReason } from '../consumer/index.js';
-export type { AmqpConsumer, AmqpConsumerOptions } from './amqp-consumer.js';
+export type {
+  AmqpConsumer,
+  AmqpConsumerErrorEvent,
+  AmqpConsumerHooks,
+  AmqpConsumerOptions,
+} from './amqp-consumer.js';
 export { idempotentConsumer } from './amqp-consumer.js';
 export type {
   AmqpConfirmChannel,
