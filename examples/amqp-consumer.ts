@@ -49,6 +49,10 @@ const consumer = await idempotentConsumer(
         settled++;
         console.log(`duplicate of ${key} acked`);
       },
+      // The queue deleted or the channel closed: `consumer.done` resolves; a service would open a new
+      // channel and consume again, or exit and let its supervisor restart it.
+      onConsumerError: ({ operation, error }) =>
+        console.error(`consumer stopped (${operation})`, error),
     },
   },
 );
