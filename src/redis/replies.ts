@@ -9,7 +9,9 @@
  * load-steps-2.lua as a flat array of names and results.
  * @module
  */
+import { StoreUnavailableError } from '../core/errors.js';
 import { type ClaimResult, type IdempotencyRecord, RecordStatus } from '../core/record.js';
+import { PartialBatchError } from '../store/partial-batch.js';
 import type { CompleteAndClaimResults, RecordInspection } from '../store/store.js';
 
 const BAR = 0x7c; // '|'
@@ -141,26 +143,65 @@ function expectBatch(reply: unknown, count: number): asserts reply is unknown[] 
   }
 }
 
-/** Decode claim-many-n.lua's reply: one claim per item, item `i` having asked for `leases[i]` ms. */
-export function decodeClaims(reply: unknown, leases: readonly number[]): ClaimResult[] {
-  const count = leases.length;
-  expectBatch(reply, count);
-  const results: ClaimResult[] = [];
-  for (let i = 0; i < count; i++) results.push(decodeClaim(reply[i], leases[i] as number));
-  return results;
+/**
+ * The error of a batch item the script could not apply (`{'error', message}`, see claim-many-n.lua), or
+ * `undefined` for any other reply. A claimed item's table starts with a number, so the usual reply costs
+ * one `typeof`.
+ */
+function itemError(reply: unknown): StoreUnavailableError | undefined {
+  if (!Array.isArray(reply) || reply.length !== 2 || typeof reply[0] === 'number') return undefined;
+  if (replyText(reply[0]) !== 'error') return undefined;
+  return new StoreUnavailableError(`Redis store: a batch item failed: ${replyText(reply[1])}`);
 }
 
-/** Decode complete-many-n.lua's reply: one `1` / `0` per item. */
-export function decodeFlags(reply: unknown, count: number): boolean[] {
+/** Decode a batch script's items with `one`, keeping a failed item's error in its place. */
+function decodeItems<T>(
+  reply: unknown,
+  count: number,
+  one: (item: unknown, index: number) => T,
+): { results: Array<T | StoreUnavailableError>; failed: number } {
   expectBatch(reply, count);
-  const results: boolean[] = [];
-  for (let i = 0; i < count; i++) results.push(decodeFlag(reply[i]));
-  return results;
+  const results: Array<T | StoreUnavailableError> = [];
+  let failed = 0;
+  for (let i = 0; i < count; i++) {
+    const item: unknown = reply[i];
+    const error = itemError(item);
+    if (error === undefined) results.push(one(item, i));
+    else {
+      results.push(error);
+      failed++;
+    }
+  }
+  return { results, failed };
+}
+
+/**
+ * Decode claim-many-n.lua's reply: one claim per item, item `i` having asked for `leases[i]` ms.
+ * @throws PartialBatchError with every item's result or error when an item failed (the other items were
+ *   applied: their callers must get their results).
+ */
+export function decodeClaims(reply: unknown, leases: readonly number[]): ClaimResult[] {
+  const { results, failed } = decodeItems(reply, leases.length, (item, i) =>
+    decodeClaim(item, leases[i] as number),
+  );
+  if (failed > 0) throw new PartialBatchError(results, failed);
+  return results as ClaimResult[];
+}
+
+/**
+ * Decode complete-many-n.lua's reply: one `1` / `0` per item.
+ * @throws PartialBatchError as {@link decodeClaims} does.
+ */
+export function decodeFlags(reply: unknown, count: number): boolean[] {
+  const { results, failed } = decodeItems(reply, count, decodeFlag);
+  if (failed > 0) throw new PartialBatchError(results, failed);
+  return results as boolean[];
 }
 
 /**
  * Decode the combined script's reply (`complete-claim-script.ts`): complete-many's flags for `completeCount`
  * items, then claim-many's claims, item `i` having asked for `leases[i]` ms.
+ * @throws PartialBatchError (results `{ completed, claimed }`) as {@link decodeClaims} does.
  */
 export function decodeCompleteAndClaim(
   reply: unknown,
@@ -168,10 +209,14 @@ export function decodeCompleteAndClaim(
   leases: readonly number[],
 ): CompleteAndClaimResults {
   expectBatch(reply, 2);
-  return {
-    completed: decodeFlags(reply[0], completeCount),
-    claimed: decodeClaims(reply[1], leases),
-  };
+  const completed = decodeItems(reply[0], completeCount, decodeFlag);
+  const claimed = decodeItems(reply[1], leases.length, (item, i) =>
+    decodeClaim(item, leases[i] as number),
+  );
+  const failed = completed.failed + claimed.failed;
+  const results = { completed: completed.results, claimed: claimed.results };
+  if (failed > 0) throw new PartialBatchError(results, failed);
+  return results as CompleteAndClaimResults;
 }
 
 /** Decode get-1.lua's reply: the live record's value, or nil. */

@@ -9,7 +9,14 @@ import { InvalidOptionsError } from '../core/errors.js';
 import type { ClaimResult } from '../core/record.js';
 import { assertClaimDurations, assertPositiveMs } from './durations.js';
 import { eventLoopBusy } from './event-loop-load.js';
-import type { BatchWindow, ClaimRequest, CompleteRequest, Store } from './store.js';
+import { partialResults } from './partial-batch.js';
+import type {
+  BatchWindow,
+  ClaimRequest,
+  CompleteAndClaimResults,
+  CompleteRequest,
+  Store,
+} from './store.js';
 
 /** Options of {@link withBatching}. */
 export interface BatchingOptions {
@@ -66,11 +73,16 @@ class Lane<Req, Res> {
     return taken;
   }
 
-  /** Give each caller its result, or fail them all when the count is wrong. */
-  resolve(results: readonly Res[]): void {
+  /**
+   * Give each caller its result, or fail them all when the store's answer is not one result per call.
+   * Checked, never trusted: a custom store's wrong answer (not an array, or a `completeAndClaimMany` that
+   * left a list out) thrown from here would settle no caller, and every one of them would wait forever.
+   */
+  resolve(results: unknown): void {
     const count = this.requests.length;
-    if (results.length !== count) {
-      this.reject(new Error(`batch returned ${results.length} results for ${count} items`));
+    if (!Array.isArray(results) || results.length !== count) {
+      const got = Array.isArray(results) ? `${results.length} results` : String(results);
+      this.reject(new Error(`batch returned ${got} for ${count} items`));
       return;
     }
     for (let i = 0; i < count; i++) (this.resolves[i] as (value: Res) => void)(results[i] as Res);
@@ -78,6 +90,23 @@ class Lane<Req, Res> {
 
   reject(error: unknown): void {
     for (const reject of this.rejects) reject(error);
+  }
+
+  /**
+   * The store call failed: each caller gets its own item's result or error when the store reported them
+   * (`partial`, see `partial-batch.ts`), else every caller gets the call's error.
+   */
+  fail(error: unknown, partial: unknown): void {
+    const count = this.requests.length;
+    if (!Array.isArray(partial) || partial.length !== count) {
+      this.reject(error);
+      return;
+    }
+    for (let i = 0; i < count; i++) {
+      const item: unknown = partial[i];
+      if (item instanceof Error) (this.rejects[i] as (error: unknown) => void)(item);
+      else (this.resolves[i] as (value: Res) => void)(item as Res);
+    }
   }
 }
 
@@ -197,12 +226,14 @@ class Batcher {
     if (completes.requests.length > 0 && claims.requests.length > 0 && both !== undefined) {
       return callStore(() => both(completes.requests, claims.requests)).then(
         (results) => {
-          completes.resolve(results.completed);
-          claims.resolve(results.claimed);
+          // `?.`: a custom store's malformed answer fails its callers (see Lane.resolve), never throws.
+          completes.resolve(results?.completed);
+          claims.resolve(results?.claimed);
         },
         (error: unknown) => {
-          completes.reject(error);
-          claims.reject(error);
+          const partial = partialResults(error) as Partial<CompleteAndClaimResults> | undefined;
+          completes.fail(error, partial?.completed);
+          claims.fail(error, partial?.claimed);
         },
       );
     }
@@ -241,7 +272,7 @@ function sendLane<Req, Res>(
       : callStore(() => many(lane.requests));
   return sent.then(
     (results) => lane.resolve(results),
-    (error: unknown) => lane.reject(error),
+    (error: unknown) => lane.fail(error, partialResults(error)),
   );
 }
 

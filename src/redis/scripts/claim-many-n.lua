@@ -14,6 +14,10 @@
 
   Returns  a table with one reply per item, in order, each as claim-1.lua returns it:
            token (integer) | {token, attempt, leaseUntil} | the blocking record's value (bulk)
+           or, for an item that failed (its key holds another type, or a value this layout cannot read),
+           {'error', message}: that item changed nothing, and the others are applied as usual. claim-1.lua
+           fails the call instead; here one item's error must not fail the other callers of the batch,
+           whose claims the items before it have already written (a script is not rolled back).
 ]]
 -- Locals: a global lookup per call (string.sub is two table lookups) is a measurable share of a per-item cost
 -- of a few microseconds.
@@ -30,7 +34,9 @@ local n = #KEYS
 local shared = #ARGV == n + 2
 local lastLeaseMs, lastReserveMs, leaseUntil, leaseText, keepText, freshPrefix
 
-for i = 1, n do
+-- One item, as claim-1.lua; run under pcall (see Returns). It writes only in its last command, so an item
+-- that fails has written nothing.
+local function claimItem(i)
   local key = KEYS[i]
   local fingerprint = ARGV[i]
   local leaseMs, reserveMs
@@ -52,9 +58,7 @@ for i = 1, n do
     freshPrefix = 'p|' .. clockText .. '|' .. leaseText .. '|' .. nowText .. '|1|'
   end
   local old = call('SET', key, freshPrefix .. fingerprint, 'NX', 'GET', 'PXAT', keepText)
-  if not old then
-    replies[i] = clockToken
-  else
+  if old then
     local status = sub(old, 1, 1)
     local attempt = 1
     local createdText = nowText
@@ -81,15 +85,26 @@ for i = 1, n do
       end
     end
     if blocked then
-      replies[i] = old
-    else
-      local token = math.max(clockToken, tonumber(sub(old, 3, (tokenEnd or 0) - 1)) + 1)
-      call('SET', key,
-        'p|' .. format('%.0f', token) .. '|' .. leaseText .. '|' .. createdText .. '|' ..
-          format('%d', attempt) .. '|' .. fingerprint,
-        'PXAT', keepText)
-      replies[i] = {token, attempt, leaseUntil}
+      return old
     end
+    local token = math.max(clockToken, tonumber(sub(old, 3, (tokenEnd or 0) - 1)) + 1)
+    call('SET', key,
+      'p|' .. format('%.0f', token) .. '|' .. leaseText .. '|' .. createdText .. '|' ..
+        format('%d', attempt) .. '|' .. fingerprint,
+      'PXAT', keepText)
+    return {token, attempt, leaseUntil}
+  end
+  return clockToken
+end
+
+for i = 1, n do
+  local ok, reply = pcall(claimItem, i)
+  if ok then
+    replies[i] = reply
+  else
+    -- A failed redis.call raises a table ({err = message}), a Lua error a string.
+    if type(reply) == 'table' then reply = reply.err end
+    replies[i] = {'error', format('%s', reply)}
   end
 end
 return replies

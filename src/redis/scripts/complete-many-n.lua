@@ -8,7 +8,9 @@
   ARGV[2n+1]   retentionMs (positive integer) of every item, when all items share it (sent once); else
   ARGV[2n+i]   retentionMs of item i
 
-  Returns  a table with one integer per item, in order: 1 completed, 0 fenced out.
+  Returns  a table with one reply per item, in order: 1 completed, 0 fenced out, or {'error', message}
+           for an item that failed (its key holds another type, or a value this layout cannot read): that
+           item changed nothing, and the others are applied as usual (see claim-many-n.lua).
 ]]
 -- Locals: a global lookup per call (string.sub is two table lookups) is a measurable share of a per-item cost
 -- of a few microseconds.
@@ -19,7 +21,8 @@ local n = #KEYS
 local shared = #ARGV == 2 * n + 1
 local sharedExpiresText
 
-for i = 1, n do
+-- One item, as complete-1.lua; run under pcall (see Returns). It writes only in its last command.
+local function completeItem(i)
   local key = KEYS[i]
   local tokenText = ARGV[2 * i - 1]
   local old = call('GET', key)
@@ -57,6 +60,17 @@ for i = 1, n do
       end
     end
   end
-  replies[i] = done
+  return done
+end
+
+for i = 1, n do
+  local ok, reply = pcall(completeItem, i)
+  if ok then
+    replies[i] = reply
+  else
+    -- A failed redis.call raises a table ({err = message}), a Lua error a string.
+    if type(reply) == 'table' then reply = reply.err end
+    replies[i] = {'error', format('%s', reply)}
+  end
 end
 return replies

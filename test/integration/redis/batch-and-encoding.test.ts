@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+import { createIdempotency, isStoreUnavailableError } from '../../../src/index.js';
+import { withBatching } from '../../../src/store/batching.js';
 import type { RedisLib } from '../../helpers/redis-clients.js';
 import { rawRedisStore, redisClientsForFile } from '../../helpers/redis-file-connection.js';
 
@@ -7,6 +9,7 @@ import { rawRedisStore, redisClientsForFile } from '../../helpers/redis-file-con
 const prefix = `idemtest:enc:${randomUUID().slice(0, 8)}:`;
 const clients = redisClientsForFile(prefix);
 const day = 86_400_000;
+const lease = { fingerprint: 'fp', leaseMs: 60_000 };
 
 describe.each<RedisLib>(['node-redis', 'ioredis'])(
   'redis record encoding and batches (%s)',
@@ -181,6 +184,83 @@ describe.each<RedisLib>(['node-redis', 'ioredis'])(
       expect(await redis.store.release(a, ca.token)).toBe(false);
       expect(await redis.store.completeMany([])).toEqual([]);
       expect(await redis.store.claimMany([])).toEqual([]);
+    });
+
+    it('fails a batch item whose record another program overwrote alone: the others are applied and answered', async () => {
+      // Arrange: two records this layout cannot use (another type, an unreadable string), as a foreign
+      // writer under the prefix leaves them. The batch script used to abort at such an item: the items
+      // before it stayed claimed, those after it were never applied, and every caller was told the store
+      // was unavailable (a retry of a key claimed that way got "in progress" until its lease ran out).
+      const idempotency = createIdempotency({ store: redis.store, extendLease: false });
+      const scopes = Array.from({ length: 5 }, () => randomUUID());
+      const [hash, text] = [scopes[1], scopes[3]].map((scope) =>
+        idempotency.storageKeyFor('k', scope),
+      ) as [string, string];
+      await raw(['HSET', storeKey(hash), 'field', 'value']);
+      await raw(['SET', storeKey(text), 'garbage']);
+      // Act: five runs in one tick, so one claimMany.
+      const runs = await Promise.allSettled(
+        scopes.map((scope) => idempotency.run({ key: 'k', scope }, () => scope)),
+      );
+      const alone = randomUUID();
+      const direct = await redis.store
+        .claimMany([text, alone].map((key) => ({ key, fingerprint: 'fp', leaseMs: 60_000 })))
+        .then(
+          () => undefined,
+          (error: unknown) => error,
+        );
+      // Assert: the runs on the overwritten records fail (503), the others run; the values are untouched.
+      for (const i of [0, 2, 4]) {
+        expect(runs[i]).toMatchObject({ status: 'fulfilled', value: { status: 'executed' } });
+      }
+      for (const i of [1, 3]) {
+        const run = runs[i];
+        expect(run?.status === 'rejected' && isStoreUnavailableError(run.reason)).toBe(true);
+      }
+      expect(String(await raw(['GET', storeKey(text)]))).toBe('garbage');
+      // A direct caller of claimMany still gets one rejection, but no item after the bad one is lost.
+      expect(isStoreUnavailableError(direct)).toBe(true);
+      expect((await redis.store.get(alone))?.status).toBe('in_progress');
+    });
+
+    it('fails an overwritten record alone in a batch of completions, and beside claims', async () => {
+      // Arrange: two claims, then one record overwritten with another type before its completion.
+      const batched = withBatching(redis.store, { maxInFlight: 1 });
+      const claim = (key: string) => batched.claim(key, { fingerprint: 'fp', leaseMs: 60_000 });
+      const [a, b, c, d, bad] = Array.from({ length: 5 }, () => randomUUID()) as [
+        string,
+        string,
+        string,
+        string,
+        string,
+      ];
+      const [ca, cb, cc] = await redis.store.claimMany([a, b, c].map((key) => ({ key, ...lease })));
+      if (!ca?.claimed || !cb?.claimed || !cc?.claimed) throw new Error('claimed');
+      await raw(['DEL', storeKey(b)]);
+      await raw(['HSET', storeKey(b), 'field', 'value']);
+      await raw(['SET', storeKey(bad), 'garbage']);
+      const outcome = Uint8Array.of(1, 0, 0x75);
+      // Act: two completions in one tick (completeMany), then a completion and two claims in one tick
+      // (completeAndClaimMany).
+      const completes = await Promise.allSettled([
+        batched.complete(b, cb.token, outcome, day),
+        batched.complete(a, ca.token, outcome, day),
+      ]);
+      const mixed = await Promise.allSettled([
+        batched.complete(c, cc.token, outcome, day),
+        claim(bad),
+        claim(d),
+      ]);
+      // Assert
+      expect(
+        completes[0].status === 'rejected' && isStoreUnavailableError(completes[0].reason),
+      ).toBe(true);
+      expect(completes[1]).toEqual({ status: 'fulfilled', value: true });
+      expect(mixed[0]).toEqual({ status: 'fulfilled', value: true });
+      expect(mixed[1].status === 'rejected' && isStoreUnavailableError(mixed[1].reason)).toBe(true);
+      expect(mixed[2].status === 'fulfilled' && mixed[2].value.claimed).toBe(true);
+      expect((await redis.store.get(a))?.status).toBe('completed');
+      expect((await redis.store.get(c))?.status).toBe('completed');
     });
 
     it('claims after a release with a larger token, in a batch too, and hides the tombstone', async () => {

@@ -6,6 +6,7 @@ import {
   type Store,
 } from '../../../src/index.js';
 import { type BatchingOptions, withBatching } from '../../../src/store/batching.js';
+import { PartialBatchError } from '../../../src/store/partial-batch.js';
 import type { StoreCapabilities } from '../../../src/store/store.js';
 import { busyEventLoop, idleEventLoop } from '../../helpers/event-loop.js';
 
@@ -262,6 +263,84 @@ describe('batching of claims and completions', () => {
     await expect(first).rejects.toThrow(/0 results for 3/);
     await expect(second).rejects.toThrow(/0 results for 3/);
     await expect(third).rejects.toThrow(/0 results for 3/);
+  });
+
+  it('rejects, never strands, the callers of a batch whose answer is not an array', async () => {
+    // Arrange: a custom store's claimMany resolves to nothing, its completeAndClaimMany to an object
+    // without the lists. Thrown while settling, that left every caller waiting forever (and the flush's
+    // promise rejected unhandled).
+    const store = memoryStore();
+    store.claimMany = async () => undefined as never;
+    store.completeAndClaimMany = async () => ({}) as never;
+    const batched = withBatching(store, { maxInFlight: 1 });
+    const claim = (key: string) => batched.claim(key, { fingerprint: '', leaseMs: 60_000 });
+    const unhandled = vi.fn();
+    process.on('unhandledRejection', unhandled);
+    const within = <T>(promise: Promise<T>) =>
+      Promise.race([promise, new Promise((resolve) => setTimeout(resolve, 1000, 'still waiting'))]);
+    try {
+      // Act
+      const claims = await within(Promise.allSettled([claim('a'), claim('b')]));
+      const held = await store.claim('c', { fingerprint: '', leaseMs: 60_000 });
+      if (!held.claimed) throw new Error('not claimed');
+      const both = await within(
+        Promise.allSettled([
+          batched.complete('c', held.token, Uint8Array.of(1, 0, 0x75), 60_000),
+          claim('d'),
+        ]),
+      );
+      await new Promise((resolve) => setImmediate(resolve));
+      // Assert
+      for (const settled of [claims, both]) {
+        expect(settled).not.toBe('still waiting');
+        for (const result of settled as PromiseSettledResult<unknown>[]) {
+          expect(result.status === 'rejected' && String(result.reason)).toMatch(
+            /batch returned undefined for \d items/,
+          );
+        }
+      }
+      expect(unhandled).not.toHaveBeenCalled();
+    } finally {
+      process.off('unhandledRejection', unhandled);
+    }
+  });
+
+  it('gives each caller its own item of a batch that failed in part, not the batch error', async () => {
+    // Arrange: a store whose batches fail for the key 'bad' alone, after applying the others, and say so.
+    const store = memoryStore();
+    const { claimMany, completeAndClaimMany } = store;
+    const itemError = new Error('WRONGTYPE');
+    store.claimMany = async (requests) => {
+      const results: unknown[] = await claimMany(requests.filter((r) => r.key !== 'bad'));
+      const all = requests.map((r) => (r.key === 'bad' ? itemError : results.shift()));
+      throw new Error('store unavailable', { cause: new PartialBatchError(all, 1) });
+    };
+    store.completeAndClaimMany = async (completes, claims) => {
+      const { completed, claimed } = await completeAndClaimMany(
+        completes,
+        claims.filter((r) => r.key !== 'bad'),
+      );
+      const all = claims.map((r) => (r.key === 'bad' ? itemError : claimed.shift()));
+      throw new PartialBatchError({ completed, claimed: all }, 1);
+    };
+    const batched = withBatching(store, { maxInFlight: 1 });
+    const claim = (key: string) => batched.claim(key, { fingerprint: '', leaseMs: 60_000 });
+    // Act
+    const [good, bad, other] = await Promise.allSettled([claim('x'), claim('bad'), claim('y')]);
+    const held = await store.claim('c', { fingerprint: '', leaseMs: 60_000 });
+    if (!held.claimed) throw new Error('not claimed');
+    const [completed, badAlongside, claimedAlongside] = await Promise.allSettled([
+      batched.complete('c', held.token, Uint8Array.of(1, 0, 0x75), 60_000),
+      claim('bad'),
+      claim('z'),
+    ]);
+    // Assert: the failed item's caller gets its own error; every other caller its own result.
+    expect(good.status === 'fulfilled' && good.value.claimed).toBe(true);
+    expect(other.status === 'fulfilled' && other.value.claimed).toBe(true);
+    expect(bad.status === 'rejected' && bad.reason).toBe(itemError);
+    expect(completed.status === 'fulfilled' && completed.value).toBe(true);
+    expect(badAlongside.status === 'rejected' && badAlongside.reason).toBe(itemError);
+    expect(claimedAlongside.status === 'fulfilled' && claimedAlongside.value.claimed).toBe(true);
   });
 
   it.each([
