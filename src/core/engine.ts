@@ -370,7 +370,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
 
     const { token, attempt } = claim;
     if (attempt > 1) emit(hooks, 'onTakeover', { ...event, token, attempt });
-    const lease = new LeaseKeeper(leases, storageKey, token, leaseMs, claim.leaseUntil);
+    const lease = new LeaseKeeper(leases, storageKey, token, leaseMs);
     const context = new ExecutionContext(lease, token, attempt, storageKey, leaseMs);
 
     const startedAt = clock.now();

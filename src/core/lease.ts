@@ -46,15 +46,14 @@ export class LeaseKeeper implements Beating {
     /** The execution's fencing token. */
     readonly token: number,
     private readonly leaseMs: number,
-    private leaseUntil: number,
   ) {
     this.heldUntil = env.clock.now() + leaseMs;
   }
 
   /**
    * When the lease runs out by this process's own clock: `leaseMs` after the claim's (or the last
-   * extension's) reply came back. Unlike `leaseUntil`, which starts from the store's clock, no skew between
-   * the two clocks can make it look expired while it is not.
+   * extension's) reply came back. Not the record's `leaseUntil`, which is on the store's clock: a skew
+   * between the two clocks would make a healthy lease look expired (and one failed extension abort it).
    */
   private heldUntil: number;
 
@@ -180,8 +179,7 @@ export class LeaseKeeper implements Beating {
       this.lose();
       throw this.signal.reason;
     }
-    this.leaseUntil = this.env.clock.now() + leaseMs;
-    this.heldUntil = this.leaseUntil;
+    this.heldUntil = this.env.clock.now() + leaseMs;
   }
 
   /**
@@ -210,7 +208,7 @@ export class LeaseKeeper implements Beating {
     } catch {
       // A store error is survivable while the lease has time left: try again at the next beat. Once the
       // lease has run out with no successful extension, the claim may be taken over, so abort.
-      if (!this.aborted && this.env.clock.now() >= this.leaseUntil) this.lose();
+      if (!this.aborted && this.env.clock.now() >= this.heldUntil) this.lose();
     }
     // A lost lease is never extended again.
     if (this.aborted) this.unschedule();
