@@ -172,11 +172,14 @@ const bodyless = (status: number) => status < 200 || status === 204 || status ==
  */
 function commitHead(res: Response, bytes: number): void {
   if (res.headersSent) return;
+  // Not with a Trailer header: Node sends trailers only on a chunked response, and refuses (throws from
+  // writeHead) a head that announces them beside a Content-Length.
   if (
     !bodyless(res.statusCode) &&
     res.req.method !== 'HEAD' &&
     !res.hasHeader('content-length') &&
-    !res.hasHeader('transfer-encoding')
+    !res.hasHeader('transfer-encoding') &&
+    !res.hasHeader('trailer')
   ) {
     res.setHeader('content-length', bytes);
   }
@@ -184,8 +187,13 @@ function commitHead(res: Response, bytes: number): void {
 }
 
 // Headers handed to writeHead bypass getHeaders() when no header was set before: move them into
-// setHeader so that they can be captured. Returns writeHead's arguments without them.
-function moveHeaders(res: Response, status: unknown, a: unknown, b: unknown): unknown[] {
+// setHeader so that they can be captured. Returns writeHead's arguments without them. Once a header is set,
+// Node merges them itself (each one replacing a header of that name, as setHeader does): they are left to
+// it, since appending them here would send a header set earlier beside the one that replaces it (two
+// Content-Type lines).
+function moveHeaders(res: Response, args: unknown[]): unknown[] {
+  if (res.getHeaderNames().length > 0) return args;
+  const [status, a, b] = args;
   const message = typeof a === 'string' ? a : undefined;
   const headers = typeof a === 'string' ? b : a;
   if (Array.isArray(headers)) {
@@ -226,7 +234,7 @@ function install(target: object): Hooks {
     writeHead(this: Response, ...args: unknown[]) {
       // Node's own implicit call (`writeHead(statusCode)`) carries no headers: the common case.
       if (args[1] === undefined || !captures.has(this)) return writeHead().apply(this, args);
-      return writeHead().apply(this, moveHeaders(this, args[0], args[1], args[2]));
+      return writeHead().apply(this, moveHeaders(this, args));
     },
     write(this: Response, ...args: unknown[]) {
       const capture = captures.get(this);
@@ -297,7 +305,7 @@ function patch(res: Response, capture: Capture): void {
     const writeHead = res.writeHead as unknown as Method;
     res.writeHead = function (this: Response, ...args: unknown[]) {
       if (args[1] === undefined) return writeHead.apply(this, args);
-      return writeHead.apply(this, moveHeaders(this, args[0], args[1], args[2]));
+      return writeHead.apply(this, moveHeaders(this, args));
     } as Response['writeHead'];
   }
   const write = res.write as unknown as Method;

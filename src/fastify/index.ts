@@ -37,6 +37,7 @@ import {
   routeOptionsOf,
 } from '../http/index.js';
 import { jsonTextOf, keepJsonText } from './json-text.js';
+import { isWebResponse, isWebStream, unwrapWebResponse } from './web-payload.js';
 
 export type { IdempotencyContext } from '../http/index.js';
 export { currentIdempotency } from '../http/index.js';
@@ -123,14 +124,28 @@ function rawBodyOf(request: FastifyRequest): Uint8Array | string | undefined {
   return raw instanceof Uint8Array || typeof raw === 'string' ? raw : undefined;
 }
 
+// A Node stream, or a web ReadableStream (async iterable too).
 const isStream = (payload: unknown): payload is AsyncIterable<Uint8Array | string> =>
-  typeof payload === 'object' &&
-  payload !== null &&
-  typeof (payload as Readable).pipe === 'function';
+  (typeof payload === 'object' &&
+    payload !== null &&
+    typeof (payload as Readable).pipe === 'function') ||
+  isWebStream(payload);
 
 // Hand the sent payload to the execution; returns the payload to send on (re-created for streams).
-async function capturePayload(reply: FastifyReply, running: Running, payload: unknown) {
+async function capturePayload(reply: FastifyReply, running: Running, sent: unknown) {
   const { execution } = running;
+  let payload = sent;
+  if (isWebResponse(payload)) {
+    try {
+      payload = unwrapWebResponse(reply, payload);
+    } catch (error) {
+      // Nothing valid can be sent: release the key, as for a thrown error, and let Fastify answer it.
+      await execution.fail(error);
+      throw error;
+    }
+    // No body: the payload sent on is `null`, not `undefined` (which an onSend hook returns to keep the
+    // `Response` as it was, whose headers Fastify would then apply a second time).
+  }
   const status = reply.statusCode;
   const headers = readAllowedHeaders(execution.policy.replayHeaders, (name) =>
     reply.getHeader(name),

@@ -134,7 +134,15 @@ export function idempotency(options: HonoIdempotencyOptions): HonoIdempotency {
       const { execution } = decision;
       c.set('idempotency', execution.context);
       cacheText(c);
-      await execution.enter(next);
+      try {
+        await execution.enter(next);
+      } catch (error) {
+        // Hono hands only `Error`s to onError: anything else thrown (`throw { code: 'declined' }`) comes
+        // back out of `next`. No response was produced, so the key is released, as for a thrown error;
+        // left alone, the claim would stay in progress while the process lives.
+        await execution.fail(error);
+        throw error;
+      }
       // Hono catches the handler's error and renders it through onError. Judged by what it rendered, as
       // Express's error handlers are: a 4xx (an HTTPException(402) for a declined card) is the handler's
       // answer and is stored; a 5xx releases the key unless errors are kept.

@@ -38,9 +38,10 @@ export interface RequestFacts {
   /**
    * The scope (tenant, principal) from the adapter's `scope` function; computed only when the layer
    * applies. `undefined` when there is none: the layer then digests the request's credentials
-   * ({@link credentialScope}, with the route's `scopeCookies`).
+   * ({@link credentialScope}, with the route's `scopeCookies`), as it does when the promise of one
+   * resolves to `undefined` or `null`.
    */
-  scope(): string | Promise<string> | undefined;
+  scope(): string | Promise<string | undefined | null> | undefined;
 }
 
 /** A response the handler produced, as the adapter captured it. */
@@ -162,7 +163,11 @@ export function decide(
     if (typeof scope !== 'string') {
       return Promise.resolve(scope).then(async (resolved) => {
         const body = (await request.body()) as unknown;
-        return begin(engine, policy, key, resolved, fingerprintOf(policy, request, body));
+        // A promise of no scope means the same as no scope: the credentials' digest. Handed on as it is,
+        // `undefined` would become the engine's default scope, '', which every such caller shares: a
+        // second user's retry would be replayed the first user's response.
+        const scoped = resolved ?? defaultScope(policy, request);
+        return begin(engine, policy, key, scoped, fingerprintOf(policy, request, body));
       });
     }
     const body = request.body();

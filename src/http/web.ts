@@ -52,11 +52,25 @@ function plainBody(response: Response): Uint8Array | undefined {
  * stored, then return the response to send. Nothing reaches the client before the outcome is durable, so
  * an immediate retry gets the replay, not a 409. A body over the limit is streamed through unbuffered and
  * marked as not kept.
+ *
+ * Whatever fails before the outcome is handed over releases the key and is rethrown: a body that cannot be
+ * read (already read, or locked by a reader the handler took), a body stream that errors, a handler that
+ * returned something other than a `Response`. Left alone, the claim would stay in progress, its lease
+ * extended while the process lives, and every retry would get 409.
  */
 export async function captureWebResponse(
   response: Response,
   execution: Execution,
 ): Promise<Response> {
+  try {
+    return await capture(response, execution);
+  } catch (error) {
+    await execution.fail(error); // nothing once the outcome was handed over (`fail` is then a no-op)
+    throw error;
+  }
+}
+
+async function capture(response: Response, execution: Execution): Promise<Response> {
   // A Headers object joins a repeated name's values, as iterating it does.
   const headers = readAllowedHeaders(execution.policy.replayHeaders, (name) =>
     response.headers.get(name),
@@ -98,8 +112,8 @@ export async function captureWebResponse(
     }
   } catch (error) {
     reader.releaseLock();
-    // The body stream failed before it was complete: nothing valid was produced, so release the key.
-    await execution.fail(error);
+    // The body stream failed before it was complete: nothing valid was produced (the caller releases the
+    // key).
     throw error;
   }
   if (bytes <= limit) {
@@ -123,9 +137,9 @@ export async function captureWebResponse(
         controller.close();
       } else controller.enqueue(next.value);
     },
-    cancel: () => {
-      reader.releaseLock();
-    },
+    // The client went away: tell the handler's stream, as the server would have without the layer, so
+    // that its source stops and frees what it holds (a cursor, a file, an upstream request).
+    cancel: (reason) => reader.cancel(reason),
   });
   return new Response(stream, init);
 }
