@@ -21,7 +21,13 @@ import { emit, type HookEvent, type IdempotencyHooks } from './hooks.js';
 import { inspectKey, type KeyInspection } from './inspection.js';
 import { deriveDownstreamKey, storageKey as toStorageKey, validateKey } from './key.js';
 import { type LeaseEnvironment, LeaseKeeper } from './lease.js';
-import { booleanOption, codecOption, storeErrorsOption, stringOption } from './option-checks.js';
+import {
+  booleanOption,
+  codecOption,
+  scopeOption,
+  storeErrorsOption,
+  stringOption,
+} from './option-checks.js';
 import {
   defaultCodec,
   encodeErrorOutcome,
@@ -335,7 +341,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     fn: (context: RunContext) => Promise<T> | T,
   ): Promise<RunOutcome<T>> {
     validateKey(request.key);
-    const storageKey = toStorageKey(namespace, request.scope ?? '', request.key);
+    const storageKey = toStorageKey(namespace, scopeOption(request.scope), request.key);
     const fingerprint =
       request.fingerprint ??
       (request.payload === undefined ? '' : createFingerprint(request.payload));
@@ -512,11 +518,13 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     run,
     storageKeyFor: (key, scope = '') => {
       validateKey(key);
-      return toStorageKey(namespace, scope, key);
+      return toStorageKey(namespace, scopeOption(scope), key);
     },
     inspect: async (key, scope = '') => {
       validateKey(key);
-      return inspectKey(options.store, toStorageKey(namespace, scope, key), () => clock.now());
+      return inspectKey(options.store, toStorageKey(namespace, scopeOption(scope), key), () =>
+        clock.now(),
+      );
     },
   };
 }

@@ -78,3 +78,16 @@ export function stringOption(value: unknown, name: string, fallback: string): st
   }
   return value;
 }
+
+/**
+ * The scope of a run: a string, `''` when absent. A finite number is taken as it always was (its storage
+ * keys stay the same); any other value is refused, because it would be keyed by its JSON: every object of
+ * a class with private fields is `{}`, so every caller would share one scope and be replayed another's
+ * outcome.
+ */
+export function scopeOption(value: unknown): string {
+  if (typeof value === 'string') return value;
+  if (absent(value)) return '';
+  if (typeof value === 'number' && Number.isFinite(value)) return value as unknown as string;
+  throw new InvalidOptionsError(`scope: expected a string, got ${shown(value)}`);
+}

@@ -16,7 +16,7 @@ import { InvalidOptionsError, isLeaseLostError, LeaseLostError } from '../core/e
 import { createFingerprint } from '../core/fingerprint.js';
 import { emit, type HookEvent, type IdempotencyHooks, ignoreRejection } from '../core/hooks.js';
 import { deriveDownstreamKey, storageKey as toStorageKey, validateKey } from '../core/key.js';
-import { codecOption, stringOption } from '../core/option-checks.js';
+import { codecOption, scopeOption, stringOption } from '../core/option-checks.js';
 import { defaultCodec, encodeValueOutcome, type OutcomeCodec } from '../core/outcome.js';
 import type { IdempotencyRecord } from '../core/record.js';
 import { settleRecord } from '../core/settle.js';
@@ -339,7 +339,7 @@ export function postgresTransactional(
     runOptions: { beforeCommit?: (tx: TransactionContext) => Promise<void> | void } = {},
   ): Promise<RunOutcome<T>> {
     validateKey(request.key);
-    const storageKey = toStorageKey(namespace, request.scope ?? '', request.key);
+    const storageKey = toStorageKey(namespace, scopeOption(request.scope), request.key);
     const fingerprint =
       request.fingerprint ??
       (request.payload === undefined ? '' : createFingerprint(request.payload));
@@ -515,7 +515,7 @@ export function postgresTransactional(
     runInTransaction,
     storageKeyFor: (key, scope = '') => {
       validateKey(key);
-      return toStorageKey(namespace, scope, key);
+      return toStorageKey(namespace, scopeOption(scope), key);
     },
   };
 }

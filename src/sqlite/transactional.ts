@@ -18,7 +18,7 @@ import { InvalidOptionsError, isIdempotencyError } from '../core/errors.js';
 import { createFingerprint } from '../core/fingerprint.js';
 import { emit, type HookEvent, type IdempotencyHooks } from '../core/hooks.js';
 import { deriveDownstreamKey, storageKey as toStorageKey, validateKey } from '../core/key.js';
-import { booleanOption, codecOption, stringOption } from '../core/option-checks.js';
+import { booleanOption, codecOption, scopeOption, stringOption } from '../core/option-checks.js';
 import { defaultCodec, encodeValueOutcome, type OutcomeCodec } from '../core/outcome.js';
 import type { IdempotencyRecord } from '../core/record.js';
 import { settleRecord } from '../core/settle.js';
@@ -226,7 +226,7 @@ export function sqliteTransactional(options: SqliteTransactionalOptions): Sqlite
     if (typeof fn !== 'function') {
       throw new InvalidOptionsError('runInTransaction: the handler must be a function');
     }
-    const storageKey = toStorageKey(namespace, request.scope ?? '', request.key);
+    const storageKey = toStorageKey(namespace, scopeOption(request.scope), request.key);
     const fingerprint =
       request.fingerprint ??
       (request.payload === undefined ? '' : createFingerprint(request.payload));
@@ -369,7 +369,7 @@ export function sqliteTransactional(options: SqliteTransactionalOptions): Sqlite
     },
     storageKeyFor: (key, scope = '') => {
       validateKey(key);
-      return toStorageKey(namespace, scope, key);
+      return toStorageKey(namespace, scopeOption(scope), key);
     },
   };
 }

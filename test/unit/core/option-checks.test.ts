@@ -152,3 +152,47 @@ describe('a storeErrors function that throws', () => {
     });
   });
 });
+
+describe('the scope of a run', () => {
+  it('refuses a scope that would be keyed by its JSON, so that two callers never share one by accident', async () => {
+    // Arrange: objects of a class with private fields are all `{}` in JSON.
+    class User {
+      readonly #id: string;
+      constructor(id: string) {
+        this.#id = id;
+      }
+      get id() {
+        return this.#id;
+      }
+    }
+    const idempotency = createIdempotency({ store: memoryStore() });
+    let runs = 0;
+    // Act / Assert: refused before anything is claimed, whatever the value.
+    for (const scope of [new User('alice'), { tenant: 't1' }, ['t1'], true, () => 't1']) {
+      await expect(
+        idempotency.run({ key: 'k', scope: scope as never }, () => {
+          runs++;
+        }),
+      ).rejects.toThrow(expect.objectContaining({ code: 'invalid_options' }));
+      expect(() => idempotency.storageKeyFor('k', scope as never)).toThrow(
+        /scope: expected a string/,
+      );
+    }
+    expect(runs).toBe(0);
+  });
+
+  it('keeps strings, an absent scope, and the numbers callers have used (their keys unchanged)', async () => {
+    const idempotency = createIdempotency({ store: memoryStore() });
+    expect(idempotency.storageKeyFor('k', undefined)).toBe(idempotency.storageKeyFor('k', ''));
+    expect(idempotency.storageKeyFor('k', null as never)).toBe(idempotency.storageKeyFor('k', ''));
+    // A numeric id stays keyed as it always was: apart from the string of the same digits.
+    expect(idempotency.storageKeyFor('k', 42 as never)).not.toBe(
+      idempotency.storageKeyFor('k', '42'),
+    );
+    await expect(
+      idempotency.run({ key: 'k', scope: 42 as never }, () => 'ok'),
+    ).resolves.toMatchObject({
+      status: 'executed',
+    });
+  });
+});
