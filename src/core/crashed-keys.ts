@@ -16,7 +16,7 @@ export interface ListCrashedKeysOptions {
    * The previous page's `next` (absent for the first page): on the SQL and memory stores the last key of
    * that page (any key works: the page starts after it, in byte order); on Redis a `SCAN` position.
    */
-  after?: string;
+  after?: string | undefined;
 }
 
 /** One page of {@link listCrashedKeys}. */

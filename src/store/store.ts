@@ -257,7 +257,7 @@ export interface ListCrashedOptions {
    * previous page, so any key works here too (the page starts after it). Redis lists in the order of
    * `SCAN`, and its `next` is a `SCAN` position (`<master>:<cursor>[:<key>]`), not a key.
    */
-  after?: string;
+  after?: string | undefined;
 }
 
 /** One record of {@link Store.listCrashed}: a crashed claim's key, and what `inspect` returns for it. */
