@@ -8,15 +8,16 @@ import {
   type ConsumerHandler,
   type ConsumerHooks,
   type ConsumerOptions,
-  InFlight,
   processDelivery,
   resolveConsumerOptions,
+  settlesWithin,
 } from '../consumer/index.js';
 import { InvalidOptionsError } from '../core/errors.js';
 import { callHook } from '../core/hooks.js';
 import { AckBatcher } from './acks.js';
 import type { AmqpConfirmChannel, AmqpMessage } from './amqp-types.js';
 import { AmqpDelivery, AmqpSettler } from './delivery.js';
+import { HandlerSlots } from './handler-slots.js';
 import { defaultAmqpKey } from './headers.js';
 import { amqpQueues } from './queues.js';
 
@@ -66,7 +67,8 @@ export interface AmqpConsumerOptions extends ConsumerOptions<AmqpMessage> {
   /** Declare the retry and dead-letter queues (durable) at start. @default true */
   declare?: boolean;
   /**
-   * Prefetch (unacked deliveries in flight), 1–65535; also the concurrency.
+   * Prefetch (unacked deliveries in flight), 1–65535. Also the concurrency, unless `concurrency` is set
+   * lower: then the deliveries beyond it wait in the process for a handler slot.
    * @default `concurrency` (10)
    */
   prefetch?: number;
@@ -77,8 +79,9 @@ export interface AmqpConsumer {
   /** The broker's consumer tag. */
   readonly consumerTag: string;
   /**
-   * Stop receiving, then wait (up to `drainTimeout`) for in-flight messages to be settled. The channel is
-   * yours and stays open. Resolves to whether everything drained in time.
+   * Stop receiving (a message the broker still delivers is `nack`ed back to the queue, never started),
+   * then wait for the broker's cancel and for in-flight messages to be settled, up to `drainTimeout` in
+   * all. The channel is yours and stays open. Resolves to whether both happened in time.
    */
   close(): Promise<boolean>;
   /**
@@ -149,12 +152,25 @@ export async function idempotentConsumer(
   }
   await channel.prefetch(prefetch);
 
-  const inFlight = new InFlight(prefetch);
   const settler = new AmqpSettler(channel, new AckBatcher(channel), retryQueue, deadLetterQueue);
+  const slots = new HandlerSlots(prefetch, options.concurrency, (delivery: AmqpDelivery) =>
+    processDelivery(resolved, handler, delivery),
+  );
+  // Hand back deliveries received and never started: requeued at once for another consumer, rather than
+  // held unacked until the channel closes.
+  const handBack = (message: AmqpMessage) => {
+    try {
+      channel.nack(message, false, true);
+    } catch {
+      // The channel is closed: the broker requeues it anyway.
+    }
+  };
   channel.on('return', settler.returns.listener);
   // Ends once: by close(), or by the broker (reported). Without it, a cancelled consumer or a closed
   // channel would leave the service running and receiving nothing, with nothing said.
   let closed = false;
+  // Set by close(): deliveries that arrive after it are handed back, never started.
+  let stopping = false;
   let end!: () => void;
   const done = new Promise<void>((resolve) => {
     end = resolve;
@@ -171,11 +187,14 @@ export async function idempotentConsumer(
     });
     end();
   };
-  const onClose = () =>
+  const onClose = () => {
+    // The broker requeued every unacked message with the channel: one not started yet never will be.
+    slots.takeWaiting();
     stopped(
       'channel-closed',
       `the channel of consumer '${resolved.name}' on '${queue}' closed: nothing more is received`,
     );
+  };
   channel.on('close', onClose);
   let consumerTag: string;
   try {
@@ -188,8 +207,16 @@ export async function idempotentConsumer(
         );
         return;
       }
+      if (stopping) {
+        // Sent before the broker took the cancel in (or after a cancel close() stopped waiting for): not
+        // started behind a close() that may already have resolved, but handed back at once for another
+        // consumer, rather than held unacked until the channel closes. Not recorded with the acks: no
+        // later multiple ack may cover it, and none can, as every ack to come is of an earlier tag.
+        handBack(message);
+        return;
+      }
       settler.acks.delivered(message);
-      inFlight.add(processDelivery(resolved, handler, new AmqpDelivery(settler, message)));
+      slots.deliver(new AmqpDelivery(settler, message));
     }));
   } catch (error) {
     channel.removeListener('return', settler.returns.listener);
@@ -204,17 +231,26 @@ export async function idempotentConsumer(
     close: () => {
       closing ??= (async () => {
         closed = true;
+        stopping = true;
         channel.removeListener('close', onClose);
-        try {
-          await channel.cancel(consumerTag);
-        } catch {
-          // A closed channel has no consumer left to cancel; its unacked messages are requeued by the broker.
-        }
+        // Waiting for a handler slot (concurrency below the prefetch): never started either. Their tags
+        // stay unsettled for the ack batcher, so no multiple ack covers them.
+        for (const delivery of slots.takeWaiting()) handBack(delivery.message);
+        const deadline = performance.now() + resolved.drainTimeoutMs;
+        // A broker that hangs without closing the connection (a network partition) never answers the
+        // cancel, and amqplib has no timeout of its own: only its heartbeat ends the connection, minutes
+        // later. The wait for the cancel counts against the drain timeout.
+        const cancelled = await settlesWithin(
+          channel.cancel(consumerTag).catch(() => {
+            // A closed channel has no consumer left to cancel; the broker requeues its unacked messages.
+          }),
+          resolved.drainTimeoutMs,
+        );
         end();
-        const drained = await inFlight.drain(resolved.drainTimeoutMs);
+        const drained = await slots.inFlight.drain(Math.max(deadline - performance.now(), 0));
         // Not after a timed-out drain: a copy still awaiting its confirm may yet be returned.
         if (drained) channel.removeListener('return', settler.returns.listener);
-        return drained;
+        return cancelled && drained;
       })();
       return closing;
     },

@@ -32,6 +32,29 @@ export class InFlight {
     this.active++;
   }
 
+  /** Take a free slot now, without waiting; false when every slot is busy. */
+  tryAcquire(): boolean {
+    if (this.active >= this.limit) return false;
+    this.active++;
+    return true;
+  }
+
+  /**
+   * Resolve once a slot may be free, without taking it (take it with {@link tryAcquire}, which may lose
+   * it to another caller), or once {@link wakeAll} is called. A wait a closing consumer can end without
+   * racing a long-lived "closed" promise: each such race leaves a reaction on that promise, kept until it
+   * settles, so one per message grows the heap for as long as the consumer runs.
+   */
+  waitForFree(): Promise<void> {
+    if (this.active < this.limit) return Promise.resolve();
+    return new Promise<void>((resolve) => this.waiters.push(resolve));
+  }
+
+  /** Wake every caller waiting for a slot; {@link acquire} waits again, others look at why they waited. */
+  wakeAll(): void {
+    for (const resolve of this.waiters.splice(0)) resolve();
+  }
+
   /** Run `task` in a slot already taken with {@link acquire} (or over the limit, for push brokers). */
   run(task: () => Promise<unknown>): void {
     this.track(task());

@@ -102,10 +102,17 @@ class Attempt<M> {
   async outcome(): Promise<AttemptResult> {
     const { options, delivery } = this;
     try {
-      // The consumer's own rule holds whatever the engine's `storeErrors`: a handler error releases the
-      // claim, so the message is retried and then dead-lettered. A stored error would make every
-      // redelivery a replay of it, and the message would never run again nor reach the dead letters.
-      const request: RunRequest = { key: this.key, scope: options.scope, storeErrors: false };
+      // The consumer's own rules hold whatever the engine's settings. `storeErrors: false`: a handler error
+      // releases the claim, so the message is retried and then dead-lettered (a stored error would make
+      // every redelivery a replay of it). `failOpen: false`: an engine shared with an HTTP route that
+      // fails open would otherwise run every copy of a message unprotected during a store outage, and ack
+      // it; a consumer can always redeliver later instead.
+      const request: RunRequest = {
+        key: this.key,
+        scope: options.scope,
+        storeErrors: false,
+        failOpen: false,
+      };
       const fingerprint = options.fingerprint?.(delivery.message);
       if (fingerprint !== undefined) request.fingerprint = fingerprint;
       if (options.leaseMs !== undefined) request.leaseMs = options.leaseMs;

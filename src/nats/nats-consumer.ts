@@ -26,9 +26,12 @@ export { KEY_HEADER, MSG_ID_HEADER };
 export interface NatsConsumerErrorEvent {
   /** The consumer's name. */
   consumer: string;
-  /** What failed: `consume` (the message loop ended on an error). */
+  /**
+   * What failed: `consume` (the message loop ended on an error, or without `close()` because the
+   * connection closed).
+   */
   operation: 'consume';
-  /** The error (`consumer deleted`, `consumer not found`, `stream not found`, …). */
+  /** The error (`consumer deleted`, `consumer not found`, `stream not found`, the connection closed, …). */
   error: unknown;
 }
 
@@ -36,8 +39,9 @@ export interface NatsConsumerErrorEvent {
 export interface NatsConsumerHooks extends ConsumerHooks<NatsJsMsg> {
   /**
    * The message loop ended on an error: the JetStream consumer or its stream was deleted (or not found
-   * after missed heartbeats). `done` then resolves; in-flight messages still settle. Recreate the consumer
-   * and call `idempotentConsumer` again to go on.
+   * after missed heartbeats), or the connection closed without `close()`. `done` then resolves; in-flight
+   * messages still settle where the connection allows. Recreate the consumer (and the connection) and call
+   * `idempotentConsumer` again to go on.
    */
   onConsumerError?(event: NatsConsumerErrorEvent): void;
 }
@@ -66,8 +70,8 @@ export interface NatsConsumer {
   close(): Promise<boolean>;
   /**
    * Resolves when the message loop ends: after `close()`, or when the server ends the consumer (the
-   * JetStream consumer or its stream deleted, reported to `hooks.onConsumerError`, or the connection
-   * closed). Never rejects.
+   * JetStream consumer or its stream deleted) or the connection closes, both reported to
+   * `hooks.onConsumerError`. Never rejects.
    */
   readonly done: Promise<void>;
 }
@@ -124,19 +128,15 @@ export async function idempotentConsumer(
     abort_on_missing_resource: true,
   });
   let closed = false;
-  let wake = () => {};
-  const closedSignal = new Promise<false>((resolve) => {
-    wake = () => resolve(false);
-  });
 
   // A free slot, or false once close() was called: a message waiting for a slot must not start after it.
+  // Not a race against a "closed" promise: every race would leave a reaction on that promise until close,
+  // a few hundred bytes per message for as long as the consumer runs. close() wakes the waiters instead.
   async function slot(): Promise<boolean> {
-    const acquiring = inFlight.acquire();
-    const got = await Promise.race([acquiring.then(() => true), closedSignal]);
-    if (got && !closed) return true;
-    // Give back the slot, now or whenever it comes.
-    if (got) inFlight.release();
-    else void acquiring.then(() => inFlight.release());
+    while (!closed) {
+      if (inFlight.tryAcquire()) return true;
+      await inFlight.waitForFree();
+    }
     return false;
   }
 
@@ -159,9 +159,13 @@ export async function idempotentConsumer(
 
   const loop = async () => {
     for await (const message of messages) {
-      if (!closed && (await slot())) {
-        inFlight.run(() => deliver(message));
-        continue;
+      if (await slot()) {
+        // close() may have come in the turn between taking the slot and here.
+        if (!closed) {
+          inFlight.run(() => deliver(message));
+          continue;
+        }
+        inFlight.release();
       }
       // Pulled after close(): never started; nak() hands it back now rather than after AckWait.
       try {
@@ -169,6 +173,14 @@ export async function idempotentConsumer(
       } catch {
         // The connection is gone: the server redelivers after AckWait anyway.
       }
+    }
+    // The iterator ends by itself when the connection closes (nc.close(), or reconnection attempts used up
+    // during an outage: about 20 s with the client's defaults). Without a report the service would go on
+    // running, receiving nothing, with nothing said.
+    if (!closed) {
+      throw new Error(
+        `the message loop of consumer '${resolved.name}' ended without close(): the NATS connection closed`,
+      );
     }
   };
   const done = loop().catch((error: unknown) => {
@@ -187,7 +199,7 @@ export async function idempotentConsumer(
     close: () => {
       closing ??= (async () => {
         closed = true;
-        wake();
+        inFlight.wakeAll();
         const deadline = performance.now() + resolved.drainTimeoutMs;
         // The iterator ends once the loop has passed the messages already pulled (each nak()ed at once),
         // but a loop stuck elsewhere must not hold close() past the drain timeout either.

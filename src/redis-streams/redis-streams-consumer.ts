@@ -278,10 +278,15 @@ export async function idempotentConsumer(
       inFlight.release();
       // Closed while waiting for a slot: claim nothing more for this consumer.
       if (stop.signal.aborted) break;
-      const free = Math.max(inFlight.free, 1);
       try {
-        if (Date.now() >= nextClaimAt) await reclaim(free);
+        if (Date.now() >= nextClaimAt) await reclaim(Math.max(inFlight.free, 1));
         if (stop.signal.aborted) break;
+        // Read only what can start now: reclaimed entries may have taken every slot. An entry read without
+        // a slot would wait in this process with its idle time never reset (XAUTOCLAIM then hands it to
+        // another consumer while this one still holds it), and start whenever a slot frees, even after
+        // close() gave up on the drain and resolved.
+        const count = inFlight.free;
+        if (count === 0) continue;
         const reader = blockingClient ?? client;
         const reply = await readCommand(reader, [
           'XREADGROUP',
@@ -289,7 +294,7 @@ export async function idempotentConsumer(
           group,
           consumer,
           'COUNT',
-          String(Math.max(inFlight.free, 1)),
+          String(count),
           ...(blockingClient === undefined ? [] : ['BLOCK', String(blockMs)]),
           'STREAMS',
           stream,

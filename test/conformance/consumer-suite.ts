@@ -360,6 +360,53 @@ export function defineConsumerSuite(broker: BrokerName): void {
       }
     });
 
+    it('fails closed on an engine shared with a route that fails open: no copy runs unprotected', async () => {
+      const { brokerCase, worker } = await newCase('fail-open-engine');
+      const { counts, hooks } = tally();
+      const proxy = await startRedisProxy(env.redisUrl);
+      const proxied = await connectClient('node-redis', proxy.url);
+      try {
+        const outageStore = redisStore({
+          client: proxied.client,
+          prefix,
+          checkEvictionPolicy: false,
+          timeoutMs: 300,
+        });
+        let unavailable = 0;
+        proxy.cut();
+        await brokerCase.publish('open-1', 'copy 1');
+        await brokerCase.publish('open-1', 'copy 2');
+
+        await start(brokerCase, async () => void counts.handlerCalls++, {
+          // An HTTP route's choice (failOpen) must not make the worker run payments unprotected.
+          idempotency: createIdempotency({ store: outageStore, leaseMs: 10_000, failOpen: true }),
+          name: worker,
+          minRetryDelay: '100ms',
+          maxRetryDelay: '300ms',
+          hooks: {
+            ...hooks,
+            onRetry: (event) => {
+              if (event.reason === 'store_unavailable') unavailable++;
+            },
+          },
+        });
+        await waitUntil(
+          'redeliveries for store_unavailable (or a run)',
+          () => unavailable >= 4 || counts.handlerCalls > 0,
+        );
+        expect(counts.handlerCalls).toBe(0);
+        expect(counts.executed + counts.duplicate).toBe(0);
+
+        proxy.restore();
+        await waitUntil('both copies settled', () => counts.executed + counts.duplicate === 2);
+        expect(counts.handlerCalls).toBe(1);
+        expect(counts.executed).toBe(1);
+      } finally {
+        await proxied.close();
+        await proxy.close();
+      }
+    });
+
     it('lets a duplicate take over the key of a hung handler once maxExecution has passed', async () => {
       const { brokerCase, worker } = await newCase('hung');
       const run = tally();

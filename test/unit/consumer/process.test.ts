@@ -151,6 +151,28 @@ describe('processDelivery', () => {
     expect(actions).toEqual([{ op: 'retry', delayMs: 1000 }]);
   });
 
+  it('fails closed on an engine that fails open: no copy runs unprotected, none is acked', async () => {
+    // Arrange: one engine shared with an HTTP route that opted into failOpen, its store down.
+    const refused = async (): Promise<never> => {
+      throw new Error('ECONNREFUSED');
+    };
+    const down: Store = { ...memoryStore(), claim: refused, claimMany: refused };
+    const options = resolveConsumerOptions<Message>(
+      {
+        idempotency: createIdempotency({ store: down, failOpen: true, extendLease: false }),
+        name: 'billing',
+      },
+      (message) => message.id,
+    );
+    let calls = 0;
+    const copies = [fakeDelivery({ id: 'k1', body: 'a' }), fakeDelivery({ id: 'k1', body: 'a' })];
+    // Act
+    for (const { delivery } of copies) await processDelivery(options, () => void calls++, delivery);
+    // Assert
+    expect(calls).toBe(0);
+    for (const { actions } of copies) expect(actions).toMatchObject([{ op: 'retry' }]);
+  });
+
   it("counts a handler's own StoreUnavailableError as a handler failure", async () => {
     // Arrange
     const { options } = setup({ maxDeliveries: 1 });
