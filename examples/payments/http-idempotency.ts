@@ -16,6 +16,7 @@
  */
 import type { Request, Response } from 'express';
 import {
+  conflictResponse,
   credentialScope,
   type HttpOutcome,
   type HttpResponseData,
@@ -102,14 +103,8 @@ export function outcomeResponse(outcome: RunOutcome<HttpOutcome>): HttpResponseD
     case 'replayed':
       return replayResponse(outcome.value);
     case 'in_progress':
-      return problemResponse('in_progress', {
-        detail: 'Retry after the delay in Retry-After; the first request will not be run twice.',
-        retryAfterMs: outcome.retryAfterMs,
-      });
     case 'mismatch':
-      return problemResponse('key_mismatch', {
-        detail: 'This key was first used with a different method, path, query or body.',
-      });
+      return conflictResponse(outcome);
   }
 }
 

@@ -152,3 +152,7 @@ function seenBefore(headers: ReadonlyArray<readonly [string, string]>, name: str
   for (let j = 0; j < i; j++) if (headers[j]![0] === name) return true;
   return false;
 }
+
+export type { TransactionalAnswer } from '../http/transactional-answer.js';
+export type { TransactionalRouteOptions } from './transactional-route.js';
+export { transactionalRoute } from './transactional-route.js';

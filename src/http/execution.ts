@@ -115,15 +115,26 @@ function fromOutcome(outcome: RunOutcome<HttpOutcome>): HttpResponseData {
     case 'executed':
       return replayResponse(outcome.value);
     case 'in_progress':
-      return problemResponse('in_progress', {
+    case 'mismatch':
+      return conflictResponse(outcome);
+  }
+}
+
+/**
+ * The answer to a run that met another request's record: 409 `in_progress` with `Retry-After` (the first
+ * request still runs), or 422 `key_mismatch` (the key was used for a different request).
+ */
+export function conflictResponse(
+  outcome: Extract<RunOutcome<unknown>, { status: 'in_progress' | 'mismatch' }>,
+): HttpResponseData {
+  return outcome.status === 'in_progress'
+    ? problemResponse('in_progress', {
         detail: 'Retry after the delay in Retry-After; the first request will not be run twice.',
         retryAfterMs: outcome.retryAfterMs,
-      });
-    case 'mismatch':
-      return problemResponse('key_mismatch', {
+      })
+    : problemResponse('key_mismatch', {
         detail: 'This key was first used with a different method, path, query or body.',
       });
-  }
 }
 
 /** The scope of a request without a `scope` function: a digest of its credentials. */
