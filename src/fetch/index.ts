@@ -113,3 +113,6 @@ export function withIdempotency<Args extends unknown[]>(
     return captureWebResponse(response, execution);
   };
 }
+export type { TransactionalAnswer } from '../http/transactional-answer.js';
+export type { TransactionalHandlerOptions } from './transactional-handler.js';
+export { transactionalHandler } from './transactional-handler.js';
