@@ -8,6 +8,8 @@ import type { HttpResponseData } from '../http/problem.js';
 import { credentialScope } from '../http/scope.js';
 import {
   answerInTransaction,
+  type TransactionalRouteOptions as BaseOptions,
+  headersByName,
   type TransactionalAnswer,
   type TransactionalRunner,
   transactionalClaim,
@@ -15,24 +17,13 @@ import {
 } from '../http/transactional-answer.js';
 
 /** Options of {@link transactionalRoute}. */
-export interface TransactionalRouteOptions {
-  /**
-   * Who is calling: records are never shared across scopes. Return `undefined` for the default, a digest
-   * of the request's `Authorization` and `Cookie` headers. Mount the route after authentication.
-   */
-  scope?: (req: Request) => string | undefined;
-  /** Header names replayed besides content-type, location, cache-control and etag. */
-  replayHeaders?: readonly string[];
-}
+export type TransactionalRouteOptions = BaseOptions<Request>;
 
 // Node's setHeader, not Express's set/append: those add a charset to a content-type, and the answer must
 // be the stored one, byte for byte, first time and on replay alike.
 function send(res: Response, data: HttpResponseData): void {
   res.statusCode = data.status;
-  const values = new Map<string, string[]>();
-  for (const [name, value] of data.headers) values.set(name, [...(values.get(name) ?? []), value]);
-  for (const [name, list] of values)
-    res.setHeader(name, list.length === 1 ? (list[0] as string) : list);
+  for (const [name, value] of headersByName(data.headers)) res.setHeader(name, value);
   res.end(Buffer.from(data.body.buffer, data.body.byteOffset, data.body.byteLength));
 }
 

@@ -41,6 +41,9 @@ import { isWebResponse, isWebStream, unwrapWebResponse } from './web-payload.js'
 
 export type { IdempotencyContext } from '../http/index.js';
 export { currentIdempotency } from '../http/index.js';
+export type { TransactionalAnswer } from '../http/transactional-answer.js';
+export type { FastifyTransactionalRouteOptions } from './transactional-route.js';
+export { transactionalRoute } from './transactional-route.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {

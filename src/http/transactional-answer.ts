@@ -177,3 +177,32 @@ export async function answerInTransaction<Tx>(
 
 /** The replayable header names of a route: the defaults and its `replayHeaders`. */
 export const transactionalReplayHeaders = (extra?: readonly string[]) => replayedHeaderSet(extra);
+
+/** Options of the adapters' transactional routes, for a framework request `Req`. */
+export interface TransactionalRouteOptions<Req> {
+  /**
+   * Who is calling: records are never shared across scopes. Return `undefined` for the default, a digest
+   * of the request's `Authorization` and `Cookie` headers. Mount the route after authentication.
+   */
+  scope?: (request: Req) => string | undefined;
+  /** Header names replayed besides content-type, location, cache-control and etag. */
+  replayHeaders?: readonly string[];
+}
+
+/**
+ * The answer's headers by name, a repeated name's values as an array: what a framework's `setHeader`
+ * takes, so that a value is sent exactly as stored (Express's `set` would add a charset).
+ */
+export function headersByName(
+  headers: ReadonlyArray<[string, string]>,
+): Map<string, string | string[]> {
+  const grouped = new Map<string, string | string[]>();
+  for (const [name, value] of headers) {
+    const seen = grouped.get(name);
+    grouped.set(
+      name,
+      seen === undefined ? value : [...(Array.isArray(seen) ? seen : [seen]), value],
+    );
+  }
+  return grouped;
+}
