@@ -15,7 +15,7 @@ import {
   jsonResponse,
   keyedRequest,
   outcomeResponse,
-  readKey,
+  requiredKey,
   send,
 } from './http-idempotency.js';
 import { type FieldError, parsePaymentInput } from './payment.js';
@@ -70,7 +70,7 @@ export function createApi(options: ApiOptions): express.Express {
     '/v1/payments',
     // The key first, as the idempotency layer does: a request without one is refused before its body.
     (req: Request, res: Response, next: NextFunction) => {
-      const read = readKey(req);
+      const read = requiredKey(req.headers['idempotency-key']);
       if ('problem' in read) return send(res, read.problem);
       res.locals.idempotencyKey = read.key;
       next();

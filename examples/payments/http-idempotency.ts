@@ -16,49 +16,19 @@
  */
 import type { Request, Response } from 'express';
 import {
-  conflictResponse,
   credentialScope,
-  type HttpOutcome,
   type HttpResponseData,
   httpFingerprint,
   httpResponseCodec,
-  parseKeyHeader,
-  problemResponse,
-  replayResponse,
   type StoredResponse,
+  type TransactionalClaim,
 } from '../../src/http/index.js';
-import { isInvalidKeyError, isStoreUnavailableError, type RunOutcome } from '../../src/index.js';
-
-/** What the transactional mode needs to claim the request's key. */
-export interface KeyedRequest {
-  /** The client's key, parsed from `Idempotency-Key`. */
-  key: string;
-  /** Whose key it is: a digest of the credentials, so nothing is replayed to another caller. */
-  scope: string;
-  /** SHA-256 over method, path, query, content type and the canonical JSON body. */
-  fingerprint: string;
-  /** Stores the response (status, allow-listed headers, body bytes) for byte-exact replays. */
-  codec: typeof httpResponseCodec;
-}
 
 /**
- * Read the key header; a request without a valid one gets the layer's 400 problem.
- * @returns the key, or the response to send instead.
+ * What the transactional mode needs to claim the request's key: the client's key, the credentials'
+ * digest as scope, the request's fingerprint and the stored-response codec.
  */
-export function readKey(req: Request): { key: string } | { problem: HttpResponseData } {
-  try {
-    const parsed = parseKeyHeader(req.headers['idempotency-key']);
-    if (parsed.present) return { key: parsed.key };
-    return {
-      problem: problemResponse('missing_key', {
-        detail: 'This endpoint requires an Idempotency-Key header.',
-      }),
-    };
-  } catch (error) {
-    if (!isInvalidKeyError(error)) throw error;
-    return { problem: problemResponse('invalid_key', { detail: error.message }) };
-  }
-}
+export type KeyedRequest = TransactionalClaim;
 
 /** The claim request of `req` under `key` (call after the JSON body is parsed). */
 export function keyedRequest(req: Request, key: string): KeyedRequest {
@@ -92,36 +62,12 @@ export function jsonResponse(
   };
 }
 
-/** The response for a transactional run's outcome. */
-export function outcomeResponse(outcome: RunOutcome<HttpOutcome>): HttpResponseData {
-  switch (outcome.status) {
-    case 'executed':
-      // The first answer: exactly what was stored, without the replay marker.
-      return outcome.value.kind === 'response'
-        ? { status: outcome.value.status, headers: outcome.value.headers, body: outcome.value.body }
-        : replayResponse(outcome.value);
-    case 'replayed':
-      return replayResponse(outcome.value);
-    case 'in_progress':
-    case 'mismatch':
-      return conflictResponse(outcome);
-  }
-}
-
-/** The layer's answer to an error thrown by the transactional run, or `undefined` for the app's own. */
-export function errorResponse(error: unknown): HttpResponseData | undefined {
-  if (isStoreUnavailableError(error)) {
-    return problemResponse('store_unavailable', {
-      // Not "was not processed": a connection lost while COMMIT was on its way leaves that unknown.
-      detail:
-        'The request was not processed, or its answer was lost. Retry with the same key after the delay in ' +
-        'Retry-After: it will not be processed twice.',
-      retryAfterMs: error.retryAfterMs,
-    });
-  }
-  if (isInvalidKeyError(error)) return problemResponse('invalid_key', { detail: error.message });
-  return undefined;
-}
+/** The answers shared with the adapters' transactional routes (`src/http/transactional-answer.ts`). */
+export {
+  requiredKey,
+  transactionalErrorResponse as errorResponse,
+  transactionalOutcomeResponse as outcomeResponse,
+} from '../../src/http/index.js';
 
 /** Write `data` on an Express response. */
 export function send(res: Response, data: HttpResponseData): void {

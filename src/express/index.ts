@@ -8,12 +8,9 @@
  */
 
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import { bufferView } from '../core/bytes.js';
 import {
   decide,
   type EngineSource,
-  exposedLayerHeaders,
-  type HttpResponseData,
   type HttpRouteOptions,
   type RequestFacts,
   resolveEngine,
@@ -22,6 +19,7 @@ import {
 } from '../http/index.js';
 import { captureResponse } from './capture.js';
 import { setRequestContext } from './request-context.js';
+import { send } from './send.js';
 
 export type { IdempotencyContext } from '../http/index.js';
 export { currentIdempotency } from '../http/index.js';
@@ -120,37 +118,6 @@ class ExpressFacts implements RequestFacts {
   scope(): string | Promise<string> | undefined {
     return this.scopeOf?.(this.req);
   }
-}
-
-function send(req: Request, res: Response, data: HttpResponseData): void {
-  res.statusCode = data.status;
-  const headers = data.headers;
-  for (let i = 0; i < headers.length; i++) {
-    const [name, value] = headers[i]!;
-    if (seenBefore(headers, name, i)) continue; // set with its first value, below
-    let values: string[] | undefined;
-    for (let j = i + 1; j < headers.length; j++) {
-      const [other, more] = headers[j]!;
-      if (other !== name) continue;
-      values ??= [value];
-      values.push(more);
-    }
-    res.setHeader(name, values ?? value);
-  }
-  // Only a browser's cross-origin request carries Origin: any other request skips the CORS look-up.
-  if (req.headers.origin !== undefined) {
-    const expose = exposedLayerHeaders(data, (name) => res.getHeader(name));
-    if (expose !== undefined) res.setHeader('access-control-expose-headers', expose);
-  }
-  const body = data.body;
-  // A view, not a copy: nothing writes to stored or problem bodies. A buffer, as Express's own `res.send`
-  // hands to `end`, so that a wrapper of `res.end` sees a replay as it saw the first response.
-  res.end(body.byteLength === 0 ? undefined : bufferView(body));
-}
-
-function seenBefore(headers: ReadonlyArray<readonly [string, string]>, name: string, i: number) {
-  for (let j = 0; j < i; j++) if (headers[j]![0] === name) return true;
-  return false;
 }
 
 export type { TransactionalAnswer } from '../http/transactional-answer.js';

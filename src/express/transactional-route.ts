@@ -4,28 +4,19 @@
  * @module
  */
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import type { HttpResponseData } from '../http/problem.js';
+import { replayedHeaderSet } from '../http/headers.js';
 import { credentialScope } from '../http/scope.js';
 import {
   answerInTransaction,
   type TransactionalRouteOptions as BaseOptions,
-  headersByName,
   type TransactionalAnswer,
   type TransactionalRunner,
   transactionalClaim,
-  transactionalReplayHeaders,
 } from '../http/transactional-answer.js';
+import { send } from './send.js';
 
 /** Options of {@link transactionalRoute}. */
 export type TransactionalRouteOptions = BaseOptions<Request>;
-
-// Node's setHeader, not Express's set/append: those add a charset to a content-type, and the answer must
-// be the stored one, byte for byte, first time and on replay alike.
-function send(res: Response, data: HttpResponseData): void {
-  res.statusCode = data.status;
-  for (const [name, value] of headersByName(data.headers)) res.setHeader(name, value);
-  res.end(Buffer.from(data.body.buffer, data.body.byteOffset, data.body.byteLength));
-}
 
 /**
  * An Express handler that runs `handler` once per `Idempotency-Key` inside `transactional`'s database
@@ -51,7 +42,7 @@ export function transactionalRoute<Tx>(
   handler: (req: Request, tx: Tx) => TransactionalAnswer | Promise<TransactionalAnswer>,
   options: TransactionalRouteOptions = {},
 ): RequestHandler {
-  const allowed = transactionalReplayHeaders(options.replayHeaders);
+  const allowed = replayedHeaderSet(options.replayHeaders);
   return (req: Request, res: Response, next: NextFunction) => {
     let claim: ReturnType<typeof transactionalClaim>;
     try {
@@ -73,11 +64,11 @@ export function transactionalRoute<Tx>(
       return;
     }
     if ('problem' in claim) {
-      send(res, claim.problem);
+      send(req, res, claim.problem);
       return;
     }
     answerInTransaction(transactional, claim, (tx) => handler(req, tx), allowed).then(
-      (answer) => send(res, answer),
+      (answer) => send(req, res, answer),
       next,
     );
   };

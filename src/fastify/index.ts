@@ -23,7 +23,6 @@ import {
   decide,
   type EngineSource,
   type Execution,
-  exposedLayerHeaders,
   type HttpRouteOptions,
   type IdempotencyContext,
   isJsonContentType,
@@ -37,6 +36,7 @@ import {
   routeOptionsOf,
 } from '../http/index.js';
 import { jsonTextOf, keepJsonText } from './json-text.js';
+import { sendAnswer } from './send.js';
 import { isWebResponse, isWebStream, unwrapWebResponse } from './web-payload.js';
 
 export type { IdempotencyContext } from '../http/index.js';
@@ -239,18 +239,7 @@ const plugin: FastifyPluginCallback<FastifyIdempotencyOptions> = (fastify, optio
     decide(engine, policy, new FastifyFacts(request, options.scope)).then((decision) => {
       if (decision.action === 'pass') return next();
       if (decision.action === 'respond') {
-        const { status, headers, body } = decision.response;
-        reply.code(status);
-        for (const [name, value] of headers) {
-          const existing = reply.getHeader(name);
-          reply.header(name, existing === undefined ? value : [existing, value].flat().map(String));
-        }
-        // Only a browser's cross-origin request carries Origin: any other request skips the CORS look-up.
-        if (request.headers.origin !== undefined) {
-          const expose = exposedLayerHeaders(decision.response, (name) => reply.getHeader(name));
-          if (expose !== undefined) reply.header('access-control-expose-headers', expose);
-        }
-        void reply.send(body.byteLength === 0 ? undefined : Buffer.from(body));
+        void sendAnswer(request, reply, decision.response);
         return;
       }
       running.set(request, { execution: decision.execution });

@@ -4,27 +4,19 @@
  * @module
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { HttpResponseData } from '../http/problem.js';
+import { replayedHeaderSet } from '../http/headers.js';
 import { credentialScope } from '../http/scope.js';
 import {
   answerInTransaction,
-  headersByName,
   type TransactionalAnswer,
   type TransactionalRouteOptions,
   type TransactionalRunner,
   transactionalClaim,
-  transactionalReplayHeaders,
 } from '../http/transactional-answer.js';
+import { sendAnswer } from './send.js';
 
 /** Options of {@link transactionalRoute}. */
 export type FastifyTransactionalRouteOptions = TransactionalRouteOptions<FastifyRequest>;
-
-// The stored answer as it is, byte for byte: a Buffer payload is sent without serialization.
-function send(reply: FastifyReply, data: HttpResponseData): FastifyReply {
-  reply.code(data.status);
-  for (const [name, value] of headersByName(data.headers)) reply.header(name, value);
-  return reply.send(Buffer.from(data.body.buffer, data.body.byteOffset, data.body.byteLength));
-}
 
 /**
  * A Fastify handler that runs `handler` once per `Idempotency-Key` inside `transactional`'s database
@@ -45,7 +37,7 @@ export function transactionalRoute<Tx, Req extends FastifyRequest = FastifyReque
   handler: (request: Req, tx: Tx) => TransactionalAnswer | Promise<TransactionalAnswer>,
   options: FastifyTransactionalRouteOptions = {},
 ): (request: Req, reply: FastifyReply) => Promise<FastifyReply> {
-  const allowed = transactionalReplayHeaders(options.replayHeaders);
+  const allowed = replayedHeaderSet(options.replayHeaders);
   return async (request, reply) => {
     const url = request.raw.url ?? request.url;
     const q = url.indexOf('?');
@@ -61,8 +53,9 @@ export function transactionalRoute<Tx, Req extends FastifyRequest = FastifyReque
       options.scope?.(request) ??
         credentialScope(request.headers.authorization, request.headers.cookie),
     );
-    if ('problem' in claim) return send(reply, claim.problem);
-    return send(
+    if ('problem' in claim) return sendAnswer(request, reply, claim.problem);
+    return sendAnswer(
+      request,
       reply,
       await answerInTransaction(transactional, claim, (tx) => handler(request, tx), allowed),
     );

@@ -4,13 +4,13 @@
  * @module
  */
 import { isJsonContentType } from '../http/fingerprint.js';
+import { replayedHeaderSet } from '../http/headers.js';
 import { credentialScope } from '../http/scope.js';
 import {
   answerInTransaction,
   type TransactionalAnswer,
   type TransactionalRunner,
   transactionalClaim,
-  transactionalReplayHeaders,
 } from '../http/transactional-answer.js';
 import { toWebResponse } from '../http/web.js';
 
@@ -48,7 +48,7 @@ export function transactionalHandler<Tx, Body = unknown>(
   ) => TransactionalAnswer | Promise<TransactionalAnswer>,
   options: TransactionalHandlerOptions = {},
 ): (request: Request) => Promise<Response> {
-  const allowed = transactionalReplayHeaders(options.replayHeaders);
+  const allowed = replayedHeaderSet(options.replayHeaders);
   return async (request) => {
     const url = new URL(request.url);
     const contentType = request.headers.get('content-type') ?? undefined;

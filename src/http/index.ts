@@ -37,5 +37,15 @@ export { PROBLEM_STATUS, problemResponse, problemType } from './problem.js';
 export type { HttpOutcome, StoredResponse, TooLargeMarker } from './response-codec.js';
 export { httpResponseCodec } from './response-codec.js';
 export { credentialScope } from './scope.js';
+export type {
+  TransactionalAnswer,
+  TransactionalClaim,
+  TransactionalRunner,
+} from './transactional-answer.js';
+export {
+  requiredKey,
+  transactionalErrorResponse,
+  transactionalOutcomeResponse,
+} from './transactional-answer.js';
 export type { WebCaptureResult } from './web.js';
 export { captureWebResponse, toWebResponse } from './web.js';

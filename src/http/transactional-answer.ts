@@ -13,7 +13,6 @@ import { InvalidOptionsError, isInvalidKeyError, isStoreUnavailableError } from 
 import { isThenable } from '../core/thenable.js';
 import { conflictResponse, replayResponse } from './execution.js';
 import { type FingerprintParts, httpFingerprint } from './fingerprint.js';
-import { replayedHeaderSet } from './headers.js';
 import { parseKeyHeader } from './key-header.js';
 import { type HttpResponseData, problemResponse } from './problem.js';
 import { type HttpOutcome, httpResponseCodec, type StoredResponse } from './response-codec.js';
@@ -61,28 +60,33 @@ export interface TransactionalRequestFacts extends Omit<FingerprintParts, 'heade
   keyHeader: string | readonly string[] | undefined;
 }
 
+/** The key of a required `Idempotency-Key` header, or the 400 answer when it is missing or invalid. */
+export function requiredKey(
+  keyHeader: string | readonly string[] | undefined,
+): { key: string } | { problem: HttpResponseData } {
+  try {
+    const parsed = parseKeyHeader(keyHeader);
+    if (parsed.present) return { key: parsed.key };
+    return {
+      problem: problemResponse('missing_key', {
+        detail: 'This endpoint requires an Idempotency-Key header.',
+      }),
+    };
+  } catch (error) {
+    if (!isInvalidKeyError(error)) throw error;
+    return { problem: problemResponse('invalid_key', { detail: error.message }) };
+  }
+}
+
 /** The claim of a request, or the 400 answer when its key is missing or invalid. */
 export function transactionalClaim(
   facts: TransactionalRequestFacts,
   scope: string,
 ): TransactionalClaim | { problem: HttpResponseData } {
-  let key: string;
-  try {
-    const parsed = parseKeyHeader(facts.keyHeader);
-    if (!parsed.present) {
-      return {
-        problem: problemResponse('missing_key', {
-          detail: 'This endpoint requires an Idempotency-Key header.',
-        }),
-      };
-    }
-    key = parsed.key;
-  } catch (error) {
-    if (!isInvalidKeyError(error)) throw error;
-    return { problem: problemResponse('invalid_key', { detail: error.message }) };
-  }
+  const read = requiredKey(facts.keyHeader);
+  if ('problem' in read) return read;
   const { keyHeader: _, ...parts } = facts;
-  return { key, scope, fingerprint: httpFingerprint(parts), codec: httpResponseCodec };
+  return { key: read.key, scope, fingerprint: httpFingerprint(parts), codec: httpResponseCodec };
 }
 
 const JSON_TYPE = 'application/json; charset=utf-8';
@@ -150,33 +154,45 @@ export async function answerInTransaction<Tx>(
         : storedAnswer(answer, allowed);
     });
   } catch (error) {
-    if (isStoreUnavailableError(error)) {
-      return problemResponse('store_unavailable', {
-        // Not "was not processed": a connection lost while COMMIT was on its way leaves that unknown.
-        detail:
-          'The request was not processed, or its answer was lost. Retry with the same key after the delay in Retry-After: it will not be processed twice.',
-        retryAfterMs: error.retryAfterMs,
-      });
-    }
-    if (isInvalidKeyError(error)) return problemResponse('invalid_key', { detail: error.message });
-    throw error;
+    const answer = transactionalErrorResponse(error);
+    if (answer === undefined) throw error;
+    return answer;
   }
+  return transactionalOutcomeResponse(outcome as RunOutcome<HttpOutcome>);
+}
+
+/** The answer to a transactional run's outcome: the first answer as stored, a replay, 409 or 422. */
+export function transactionalOutcomeResponse(outcome: RunOutcome<HttpOutcome>): HttpResponseData {
   switch (outcome.status) {
-    case 'executed': {
+    case 'executed':
       // The first answer: exactly what was stored, without the replay marker.
-      const stored = outcome.value as StoredResponse;
-      return { status: stored.status, headers: stored.headers, body: stored.body };
-    }
+      return outcome.value.kind === 'response'
+        ? { status: outcome.value.status, headers: outcome.value.headers, body: outcome.value.body }
+        : replayResponse(outcome.value);
     case 'replayed':
-      return replayResponse(outcome.value as HttpOutcome);
+      return replayResponse(outcome.value);
     case 'in_progress':
     case 'mismatch':
       return conflictResponse(outcome);
   }
 }
 
-/** The replayable header names of a route: the defaults and its `replayHeaders`. */
-export const transactionalReplayHeaders = (extra?: readonly string[]) => replayedHeaderSet(extra);
+/**
+ * The layer's answer to an error a transactional run rejected with: 503 `store_unavailable`, 400
+ * `invalid_key`; `undefined` for any other (the handler's own, for the application to answer).
+ */
+export function transactionalErrorResponse(error: unknown): HttpResponseData | undefined {
+  if (isStoreUnavailableError(error)) {
+    return problemResponse('store_unavailable', {
+      // Not "was not processed": a connection lost while COMMIT was on its way leaves that unknown.
+      detail:
+        'The request was not processed, or its answer was lost. Retry with the same key after the delay in Retry-After: it will not be processed twice.',
+      retryAfterMs: error.retryAfterMs,
+    });
+  }
+  if (isInvalidKeyError(error)) return problemResponse('invalid_key', { detail: error.message });
+  return undefined;
+}
 
 /** Options of the adapters' transactional routes, for a framework request `Req`. */
 export interface TransactionalRouteOptions<Req> {
@@ -187,22 +203,4 @@ export interface TransactionalRouteOptions<Req> {
   scope?: (request: Req) => string | undefined;
   /** Header names replayed besides content-type, location, cache-control and etag. */
   replayHeaders?: readonly string[];
-}
-
-/**
- * The answer's headers by name, a repeated name's values as an array: what a framework's `setHeader`
- * takes, so that a value is sent exactly as stored (Express's `set` would add a charset).
- */
-export function headersByName(
-  headers: ReadonlyArray<[string, string]>,
-): Map<string, string | string[]> {
-  const grouped = new Map<string, string | string[]>();
-  for (const [name, value] of headers) {
-    const seen = grouped.get(name);
-    grouped.set(
-      name,
-      seen === undefined ? value : [...(Array.isArray(seen) ? seen : [seen]), value],
-    );
-  }
-  return grouped;
 }
