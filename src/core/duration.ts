@@ -20,6 +20,12 @@ const UNIT_MS: Record<DurationUnit, number> = {
 const PATTERN = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)$/;
 
 /**
+ * The longest delay Node's timers take (2³¹−1 ms, about 24.8 days): a longer one fires at once, with a
+ * warning, so a timeout or a poll interval above it fails every call or spins.
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
  * The longest duration anything accepts: 100 years, in ms. Longer ones are mistakes (a unit slip, seconds
  * given as ms twice over) that the backends would refuse mid-call: PostgreSQL's intervals and Redis's
  * expiry times have ranges, and their errors would read like an outage.

@@ -4,6 +4,7 @@
  * NATS libraries.
  * @module
  */
+import { MAX_TIMER_MS } from '../core/duration.js';
 import { InvalidOptionsError } from '../core/errors.js';
 import { ignoreRejection } from '../core/hooks.js';
 import type { OutboxMessage } from './message.js';
@@ -95,7 +96,7 @@ export function natsPublisher(options: NatsPublisherOptions): Publisher {
   // times out), and the rows keep failing with a confusing error.
   if (
     timeoutMs !== undefined &&
-    (typeof timeoutMs !== 'number' || !(timeoutMs > 0) || timeoutMs > 2 ** 31 - 1)
+    (typeof timeoutMs !== 'number' || !(timeoutMs > 0) || timeoutMs > MAX_TIMER_MS)
   ) {
     throw new InvalidOptionsError(
       `natsPublisher: timeoutMs must be a positive number of ms, got ${String(timeoutMs)}`,

@@ -3,7 +3,9 @@
  * sent by id, purges sent rows past retention, and wakes relays with LISTEN/NOTIFY.
  * @module
  */
+import { MAX_TIMER_MS } from '../core/duration.js';
 import { InvalidOptionsError } from '../core/errors.js';
+import { booleanOption } from '../core/option-checks.js';
 import { isPgPool, isPgQueryable, type PgPoolClient, type PgQueryable } from './clients.js';
 import { outboxStoreError } from './errors.js';
 import { type OutboxMessage, parseHeaders } from './message.js';
@@ -62,15 +64,12 @@ export function postgresOutboxSource(options: PostgresOutboxSourceOptions): Outb
   }
   const { pool } = options;
   const names = postgresOutboxNames(options.schema, options.table);
-  const listen = options.listen ?? true;
+  const listen = booleanOption(options.listen, 'postgresOutboxSource: listen', true);
   const reconnectDelayMs = options.reconnectDelayMs ?? 1000;
-  if (typeof listen !== 'boolean') {
-    throw new InvalidOptionsError('postgresOutboxSource: `listen` must be a boolean');
-  }
   // NaN or a negative delay would make setTimeout fire at once: a reconnect storm while the server is down.
   if (
     typeof reconnectDelayMs !== 'number' ||
-    !(reconnectDelayMs >= 0 && reconnectDelayMs <= 2 ** 31 - 1)
+    !(reconnectDelayMs >= 0 && reconnectDelayMs <= MAX_TIMER_MS)
   ) {
     throw new InvalidOptionsError(
       'postgresOutboxSource: reconnectDelayMs must be a non-negative number of milliseconds',

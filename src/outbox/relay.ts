@@ -4,7 +4,9 @@
  * process or many) may run over the same table.
  * @module
  */
+
 import { performance } from 'node:perf_hooks';
+import { MAX_TIMER_MS } from '../core/duration.js';
 import { InvalidOptionsError } from '../core/errors.js';
 import { ignoreRejection } from '../core/hooks.js';
 import { type Backoff, type BackoffOptions, exponentialBackoff } from './backoff.js';
@@ -132,8 +134,6 @@ function count(name: string, value: number | undefined, fallback: number): numbe
   }
   return result;
 }
-
-const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** Attempts at marking a round's published rows sent, and the delay before the second (then 2×, …). */
 const MARK_ATTEMPTS = 3;

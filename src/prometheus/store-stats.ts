@@ -4,7 +4,9 @@
  * retried), and the age of the oldest live lease (a handler running for far too long).
  * @module
  */
+
 import { Gauge, type Registry, register } from 'prom-client';
+import { MAX_TIMER_MS } from '../core/duration.js';
 import { InvalidOptionsError } from '../core/errors.js';
 import type { Store, StoreStats } from '../store/store.js';
 import { metricIn, metricPrefix, storeLabel } from './metrics.js';
@@ -138,9 +140,9 @@ export function registerStoreStats(store: Store, options: StoreStatsOptions = {}
   }
   const timeoutMs = options.timeoutMs ?? 5_000;
   // Above 2^31-1 ms Node fires a timer at once: every scrape would report no sample for the store.
-  if (typeof timeoutMs !== 'number' || !(timeoutMs > 0) || timeoutMs > 2 ** 31 - 1) {
+  if (typeof timeoutMs !== 'number' || !(timeoutMs > 0) || timeoutMs > MAX_TIMER_MS) {
     throw new InvalidOptionsError(
-      'registerStoreStats: `timeoutMs` must be a positive number of ms, at most 2147483647',
+      `registerStoreStats: \`timeoutMs\` must be a positive number of ms, at most ${MAX_TIMER_MS}`,
     );
   }
 
