@@ -17,9 +17,9 @@ describe('amqp consumer: the end of receiving', () => {
   });
   afterAll(() => queues.close());
 
-  it('resolves done and reports `cancelled` when the broker cancels the consumer (its queue deleted)', async () => {
-    // Arrange
-    const queue = await queues.queue('deleted');
+  /** A consumer on a new queue, and what it reports to onConsumerError. */
+  async function watched(name: string) {
+    const queue = await queues.queue(name);
     const errors: AmqpConsumerErrorEvent[] = [];
     const consumer = await queues.start(() => {}, {
       queue,
@@ -27,6 +27,12 @@ describe('amqp consumer: the end of receiving', () => {
       idempotency: { store: memoryStore() },
       hooks: { onConsumerError: (event) => errors.push(event) },
     });
+    return { queue, errors, consumer };
+  }
+
+  it('resolves done and reports `cancelled` when the broker cancels the consumer (its queue deleted)', async () => {
+    // Arrange
+    const { queue, errors, consumer } = await watched('deleted');
     // Act
     await queues.channel.deleteQueue(queue);
     await consumer.done;
@@ -36,28 +42,14 @@ describe('amqp consumer: the end of receiving', () => {
   });
 
   it('resolves done and reports `channel-closed` when its connection goes away', async () => {
-    const queue = await queues.queue('connection');
-    const errors: AmqpConsumerErrorEvent[] = [];
-    const consumer = await queues.start(() => {}, {
-      queue,
-      name: queue,
-      idempotency: { store: memoryStore() },
-      hooks: { onConsumerError: (event) => errors.push(event) },
-    });
+    const { errors, consumer } = await watched('connection');
     await consumer.connection.close();
     await consumer.done;
     expect(errors.map((e) => e.operation)).toEqual(['channel-closed']);
   });
 
   it('resolves done after close(), with nothing reported, even when the channel closes afterwards', async () => {
-    const queue = await queues.queue('closed');
-    const errors: AmqpConsumerErrorEvent[] = [];
-    const consumer = await queues.start(() => {}, {
-      queue,
-      name: queue,
-      idempotency: { store: memoryStore() },
-      hooks: { onConsumerError: (event) => errors.push(event) },
-    });
+    const { errors, consumer } = await watched('closed');
     await expect(consumer.close()).resolves.toBe(true);
     await consumer.done;
     await consumer.connection.close();

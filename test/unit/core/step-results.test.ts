@@ -13,6 +13,7 @@ import {
   type RunContext,
 } from '../../../src/index.js';
 import { MANUAL_LEASE_MS, manualEngine } from '../../helpers/crashed-step.js';
+import { failingOpenEngine } from '../../helpers/failing-open.js';
 
 /** Let a started run reach the store and its first awaits. */
 async function settle() {
@@ -159,16 +160,7 @@ describe('ctx.step results', () => {
 
   it('gives OutcomeEncodingError for an unencodable result when the engine fails open, as with the store up', async () => {
     // Arrange: a store that is down, an engine that fails open.
-    const { memoryStore, createIdempotency } = await import('../../../src/index.js');
-    const inner = memoryStore();
-    const idempotency = createIdempotency({
-      store: {
-        ...inner,
-        capabilities: { ...inner.capabilities, batch: false },
-        claim: () => Promise.reject(new Error('connection refused')),
-      },
-      failOpen: true,
-    });
+    const idempotency = failingOpenEngine();
     // Act
     const error = await idempotency
       .run({ key: 'open' }, (ctx) => ctx.step('charge', () => ({ amount: 10n })))

@@ -9,6 +9,7 @@ import {
 } from '../../../src/index.js';
 import { ManualClock } from '../../helpers/clock.js';
 import { crashAfterCharge, manualEngine } from '../../helpers/crashed-step.js';
+import { failingOpenEngine } from '../../helpers/failing-open.js';
 
 function setup(options: Partial<Parameters<typeof createIdempotency>[0]> = {}) {
   const clock = new ManualClock();
@@ -252,13 +253,7 @@ describe('ctx.step', () => {
   });
 
   it('runs steps unrecorded when the engine fails open', async () => {
-    const inner = memoryStore();
-    const store: Store = {
-      ...inner,
-      capabilities: { ...inner.capabilities, batch: false },
-      claim: () => Promise.reject(new Error('connection refused')),
-    };
-    const idempotency = createIdempotency({ store, failOpen: true });
+    const idempotency = failingOpenEngine();
     const outcome = await idempotency.run({ key: 'k' }, (ctx) =>
       ctx.step('a', (step) => step.downstreamKey),
     );
@@ -267,13 +262,7 @@ describe('ctx.step', () => {
 
   it('holds steps to the same rules when the engine fails open: names, one run per name, codec, result as the codec gives it back', async () => {
     // Arrange: a store that is down, and an engine that fails open.
-    const inner = memoryStore();
-    const store: Store = {
-      ...inner,
-      capabilities: { ...inner.capabilities, batch: false },
-      claim: () => Promise.reject(new Error('connection refused')),
-    };
-    const idempotency = createIdempotency({ store, failOpen: true });
+    const idempotency = failingOpenEngine();
     let charges = 0;
     const charge = () => {
       charges++;
