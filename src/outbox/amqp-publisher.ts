@@ -4,6 +4,7 @@
  * @module
  */
 import { InvalidOptionsError } from '../core/errors.js';
+import { booleanOption } from '../core/option-checks.js';
 import type { OutboxMessage } from './message.js';
 import type { Publisher } from './publisher.js';
 
@@ -75,8 +76,8 @@ export function amqpPublisher(options: AmqpPublisherOptions): Publisher {
   }
   const exchange = options.exchange ?? '';
   const routingKey = options.routingKey ?? ((message: OutboxMessage) => message.topic);
-  const persistent = options.persistent ?? true;
-  const mandatory = options.mandatory ?? true;
+  const persistent = booleanOption(options.persistent, 'amqpPublisher: persistent', true);
+  const mandatory = booleanOption(options.mandatory, 'amqpPublisher: mandatory', true);
   // Checked, not coerced: `mandatory: 'false'` would be sent as truthy, a non-string exchange fails every
   // publish, and a routing key that is not a function fails every row on every attempt.
   if (typeof exchange !== 'string') {
@@ -84,11 +85,6 @@ export function amqpPublisher(options: AmqpPublisherOptions): Publisher {
   }
   if (typeof routingKey !== 'function') {
     throw new InvalidOptionsError('amqpPublisher: `routingKey` must be a function of the message');
-  }
-  if (typeof persistent !== 'boolean' || typeof mandatory !== 'boolean') {
-    throw new InvalidOptionsError(
-      'amqpPublisher: `persistent` and `mandatory` must be true or false',
-    );
   }
   // RabbitMQ sends basic.return before the basic.ack of the same message, so by the time the confirm
   // callback runs, a returned message is already recorded here.

@@ -20,8 +20,8 @@ describe('publisher options are checked, not coerced', () => {
   it.each([
     [{ exchange: 5 }, /`exchange` must be a string/],
     [{ routingKey: 'orders' }, /`routingKey` must be a function of the message/],
-    [{ mandatory: 'false' }, /`persistent` and `mandatory` must be true or false/],
-    [{ persistent: 1 }, /`persistent` and `mandatory` must be true or false/],
+    [{ mandatory: 'false' }, /amqpPublisher: mandatory: expected true or false, got "false"/],
+    [{ persistent: 1 }, /amqpPublisher: persistent: expected true or false, got 1/],
   ])('amqpPublisher refuses %o', (bad, message) => {
     expect(() => amqpPublisher({ channel, ...(bad as object) })).toThrow(
       expect.objectContaining({ code: 'invalid_options', message: expect.stringMatching(message) }),
