@@ -38,6 +38,7 @@ import { type IdempotencyRecord, RecordStatus } from './record.js';
 import { ExecutionContext } from './run-context.js';
 import { settleRecord } from './settle.js';
 import { type StepContext, type StepOptions, unrecordedSteps } from './steps.js';
+import { isClaimResult, malformedAnswerError } from './store-answers.js';
 
 /**
  * Decides whether a thrown error is a final outcome (stored and replayed) or releases the claim. A
@@ -307,10 +308,18 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     event: HookEvent,
   ): Promise<boolean> {
     try {
-      return await store.complete(storageKey, token, outcome, retentionMs);
+      return checkedCompletion(await store.complete(storageKey, token, outcome, retentionMs));
     } catch (error) {
       return completeAgain(storageKey, token, outcome, retentionMs, event, error);
     }
+  }
+
+  // A completion answered with anything but a boolean is retried as a failed one: the handler ran, and a
+  // completion sent again with the same token is safe (it reports success if the first was applied).
+  function checkedCompletion(completed: boolean): boolean {
+    if (typeof completed !== 'boolean')
+      throw malformedAnswerError(store.name, 'complete', completed);
+    return completed;
   }
 
   // The first completion failed: retry a few times within the lease (kept apart so that the common path,
@@ -329,7 +338,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       if (attempt >= COMPLETE_ATTEMPTS) throw asStoreError(store, 'complete', error);
       await sleep(COMPLETE_BACKOFF_MS * attempt);
       try {
-        return await store.complete(storageKey, token, outcome, retentionMs);
+        return checkedCompletion(await store.complete(storageKey, token, outcome, retentionMs));
       } catch (next) {
         error = next;
       }
@@ -372,6 +381,13 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       emit(hooks, 'onFailOpen', { ...event, error: unavailable });
       return runUnprotected(fn, storageKey);
     }
+    // Checked, never trusted (see store-answers.ts): an answer the engine cannot read fails this call alone,
+    // closed even under failOpen, since the store did answer and the key may be held.
+    if (!isClaimResult(claim)) {
+      const error = malformedAnswerError(store.name, 'claim', claim);
+      emit(hooks, 'onStoreError', { ...event, operation: 'claim', error });
+      throw error;
+    }
     if (!claim.claimed) return settleExisting(claim.record, fingerprint, codec, event, false);
 
     const { token, attempt } = claim;
@@ -407,7 +423,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     // The first completion inline (one async frame less per run); `completeAgain` retries a failure.
     let completed: boolean;
     try {
-      completed = await store.complete(storageKey, token, outcome, retentionMs);
+      completed = checkedCompletion(await store.complete(storageKey, token, outcome, retentionMs));
     } catch (error) {
       completed = await completeAgain(storageKey, token, outcome, retentionMs, event, error);
     }

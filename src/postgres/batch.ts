@@ -5,8 +5,9 @@
  * @module
  */
 import type { ClaimResult } from '../core/record.js';
+import { PartialBatchError, partialResults } from '../store/partial-batch.js';
 import type { ClaimRequest, CompleteAndClaimResults, CompleteRequest } from '../store/store.js';
-import { type PgQueryable, SqlState, sqlState } from './client.js';
+import { type PgQueryable, SqlState, sqlState, toStoreError } from './client.js';
 import { claimUnlessHeld, DEFAULT_BUSY_RETRY_AFTER_MS, isLockTimeout } from './held-key.js';
 import type { Operations } from './operations.js';
 
@@ -35,28 +36,50 @@ function splitRepeats(items: readonly { key: string }[]): { firsts: number[]; re
  * distinct key goes with `single`, all at once (each on its own pooled connection): the free keys are
  * settled at once, and the held one is answered by `single` without waiting for that transaction (a claim
  * sent alone has a lock timeout of its own), since the batch's callers get their results only when every
- * key of the call is settled. The repeated keys then go one at a time, as always.
+ * key of the call is settled.
+ *
+ * A `single` that fails is its own item's failure: the items settled before it, or beside it, were applied,
+ * and their callers must get their results, not an outage (their keys would stay held a whole lease). Such a
+ * call rejects with a {@link PartialBatchError} holding each item's result or error (`operation` names the
+ * errors). One by one, the items after a failure are not sent (a failing server fails them too) and get its
+ * error. A call of which nothing was applied rejects with the plain error.
  */
 async function settle<Q extends { key: string }, R>(
+  operation: string,
   requests: readonly Q[],
   single: (request: Q) => Promise<R>,
   together: (distinct: Q[]) => Promise<Array<R | undefined>>,
 ): Promise<R[]> {
-  const results = new Array<R>(requests.length);
+  const results = new Array<R | Error>(requests.length);
   const { firsts, repeats } = splitRepeats(requests);
-  const oneByOne = async (indexes: readonly number[]) => {
-    for (const index of indexes) results[index] = await single(requests[index]!);
+  let failure: unknown;
+  let failed = 0;
+  const fail = (index: number, error: unknown) => {
+    failure ??= error;
+    failed++;
+    results[index] = toStoreError(operation, error);
   };
-  // Distinct keys only (their statements touch one row each). Every statement is awaited before an error
-  // is thrown, so no claim is still being taken once the call has failed.
+  const oneByOne = async (indexes: readonly number[]) => {
+    for (const index of indexes) {
+      if (failure !== undefined) fail(index, failure);
+      else {
+        try {
+          results[index] = await single(requests[index]!);
+        } catch (error) {
+          fail(index, error);
+        }
+      }
+    }
+  };
+  // Distinct keys only (their statements touch one row each). Every statement is awaited before the call
+  // settles, so no claim is still being taken once its caller has been told it failed.
   const allAtOnce = async (indexes: readonly number[]) => {
-    const outcomes = await Promise.allSettled(
-      indexes.map(async (index) => {
-        results[index] = await single(requests[index]!);
-      }),
-    );
-    const failure = outcomes.find((outcome) => outcome.status === 'rejected');
-    if (failure !== undefined) throw failure.reason;
+    const outcomes = await Promise.allSettled(indexes.map((index) => single(requests[index]!)));
+    outcomes.forEach((outcome, position) => {
+      const index = indexes[position]!;
+      if (outcome.status === 'fulfilled') results[index] = outcome.value;
+      else fail(index, outcome.reason);
+    });
   };
   let held = false;
   if (firsts.length <= 1) {
@@ -79,7 +102,9 @@ async function settle<Q extends { key: string }, R>(
     await (held ? allAtOnce(unsettled) : oneByOne(unsettled));
   }
   await oneByOne(repeats);
-  return results;
+  if (failed === 0) return results as R[];
+  if (failed === requests.length) throw failure;
+  throw new PartialBatchError(results, failed);
 }
 
 /**
@@ -96,6 +121,7 @@ export function claimMany(
   busyRetryAfterMs = DEFAULT_BUSY_RETRY_AFTER_MS,
 ): Promise<ClaimResult[]> {
   return settle(
+    'claimMany',
     requests,
     (request) => claimUnlessHeld(ops, db, request.key, request, busyRetryAfterMs),
     async (distinct) => {
@@ -113,6 +139,7 @@ export function completeMany(
   requests: readonly CompleteRequest[],
 ): Promise<boolean[]> {
   return settle(
+    'completeMany',
     requests,
     ({ key, token, outcome, retentionMs }) => ops.complete(db, key, token, outcome, retentionMs),
     async (distinct) => {
@@ -120,6 +147,46 @@ export function completeMany(
       return distinct.map((request) => completed.has(request.key));
     },
   );
+}
+
+/** A batch's results, with an `Error` in place of each item it could not apply (see `settle`). */
+async function itemsOf<R>(
+  batch: Promise<R[]>,
+): Promise<{ results: Array<R | Error>; failed: number }> {
+  try {
+    return { results: await batch, failed: 0 };
+  } catch (error) {
+    const partial = partialResults(error);
+    if (!Array.isArray(partial)) throw error;
+    return { results: partial, failed: partial.filter((item) => item instanceof Error).length };
+  }
+}
+
+/**
+ * {@link completeMany}, then {@link claimMany}. An item's failure is its own caller's, as in each batch: the
+ * call rejects with a {@link PartialBatchError} (`{ completed, claimed }`) once anything was applied; a
+ * claim batch that failed whole after completions were applied fails only the claims.
+ */
+async function twoBatches(
+  ops: Operations,
+  db: PgQueryable,
+  completes: readonly CompleteRequest[],
+  claims: readonly ClaimRequest[],
+  busyRetryAfterMs: number,
+): Promise<CompleteAndClaimResults> {
+  const completed = await itemsOf(completeMany(ops, db, completes));
+  let claimed: { results: Array<ClaimResult | Error>; failed: number };
+  try {
+    claimed = await itemsOf(claimMany(ops, db, claims, busyRetryAfterMs));
+  } catch (error) {
+    if (completed.failed === completes.length) throw error;
+    const failure = toStoreError('claimMany', error);
+    claimed = { results: claims.map(() => failure), failed: claims.length };
+  }
+  const failed = completed.failed + claimed.failed;
+  const results = { completed: completed.results, claimed: claimed.results };
+  if (failed > 0) throw new PartialBatchError(results, failed);
+  return results as CompleteAndClaimResults;
 }
 
 /**
@@ -136,10 +203,7 @@ export async function completeAndClaimMany(
   claims: readonly ClaimRequest[],
   busyRetryAfterMs = DEFAULT_BUSY_RETRY_AFTER_MS,
 ): Promise<CompleteAndClaimResults> {
-  const separately = async (): Promise<CompleteAndClaimResults> => {
-    const completed = await completeMany(ops, db, completes);
-    return { completed, claimed: await claimMany(ops, db, claims, busyRetryAfterMs) };
-  };
+  const separately = () => twoBatches(ops, db, completes, claims, busyRetryAfterMs);
   if (splitRepeats(completes).repeats.length > 0 || splitRepeats(claims).repeats.length > 0) {
     return separately();
   }
@@ -152,11 +216,30 @@ export async function completeAndClaimMany(
   }
   if (both === undefined) return separately();
   const { completed, claimed } = both;
-  const results = new Array<ClaimResult>(claims.length);
+  // The statement applied every completion and most claims: a claim that then fails alone is its own
+  // caller's failure (see `settle`), and the claims after it are not sent.
+  const results = new Array<ClaimResult | Error>(claims.length);
+  let failure: Error | undefined;
+  let failed = 0;
   for (const [index, request] of claims.entries()) {
-    results[index] =
-      claimed.get(request.key) ??
-      (await claimUnlessHeld(ops, db, request.key, request, busyRetryAfterMs));
+    const result = claimed.get(request.key);
+    if (result !== undefined) results[index] = result;
+    else if (failure !== undefined) results[index] = failure;
+    else {
+      try {
+        results[index] = await claimUnlessHeld(ops, db, request.key, request, busyRetryAfterMs);
+        continue;
+      } catch (error) {
+        failure = toStoreError('completeAndClaimMany', error);
+        results[index] = failure;
+      }
+    }
+    if (result === undefined) failed++;
   }
-  return { completed: completes.map((request) => completed.has(request.key)), claimed: results };
+  const all = {
+    completed: completes.map((request) => completed.has(request.key)),
+    claimed: results,
+  };
+  if (failed > 0) throw new PartialBatchError(all, failed);
+  return all as CompleteAndClaimResults;
 }
