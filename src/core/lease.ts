@@ -10,6 +10,7 @@ import type { Clock } from './clock.js';
 import { LeaseLostError, StoreUnavailableError } from './errors.js';
 import type { Beating, Heartbeats } from './heartbeat.js';
 import { emit, type HookEvent, type IdempotencyHooks } from './hooks.js';
+import { malformedAnswerError } from './store-answers.js';
 
 /** What every lease of one engine shares. */
 export interface LeaseEnvironment {
@@ -163,6 +164,8 @@ export class LeaseKeeper implements Beating {
     let held: boolean;
     try {
       held = await store.extend(this.storageKey, this.token, leaseMs);
+      // Checked, never trusted (see store-answers.ts): a truthy non-boolean would count as extended.
+      if (typeof held !== 'boolean') throw malformedAnswerError(store.name, 'extend', held);
     } catch (error) {
       this.report('onStoreError', {
         namespace,

@@ -56,7 +56,7 @@ function describeAnswer(answer: unknown): string {
  */
 export function malformedAnswerError(
   storeName: string,
-  operation: 'claim' | 'complete',
+  operation: 'claim' | 'complete' | 'extend',
   answer: unknown,
 ): StoreUnavailableError {
   const expected = operation === 'claim' ? 'a ClaimResult' : 'a boolean';

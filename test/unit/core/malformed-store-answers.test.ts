@@ -144,3 +144,21 @@ describe('a malformed completion answer', () => {
     );
   });
 });
+
+describe('a malformed extension answer', () => {
+  it('is a failed extension, not an extended lease', async () => {
+    // Arrange: a truthy non-boolean (`'OK'`) would count as extended.
+    const inner = memoryStore();
+    const store: Store = { ...inner, extend: async () => 'OK' as unknown as boolean };
+    const onStoreError = vi.fn();
+    const idempotency = createIdempotency({ store, batch: false, hooks: { onStoreError } });
+    // Act
+    const outcome = idempotency.run({ key: 'k' }, async (ctx) => {
+      await ctx.extendLease();
+      return 'extended';
+    });
+    // Assert
+    await expect(outcome).rejects.toSatisfy(isStoreUnavailableError);
+    expect(onStoreError).toHaveBeenCalledWith(expect.objectContaining({ operation: 'extend' }));
+  });
+});
