@@ -4,18 +4,24 @@
  * @module
  */
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import { replayedHeaderSet } from '../http/headers.js';
-import { credentialScope } from '../http/scope.js';
 import {
-  answerInTransaction,
-  type TransactionalRouteOptions as BaseOptions,
+  answerTransactionalRequest,
   type TransactionalAnswer,
   type TransactionalRunner,
-  transactionalClaim,
 } from '../http/transactional-answer.js';
+import {
+  type TransactionalRouteOptions as BaseOptions,
+  keptRawBody,
+  pathAndQuery,
+  transactionalPolicy,
+} from '../http/transactional-policy.js';
 import { send } from './send.js';
 
-/** Options of {@link transactionalRoute}. */
+/**
+ * Options of {@link transactionalRoute}: the middleware's `headerName`, `minKeyLength`, `replayHeaders`,
+ * `fingerprintHeaders`, `scopeCookies`, `storeServerErrors`, `retentionMs` and `maxBodyBytes` (over it an
+ * answer is refused before COMMIT), and `scope(req)`, which may be async.
+ */
 export type TransactionalRouteOptions = BaseOptions<Request>;
 
 /**
@@ -24,14 +30,18 @@ export type TransactionalRouteOptions = BaseOptions<Request>;
  * answer commit together, or not at all. Retries get the stored answer (`Idempotent-Replayed: true`), a
  * retry while it runs 409 + `Retry-After` (or, on PostgreSQL, waits for it), a different request under the
  * key 422, a missing or invalid key 400, an unreachable database 503 (all `application/problem+json`). The
- * key is required. Mount it after your JSON body parser (the body is part of the fingerprint). The
- * handler's own errors roll everything back and go to `next(error)`; nothing is stored.
+ * key is required. Mount it after your JSON body parser (the body is part of the fingerprint; with
+ * `express.json({ verify: keepRawBody })` its text is, so int64 ids are compared exactly). A 5xx answer
+ * rolls everything back and is sent without being stored (`storeServerErrors: true` keeps it), as the
+ * middleware releases the key. The handler's own errors roll everything back and go to `next(error)`;
+ * nothing is stored.
  *
  * On SQLite (`sqliteTransactional`) the handler must be synchronous: better-sqlite3 cannot keep a
  * transaction open across an `await`.
+ * @throws InvalidOptionsError at creation, for a bad option (as the middleware's factory).
  * @example
  * const transactional = postgresTransactional({ pool });
- * app.post('/payments', express.json(), transactionalRoute(transactional, async (req, tx) => {
+ * app.post('/payments', express.json({ verify: keepRawBody }), transactionalRoute(transactional, async (req, tx) => {
  *   const { rows } = await tx.query('INSERT INTO payments (amount) VALUES ($1) RETURNING id', [req.body.amount]);
  *   await enqueue(tx, { topic: 'payment.created', payload: rows[0] });
  *   return { status: 201, body: rows[0], headers: { location: `/payments/${rows[0].id}` } };
@@ -42,32 +52,17 @@ export function transactionalRoute<Tx>(
   handler: (req: Request, tx: Tx) => TransactionalAnswer | Promise<TransactionalAnswer>,
   options: TransactionalRouteOptions = {},
 ): RequestHandler {
-  const allowed = replayedHeaderSet(options.replayHeaders);
+  const policy = transactionalPolicy('transactionalRoute', transactional, handler, options);
   return (req: Request, res: Response, next: NextFunction) => {
-    let claim: ReturnType<typeof transactionalClaim>;
-    try {
-      const url = req.originalUrl ?? req.url;
-      const q = url.indexOf('?');
-      claim = transactionalClaim(
-        {
-          keyHeader: req.headers['idempotency-key'],
-          method: req.method,
-          path: q === -1 ? url : url.slice(0, q),
-          query: q === -1 ? '' : url.slice(q + 1),
-          contentType: req.headers['content-type'],
-          body: req.body as unknown,
-        },
-        options.scope?.(req) ?? credentialScope(req.headers.authorization, req.headers.cookie),
-      );
-    } catch (error) {
-      next(error);
-      return;
-    }
-    if ('problem' in claim) {
-      send(req, res, claim.problem);
-      return;
-    }
-    answerInTransaction(transactional, claim, (tx) => handler(req, tx), allowed).then(
+    const request = {
+      request: req,
+      method: req.method,
+      ...pathAndQuery(req.originalUrl ?? req.url),
+      header: (name: string) => req.headers[name],
+      body: req.body as unknown,
+      rawBody: keptRawBody(req),
+    };
+    answerTransactionalRequest(transactional, policy, request, (tx) => handler(req, tx)).then(
       (answer) => send(req, res, answer),
       next,
     );

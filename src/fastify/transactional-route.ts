@@ -3,61 +3,102 @@
  * database transaction (see `src/http/transactional-answer.ts` for why the plugin cannot do this).
  * @module
  */
-import type { FastifyReply, FastifyRequest } from 'fastify';
-import { replayedHeaderSet } from '../http/headers.js';
-import { credentialScope } from '../http/scope.js';
+import type {
+  FastifyReply,
+  FastifyRequest,
+  preParsingHookHandler,
+  RawReplyDefaultExpression,
+  RawRequestDefaultExpression,
+  RawServerDefault,
+  RouteGenericInterface,
+} from 'fastify';
+import { isJsonContentType } from '../http/fingerprint.js';
 import {
-  answerInTransaction,
+  answerTransactionalRequest,
   type TransactionalAnswer,
-  type TransactionalRouteOptions,
   type TransactionalRunner,
-  transactionalClaim,
 } from '../http/transactional-answer.js';
+import {
+  keptRawBody,
+  pathAndQuery,
+  type TransactionalRouteOptions,
+  transactionalPolicy,
+} from '../http/transactional-policy.js';
+import { jsonTextOf, keepJsonText } from './json-text.js';
 import { sendAnswer } from './send.js';
 
-/** Options of {@link transactionalRoute}. */
+/**
+ * Options of {@link transactionalRoute}: the plugin's `headerName`, `minKeyLength`, `replayHeaders`,
+ * `fingerprintHeaders`, `scopeCookies`, `storeServerErrors`, `retentionMs` and `maxBodyBytes` (over it an
+ * answer is refused before COMMIT), and `scope(request)`, which may be async.
+ */
 export type FastifyTransactionalRouteOptions = TransactionalRouteOptions<FastifyRequest>;
+
+/** The route handler {@link transactionalRoute} makes, with the hook that keeps its JSON text. */
+export interface FastifyTransactionalHandler<Req extends FastifyRequest = FastifyRequest> {
+  (request: Req, reply: FastifyReply): Promise<FastifyReply>;
+  /**
+   * A `preParsing` hook for the route (`{ preParsing: route.keepJsonText }`) that keeps the JSON text of
+   * requests with a key, as the plugin's `keepJsonText` does: Fastify's parser rounds numbers a double
+   * cannot hold, so without the text (or a `request.rawBody` of the app's) a key reused for another int64
+   * id is replayed instead of refused with 422. The plugin cannot do it for this route: it is off there.
+   */
+  readonly keepJsonText: preParsingHookHandler<
+    RawServerDefault,
+    RawRequestDefaultExpression,
+    RawReplyDefaultExpression,
+    // The route's own generic (its `Body`…), so that `app.post(url, { preParsing }, route)` infers one.
+    Req extends FastifyRequest<infer RouteGeneric> ? RouteGeneric : RouteGenericInterface
+  >;
+}
 
 /**
  * A Fastify handler that runs `handler` once per `Idempotency-Key` inside `transactional`'s database
  * transaction (`postgresTransactional` or `sqliteTransactional`): the claim, the handler's writes through
  * `tx` and the stored answer commit together, or not at all, with the plugin's answers (the replay with
- * `Idempotent-Replayed: true`, 400 / 409 / 422 / 503 problems). Where the plugin is registered, give the
- * route `config: { idempotency: false }`: the plugin would otherwise claim the key first, and the
- * transaction would answer `mismatch`. On SQLite the handler must be synchronous. Its own errors roll everything back and reach
- * Fastify's error handler; nothing is stored.
+ * `Idempotent-Replayed: true`, 400 / 409 / 422 / 503 problems; a 5xx answer rolled back and not stored,
+ * unless `storeServerErrors: true`). Where the plugin is registered, give the route
+ * `config: { idempotency: false }`: the plugin would otherwise claim the key first, and the transaction
+ * would answer `mismatch`. On SQLite the handler must be synchronous. Its own errors roll everything back
+ * and reach Fastify's error handler; nothing is stored.
+ * @throws InvalidOptionsError at creation, for a bad option (as the plugin's registration).
  * @example
- * app.post('/payments', { config: { idempotency: false } }, transactionalRoute(transactional, async (request, tx) => {
+ * const route = transactionalRoute(transactional, async (request, tx) => {
  *   const { rows } = await tx.query('INSERT INTO payments (amount) VALUES ($1) RETURNING id', [request.body.amount]);
  *   return { status: 201, body: rows[0] };
- * }));
+ * });
+ * app.post('/payments', { config: { idempotency: false }, preParsing: route.keepJsonText }, route);
  */
 export function transactionalRoute<Tx, Req extends FastifyRequest = FastifyRequest>(
   transactional: TransactionalRunner<Tx>,
   handler: (request: Req, tx: Tx) => TransactionalAnswer | Promise<TransactionalAnswer>,
   options: FastifyTransactionalRouteOptions = {},
-): (request: Req, reply: FastifyReply) => Promise<FastifyReply> {
-  const allowed = replayedHeaderSet(options.replayHeaders);
-  return async (request, reply) => {
-    const url = request.raw.url ?? request.url;
-    const q = url.indexOf('?');
-    const claim = transactionalClaim(
-      {
-        keyHeader: request.headers['idempotency-key'],
-        method: request.method,
-        path: q === -1 ? url : url.slice(0, q),
-        query: q === -1 ? '' : url.slice(q + 1),
-        contentType: request.headers['content-type'],
-        body: request.body,
-      },
-      options.scope?.(request) ??
-        credentialScope(request.headers.authorization, request.headers.cookie),
-    );
-    if ('problem' in claim) return sendAnswer(request, reply, claim.problem);
-    return sendAnswer(
+): FastifyTransactionalHandler<Req> {
+  const policy = transactionalPolicy('transactionalRoute', transactional, handler, options);
+  const route = async (request: Req, reply: FastifyReply) => {
+    const facts = {
       request,
-      reply,
-      await answerInTransaction(transactional, claim, (tx) => handler(request, tx), allowed),
+      method: request.method,
+      ...pathAndQuery(request.raw.url ?? request.url),
+      header: (name: string) => request.headers[name],
+      body: request.body,
+      rawBody: keptRawBody(request) ?? jsonTextOf(request),
+    };
+    const answer = await answerTransactionalRequest(transactional, policy, facts, (tx) =>
+      handler(request, tx),
     );
+    return sendAnswer(request, reply, answer);
   };
+  // Only requests the route fingerprints a JSON body of, when the app keeps no text of its own.
+  const keepText: preParsingHookHandler = (request, _reply, payload, done) => {
+    const { headers } = request;
+    const wanted =
+      headers[policy.route.headerName] !== undefined &&
+      isJsonContentType(headers['content-type']) &&
+      keptRawBody(request) === undefined;
+    done(null, wanted ? keepJsonText(request, payload) : payload);
+  };
+  return Object.assign(route, {
+    keepJsonText: keepText as FastifyTransactionalHandler<Req>['keepJsonText'],
+  });
 }

@@ -2,34 +2,42 @@
  * An HTTP route on a transactional mode (`postgresTransactional`, `sqliteTransactional`): the claim, the
  * handler's writes and the stored response commit in one database transaction, and the answers are the
  * middleware's (400 `missing_key`/`invalid_key`, the replay with `Idempotent-Replayed: true`, 409
- * `in_progress` + `Retry-After`, 422 `key_mismatch`, 503 `store_unavailable`). The middleware cannot give
- * this: it claims through the engine, in a store call of its own, before the handler's transaction exists.
- * Framework-free; the adapters map their request and response onto it.
+ * `in_progress` + `Retry-After`, 422 `key_mismatch`, 503 `store_unavailable`; a 5xx answer is not kept).
+ * The middleware cannot give this: it claims through the engine, in a store call of its own, before the
+ * handler's transaction exists. Framework-free; the adapters map their request and response onto it.
  * @module
  */
 
 import type { RunOutcome } from '../core/engine.js';
 import { InvalidOptionsError, isInvalidKeyError, isStoreUnavailableError } from '../core/errors.js';
+import { scopeOption } from '../core/option-checks.js';
 import { isThenable } from '../core/thenable.js';
 import { conflictResponse, replayResponse } from './execution.js';
-import { type FingerprintParts, httpFingerprint } from './fingerprint.js';
+import { httpFingerprint } from './fingerprint.js';
 import { parseKeyHeader } from './key-header.js';
+import type { RoutePolicy } from './options.js';
 import { type HttpResponseData, problemResponse } from './problem.js';
 import { type HttpOutcome, httpResponseCodec, type StoredResponse } from './response-codec.js';
+import { credentialScope } from './scope.js';
+import type { TransactionalPolicy, TransactionalRequest } from './transactional-policy.js';
 
 /** What a transactional route's handler answers; it is stored with the record, in the same transaction. */
 export interface TransactionalAnswer {
-  /** HTTP status. */
+  /**
+   * HTTP status (200–599). A 5xx rolls the transaction back and is sent without being stored (the retry
+   * runs again), unless the route has `storeServerErrors: true`.
+   */
   status: number;
   /**
-   * The body: a `Uint8Array` or a string is sent as it is (give its `content-type`), anything else as JSON
+   * The body: bytes (a `Uint8Array` such as a `Buffer`, any other `ArrayBuffer` view, an `ArrayBuffer`) or
+   * a string are sent as they are (give their `content-type`), anything else as JSON
    * (`application/json; charset=utf-8`); none for an empty body.
    */
   body?: unknown;
   /**
    * Headers stored and replayed with it. Only replayable names (`content-type`, `location`,
    * `cache-control`, `etag`, and the route's `replayHeaders`): set any other on the framework's response
-   * yourself, for the first answer only.
+   * yourself, for the first answer only. A 5xx that is not stored may carry any header (`Retry-After`).
    */
   headers?: Readonly<Record<string, string | undefined>>;
 }
@@ -40,11 +48,14 @@ export interface TransactionalClaim {
   scope: string;
   fingerprint: string;
   codec: typeof httpResponseCodec;
+  /** How long the answer is replayed, in ms; the mode's own `retentionMs` when absent. */
+  retentionMs?: number;
 }
 
 /**
  * What the route needs of a transactional mode: `postgresTransactional(…)` or `sqliteTransactional(…)`.
- * On SQLite the handler must be synchronous (better-sqlite3 cannot keep a transaction across an `await`).
+ * It must roll back and reject with `fn`'s own error as it was thrown (both modes do). On SQLite the
+ * handler must be synchronous (better-sqlite3 cannot keep a transaction across an `await`).
  */
 export interface TransactionalRunner<Tx> {
   runInTransaction(
@@ -54,51 +65,131 @@ export interface TransactionalRunner<Tx> {
   ): Promise<RunOutcome<unknown>>;
 }
 
-/** The request facts the route reads, from any framework. */
-export interface TransactionalRequestFacts extends Omit<FingerprintParts, 'headers'> {
-  /** The `Idempotency-Key` header's value(s). */
-  keyHeader: string | readonly string[] | undefined;
-}
+const DEFAULT_KEY_RULES = { headerName: 'idempotency-key', minKeyLength: 1 };
 
-/** The key of a required `Idempotency-Key` header, or the 400 answer when it is missing or invalid. */
+/** The key of a required key header, or the 400 answer when it is missing, invalid or too short. */
 export function requiredKey(
-  keyHeader: string | readonly string[] | undefined,
+  keyHeader: string | readonly string[] | null | undefined,
+  rules: Pick<RoutePolicy, 'headerName' | 'minKeyLength'> = DEFAULT_KEY_RULES,
 ): { key: string } | { problem: HttpResponseData } {
   try {
-    const parsed = parseKeyHeader(keyHeader);
-    if (parsed.present) return { key: parsed.key };
-    return {
-      problem: problemResponse('missing_key', {
-        detail: 'This endpoint requires an Idempotency-Key header.',
-      }),
-    };
+    const parsed = parseKeyHeader(keyHeader ?? undefined);
+    if (!parsed.present) {
+      const name = rules.headerName === 'idempotency-key' ? 'Idempotency-Key' : rules.headerName;
+      return {
+        problem: problemResponse('missing_key', {
+          detail: `This endpoint requires an ${name} header.`,
+        }),
+      };
+    }
+    if (parsed.key.length >= rules.minKeyLength) return { key: parsed.key };
+    const detail = `Invalid idempotency key: must be at least ${rules.minKeyLength} characters long`;
+    return { problem: problemResponse('invalid_key', { detail }) };
   } catch (error) {
     if (!isInvalidKeyError(error)) throw error;
     return { problem: problemResponse('invalid_key', { detail: error.message }) };
   }
 }
 
-/** The claim of a request, or the 400 answer when its key is missing or invalid. */
-export function transactionalClaim(
-  facts: TransactionalRequestFacts,
-  scope: string,
-): TransactionalClaim | { problem: HttpResponseData } {
-  const read = requiredKey(facts.keyHeader);
-  if ('problem' in read) return read;
-  const { keyHeader: _, ...parts } = facts;
-  return { key: read.key, scope, fingerprint: httpFingerprint(parts), codec: httpResponseCodec };
+/**
+ * Answer `request` as the route's policy says: a 400 for its key, or `handler` run in `runner`'s
+ * transaction under the claim (key, scope, fingerprint), and the middleware's answer to what came of it.
+ * A synchronous handler stays synchronous inside the transaction (as SQLite's mode needs).
+ * @returns the answer to send; rejects with the handler's own errors (after the rollback), an answer
+ *   that cannot be stored, and what the scope function throws or a scope that is not a string.
+ */
+export async function answerTransactionalRequest<Tx, Req>(
+  runner: TransactionalRunner<Tx>,
+  policy: TransactionalPolicy<Req>,
+  request: TransactionalRequest<Req>,
+  handler: (tx: Tx) => TransactionalAnswer | Promise<TransactionalAnswer>,
+): Promise<HttpResponseData> {
+  const { route } = policy;
+  const read = requiredKey(request.header(route.headerName), route);
+  if ('problem' in read) return read.problem;
+  const claim: TransactionalClaim = {
+    key: read.key,
+    scope: await scopeOf(policy, request),
+    fingerprint: fingerprintOf(route, request),
+    codec: httpResponseCodec,
+  };
+  if (route.retentionMs !== undefined) claim.retentionMs = route.retentionMs;
+  let outcome: RunOutcome<unknown>;
+  try {
+    outcome = await runner.runInTransaction(claim, (tx: Tx) => {
+      const answer = handler(tx);
+      return isThenable(answer)
+        ? Promise.resolve(answer).then((resolved) => committedAnswer(resolved, route))
+        : committedAnswer(answer, route);
+    });
+  } catch (error) {
+    if (error instanceof UncommittedAnswer) return error.response;
+    const answer = transactionalErrorResponse(error);
+    if (answer === undefined) throw error;
+    return answer;
+  }
+  return transactionalOutcomeResponse(outcome as RunOutcome<HttpOutcome>);
 }
 
-const JSON_TYPE = 'application/json; charset=utf-8';
+// A header's value as one string: several lines joined (cookies with `; `, as HTTP/2 splits them).
+function joined(value: string | readonly string[] | null | undefined, separator = ', ') {
+  return typeof value === 'string' || value == null ? (value ?? undefined) : value.join(separator);
+}
 
 /**
- * The stored form of the handler's answer (checked: a header that would not be replayed is refused, so
- * that a replay never differs from the first answer in a header the handler chose).
+ * The scope function's answer (awaited: it may be async), or the credentials' digest when it gives
+ * `undefined` or `null`. Never `undefined` handed on: the modes would key it as `''`, which every such
+ * caller shares, and a second user's retry would be replayed the first user's answer.
  */
-export function storedAnswer(
-  answer: TransactionalAnswer,
-  allowed: ReadonlySet<string>,
-): StoredResponse {
+async function scopeOf<Req>(
+  policy: TransactionalPolicy<Req>,
+  request: TransactionalRequest<Req>,
+): Promise<string> {
+  const given = await policy.scope?.(request.request);
+  if (given !== undefined && given !== null) return scopeOption(given);
+  return credentialScope(
+    joined(request.header('authorization')),
+    joined(request.header('cookie'), '; '),
+    policy.route.scopeCookies,
+  );
+}
+
+// The middleware's fingerprint of the same request: the JSON text when kept, and the route's headers.
+function fingerprintOf<Req>(route: RoutePolicy, request: TransactionalRequest<Req>): string {
+  let headers: Record<string, string | undefined> | undefined;
+  for (const name of route.fingerprintHeaders) {
+    headers ??= {};
+    headers[name] = joined(request.header(name));
+  }
+  const contentType = request.header('content-type');
+  return httpFingerprint({
+    method: request.method,
+    path: request.path,
+    query: request.query,
+    contentType: typeof contentType === 'string' ? contentType : (contentType?.[0] ?? undefined),
+    headers,
+    body: request.body,
+    rawBody: request.rawBody,
+  });
+}
+
+/**
+ * Thrown from inside the transaction to roll it back when the answer is one not to keep (a 5xx), and
+ * caught outside it to send that answer. Never seen outside this module.
+ */
+class UncommittedAnswer extends Error {
+  constructor(readonly response: HttpResponseData) {
+    super('the handler answered a server error: rolled back, not stored');
+  }
+}
+
+/**
+ * The stored form of the handler's answer, checked: a header that would not be replayed is refused, so
+ * that a replay never differs from the first answer in a header the handler chose, and so is a body over
+ * `maxBodyBytes` (both roll the transaction back). A 5xx, unless the route stores them, throws the
+ * {@link UncommittedAnswer} that rolls back: the client is told "not processed", so nothing may stay done.
+ */
+function committedAnswer(answer: TransactionalAnswer, route: RoutePolicy): StoredResponse {
   if (
     typeof answer !== 'object' ||
     answer === null ||
@@ -110,55 +201,55 @@ export function storedAnswer(
       'transactional route: the handler must return { status (200-599), body?, headers? }',
     );
   }
+  const kept = answer.status < 500 || route.storeServerErrors;
+  const headers = answerHeaders(answer, kept ? route.replayHeaders : undefined);
+  const body = bodyBytes(answer.body, headers);
+  if (!kept) throw new UncommittedAnswer({ status: answer.status, headers, body });
+  if (body.byteLength > route.maxBodyBytes) {
+    throw new InvalidOptionsError(
+      `transactional route: the answer's body (${body.byteLength} bytes) exceeds maxBodyBytes (${route.maxBodyBytes}); rolled back, nothing was stored`,
+    );
+  }
+  return { kind: 'response', status: answer.status, headers, body };
+}
+
+// The answer's headers, lower-case; with `allowed`, only those (the others are refused).
+function answerHeaders(
+  answer: TransactionalAnswer,
+  allowed: ReadonlySet<string> | undefined,
+): Array<[string, string]> {
   const headers: Array<[string, string]> = [];
   for (const [name, value] of Object.entries(answer.headers ?? {})) {
     if (value === undefined) continue;
     const lower = name.toLowerCase();
-    if (!allowed.has(lower)) {
+    if (allowed !== undefined && !allowed.has(lower)) {
       throw new InvalidOptionsError(
         `transactional route: header '${name}' is not replayed (add it to replayHeaders, or set it on the response yourself)`,
       );
     }
     headers.push([lower, String(value)]);
   }
-  const { body } = answer;
-  let bytes: Uint8Array;
-  if (body === undefined) bytes = new Uint8Array();
-  else if (body instanceof Uint8Array) bytes = body;
-  else if (typeof body === 'string') bytes = Buffer.from(body, 'utf8');
-  else {
-    bytes = Buffer.from(JSON.stringify(body), 'utf8');
-    if (!headers.some(([name]) => name === 'content-type'))
-      headers.unshift(['content-type', JSON_TYPE]);
-  }
-  return { kind: 'response', status: answer.status, headers, body: bytes };
+  return headers;
 }
 
-/**
- * Run `handler` in `runner`'s transaction under `claim`, and answer as the middleware would. A synchronous
- * handler stays synchronous inside the transaction (as SQLite's mode needs).
- * @returns the answer to send; rejects with the handler's own errors (after the rollback).
- */
-export async function answerInTransaction<Tx>(
-  runner: TransactionalRunner<Tx>,
-  claim: TransactionalClaim,
-  handler: (tx: Tx) => TransactionalAnswer | Promise<TransactionalAnswer>,
-  allowed: ReadonlySet<string>,
-): Promise<HttpResponseData> {
-  let outcome: RunOutcome<unknown>;
-  try {
-    outcome = await runner.runInTransaction(claim, (tx: Tx) => {
-      const answer = handler(tx);
-      return isThenable(answer)
-        ? Promise.resolve(answer).then((resolved) => storedAnswer(resolved, allowed))
-        : storedAnswer(answer, allowed);
-    });
-  } catch (error) {
-    const answer = transactionalErrorResponse(error);
-    if (answer === undefined) throw error;
-    return answer;
+const JSON_TYPE = 'application/json; charset=utf-8';
+
+// The body's bytes; a JSON body adds its content-type to `headers` unless the handler gave one.
+function bodyBytes(body: unknown, headers: Array<[string, string]>): Uint8Array {
+  if (body === undefined) return new Uint8Array();
+  if (body instanceof Uint8Array) return body;
+  // Bytes by another name: JSON.stringify would turn them into `{}` or `{"0":…}`.
+  if (ArrayBuffer.isView(body))
+    return new Uint8Array(body.buffer, body.byteOffset, body.byteLength);
+  if (body instanceof ArrayBuffer) return new Uint8Array(body);
+  if (typeof body === 'string') return Buffer.from(body, 'utf8');
+  const text = JSON.stringify(body) as string | undefined;
+  if (text === undefined) {
+    throw new InvalidOptionsError('transactional route: the answer body is not a JSON value');
   }
-  return transactionalOutcomeResponse(outcome as RunOutcome<HttpOutcome>);
+  if (!headers.some(([name]) => name === 'content-type'))
+    headers.unshift(['content-type', JSON_TYPE]);
+  return Buffer.from(text, 'utf8');
 }
 
 /** The answer to a transactional run's outcome: the first answer as stored, a replay, 409 or 422. */
@@ -192,15 +283,4 @@ export function transactionalErrorResponse(error: unknown): HttpResponseData | u
   }
   if (isInvalidKeyError(error)) return problemResponse('invalid_key', { detail: error.message });
   return undefined;
-}
-
-/** Options of the adapters' transactional routes, for a framework request `Req`. */
-export interface TransactionalRouteOptions<Req> {
-  /**
-   * Who is calling: records are never shared across scopes. Return `undefined` for the default, a digest
-   * of the request's `Authorization` and `Cookie` headers. Mount the route after authentication.
-   */
-  scope?: (request: Req) => string | undefined;
-  /** Header names replayed besides content-type, location, cache-control and etag. */
-  replayHeaders?: readonly string[];
 }

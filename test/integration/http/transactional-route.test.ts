@@ -4,13 +4,7 @@
  */
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import Database from 'better-sqlite3';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -18,12 +12,12 @@ import { transactionalRoute } from '../../../src/express/index.js';
 import { postgresTransactional, type TransactionContext } from '../../../src/postgres/index.js';
 import { sqliteTransactional } from '../../../src/sqlite/index.js';
 import { type PostgresFixture, setupPostgres } from '../../helpers/postgres-env.js';
+import { paymentRows, type Served, serve, sqliteOrders } from './transactional-fixtures.js';
 
 let fx: PostgresFixture;
-let server: Server;
-let base: string;
-const dir = mkdtempSync(join(tmpdir(), 'idempotency-kit-tx-route-'));
-const sqlite = new Database(join(dir, 'route.db'));
+let served: Served;
+const orders = sqliteOrders('tx-route');
+const sqlite = orders.database;
 let runs = 0;
 
 function app(): express.Express {
@@ -78,34 +72,19 @@ beforeAll(async () => {
   await fx.pool.query(
     `CREATE TABLE "${fx.schema}".payments (id serial PRIMARY KEY, ref text NOT NULL, amount int NOT NULL)`,
   );
-  sqlite.exec('CREATE TABLE orders (ref TEXT NOT NULL)');
-  server = app().listen(0, '127.0.0.1');
-  await new Promise((resolve) => server.once('listening', resolve));
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  served = await serve(app());
 });
 
 afterAll(async () => {
-  await new Promise((resolve) => server?.close(resolve));
+  await served?.close();
   await fx?.dispose();
-  sqlite.close();
-  rmSync(dir, { recursive: true, force: true });
+  orders.dispose();
 });
 
-function post(path: string, body: unknown, headers: Record<string, string> = {}) {
-  return fetch(`${base}${path}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', ...headers },
-    body: JSON.stringify(body),
-  });
-}
+const post = (path: string, body: unknown, headers?: Record<string, string>) =>
+  served.post(path, body, headers);
 
-async function paymentsFor(ref: string): Promise<number> {
-  const { rows } = await fx.pool.query(
-    `SELECT count(*)::int AS n FROM "${fx.schema}".payments WHERE ref = $1`,
-    [ref],
-  );
-  return rows[0].n;
-}
+const paymentsFor = (ref: string) => paymentRows(fx, ref);
 
 describe('transactionalRoute on PostgreSQL', () => {
   it('answers 201 once and replays the same bytes with Idempotent-Replayed; one row', async () => {

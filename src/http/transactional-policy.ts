@@ -1,0 +1,131 @@
+/**
+ * A transactional route's options and request, as every adapter hands them to
+ * `./transactional-answer.ts`: the middleware's route options that apply when the key is required and the
+ * answer is known before COMMIT, checked once when the route is created, and the framework-free facts of
+ * one request.
+ * @module
+ */
+import type { Duration } from '../core/duration.js';
+import { InvalidOptionsError } from '../core/errors.js';
+import { type HttpRouteOptions, type RoutePolicy, resolvePolicy } from './options.js';
+import type { TransactionalRunner } from './transactional-answer.js';
+
+/**
+ * Options of the adapters' transactional routes, for a framework request `Req`: the middleware's route
+ * options that apply to a route whose key is required and whose answer is known before COMMIT (see
+ * `HttpRouteOptions` for each), plus `scope`. Checked when the route is created.
+ */
+export interface TransactionalRouteOptions<Req>
+  extends Pick<
+    HttpRouteOptions,
+    | 'headerName'
+    | 'minKeyLength'
+    | 'replayHeaders'
+    | 'fingerprintHeaders'
+    | 'scopeCookies'
+    | 'storeServerErrors'
+  > {
+  /**
+   * Who is calling: records are never shared across scopes. Return (or resolve to) `undefined` or `null`
+   * for the default, a digest of the request's `Authorization` and `Cookie` headers (only the cookies
+   * `scopeCookies` names, when set); anything but a string or a finite number is refused (an object
+   * would be keyed by its JSON, shared by every caller). Mount the route after authentication.
+   */
+  scope?: (request: Req) => string | undefined | null | Promise<string | undefined | null>;
+  /** How long answers are replayed. @default the transactional mode's `retentionMs` ('24h') */
+  retentionMs?: Duration;
+  /**
+   * Largest answer body stored, in bytes. A larger answer is refused before COMMIT: the transaction rolls
+   * back and the handler's error path runs (a 500), so nothing happens. The middleware cannot refuse (the
+   * response is already on its way) and stores a `response_too_large` marker instead, after which a
+   * retry never learns the outcome; here the answer is known before anything commits. @default 1048576
+   */
+  maxBodyBytes?: number;
+}
+
+/** The checked options of a transactional route. */
+export interface TransactionalPolicy<Req> {
+  /** The middleware's policy of the same options (the key is required). */
+  readonly route: RoutePolicy;
+  /** The `scope` option; `undefined` for the credentials' digest. */
+  readonly scope: ((request: Req) => unknown) | undefined;
+}
+
+// Every key of TransactionalRouteOptions: anything else is refused, not ignored.
+const OPTION_NAMES: ReadonlySet<string> = new Set(
+  'scope headerName minKeyLength replayHeaders fingerprintHeaders scopeCookies storeServerErrors retentionMs maxBodyBytes'.split(
+    ' ',
+  ),
+);
+
+/**
+ * Check a transactional route's arguments once, when it is created, with the middleware's checks.
+ * @param who - The factory's name, for the messages.
+ * @throws InvalidOptionsError for a runner without `runInTransaction`, a handler that is not a function,
+ *   a bad option value, or an option a transactional route does not have (`failOpen`, `key`, a typo:
+ *   ignored, it would leave the route doing something else than what was asked).
+ */
+export function transactionalPolicy<Req>(
+  who: string,
+  runner: unknown,
+  handler: unknown,
+  options: TransactionalRouteOptions<Req> = {},
+): TransactionalPolicy<Req> {
+  if (
+    typeof (runner as Partial<TransactionalRunner<unknown>> | null)?.runInTransaction !== 'function'
+  ) {
+    throw new InvalidOptionsError(
+      `${who}: expected a transactional mode (postgresTransactional or sqliteTransactional), an object with runInTransaction()`,
+    );
+  }
+  if (typeof handler !== 'function') {
+    throw new InvalidOptionsError(`${who}: the handler must be a function`);
+  }
+  if (typeof options !== 'object' || options === null) {
+    throw new InvalidOptionsError(`${who}: options must be an object`);
+  }
+  for (const name of Object.keys(options)) {
+    if (!OPTION_NAMES.has(name)) {
+      throw new InvalidOptionsError(
+        `${who}: '${name}' is not an option of a transactional route (${[...OPTION_NAMES].join(', ')})`,
+      );
+    }
+  }
+  const { scope, ...route } = options;
+  if (scope !== undefined && scope !== null && typeof scope !== 'function') {
+    throw new InvalidOptionsError(`${who}: scope: expected a function of the request`);
+  }
+  return { route: resolvePolicy({ ...route, key: 'required' }), scope: scope ?? undefined };
+}
+
+/** A request as the transactional route reads it, from any framework. */
+export interface TransactionalRequest<Req> {
+  /** The framework's request, for the `scope` function. */
+  request: Req;
+  method: string;
+  /** Path without the query. */
+  path: string;
+  /** Raw query string. */
+  query: string;
+  /** Reads a request header (lower-case name). */
+  header(name: string): string | readonly string[] | null | undefined;
+  /** The body as the framework parsed it, or its bytes. */
+  body: unknown;
+  /** The JSON text kept beside a parsed body, which the fingerprint prefers (int64 ids stay exact). */
+  rawBody?: Uint8Array | string | undefined;
+}
+
+/** The path and the query of a request URL (`/payments?x=1`), as the fingerprint takes them. */
+export function pathAndQuery(url: string): { path: string; query: string } {
+  const q = url.indexOf('?');
+  return q === -1 ? { path: url, query: '' } : { path: url.slice(0, q), query: url.slice(q + 1) };
+}
+
+/**
+ * The `rawBody` an app keeps on its request (`express.json({ verify: keepRawBody })`, fastify-raw-body, a
+ * content-type parser of its own), when it is bytes or text.
+ */
+export function keptRawBody(request: object): Uint8Array | string | undefined {
+  const raw = (request as { rawBody?: unknown }).rawBody;
+  return raw instanceof Uint8Array || typeof raw === 'string' ? raw : undefined;
+}
