@@ -51,6 +51,17 @@ class Capture {
    * before this one encodes after the capture.
    */
   private encoding: HeaderValue | null = null;
+  /**
+   * The handler removed the Content-Length (`res.removeHeader`): Node then sends the body chunked (or,
+   * with Transfer-Encoding removed too, until the connection closes) instead of adding one of its own.
+   */
+  private lengthRemoved = false;
+  /**
+   * The status the head went out with, once `writeHead` wrote it: a `res.statusCode` assigned after that
+   * changes nothing on the wire, and a 500 assigned then must not release the key of a 201 the client
+   * got (its retry would run the handler again).
+   */
+  private sentStatus: number | undefined;
 
   constructor(
     private readonly execution: Execution,
@@ -92,6 +103,18 @@ class Capture {
     } else if (chunk instanceof Uint8Array) {
       this.firstBytes();
       this.collector.add(chunk);
+    }
+  }
+
+  /** The head went out (`writeHead`, called by Node itself for an implicit head). */
+  headWritten(): void {
+    this.sentStatus ??= this.res.statusCode;
+  }
+
+  /** A header the handler removed (`res.removeHeader(name)`). */
+  removed(name: unknown): void {
+    if (typeof name === 'string' && name.toLowerCase() === 'content-length') {
+      this.lengthRemoved = true;
     }
   }
 
@@ -145,12 +168,12 @@ class Capture {
     );
     keepContentEncoding(headers, this.encoding);
     const response: CapturedResponse = {
-      status: res.statusCode,
+      status: this.sentStatus ?? res.statusCode,
       headers,
       body: this.collector.body(),
       bytes: this.collector.bytes,
     };
-    commitHead(res, this.collector.bytes);
+    commitHead(res, this.lengthRemoved ? undefined : this.collector.bytes);
     void this.execution.finish(response).then(() => {
       this.held = false;
       end.apply(res, args);
@@ -167,14 +190,16 @@ const bodyless = (status: number) => status < 200 || status === 204 || status ==
 /**
  * Write the head of a response whose `end` is held, as `end` would have: with the Content-Length Node
  * adds for a body handed whole to `end` (`bytes`: nothing was written before, or the head would be out),
- * so that holding the `end` does not turn the response into a chunked one. Through `res.writeHead`, so
- * that wrappers of it (on-headers: compression, response-time) see the head when it is written.
+ * so that holding the `end` does not turn the response into a chunked one; none when the handler removed
+ * it (`bytes` undefined), as Node adds none then. Through `res.writeHead`, so that wrappers of it
+ * (on-headers: compression, response-time) see the head when it is written.
  */
-function commitHead(res: Response, bytes: number): void {
+function commitHead(res: Response, bytes: number | undefined): void {
   if (res.headersSent) return;
   // Not with a Trailer header: Node sends trailers only on a chunked response, and refuses (throws from
   // writeHead) a head that announces them beside a Content-Length.
   if (
+    bytes !== undefined &&
     !bodyless(res.statusCode) &&
     res.req.method !== 'HEAD' &&
     !res.hasHeader('content-length') &&
@@ -212,6 +237,7 @@ interface Hooks {
   writeHead: Method;
   write: Method;
   end: Method;
+  removeHeader: Method;
 }
 const installed = new WeakMap<object, Hooks>();
 
@@ -230,11 +256,18 @@ function install(target: object): Hooks {
   const writeHead = original(target, 'writeHead');
   const write = original(target, 'write');
   const end = original(target, 'end');
+  const removeHeader = original(target, 'removeHeader');
   const hooks: Hooks = {
     writeHead(this: Response, ...args: unknown[]) {
+      const capture = captures.get(this);
+      if (capture === undefined) return writeHead().apply(this, args);
       // Node's own implicit call (`writeHead(statusCode)`) carries no headers: the common case.
-      if (args[1] === undefined || !captures.has(this)) return writeHead().apply(this, args);
-      return writeHead().apply(this, moveHeaders(this, args));
+      const result = writeHead().apply(
+        this,
+        args[1] === undefined ? args : moveHeaders(this, args),
+      );
+      capture.headWritten();
+      return result;
     },
     write(this: Response, ...args: unknown[]) {
       const capture = captures.get(this);
@@ -246,8 +279,12 @@ function install(target: object): Hooks {
       if (capture === undefined) return end().apply(this, args);
       return capture.end(end(), args);
     },
+    removeHeader(this: Response, ...args: unknown[]) {
+      captures.get(this)?.removed(args[0]);
+      return removeHeader().apply(this, args);
+    },
   };
-  for (const name of ['writeHead', 'write', 'end'] as const) {
+  for (const name of ['writeHead', 'write', 'end', 'removeHeader'] as const) {
     Object.defineProperty(target, name, {
       value: hooks[name],
       writable: true,
@@ -300,16 +337,19 @@ function warnUncaptured(): void {
 
 // The fallback: patch this response's own methods (each one a property added to the response).
 function patch(res: Response, capture: Capture): void {
-  // Once a header is set, Node merges headers handed to writeHead into the ones getHeader reads itself.
-  if (res.getHeaderNames().length === 0) {
-    const writeHead = res.writeHead as unknown as Method;
-    res.writeHead = function (this: Response, ...args: unknown[]) {
-      if (args[1] === undefined) return writeHead.apply(this, args);
-      return writeHead.apply(this, moveHeaders(this, args));
-    } as Response['writeHead'];
-  }
+  const writeHead = res.writeHead as unknown as Method;
+  res.writeHead = function (this: Response, ...args: unknown[]) {
+    const result = writeHead.apply(this, args[1] === undefined ? args : moveHeaders(this, args));
+    capture.headWritten();
+    return result;
+  } as Response['writeHead'];
   const write = res.write as unknown as Method;
   const end = res.end as unknown as Method;
+  const removeHeader = res.removeHeader;
   res.write = ((...args: unknown[]) => capture.write(write, args)) as Response['write'];
   res.end = ((...args: unknown[]) => capture.end(end, args)) as Response['end'];
+  res.removeHeader = (name: string) => {
+    capture.removed(name);
+    removeHeader.call(res, name);
+  };
 }

@@ -15,6 +15,12 @@ export interface HttpResponseData {
   body: Uint8Array;
 }
 
+/**
+ * Codes only a problem response carries, which no error class throws: a request the layer refuses before
+ * anything reaches the engine.
+ */
+type ProblemOnlyCode = 'request_too_large';
+
 /** Status of each problem the layer answers with. */
 export const PROBLEM_STATUS = {
   invalid_key: 400,
@@ -22,9 +28,10 @@ export const PROBLEM_STATUS = {
   in_progress: 409,
   response_too_large: 409,
   response_not_captured: 409,
+  request_too_large: 413,
   key_mismatch: 422,
   store_unavailable: 503,
-} as const satisfies Partial<Record<ErrorCode, number>>;
+} as const satisfies Partial<Record<ErrorCode | ProblemOnlyCode, number>>;
 
 /** A code the layer can answer with. */
 export type ProblemCode = keyof typeof PROBLEM_STATUS;
@@ -37,6 +44,7 @@ const TITLES: Record<ProblemCode, string> = {
   in_progress: 'A request with this Idempotency-Key is still being processed',
   response_too_large: 'The response to this Idempotency-Key was too large to keep',
   response_not_captured: 'The response to this Idempotency-Key was sent but could not be kept',
+  request_too_large: 'The request body is too large to check against its Idempotency-Key',
   key_mismatch: 'Idempotency-Key reused with a different request',
   store_unavailable: 'Idempotency store unavailable',
 };

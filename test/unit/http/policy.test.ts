@@ -56,6 +56,7 @@ describe('problem responses', () => {
     ['in_progress', 409],
     ['response_too_large', 409],
     ['response_not_captured', 409],
+    ['request_too_large', 413],
     ['key_mismatch', 422],
     ['store_unavailable', 503],
   ] as const)('maps %s to %i with a type into errors.md', (code, status) => {
