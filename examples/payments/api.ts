@@ -1,24 +1,18 @@
 /**
  * The HTTP API: POST /v1/payments (Idempotency-Key required) and GET /v1/payments/:id, on Express 5.
  *
- * POST checks, in this order: the key (400 `missing_key` / `invalid_key`), the JSON body (400
- * `invalid_payment`, nothing stored: a fixed body may reuse the key), then runs the one transaction that
- * claims the key, writes the payment and enqueues `payment.initiated`. Its 201 is stored with the key and
- * replayed byte for byte (`Idempotent-Replayed: true`); the same key with another body is 422.
+ * POST checks, in this order: the key (400 `missing_key` / `invalid_key`, the route's `requireKey`), the
+ * JSON body (400 `invalid_payment`, nothing stored: a fixed body may reuse the key), then runs
+ * `paymentRoute`, the one transaction that claims the key, writes the payment and enqueues
+ * `payment.initiated`. Its 201 is stored with the key and replayed byte for byte
+ * (`Idempotent-Replayed: true`); the same key with another body is 422.
  * @module
  */
 import type { Server } from 'node:http';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { PaymentsDatabase } from './database.js';
-import {
-  errorResponse,
-  jsonResponse,
-  keyedRequest,
-  outcomeResponse,
-  requiredKey,
-  send,
-} from './http-idempotency.js';
 import { type FieldError, parsePaymentInput } from './payment.js';
+import { paymentRoute } from './payment-route.js';
 
 /** Where the example's own problem types are explained. */
 const PROBLEMS_DOC =
@@ -46,6 +40,19 @@ function invalidPayment(res: Response, errors: FieldError[]): void {
   });
 }
 
+/** 400 `invalid_payment` for a body that is not a payment: refused before the key is claimed. */
+function validPayment(req: Request, res: Response, next: NextFunction): void {
+  const parsed = parsePaymentInput(req.body);
+  if (parsed.ok) next();
+  else invalidPayment(res, parsed.errors);
+}
+
+// A body parser's failure (malformed JSON, too large) carries a 4xx `status`.
+function isClientError(error: unknown): boolean {
+  const status = (error as { status?: unknown } | null)?.status;
+  return typeof status === 'number' && status >= 400 && status < 500;
+}
+
 /** Options of {@link createApi}. */
 export interface ApiOptions {
   /** The database the payments live in. */
@@ -66,31 +73,19 @@ export function createApi(options: ApiOptions): express.Express {
   const app = express();
   app.disable('x-powered-by');
 
+  const createPayment = paymentRoute(database);
   app.post(
     '/v1/payments',
-    // The key first, as the idempotency layer does: a request without one is refused before its body.
-    (req: Request, res: Response, next: NextFunction) => {
-      const read = requiredKey(req.headers['idempotency-key']);
-      if ('problem' in read) return send(res, read.problem);
-      res.locals.idempotencyKey = read.key;
-      next();
-    },
+    // The key first, as the idempotency layer orders its checks: refused before the body is read.
+    createPayment.requireKey,
     express.json({ limit: '16kb' }),
-    async (req: Request, res: Response) => {
-      const parsed = parsePaymentInput(req.body);
-      if (!parsed.ok) return invalidPayment(res, parsed.errors);
-      const request = keyedRequest(req, res.locals.idempotencyKey as string);
-      try {
-        const outcome = await database.createPayment(request, parsed.input, (payment) =>
-          jsonResponse(201, payment, [['location', `/v1/payments/${payment.id}`]]),
-        );
-        send(res, outcomeResponse(outcome));
-      } catch (error) {
-        const answer = errorResponse(error);
-        if (answer !== undefined) return send(res, answer);
-        onError(error);
-        problem(res, 500, 'internal', 'Internal error: nothing was committed, retry later');
-      }
+    validPayment,
+    createPayment,
+    // What the route passes on was thrown inside its transaction, after which everything rolled back.
+    (error: unknown, _req: Request, res: Response, next: NextFunction) => {
+      if (isClientError(error)) return next(error); // the body parser's: answered below
+      onError(error);
+      problem(res, 500, 'internal', 'Internal error: nothing was committed, retry later');
     },
   );
 
@@ -109,8 +104,7 @@ export function createApi(options: ApiOptions): express.Express {
 
   // Body parser failures (malformed JSON, too large) and anything else thrown before a route answered.
   app.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => {
-    const status = (error as { status?: unknown }).status;
-    if (typeof status === 'number' && status >= 400 && status < 500) {
+    if (isClientError(error)) {
       return invalidPayment(res, [
         { field: 'body', message: `could not be read: ${(error as Error).message}` },
       ]);

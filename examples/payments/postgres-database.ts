@@ -7,9 +7,14 @@
 import pg from 'pg';
 import { enqueue, migrateOutbox, postgresOutboxSource } from '../../src/outbox/index.js';
 import { migrate, postgresStore, postgresTransactional } from '../../src/postgres/index.js';
-import { NAMESPACE, PAYMENT_INITIATED } from './config.js';
-import { type PaymentRow, type PaymentsDatabase, toPayment } from './database.js';
-import { initiatedEvent, newPayment, PaymentStatus } from './payment.js';
+import { NAMESPACE } from './config.js';
+import {
+  initiatedMessage,
+  type PaymentRow,
+  type PostgresPaymentsDatabase,
+  toPayment,
+} from './database.js';
+import { newPayment, PaymentStatus } from './payment.js';
 
 const tables = (schema: string) => `
 CREATE TABLE IF NOT EXISTS ${schema}.payments (
@@ -48,7 +53,7 @@ export interface PostgresDatabaseOptions {
  */
 export async function openPostgresDatabase(
   options: PostgresDatabaseOptions,
-): Promise<PaymentsDatabase> {
+): Promise<PostgresPaymentsDatabase> {
   const { schema } = options;
   if (!/^[a-z_][a-z0-9_]{0,62}$/.test(schema)) {
     throw new Error(`PAYMENTS_SCHEMA must be a lower-case SQL identifier, got ${schema}`);
@@ -76,34 +81,24 @@ export async function openPostgresDatabase(
   const transactional = postgresTransactional({ pool, schema, namespace: NAMESPACE });
   return {
     kind: 'postgres',
-    createPayment(request, input, respond) {
-      return transactional.runInTransaction(request, async (tx) => {
-        const payment = newPayment(input);
-        await tx.query(
-          `INSERT INTO ${schema}.payments (id, amount, currency, customer, status, created_at)
-           VALUES ($1, $2, $3, $4, $5, $6)`,
-          [
-            payment.id,
-            payment.amount,
-            payment.currency,
-            payment.customer,
-            payment.status,
-            payment.createdAt,
-          ],
-        );
-        // Same transaction: the message exists if and only if the payment and the record do.
-        await enqueue(
-          tx,
-          {
-            topic: PAYMENT_INITIATED,
-            key: payment.id,
-            payload: initiatedEvent(payment),
-            messageId: tx.downstreamKey(PAYMENT_INITIATED),
-          },
-          { schema, verifyTransaction: false },
-        );
-        return respond(payment);
-      });
+    transactional,
+    async writePayment(tx, input) {
+      const payment = newPayment(input);
+      await tx.query(
+        `INSERT INTO ${schema}.payments (id, amount, currency, customer, status, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6)`,
+        [
+          payment.id,
+          payment.amount,
+          payment.currency,
+          payment.customer,
+          payment.status,
+          payment.createdAt,
+        ],
+      );
+      // Same transaction: the message exists if and only if the payment and the record do.
+      await enqueue(tx, initiatedMessage(payment, tx), { schema, verifyTransaction: false });
+      return payment;
     },
     async getPayment(id) {
       const { rows } = await pool.query<PaymentRow>(

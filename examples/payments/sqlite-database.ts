@@ -9,9 +9,14 @@ import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { enqueue, migrateOutbox, sqliteOutboxSource } from '../../src/outbox/index.js';
 import { sqliteStore, sqliteTransactional } from '../../src/sqlite/index.js';
-import { NAMESPACE, PAYMENT_INITIATED } from './config.js';
-import { type PaymentRow, type PaymentsDatabase, toPayment } from './database.js';
-import { initiatedEvent, newPayment, PaymentStatus } from './payment.js';
+import { NAMESPACE } from './config.js';
+import {
+  initiatedMessage,
+  type PaymentRow,
+  type SqlitePaymentsDatabase,
+  toPayment,
+} from './database.js';
+import { newPayment, PaymentStatus } from './payment.js';
 import type { ProviderCharge } from './provider.js';
 
 const SCHEMA = `
@@ -39,7 +44,7 @@ CREATE TABLE IF NOT EXISTS provider_charges (
  * @example
  * const database = openSqliteDatabase('.data/payments.db');
  */
-export function openSqliteDatabase(file: string): PaymentsDatabase {
+export function openSqliteDatabase(file: string): SqlitePaymentsDatabase {
   mkdirSync(dirname(file), { recursive: true });
   const db = new Database(file);
   // WAL: readers never block the writer. NORMAL loses nothing on a process crash (kill -9), only
@@ -70,20 +75,13 @@ export function openSqliteDatabase(file: string): PaymentsDatabase {
 
   return {
     kind: 'sqlite',
-    createPayment(request, input, respond) {
-      return transactional.runInTransaction(request, (tx) => {
-        // Synchronous, inside BEGIN IMMEDIATE: the record, this row and the outbox row commit together.
-        const payment = newPayment(input);
-        insertPayment.run(payment);
-        enqueue(tx.database, {
-          topic: PAYMENT_INITIATED,
-          key: payment.id,
-          payload: initiatedEvent(payment),
-          // Stable for every retry of this request, so a re-send is recognised downstream.
-          messageId: tx.downstreamKey(PAYMENT_INITIATED),
-        });
-        return respond(payment);
-      });
+    transactional,
+    writePayment(tx, input) {
+      // Synchronous, inside BEGIN IMMEDIATE on `db`: the record, this row and the outbox row commit together.
+      const payment = newPayment(input);
+      insertPayment.run(payment);
+      enqueue(tx.database, initiatedMessage(payment, tx));
+      return payment;
     },
     async getPayment(id) {
       const row = selectPayment.get(id) as PaymentRow | undefined;

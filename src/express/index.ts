@@ -176,5 +176,8 @@ class ExpressFacts implements RequestFacts {
 }
 
 export type { TransactionalAnswer } from '../http/transactional-answer.js';
-export type { TransactionalRouteOptions } from './transactional-route.js';
+export type {
+  TransactionalRouteHandler,
+  TransactionalRouteOptions,
+} from './transactional-route.js';
 export { transactionalRoute } from './transactional-route.js';

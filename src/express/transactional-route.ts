@@ -6,6 +6,7 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import {
   answerTransactionalRequest,
+  requiredKey,
   type TransactionalAnswer,
   type TransactionalRunner,
 } from '../http/transactional-answer.js';
@@ -23,6 +24,21 @@ import { send } from './send.js';
  * answer is refused before COMMIT), and `scope(req)`, which may be async.
  */
 export type TransactionalRouteOptions = BaseOptions<Request>;
+
+/** The handler {@link transactionalRoute} makes, with the middleware that checks its key first. */
+export interface TransactionalRouteHandler extends RequestHandler {
+  /**
+   * A middleware that answers a missing or invalid key (400 `missing_key` / `invalid_key`, with the
+   * route's `headerName` and `minKeyLength`) before anything else runs, and otherwise passes on: mount it
+   * before the body parser and your own checks of the body, so that a request without a usable key is
+   * refused before its body is read, and a body you refuse (a 400 of your own, nothing stored, before the
+   * claim) is refused only for requests whose key is good. The route checks the key again either way.
+   * @example
+   * const route = transactionalRoute(transactional, createPayment);
+   * app.post('/payments', route.requireKey, express.json(), validPayment, route);
+   */
+  readonly requireKey: RequestHandler;
+}
 
 /**
  * An Express handler that runs `handler` once per `Idempotency-Key` inside `transactional`'s database
@@ -51,9 +67,15 @@ export function transactionalRoute<Tx>(
   transactional: TransactionalRunner<Tx>,
   handler: (req: Request, tx: Tx) => TransactionalAnswer | Promise<TransactionalAnswer>,
   options: TransactionalRouteOptions = {},
-): RequestHandler {
+): TransactionalRouteHandler {
   const policy = transactionalPolicy('transactionalRoute', transactional, handler, options);
-  return (req: Request, res: Response, next: NextFunction) => {
+  const { route } = policy;
+  const requireKey: RequestHandler = (req, res, next) => {
+    const read = requiredKey(req.headers[route.headerName], route);
+    if ('problem' in read) send(req, res, read.problem);
+    else next();
+  };
+  const answer = (req: Request, res: Response, next: NextFunction) => {
     const request = {
       request: req,
       method: req.method,
@@ -67,4 +89,5 @@ export function transactionalRoute<Tx>(
       next,
     );
   };
+  return Object.assign(answer, { requireKey });
 }
