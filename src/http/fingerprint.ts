@@ -133,8 +133,9 @@ function warnRoundedIntegers(): void {
   process.emitWarning(
     'idempotency-kit: a JSON request body parsed before the layer holds an integer beyond 2^53, which the ' +
       'parser rounded: two requests whose ids differ there fingerprint alike, so a key reused for the other ' +
-      'id is replayed instead of refused with 422. Keep the raw text as req.rawBody (express.json({ verify: keepRawBody })), ' +
-      'or register the Fastify plugin with { keepJsonText: true }, and the fingerprint reads the numbers exactly.',
+      'id is replayed instead of refused with 422. Keep the raw text as req.rawBody (express.json({ verify: keepRawBody })), or ' +
+      'register the Fastify plugin with { keepJsonText: true } (a Fastify transactionalRoute: its keepJsonText ' +
+      "as the route's preParsing hook), and the fingerprint reads the numbers exactly.",
     { code: 'IDEMPOTENCY_KIT_ROUNDED_JSON' },
   );
 }
