@@ -83,8 +83,8 @@ export interface ConsumerHooks<M> {
   /**
    * The consumer as a whole hit an error, outside any one delivery: its message loop ended (NATS: the
    * JetStream consumer or its stream was deleted, or the connection closed: `consume`), or a read failed
-   * and is retried (Redis Streams: `read`, `create-group` when re-creating a deleted group). RabbitMQ
-   * reports channel loss through the channel's own events instead.
+   * and is retried (NATS: `fetch`; Redis Streams: `read`, `create-group` when re-creating a deleted
+   * group). RabbitMQ reports channel loss through the channel's own events instead.
    */
   onConsumerError?(event: ConsumerErrorEvent): void;
 }

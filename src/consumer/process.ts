@@ -22,6 +22,8 @@ import {
   decide,
   RetryReason,
 } from './decision.js';
+import { recordedDeadLetter } from './given-up.js';
+import { KeepAlive } from './keep-alive.js';
 import type { ConsumerContext, ConsumerHandler, ResolvedConsumerOptions } from './options.js';
 import {
   baseEvent,
@@ -151,7 +153,7 @@ class Attempt<M> {
    */
   private execute(context: RunContext): Promise<undefined> | undefined {
     const { delivery } = this;
-    const timer = startTouching(this.options, delivery, context);
+    const keepAlive = startTouching(this.options, delivery, context);
     let result: unknown;
     try {
       result = this.handler(
@@ -159,20 +161,20 @@ class Attempt<M> {
         new HandlerContext(this.key, delivery.deliveryCount, context),
       );
     } catch (error) {
-      if (timer !== undefined) clearInterval(timer);
+      keepAlive?.stop();
       throw this.failed(error);
     }
     if (!isThenable(result)) {
-      if (timer !== undefined) clearInterval(timer);
+      keepAlive?.stop();
       return undefined;
     }
     return Promise.resolve(result).then(
       () => {
-        if (timer !== undefined) clearInterval(timer);
+        keepAlive?.stop();
         return undefined;
       },
       (error: unknown) => {
-        if (timer !== undefined) clearInterval(timer);
+        keepAlive?.stop();
         throw this.failed(error);
       },
     );
@@ -195,32 +197,27 @@ const MISMATCH: AttemptResult = Object.freeze({ kind: 'mismatch' });
  * Keep the broker's own timer of the delivery alive while its handler runs, until the lease is lost (taken
  * over, or no longer extended past `maxExecution`): from then on the broker may redeliver the message, and
  * the redelivery is settled against whoever holds the key, instead of a hung handler keeping it forever.
+ * One touch at a time (see keep-alive.ts): a hung connection must not pile touches up behind a long handler.
  */
 function startTouching<M>(
   options: ResolvedConsumerOptions<M>,
   delivery: Delivery<M>,
   run: RunContext,
-): NodeJS.Timeout | undefined {
+): KeepAlive | undefined {
   const { touch, touchIntervalMs } = delivery;
   if (touch === undefined || touchIntervalMs === undefined) return undefined;
-  const timer = setInterval(async () => {
-    // Read here, not before the handler: the engine creates a run's signal only when it is asked for.
-    if (run.signal.aborted) {
-      clearInterval(timer);
-      return;
-    }
-    try {
-      await touch();
-    } catch (error) {
+  return new KeepAlive(
+    touch,
+    touchIntervalMs,
+    (error) =>
       emitHook(options.hooks, 'onBrokerError', {
         ...baseEvent(options, delivery, undefined),
         operation: 'touch',
         error,
-      });
-    }
-  }, touchIntervalMs);
-  timer.unref();
-  return timer;
+      }),
+    // Read at each touch, not before the handler: the engine creates a run's signal only when asked for.
+    () => run.signal.aborted,
+  );
 }
 
 /**
@@ -250,7 +247,8 @@ function failedDecision(error: unknown, deliveryCount: number, policy: DecisionP
 /**
  * Process one delivery: extract and scope its key, run the handler at most once per key through the
  * engine, decide, then ack, redeliver later or dead-letter. A delivery carrying a dead letter that could
- * not be written before (`pendingDeadLetter`) is dead-lettered again without running the handler.
+ * not be written before (`pendingDeadLetter`), or a redelivery with one recorded under its `brokerId`, is
+ * dead-lettered again without running the handler.
  *
  * Never rejects, and never leaves the delivery unsettled: a failed broker operation is reported to
  * `hooks.onBrokerError` and the message kept; if deciding itself throws, that is reported to
@@ -262,7 +260,11 @@ export async function processDelivery<M>(
   handler: ConsumerHandler<M>,
   delivery: Delivery<M>,
 ): Promise<Decision> {
-  const pending = delivery.pendingDeadLetter;
+  let pending = delivery.pendingDeadLetter;
+  // Checked here, not only inside: a first delivery (nearly all of them) then costs no store read, nor await.
+  if (pending === undefined && delivery.brokerId !== undefined && delivery.deliveryCount > 1) {
+    pending = await recordedDeadLetter(options, delivery);
+  }
   if (pending !== undefined) {
     await writeDeadLetter(options, delivery, baseEvent(options, delivery, pending.key), pending);
     return { action: 'dead_letter', reason: pending.reason, error: pending.error };

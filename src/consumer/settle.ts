@@ -7,6 +7,7 @@
 import type { StoredErrorInfo } from '../core/errors.js';
 import { callHook } from '../core/hooks.js';
 import type { DeadLetterReason, Decision } from './decision.js';
+import { recordDeadLetter } from './given-up.js';
 import type { ConsumerEvent, ConsumerHooks, ResolvedConsumerOptions } from './options.js';
 
 /** What is recorded with a dead-lettered message. */
@@ -36,6 +37,13 @@ export interface Delivery<M> {
    * `retry`). The runner then writes it again and does not run the handler.
    */
   pendingDeadLetter?: DeadLetter | undefined;
+  /**
+   * The broker's identity of this message, the same on every redelivery and never reused for another
+   * (NATS: stream, sequence and timestamp; Redis Streams: the entry id). Given by adapters that cannot
+   * carry a dead letter on the redelivered copy: a dead letter that could not be written is then recorded
+   * in the store under it, and a redelivery finding it writes it again instead of running the handler.
+   */
+  brokerId?: string | undefined;
   /** Acknowledge: the message is done. */
   ack(): Promise<void> | void;
   /**
@@ -143,9 +151,15 @@ export async function writeDeadLetter<M>(
     await delivery.deadLetter(letter);
   } catch (error) {
     // The dead letter could not be written: keep the message and try again later rather than lose it. The
-    // letter goes with the copy, so that the redelivery writes it again instead of running the handler
-    // once more: a destination that keeps failing must not re-run the handler without end.
+    // letter goes with the copy (or, where the copy cannot carry it, into the store: given-up.ts), so that
+    // the redelivery writes it again instead of running the handler once more: a destination that keeps
+    // failing must not re-run the handler without end.
     brokerError(options, event, 'dead_letter', error);
+    try {
+      await recordDeadLetter(options, delivery, letter);
+    } catch (recordError) {
+      brokerError(options, event, 'dead_letter', recordError);
+    }
     try {
       await delivery.retry(options.policy.maxRetryDelayMs, letter);
     } catch (retryError) {

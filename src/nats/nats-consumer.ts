@@ -19,6 +19,7 @@ import { InvalidOptionsError } from '../core/errors.js';
 import { callHook } from '../core/hooks.js';
 import { KEY_HEADER, MSG_ID_HEADER, publishDeadLetter, termReason } from './dead-letter.js';
 import type { NatsJsMsg, NatsPublisher, NatsPullConsumer } from './nats-types.js';
+import { PullLoop } from './pull.js';
 
 export { KEY_HEADER, MSG_ID_HEADER };
 
@@ -27,10 +28,11 @@ export interface NatsConsumerErrorEvent {
   /** The consumer's name. */
   consumer: string;
   /**
-   * What failed: `consume` (the message loop ended on an error, or without `close()` because the
-   * connection closed).
+   * What failed: `consume` (the message loop ended: the JetStream consumer or its stream is gone, or the
+   * connection closed without `close()`), or `fetch` (a pull failed for a reason that may pass, missed
+   * heartbeats during an outage say: the loop pulls again after a second).
    */
-  operation: 'consume';
+  operation: 'consume' | 'fetch';
   /** The error (`consumer deleted`, `consumer not found`, `stream not found`, the connection closed, …). */
   error: unknown;
 }
@@ -38,10 +40,11 @@ export interface NatsConsumerErrorEvent {
 /** The shared consumer hooks, plus the one for failures of the consumer as a whole. */
 export interface NatsConsumerHooks extends ConsumerHooks<NatsJsMsg> {
   /**
-   * The message loop ended on an error: the JetStream consumer or its stream was deleted (or not found
-   * after missed heartbeats), or the connection closed without `close()`. `done` then resolves; in-flight
-   * messages still settle where the connection allows. Recreate the consumer (and the connection) and call
-   * `idempotentConsumer` again to go on.
+   * The message loop ended on an error (`consume`): the JetStream consumer or its stream was deleted (or
+   * not found after missed heartbeats), or the connection closed without `close()`. `done` then resolves;
+   * in-flight messages still settle where the connection allows. Recreate the consumer (and the
+   * connection) and call `idempotentConsumer` again to go on. Also told of a pull that failed and is
+   * retried (`fetch`).
    */
   onConsumerError?(event: NatsConsumerErrorEvent): void;
 }
@@ -85,6 +88,22 @@ export function defaultNatsKey(message: NatsJsMsg): string | undefined {
   return undefined;
 }
 
+/** How long one pull waits on the server for messages (the NATS client's own default). */
+const PULL_EXPIRES_MS = 30_000;
+/** Pause before pulling again after a pull failed. */
+const PULL_RETRY_MS = 1000;
+/** The first server version that reads a reason after `+TERM` (nats.go `TermWithReason`: 2.10.4). */
+const TERM_REASON_SERVER = '2.10.4';
+
+/**
+ * The identity of `message` across its redeliveries: stream and sequence, plus the time it was stored, as
+ * a stream deleted and created again numbers its messages from 1 again.
+ */
+function brokerId(message: NatsJsMsg): string {
+  const { stream, streamSequence, timestampNanos } = message.info;
+  return `${stream}:${streamSequence}:${timestampNanos ?? 0}`;
+}
+
 /**
  * Consume a JetStream pull consumer so that each message's effect happens once per key.
  *
@@ -95,6 +114,9 @@ export function defaultNatsKey(message: NatsJsMsg): string | undefined {
  *
  * Configure the JetStream consumer with `ack_policy: explicit`, and `max_deliver` unlimited (-1) or above
  * `maxDeliveries`: otherwise the server stops redelivering before this consumer can dead-letter.
+ *
+ * Each pull asks for no more messages than there are free handler slots (see pull.ts), so a message never
+ * waits in this process without `working()` while JetStream's `ack_wait` runs.
  * @example
  * const js = jetstream(nc);
  * const consumer = await js.consumers.get('ORDERS', 'shipping');
@@ -121,76 +143,56 @@ export async function idempotentConsumer(
   }
 
   const inFlight = new InFlight(resolved.concurrency);
-  // Without abort_on_missing_resource the iterator retries forever against a deleted consumer or stream,
-  // and `done` never resolves: abort, report it, and let the application recreate the consumer.
-  const messages = await consumer.consume({
-    max_messages: resolved.concurrency,
-    abort_on_missing_resource: true,
-  });
-  let closed = false;
-
-  // A free slot, or false once close() was called: a message waiting for a slot must not start after it.
-  // Not a race against a "closed" promise: every race would leave a reaction on that promise until close,
-  // a few hundred bytes per message for as long as the consumer runs. close() wakes the waiters instead.
-  async function slot(): Promise<boolean> {
-    while (!closed) {
-      if (inFlight.tryAcquire()) return true;
-      await inFlight.waitForFree();
-    }
-    return false;
-  }
+  // A reason makes older servers read `+TERM <reason>` as no term at all, and redeliver the message after
+  // AckWait (each time running it again): only servers known to take one get it.
+  const withReason = consumer.api?.nc?.features?.require(TERM_REASON_SERVER) === true;
 
   const deliver = (message: NatsJsMsg) =>
     processDelivery(resolved, handler, {
       message,
       deliveryCount: message.info.deliveryCount,
+      brokerId: brokerId(message),
       ack: () => message.ack(),
       retry: (delayMs) => message.nak(Math.ceil(delayMs)),
       deadLetter: async (letter) => {
-        // Without a DLQ subject the error is recorded in the term reason (kept by servers ≥ 2.11).
+        // Without a DLQ subject the error is recorded in the term reason (kept by servers ≥ 2.10.4).
         if (publisher !== undefined && deadLetterSubject !== undefined) {
           await publishDeadLetter(publisher, deadLetterSubject, message, letter);
         }
-        message.term(termReason(letter));
+        if (withReason) message.term(termReason(letter));
+        else message.term();
       },
       touch: () => message.working(),
       touchIntervalMs: workingMs,
     });
 
-  const loop = async () => {
-    for await (const message of messages) {
-      if (await slot()) {
-        // close() may have come in the turn between taking the slot and here.
-        if (!closed) {
-          inFlight.run(() => deliver(message));
-          continue;
-        }
-        inFlight.release();
-      }
-      // Pulled after close(): never started; nak() hands it back now rather than after AckWait.
-      try {
-        message.nak();
-      } catch {
-        // The connection is gone: the server redelivers after AckWait anyway.
-      }
-    }
-    // The iterator ends by itself when the connection closes (nc.close(), or reconnection attempts used up
-    // during an outage: about 20 s with the client's defaults). Without a report the service would go on
-    // running, receiving nothing, with nothing said.
-    if (!closed) {
-      throw new Error(
-        `the message loop of consumer '${resolved.name}' ended without close(): the NATS connection closed`,
-      );
-    }
-  };
-  const done = loop().catch((error: unknown) => {
-    if (closed) return;
+  let closed = false;
+  const report = (operation: NatsConsumerErrorEvent['operation'], error: unknown) => {
     // A hook that throws or rejects is ignored.
     callHook((event: NatsConsumerErrorEvent) => options.hooks?.onConsumerError?.(event), {
       consumer: resolved.name,
-      operation: 'consume',
+      operation,
       error,
     });
+  };
+  const loop = new PullLoop({
+    consumer,
+    inFlight,
+    name: resolved.name,
+    concurrency: resolved.concurrency,
+    expiresMs: PULL_EXPIRES_MS,
+    retryMs: PULL_RETRY_MS,
+    deliver: (message) => {
+      const settled = deliver(message);
+      inFlight.run(() => settled);
+      return settled;
+    },
+    onRetry: (error) => report('fetch', error),
+  });
+  // The loop rejects when the consumer, its stream or the connection is gone. Without a report the
+  // service would go on running, receiving nothing, with nothing said.
+  const done = loop.done.catch((error: unknown) => {
+    if (!closed) report('consume', error);
   });
 
   let closing: Promise<boolean> | undefined;
@@ -199,15 +201,11 @@ export async function idempotentConsumer(
     close: () => {
       closing ??= (async () => {
         closed = true;
-        inFlight.wakeAll();
+        loop.stop();
         const deadline = performance.now() + resolved.drainTimeoutMs;
-        // The iterator ends once the loop has passed the messages already pulled (each nak()ed at once),
-        // but a loop stuck elsewhere must not hold close() past the drain timeout either.
-        const stopped = messages.close().then(
-          () => done,
-          () => done,
-        );
-        const loopEnded = await settlesWithin(stopped, resolved.drainTimeoutMs);
+        // The loop ends once the open pull is closed and what it still brought is handed back (each
+        // nak()ed at once), but a loop stuck elsewhere must not hold close() past the drain timeout either.
+        const loopEnded = await settlesWithin(done, resolved.drainTimeoutMs);
         const drained = await inFlight.drain(Math.max(deadline - performance.now(), 0));
         return loopEnded && drained;
       })();

@@ -17,25 +17,27 @@ export interface NatsJsMsg {
   data: Uint8Array;
   headers: NatsHeaders | undefined;
   seq: number;
-  info: { deliveryCount: number; stream: string; streamSequence: number };
+  info: { deliveryCount: number; stream: string; streamSequence: number; timestampNanos?: number };
   ack(): void;
   nak(millis?: number): void;
   working(): void;
   term(reason?: string): void;
 }
 
-/** The iterator `consumer.consume()` returns (`ConsumerMessages`). */
+/** The iterator `consumer.fetch()` returns (`ConsumerMessages`). */
 export interface NatsConsumerMessages extends AsyncIterable<NatsJsMsg> {
   close(): Promise<unknown>;
 }
 
 /** A pull consumer (`js.consumers.get(stream, name)`). */
 export interface NatsPullConsumer {
-  consume(options?: {
-    max_messages?: number;
-    abort_on_missing_resource?: boolean;
-  }): Promise<NatsConsumerMessages>;
+  fetch(options?: { max_messages?: number; expires?: number }): Promise<NatsConsumerMessages>;
   info(cached?: boolean): Promise<{ config: { ack_wait?: number; max_deliver?: number } }>;
+  /**
+   * The JetStream API the consumer was got through (`@nats-io/jetstream` sets it): read for the server's
+   * version only, which decides whether `term()` may carry a reason. Absent: `term()` without one.
+   */
+  api?: { nc?: { features?: { require(version: string): boolean } } };
 }
 
 /** What publishes dead letters: a JetStream client (`jetstream(nc)`), awaited for its PubAck. */

@@ -223,6 +223,8 @@ export async function idempotentConsumer(
       processDelivery(resolved, handler, {
         message: entry,
         deliveryCount,
+        // Entry ids are never reused in a stream, and time-based across a stream deleted and re-created.
+        brokerId: `${stream}:${entry.id}`,
         ack: () => ack(entry.id),
         retry: async (delayMs) => {
           await setIdle(entry.id, Math.max(minIdleMs - Math.ceil(delayMs), 0));

@@ -28,22 +28,30 @@ function fakeConsumer() {
     working: () => {},
     term: () => {},
   });
-  let closed = false;
-  const messages = {
-    async *[Symbol.asyncIterator]() {
-      while (!closed) {
-        const next = queue.shift();
-        if (next !== undefined) yield next;
-        else await new Promise<void>((resolve) => (wake = resolve));
-      }
-    },
-    close: async () => {
-      closed = true;
-      wake?.();
-    },
+  // One pull: waits for a message, then yields what is queued, up to max_messages (a pull that expires
+  // as soon as the queue is empty).
+  const fetch = async (options?: { max_messages?: number }) => {
+    let closed = false;
+    return {
+      async *[Symbol.asyncIterator]() {
+        let left = options?.max_messages ?? 1;
+        while (!closed && queue.length === 0)
+          await new Promise<void>((resolve) => (wake = resolve));
+        while (!closed && left > 0) {
+          const next = queue.shift();
+          if (next === undefined) return;
+          left--;
+          yield next;
+        }
+      },
+      close: async () => {
+        closed = true;
+        wake?.();
+      },
+    };
   };
   const consumer = {
-    consume: async () => messages,
+    fetch,
     info: async () => ({ config: { ack_wait: 30e9 } }),
   };
   let seq = 0;
