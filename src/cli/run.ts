@@ -24,6 +24,7 @@ import {
   statsCommand,
 } from './commands.js';
 import { healthCommand } from './health-command.js';
+import { type Output, output } from './output.js';
 import { openRedis } from './redis-target.js';
 import {
   causeChain,
@@ -119,29 +120,44 @@ async function execute(
   return ExitCode.Ok;
 }
 
-/** Run the CLI with `argv` (without node and script paths); resolves to the exit code. */
+/**
+ * Run the CLI with `argv` (without node and script paths); resolves to the exit code. A reader of the
+ * output that goes away early (`| head`) ends the output quietly, and the command's own exit code stands.
+ */
 export async function runCli(argv: readonly string[]): Promise<number> {
+  const stdout = output(process.stdout);
+  const stderr = output(process.stderr);
+  const code = await runWith(argv, stdout, stderr);
+  // Writes to a file or a pipe are synchronous, but a failed one's 'error' event comes on a later tick
+  // than this continuation: let it arrive. Then any failure but a gone reader (a full disk under `>`)
+  // lost the report: not a success.
+  await new Promise((resolve) => setImmediate(resolve));
+  if (stdout.failure === undefined) return code;
+  stderr.write(`idempotency-kit: cannot write the output: ${stdout.failure.message}\n`);
+  return ExitCode.Failure;
+}
+
+/** {@link runCli}'s work, writing to `stdout` and `stderr`. */
+async function runWith(argv: readonly string[], stdout: Output, stderr: Output): Promise<number> {
   let command: CliCommand;
   try {
     command = parseCli(argv);
   } catch (error) {
     if (!(error instanceof UsageError)) throw error;
-    process.stderr.write(
-      `idempotency-kit: ${error.message}\nRun 'idempotency-kit --help' for usage.\n`,
-    );
+    stderr.write(`idempotency-kit: ${error.message}\nRun 'idempotency-kit --help' for usage.\n`);
     return ExitCode.Usage;
   }
   if (command.command === 'help') {
-    process.stdout.write(HELP);
+    stdout.write(HELP);
     return ExitCode.Ok;
   }
-  const print = (line: string) => process.stdout.write(`${line}\n`);
+  const print = (line: string) => stdout.write(`${line}\n`);
   try {
     return await execute(command, print);
   } catch (error) {
     // Invalid schema/table names are usage errors even though they are found after parsing.
     const usage = isIdempotencyError(error) && error.code === 'invalid_options';
-    process.stderr.write(
+    stderr.write(
       `idempotency-kit ${command.command} failed: ${(error as Error).message}\n${hintFor(command, error)}`,
     );
     return usage ? ExitCode.Usage : ExitCode.Failure;

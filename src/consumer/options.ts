@@ -12,6 +12,7 @@ import {
 } from '../core/engine.js';
 import type { StoredErrorInfo } from '../core/errors.js';
 import { InvalidOptionsError } from '../core/errors.js';
+import { positiveIntegerOption } from '../core/option-checks.js';
 import { type Backoff, type BackoffOptions, createBackoff } from './backoff.js';
 import type { DeadLetterReason, DecisionPolicy, RetryReason } from './decision.js';
 
@@ -120,7 +121,11 @@ export interface ConsumerOptions<M> {
    * the broker reports, redeliveries while another consumer held the key included. @default 5
    */
   maxDeliveries?: number;
-  /** Delay before redelivering after a handler error. @default { initial: '1s', factor: 2, max: '1m' } */
+  /**
+   * Delay before redelivering after a handler error: `{ initial, max, factor, jitter }` (no other field:
+   * the outbox relay's `initialMs`, `maxMs` and `multiplier` are refused) or a function of the delivery
+   * count. @default { initial: '1s', factor: 2, max: '1m', jitter: true }
+   */
   backoff?: BackoffOptions | Backoff;
   /** Shortest delay of an in-progress or store-unavailable redelivery. @default '100ms' */
   minRetryDelay?: Duration;
@@ -160,13 +165,6 @@ function isEngine(value: Idempotency | IdempotencyOptions): value is Idempotency
   return typeof (value as Partial<Idempotency>).run === 'function';
 }
 
-function positiveInteger(value: number, name: string): number {
-  if (!Number.isSafeInteger(value) || value < 1) {
-    throw new InvalidOptionsError(`${name}: must be a positive integer, got ${String(value)}`);
-  }
-  return value;
-}
-
 /** The scope every key of consumer `name` is stored under. */
 export function consumerScope(name: string): string {
   return `consumer:${name}`;
@@ -203,13 +201,13 @@ export function resolveConsumerOptions<M>(
     key: options.key ?? defaultKey,
     fingerprint: options.fingerprint,
     policy: {
-      maxDeliveries: positiveInteger(options.maxDeliveries ?? 5, 'maxDeliveries'),
+      maxDeliveries: positiveIntegerOption(options.maxDeliveries, 'maxDeliveries', 5),
       backoff: createBackoff(options.backoff),
       minRetryDelayMs,
       maxRetryDelayMs,
       isPermanentError: options.isPermanentError ?? (() => false),
     },
-    concurrency: positiveInteger(options.concurrency ?? 10, 'concurrency'),
+    concurrency: positiveIntegerOption(options.concurrency, 'concurrency', 10),
     leaseMs: options.lease === undefined ? undefined : toMs(options.lease, 'lease'),
     retentionMs: options.retention === undefined ? undefined : toMs(options.retention, 'retention'),
     drainTimeoutMs: toMs(options.drainTimeout ?? '30s', 'drainTimeout'),

@@ -17,6 +17,15 @@ function shown(value: unknown): string {
   }
 }
 
+/**
+ * `value` as an error message shows it, its type visible: JSON (as the checks here show values), so the
+ * string `"5"` is told apart from the number `5`, which "got 5" would hide; but a number as JavaScript
+ * writes it, since JSON shows `NaN` and `Infinity` as `null`.
+ */
+export function shownValue(value: unknown): string {
+  return typeof value === 'number' ? String(value) : shown(value);
+}
+
 // `null` is "not given", as `??` always treated it: a JSON config writes null for an option it leaves out.
 const absent = (value: unknown): value is null | undefined => value === undefined || value === null;
 
@@ -90,4 +99,49 @@ export function scopeOption(value: unknown): string {
   if (absent(value)) return '';
   if (typeof value === 'number' && Number.isFinite(value)) return value as unknown as string;
   throw new InvalidOptionsError(`scope: expected a string, got ${shown(value)}`);
+}
+
+/**
+ * A count (deliveries, concurrency, a batch size): a positive safe integer, `fallback` when absent; else an
+ * {@link InvalidOptionsError} showing the value as {@link shownValue} does. Not rounded: flooring `0.5` gives a
+ * count of 0, and a string `"10"` is a configuration mistake to report, not to convert.
+ */
+export function positiveIntegerOption(value: unknown, name: string, fallback: number): number {
+  if (absent(value)) return fallback;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) {
+    throw new InvalidOptionsError(`${name}: must be a positive integer, got ${shownValue(value)}`);
+  }
+  return value;
+}
+
+/** Field names of one component that another component spells differently, for {@link knownFields}. */
+export interface ForeignFields {
+  /** Who uses those names, for the message: `the outbox relay`. */
+  owner: string;
+  /** Each of its field names, and the name this component gives the same setting. */
+  names: Readonly<Record<string, string>>;
+}
+
+/**
+ * Refuse a field of the options object `value` that is not in `accepted`, naming the accepted ones (and,
+ * for a field `foreign` lists, what it is called here). An unknown field would otherwise be ignored in
+ * silence: the default would run instead of the setting its author believes in.
+ */
+export function knownFields(
+  value: object,
+  name: string,
+  accepted: readonly string[],
+  foreign?: ForeignFields,
+): void {
+  for (const field of Object.keys(value)) {
+    if (accepted.includes(field)) continue;
+    // Own names only: `constructor` or `toString` must not find Object.prototype's.
+    const note =
+      foreign !== undefined && Object.hasOwn(foreign.names, field)
+        ? ` (the name ${foreign.owner} uses; here it is \`${foreign.names[field]}\`)`
+        : '';
+    throw new InvalidOptionsError(
+      `${name}: unknown field ${JSON.stringify(field)}${note}; the fields are ${accepted.join(', ')}`,
+    );
+  }
 }

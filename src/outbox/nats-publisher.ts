@@ -7,6 +7,7 @@
 import { MAX_TIMER_MS } from '../core/duration.js';
 import { InvalidOptionsError } from '../core/errors.js';
 import { ignoreRejection } from '../core/hooks.js';
+import { shownValue } from '../core/option-checks.js';
 import type { OutboxMessage } from './message.js';
 import type { Publisher } from './publisher.js';
 
@@ -99,7 +100,7 @@ export function natsPublisher(options: NatsPublisherOptions): Publisher {
     (typeof timeoutMs !== 'number' || !(timeoutMs > 0) || timeoutMs > MAX_TIMER_MS)
   ) {
     throw new InvalidOptionsError(
-      `natsPublisher: timeoutMs must be a positive number of ms, got ${String(timeoutMs)}`,
+      `natsPublisher: timeoutMs must be a positive number of ms, got ${shownValue(timeoutMs)}`,
     );
   }
   return {

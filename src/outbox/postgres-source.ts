@@ -5,7 +5,7 @@
  */
 import { MAX_TIMER_MS } from '../core/duration.js';
 import { InvalidOptionsError } from '../core/errors.js';
-import { booleanOption } from '../core/option-checks.js';
+import { booleanOption, shownValue } from '../core/option-checks.js';
 import { isPgPool, isPgQueryable, type PgPoolClient, type PgQueryable } from './clients.js';
 import { outboxStoreError } from './errors.js';
 import { type OutboxMessage, parseHeaders } from './message.js';
@@ -72,7 +72,7 @@ export function postgresOutboxSource(options: PostgresOutboxSourceOptions): Outb
     !(reconnectDelayMs >= 0 && reconnectDelayMs <= MAX_TIMER_MS)
   ) {
     throw new InvalidOptionsError(
-      'postgresOutboxSource: reconnectDelayMs must be a non-negative number of milliseconds',
+      `postgresOutboxSource: reconnectDelayMs must be a non-negative number of milliseconds, got ${shownValue(reconnectDelayMs)}`,
     );
   }
   if (listen && !isPgPool(pool)) {

@@ -5,6 +5,7 @@
  * @module
  */
 import { InvalidOptionsError } from '../core/errors.js';
+import { positiveIntegerOption } from '../core/option-checks.js';
 import type { OutboxMessage } from './message.js';
 import type { Publisher } from './publisher.js';
 
@@ -73,10 +74,11 @@ export function redisStreamsPublisher(options: RedisStreamsPublisherOptions): Pu
     );
   }
   const stream = options.stream ?? ((message: OutboxMessage) => message.topic);
-  const maxLen = options.maxLen;
-  if (maxLen !== undefined && !(Number.isInteger(maxLen) && maxLen > 0)) {
-    throw new InvalidOptionsError('redisStreamsPublisher: maxLen must be a positive integer');
-  }
+  // No default: without maxLen (or with null, "not given" as everywhere) the stream is not trimmed.
+  const maxLen =
+    options.maxLen === undefined || options.maxLen === null
+      ? undefined
+      : positiveIntegerOption(options.maxLen, 'redisStreamsPublisher: maxLen', 1);
   return {
     async publish(message) {
       const args: Array<string | Buffer> = ['XADD', stream(message)];

@@ -6,16 +6,21 @@
  */
 
 import { performance } from 'node:perf_hooks';
-import { MAX_TIMER_MS } from '../core/duration.js';
+import { type Duration, MAX_TIMER_MS } from '../core/duration.js';
 import { InvalidOptionsError } from '../core/errors.js';
 import { ignoreRejection } from '../core/hooks.js';
+import { positiveIntegerOption } from '../core/option-checks.js';
 import { type Backoff, type BackoffOptions, exponentialBackoff } from './backoff.js';
+import { type DurationBounds, durationMs } from './durations.js';
 import { describeError } from './errors.js';
 import type { OutboxMessage } from './message.js';
 import type { Publisher } from './publisher.js';
 import type { OutboxSource, OutboxStats } from './source.js';
 
-/** Options of {@link createRelay}. */
+/**
+ * Options of {@link createRelay}. Every `…Ms` option takes milliseconds or a duration string like the
+ * engine's (`'500ms'`, `'30s'`, `'7d'`); a string without a unit (`'1000'`) is refused, not converted.
+ */
 export interface RelayOptions {
   /** Where the rows are: `postgresOutboxSource(…)` or `sqliteOutboxSource(…)`. */
   source: OutboxSource;
@@ -29,33 +34,34 @@ export interface RelayOptions {
    * Wait between rounds when the outbox is empty and no notification arrives. It is also how fast a relay
    * notices new rows when notifications are off or broken. @default 1000
    */
-  pollIntervalMs?: number;
+  pollIntervalMs?: Duration;
   /**
    * How long a claim keeps rows away from other relays. A relay that dies mid-batch delays its rows by this
    * much; a batch still publishing (or not yet marked) when it ends could be published twice, so the relay
    * stops starting publishes once `publishTimeoutMs` plus 5 % of the lease (for the mark) no longer fits in
    * what is left of it. @default 30000
    */
-  leaseMs?: number;
+  leaseMs?: Duration;
   /**
    * A publish not confirmed within this time counts as failed (and is retried). At most 90 % of `leaseMs`:
    * the rest is for the claim and the mark. @default 10000
    */
-  publishTimeoutMs?: number;
+  publishTimeoutMs?: Duration;
   /**
-   * Delays between attempts of a failing row, as options or a function of the attempt number (a function
-   * returning anything but a finite delay ≥ 0 is reported to `onError`, and the default is used).
+   * Delays between attempts of a failing row: `{ initialMs, maxMs, multiplier, jitter }` (no other field:
+   * a consumer's `initial`, `max` and `factor` are refused), or a function of the attempt number (a
+   * function returning anything but a finite delay ≥ 0 is reported to `onError`, and the default is used).
    * @default exponential 1 s → 60 s, ×2, 20 % jitter
    */
   backoff?: BackoffOptions | Backoff;
   /** How long sent rows are kept before purging (for audit and debugging). @default 604800000 (7 days) */
-  retentionMs?: number;
+  retentionMs?: Duration;
   /** How often the running relay purges. `0` turns purging off (call `purge()` yourself). @default 60000 */
-  purgeIntervalMs?: number;
+  purgeIntervalMs?: Duration;
   /** Rows deleted per purge statement (purge loops until nothing is left). @default 1000 */
   purgeBatchSize?: number;
   /** Wait after the database failed before the next round. @default pollIntervalMs */
-  errorDelayMs?: number;
+  errorDelayMs?: Duration;
   /** Called after each confirmed publish (before the batch is marked sent). */
   onPublished?: (message: OutboxMessage) => void;
   /** Called after each failed publish, with the delay before its next attempt. */
@@ -103,37 +109,14 @@ export interface Relay {
   readonly running: boolean;
 }
 
-function positive(
-  name: string,
-  value: number | undefined,
-  fallback: number,
-  { allowZero = false, timer = false } = {},
-): number {
-  const result = value ?? fallback;
-  const ok =
-    typeof result === 'number' &&
-    Number.isFinite(result) &&
-    (allowZero ? result >= 0 : result > 0) &&
-    // setTimeout fires at once (with a warning) above 2^31-1 ms: a timeout would fail every publish, a poll
-    // interval would spin.
-    (!timer || result <= MAX_TIMER_MS);
-  if (!ok) {
-    throw new InvalidOptionsError(
-      `createRelay: ${name} must be a ${allowZero ? 'non-negative' : 'positive'} number${timer ? ` of at most ${MAX_TIMER_MS}` : ''}`,
-    );
-  }
-  return result;
-}
-
-// Counts, not durations: flooring 0.5 to 0 would claim nothing in a loop that never sleeps (batchSize), claim
-// rows and never publish them (concurrency), or purge forever (purgeBatchSize).
-function count(name: string, value: number | undefined, fallback: number): number {
-  const result = value ?? fallback;
-  if (!Number.isSafeInteger(result) || result < 1) {
-    throw new InvalidOptionsError(`createRelay: ${name} must be a positive integer`);
-  }
-  return result;
-}
+/** The options of {@link RelayOptions} that are durations. */
+type DurationOption =
+  | 'pollIntervalMs'
+  | 'leaseMs'
+  | 'publishTimeoutMs'
+  | 'retentionMs'
+  | 'purgeIntervalMs'
+  | 'errorDelayMs';
 
 /** Attempts at marking a round's published rows sent, and the delay before the second (then 2×, …). */
 const MARK_ATTEMPTS = 3;
@@ -174,24 +157,24 @@ export function createRelay(options: RelayOptions): Relay {
   if (typeof publisher?.publish !== 'function') {
     throw new InvalidOptionsError('createRelay: `publisher` must have publish(message)');
   }
-  const batchSize = count('batchSize', options.batchSize, 100);
-  const concurrency = count('concurrency', options.concurrency, 10);
-  const pollIntervalMs = positive('pollIntervalMs', options.pollIntervalMs, 1000, { timer: true });
-  const leaseMs = positive('leaseMs', options.leaseMs, 30_000);
-  const publishTimeoutMs = positive('publishTimeoutMs', options.publishTimeoutMs, 10_000, {
-    timer: true,
-  });
-  const retentionMs = positive('retentionMs', options.retentionMs, 7 * 24 * 3600_000, {
-    allowZero: true,
-  });
-  const purgeIntervalMs = positive('purgeIntervalMs', options.purgeIntervalMs, 60_000, {
-    allowZero: true,
-  });
-  const purgeBatchSize = count('purgeBatchSize', options.purgeBatchSize, 1000);
-  const errorDelayMs = positive('errorDelayMs', options.errorDelayMs, pollIntervalMs, {
-    allowZero: true,
-    timer: true,
-  });
+  // Counts are not rounded: flooring 0.5 to 0 would claim nothing in a loop that never sleeps
+  // (batchSize), claim rows and never publish them (concurrency), or purge forever (purgeBatchSize).
+  const count = (name: 'batchSize' | 'concurrency' | 'purgeBatchSize', fallback: number) =>
+    positiveIntegerOption(options[name], `createRelay: ${name}`, fallback);
+  const duration = (name: DurationOption, fallback: number, bounds?: DurationBounds) =>
+    durationMs(options[name], `createRelay: ${name}`, fallback, bounds);
+  // setTimeout fires at once (with a warning) above 2^31-1 ms: a timeout would fail every publish, a poll
+  // interval would spin. The lease and the retention are not timers.
+  const timer = { maxMs: MAX_TIMER_MS };
+  const batchSize = count('batchSize', 100);
+  const concurrency = count('concurrency', 10);
+  const pollIntervalMs = duration('pollIntervalMs', 1000, timer);
+  const leaseMs = duration('leaseMs', 30_000);
+  const publishTimeoutMs = duration('publishTimeoutMs', 10_000, timer);
+  const retentionMs = duration('retentionMs', 7 * 24 * 3600_000, { allowZero: true });
+  const purgeIntervalMs = duration('purgeIntervalMs', 60_000, { allowZero: true });
+  const purgeBatchSize = count('purgeBatchSize', 1000);
+  const errorDelayMs = duration('errorDelayMs', pollIntervalMs, { allowZero: true, ...timer });
   if (publishTimeoutMs > leaseMs * (1 - LEASE_SLACK)) {
     throw new InvalidOptionsError(
       `createRelay: publishTimeoutMs must be at most ${100 - LEASE_SLACK * 100} % of leaseMs (the rest is for the claim and the mark)`,

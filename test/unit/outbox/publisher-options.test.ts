@@ -9,7 +9,7 @@ describe('publisher options are checked, not coerced', () => {
   it.each([
     [{ timeoutMs: Number.NaN }, /timeoutMs must be a positive number of ms, got NaN/],
     [{ timeoutMs: -1 }, /timeoutMs must be a positive number of ms, got -1/],
-    [{ timeoutMs: '5s' }, /timeoutMs must be a positive number of ms, got 5s/],
+    [{ timeoutMs: '5s' }, /timeoutMs must be a positive number of ms, got "5s"/],
     [{ subject: 'orders' }, /`subject` must be a function of the message/],
   ])('natsPublisher refuses %o', (bad, message) => {
     expect(() => natsPublisher({ js, ...(bad as object) })).toThrow(
