@@ -8,26 +8,24 @@
  */
 
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import { InvalidOptionsError } from '../core/errors.js';
 import {
   decide,
   type EngineSource,
   type HttpRouteOptions,
-  problemResponse,
   type RequestFacts,
   resolveEngine,
   resolvePolicy,
   routeOptionsOf,
 } from '../http/index.js';
-import { captureResponse } from './capture.js';
-import { setRequestContext } from './request-context.js';
-import { send } from './send.js';
 import {
-  DEFAULT_REQUEST_BODY_LIMIT,
   hasUnreadBody,
   isRequestTooLargeError,
   readUnreadBody,
-} from './unread-body.js';
+  requestTooLargeResponse,
+} from '../http/unread-body.js';
+import { captureResponse } from './capture.js';
+import { setRequestContext } from './request-context.js';
+import { send } from './send.js';
 
 export type { IdempotencyContext } from '../http/index.js';
 export { currentIdempotency } from '../http/index.js';
@@ -43,24 +41,12 @@ declare global {
   }
 }
 
-/** The policy of one route under the Express middleware: the shared options, and unread bodies. */
-export interface ExpressRouteOptions extends HttpRouteOptions {
-  /**
-   * A request body that no body parser before the middleware has read (`multer` or `express.text()`
-   * mounted on the route after it, or no parser at all) is read by the middleware itself, up to this
-   * many bytes, so that the fingerprint covers it; the bytes are handed back to the stream, and the
-   * parsers and handler after the middleware read the body as usual. A larger one is refused with
-   * `413 request_too_large` (nothing runs, nothing is stored): the layer would otherwise take any two
-   * such bodies for the same request and replay one's answer to the other. Bodies a parser before the
-   * middleware has read (the documented setup) are fingerprinted as parsed, and never read again.
-   *
-   * `false` leaves such bodies unread and out of the fingerprint (what earlier versions did): only for a route
-   * whose `fingerprintHeaders` carry a digest of the body the client computes (`Content-Digest`), so that
-   * a large upload streams through without being held in memory.
-   * @default 1048576 (1 MiB)
-   */
-  requestBodyLimit?: number | false;
-}
+/**
+ * The policy of one route under the Express middleware: the shared options. A body no parser before the
+ * middleware has read (`multer` or `express.text()` on the route after it) is read by the middleware, up
+ * to `requestBodyLimit`, and handed back to the stream (see `HttpRouteOptions.requestBodyLimit`).
+ */
+export type ExpressRouteOptions = HttpRouteOptions;
 
 /** Options of {@link idempotency}: the route policy, the scope, and the engine (or its options). */
 export type ExpressIdempotencyOptions = ExpressRouteOptions &
@@ -94,7 +80,7 @@ export function idempotency(options: ExpressIdempotencyOptions): ExpressIdempote
 
   const create = (route: ExpressRouteOptions): RequestHandler => {
     const policy = resolvePolicy(base, route);
-    const bodyLimit = requestBodyLimit(route.requestBodyLimit ?? options.requestBodyLimit);
+    const bodyLimit = policy.requestBodyLimit;
     return (req: Request, res: Response, next: NextFunction) => {
       decide(engine, policy, new ExpressFacts(req, scope, bodyLimit)).then(
         (decision) => {
@@ -106,27 +92,13 @@ export function idempotency(options: ExpressIdempotencyOptions): ExpressIdempote
         },
         (error: unknown) => {
           if (!isRequestTooLargeError(error)) return next(error);
-          send(req, res, tooLarge(error.limit));
+          send(req, res, requestTooLargeResponse(error.limit));
         },
       );
     };
   };
   return Object.assign(create({}), { route: create });
 }
-
-// Checked, not coerced: a limit from a config file or the environment may be a string.
-function requestBodyLimit(value: number | false | undefined): number | false {
-  if (value === undefined) return DEFAULT_REQUEST_BODY_LIMIT;
-  if (value === false || (Number.isSafeInteger(value) && value >= 0)) return value;
-  throw new InvalidOptionsError(
-    `requestBodyLimit: must be a non-negative integer or false, got ${JSON.stringify(value)}`,
-  );
-}
-
-const tooLarge = (limit: number) =>
-  problemResponse('request_too_large', {
-    detail: `This endpoint takes request bodies of at most ${limit} bytes with an idempotency key.`,
-  });
 
 /**
  * The request as the HTTP layer sees it. A class rather than an object of closures: one allocation per
@@ -154,8 +126,8 @@ class ExpressFacts implements RequestFacts {
     return this.req.headers[name];
   }
 
-  // What a body parser before the middleware made of the body; else the bytes nobody has read yet
-  // (see `unread-body.ts`). An empty read keeps `req.body` (`{}` on Express 4), as fingerprinted before.
+  // What a body parser before the middleware made of the body; else the bytes nobody has read yet (see
+  // `../http/unread-body.ts`). An empty read keeps `req.body` (`{}` on Express 4), as fingerprinted before.
   body(): unknown {
     const req = this.req;
     if (this.bodyLimit === false || !hasUnreadBody(req)) return req.body as unknown;

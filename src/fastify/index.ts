@@ -10,6 +10,7 @@
  */
 import { Readable } from 'node:stream';
 import type {
+  FastifyInstance,
   FastifyPluginCallback,
   FastifyReply,
   FastifyRequest,
@@ -35,6 +36,12 @@ import {
   resolvePolicy,
   routeOptionsOf,
 } from '../http/index.js';
+import {
+  hasUnreadBody,
+  isRequestTooLargeError,
+  readUnreadBody,
+  requestTooLargeResponse,
+} from '../http/unread-body.js';
 import { jsonTextOf, keepJsonText } from './json-text.js';
 import { sendAnswer } from './send.js';
 import { isWebResponse, isWebStream, unwrapWebResponse } from './web-payload.js';
@@ -93,6 +100,7 @@ class FastifyFacts implements RequestFacts {
   constructor(
     private readonly request: FastifyRequest,
     private readonly scopeOf: FastifyIdempotencyOptions['scope'],
+    private readonly bodyLimit: number | false,
   ) {
     const url = request.raw.url ?? request.url;
     const q = url.indexOf('?');
@@ -106,8 +114,15 @@ class FastifyFacts implements RequestFacts {
     return this.request.headers[name];
   }
 
+  // What Fastify's content-type parser made of the body; else the bytes a parser left in `request.raw` for
+  // the handler (`@fastify/multipart`: `request.file()` reads the stream), read here and handed back (see
+  // `../http/unread-body.ts`). A parsed body has been read: the common case costs a few property reads.
   body(): unknown {
-    return this.request.body;
+    const { request, bodyLimit } = this;
+    if (bodyLimit === false || !hasUnreadBody(request.raw)) return request.body;
+    return readUnreadBody(request.raw, bodyLimit).then((bytes) =>
+      bytes.byteLength === 0 ? request.body : bytes,
+    );
   }
 
   // The JSON text lets the fingerprint see numbers exactly: a `rawBody` the app kept (fastify-raw-body, a
@@ -198,7 +213,20 @@ async function capturePayload(reply: FastifyReply, running: Running, sent: unkno
   );
 }
 
+// An option that fails its check goes to `done`, so that `register` (or `ready`) rejects with it: thrown
+// from a callback plugin, it would escape as an uncaught exception and the plugin would time out.
 const plugin: FastifyPluginCallback<FastifyIdempotencyOptions> = (fastify, options, done) => {
+  try {
+    install(fastify, options);
+  } catch (error) {
+    done(error as Error);
+    return;
+  }
+  done();
+};
+
+// The options checked and resolved once, and the hooks that apply them.
+function install(fastify: FastifyInstance, options: FastifyIdempotencyOptions): void {
   const engine = resolveEngine(options);
   const base = routeOptionsOf(options);
   const defaults = resolvePolicy(base);
@@ -236,16 +264,24 @@ const plugin: FastifyPluginCallback<FastifyIdempotencyOptions> = (fastify, optio
   // Callback style on purpose: the handler runs inside `done()`, so it inherits the context.
   const claim: preHandlerHookHandler = (request, reply, next) => {
     const policy = policyOf(request.routeOptions.config?.idempotency);
-    decide(engine, policy, new FastifyFacts(request, options.scope)).then((decision) => {
-      if (decision.action === 'pass') return next();
-      if (decision.action === 'respond') {
-        void sendAnswer(request, reply, decision.response);
-        return;
-      }
-      running.set(request, { execution: decision.execution });
-      request.idempotency = decision.execution.context;
-      decision.execution.enter(next);
-    }, next);
+    const facts = new FastifyFacts(request, options.scope, policy.requestBodyLimit);
+    decide(engine, policy, facts).then(
+      (decision) => {
+        if (decision.action === 'pass') return next();
+        if (decision.action === 'respond') {
+          void sendAnswer(request, reply, decision.response);
+          return;
+        }
+        running.set(request, { execution: decision.execution });
+        request.idempotency = decision.execution.context;
+        decision.execution.enter(next);
+      },
+      (error: unknown) => {
+        // A body over `requestBodyLimit`, which the layer would have to read to fingerprint: nothing ran.
+        if (!isRequestTooLargeError(error)) return next(error as Error);
+        void sendAnswer(request, reply, requestTooLargeResponse(error.limit));
+      },
+    );
   };
 
   // Only the routes the layer covers get its hooks, so a route without a covered method pays nothing:
@@ -288,9 +324,7 @@ const plugin: FastifyPluginCallback<FastifyIdempotencyOptions> = (fastify, optio
     }
     next();
   });
-
-  done();
-};
+}
 
 /**
  * The plugin. Register it before the routes it protects (it joins each route as it is declared); every

@@ -10,6 +10,7 @@
 import {
   captureWebResponse,
   credentialScope,
+  type Decision,
   decide,
   type EngineSource,
   type HttpRouteOptions,
@@ -20,6 +21,8 @@ import {
   routeOptionsOf,
   toWebResponse,
 } from '../http/index.js';
+import { DEFAULT_REQUEST_BODY_LIMIT } from '../http/options.js';
+import { announcedBody, readBodyUpTo, tooLargeDecision } from '../http/web.js';
 
 export type { IdempotencyContext } from '../http/index.js';
 export { currentIdempotency } from '../http/index.js';
@@ -40,10 +43,15 @@ export type FetchIdempotencyOptions = HttpRouteOptions &
     scope?: (request: Request) => string | Promise<string>;
   };
 
-/** The request's facts, reading the body from a clone so the handler still gets an unread body. */
+/**
+ * The request's facts, reading the body from a clone so the handler still gets an unread body: at most
+ * `bodyLimit` bytes (`requestBodyLimit`; a larger body rejects with a `RequestTooLargeError`), or none
+ * with `false`.
+ */
 export function requestFacts(
   request: Request,
   scope: ((request: Request) => string | Promise<string>) | undefined,
+  bodyLimit: number | false = DEFAULT_REQUEST_BODY_LIMIT,
 ): RequestFacts {
   const url = new URL(request.url);
   return {
@@ -51,8 +59,14 @@ export function requestFacts(
     path: url.pathname,
     query: url.search,
     header: (name) => request.headers.get(name) ?? undefined,
-    body: async () =>
-      request.body === null ? undefined : new Uint8Array(await request.clone().arrayBuffer()),
+    body: () => {
+      if (request.body === null || bodyLimit === false) return undefined;
+      const length = request.headers.get('content-length');
+      return (
+        announcedBody(length, bodyLimit, () => request.clone().arrayBuffer()) ??
+        readBodyUpTo(request.clone().body, bodyLimit)
+      );
+    },
     scope: () => scope?.(request),
   };
 }
@@ -96,7 +110,17 @@ export function withIdempotency<Args extends unknown[]>(
   const policy = resolvePolicy(routeOptionsOf(options));
   const scope = options.scope;
   return async (request, ...args) => {
-    const decision = await decide(engine, policy, requestFacts(request, scope));
+    let decision: Decision;
+    try {
+      decision = await decide(
+        engine,
+        policy,
+        requestFacts(request, scope, policy.requestBodyLimit),
+      );
+    } catch (error) {
+      // A body over `requestBodyLimit`: answered 413, nothing run or stored (anything else is rethrown).
+      decision = tooLargeDecision(error);
+    }
     if (decision.action === 'pass') return handler(request, ...args);
     if (decision.action === 'respond') return toWebResponse(decision.response);
     const { execution } = decision;

@@ -8,6 +8,7 @@
 import type { Context, MiddlewareHandler } from 'hono';
 import {
   captureWebResponse,
+  type Decision,
   decide,
   type EngineSource,
   exposedLayerHeaders,
@@ -20,6 +21,7 @@ import {
   routeOptionsOf,
   toWebResponse,
 } from '../http/index.js';
+import { announcedBody, readBodyUpTo, tooLargeDecision } from '../http/web.js';
 
 export type { IdempotencyContext } from '../http/index.js';
 export { currentIdempotency } from '../http/index.js';
@@ -50,6 +52,7 @@ export interface HonoIdempotency extends MiddlewareHandler {
 function facts(
   c: Context,
   scope: ((c: Context) => string | Promise<string>) | undefined,
+  bodyLimit: number | false,
 ): RequestFacts {
   const url = new URL(c.req.url);
   return {
@@ -57,12 +60,49 @@ function facts(
     path: url.pathname,
     query: url.search,
     header: (name) => c.req.header(name),
-    // Hono caches the body, so the handler (or a validator) can still read it in any form. No check of
-    // `c.req.raw.body` first: on @hono/node-server that builds a whole fetch Request and its stream, and an
-    // absent body reads as zero bytes, which fingerprints the same.
-    body: () => c.req.arrayBuffer().then((buffer) => new Uint8Array(buffer)),
+    body: () => bodyOf(c, bodyLimit),
     scope: () => scope?.(c),
   };
+}
+
+/**
+ * The body for the fingerprint, left in Hono's cache, so the handler (or a validator) can still read it in
+ * any form. One a middleware before the layer read (a validator) is taken from the cache as it is, within
+ * that reader's limit; otherwise at most `bodyLimit` bytes are read (see `../http/web.ts`), or none
+ * (`false`). With a Content-Length, through `c.req.arrayBuffer()`: on @hono/node-server that reads the
+ * socket directly, whereas `c.req.raw.body` would build a whole fetch Request and its stream (so an absent
+ * body is not checked for first: it reads as zero bytes, which fingerprints the same); without one (a
+ * chunked body), through that stream.
+ */
+function bodyOf(c: Context, bodyLimit: number | false): Promise<Uint8Array> | undefined {
+  const cache = c.req.bodyCache as Record<string, Promise<unknown> | undefined>;
+  if (hasAny(cache)) return c.req.arrayBuffer().then((buffer) => new Uint8Array(buffer));
+  if (bodyLimit === false) return undefined;
+  const announced = announcedBody(c.req.header('content-length'), bodyLimit, () =>
+    c.req.arrayBuffer(),
+  );
+  if (announced !== undefined) return announced;
+  return readBodyUpTo(c.req.raw.body, bodyLimit).then((bytes) => {
+    // Read from the stream (no Content-Length): the body is gone from the request, so the handler reads
+    // these bytes from the cache instead.
+    cache.arrayBuffer = Promise.resolve(ownBuffer(bytes));
+    return bytes;
+  });
+}
+
+// Whether Hono has cached a form of the body (no array built, as `Object.keys` would).
+function hasAny(cache: object): boolean {
+  for (const _ in cache) return true;
+  return false;
+}
+
+// The bytes as an ArrayBuffer of their own, as `Request.arrayBuffer()` gives them: a chunk or a
+// concatenation may be a view of a larger (pooled) buffer.
+function ownBuffer(bytes: Uint8Array): ArrayBuffer {
+  const { buffer, byteOffset, byteLength } = bytes;
+  return byteOffset === 0 && byteLength === buffer.byteLength
+    ? (buffer as ArrayBuffer)
+    : (buffer.slice(byteOffset, byteOffset + byteLength) as ArrayBuffer);
 }
 
 const decoder = new TextDecoder();
@@ -123,7 +163,13 @@ export function idempotency(options: HonoIdempotencyOptions): HonoIdempotency {
   const create = (route: HttpRouteOptions): MiddlewareHandler => {
     const policy = resolvePolicy(base, route);
     return async (c, next) => {
-      const decision = await decide(engine, policy, facts(c, scope));
+      let decision: Decision;
+      try {
+        decision = await decide(engine, policy, facts(c, scope, policy.requestBodyLimit));
+      } catch (error) {
+        // A body over `requestBodyLimit`: answered 413, nothing run or stored (anything else is rethrown).
+        decision = tooLargeDecision(error);
+      }
       if (decision.action === 'pass') return next();
       if (decision.action === 'respond') {
         // Only a browser's cross-origin request carries Origin: any other request skips the CORS look-up

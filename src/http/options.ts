@@ -50,6 +50,24 @@ export interface HttpRouteOptions {
    * gets a `response_too_large` problem (409) and is never re-run. @default 1048576 (1 MiB)
    */
   maxBodyBytes?: number;
+  /**
+   * Largest request body the layer reads itself for the fingerprint, in bytes; `false` to read none. A
+   * body no parser before the layer has read (Express: `multer` or `express.text()` on the route after the
+   * middleware; Fastify: `@fastify/multipart`, whose `request.file()` reads the stream in the handler;
+   * fetch and Hono: every body, which the layer reads from the `Request`) is read up to this size and then
+   * handed on unread to the handler. A larger one is refused with `413 request_too_large`, nothing run or
+   * stored: announced by its `Content-Length`, without reading it; sent chunked, once it goes over. Read
+   * unbounded instead, one request could hold gigabytes in memory; left out of the fingerprint, two such
+   * bodies would look alike and a key reused for the other one would be replayed the first one's answer.
+   * A body a parser before the layer has read (`express.json()`, Fastify's JSON parser, a Hono validator)
+   * is fingerprinted as parsed, within that parser's own limit.
+   *
+   * `false` leaves such bodies unread and out of the fingerprint: only for a route whose
+   * `fingerprintHeaders` carry a digest of the body the client computes (`Content-Digest`), so that a
+   * large upload streams through without being held in memory.
+   * @default 1048576 (1 MiB)
+   */
+  requestBodyLimit?: number | false;
   /** Store 5xx responses and thrown errors (Stripe's behaviour) instead of releasing the key. @default false */
   storeServerErrors?: boolean;
   /** Run the handler unprotected when the store is unreachable, instead of answering 503. @default false */
@@ -82,6 +100,8 @@ export interface RoutePolicy {
   /** The cookies the default scope digests; `undefined` for the whole `Cookie` header. */
   scopeCookies: ReadonlySet<string> | undefined;
   maxBodyBytes: number;
+  /** The largest body the layer reads itself (`false`: none; see `HttpRouteOptions`). */
+  requestBodyLimit: number | false;
   storeServerErrors: boolean;
   failOpen: boolean;
   leaseMs: number | undefined;
@@ -104,6 +124,9 @@ export function policyCovers(policy: RoutePolicy, method: string): boolean {
 
 /** Default `maxBodyBytes`: 1 MiB. */
 export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
+
+/** Default `requestBodyLimit`: 1 MiB, as `maxBodyBytes`. */
+export const DEFAULT_REQUEST_BODY_LIMIT = 1024 * 1024;
 
 /** The engine of `source`: the one given, or a new one. */
 export function resolveEngine(source: EngineSource): Idempotency {
@@ -146,6 +169,7 @@ export function resolvePolicy(base: HttpRouteOptions, route: HttpRouteOptions = 
       `maxBodyBytes: must be a non-negative integer, got ${maxBodyBytes}`,
     );
   }
+  const requestBodyLimit = bodyLimitOption(merged.requestBodyLimit);
   // Checked, not coerced: from a config file or the environment, `failOpen: 'false'` is truthy and would
   // run handlers unprotected during an outage.
   const storeServerErrors = booleanOption(merged.storeServerErrors, 'storeServerErrors');
@@ -181,6 +205,7 @@ export function resolvePolicy(base: HttpRouteOptions, route: HttpRouteOptions = 
     ).map((h) => h.toLowerCase()),
     scopeCookies: cookieNameSet(merged.scopeCookies),
     maxBodyBytes,
+    requestBodyLimit,
     storeServerErrors,
     failOpen,
     leaseMs: merged.leaseMs === undefined ? undefined : toMs(merged.leaseMs, 'leaseMs'),
@@ -188,6 +213,15 @@ export function resolvePolicy(base: HttpRouteOptions, route: HttpRouteOptions = 
       merged.retentionMs === undefined ? undefined : toMs(merged.retentionMs, 'retentionMs'),
     asyncContext,
   };
+}
+
+// Checked, not coerced: a limit from a config file or the environment may be a string ('1mb').
+function bodyLimitOption(value: number | false | undefined): number | false {
+  if (value === undefined) return DEFAULT_REQUEST_BODY_LIMIT;
+  if (value === false || (Number.isSafeInteger(value) && value >= 0)) return value;
+  throw new InvalidOptionsError(
+    `requestBodyLimit: must be a non-negative integer or false, got ${JSON.stringify(value)}`,
+  );
 }
 
 // A list of HTTP tokens: methods and header names alike.
@@ -218,6 +252,7 @@ export function routeOptionsOf(options: HttpRouteOptions): HttpRouteOptions {
     fingerprintHeaders,
     scopeCookies,
     maxBodyBytes,
+    requestBodyLimit,
     storeServerErrors,
     failOpen,
     leaseMs,
@@ -233,6 +268,7 @@ export function routeOptionsOf(options: HttpRouteOptions): HttpRouteOptions {
     fingerprintHeaders,
     scopeCookies,
     maxBodyBytes,
+    requestBodyLimit,
     storeServerErrors,
     failOpen,
     leaseMs,

@@ -1,10 +1,97 @@
 /**
- * Capture and build fetch-API `Response`s, shared by the `fetch` and `hono` adapters.
+ * Read fetch-API `Request` bodies for the fingerprint, and capture and build `Response`s: shared by the
+ * `fetch` and `hono` adapters.
  * @module
  */
-import type { Execution } from './execution.js';
+import type { Decision, Execution } from './execution.js';
 import { keepContentEncoding, readAllowedHeaders } from './headers.js';
 import type { HttpResponseData } from './problem.js';
+import {
+  isRequestTooLargeError,
+  RequestTooLargeError,
+  requestTooLargeResponse,
+} from './unread-body.js';
+
+// A Content-Length as an HTTP parser accepts it: digits only.
+const LENGTH = /^\d{1,15}$/;
+
+/**
+ * The body of a web request for the fingerprint, when its `Content-Length` announces it: refused without
+ * reading anything over `limit` (`requestBodyLimit`), else read whole with `whole`, the adapter's own fast
+ * path (the HTTP framing stops the body at the length announced). `undefined` without a valid
+ * `Content-Length` (a chunked body): read it with {@link readBodyUpTo}.
+ * @param whole - Reads the whole body (a clone's `arrayBuffer()`, Hono's cached one).
+ * @throws (rejects with) RequestTooLargeError past `limit`, or what reading the body throws.
+ */
+export function announcedBody(
+  contentLength: string | null | undefined,
+  limit: number,
+  whole: () => Promise<ArrayBuffer>,
+): Promise<Uint8Array> | undefined {
+  if (typeof contentLength !== 'string' || !LENGTH.test(contentLength)) return undefined;
+  if (Number(contentLength) > limit) return Promise.reject(new RequestTooLargeError(limit));
+  return whole().then((buffer) => {
+    // A runtime that does not hold the body to its Content-Length still gets no larger one through.
+    if (buffer.byteLength > limit) throw new RequestTooLargeError(limit);
+    return new Uint8Array(buffer);
+  });
+}
+
+/**
+ * A body of unknown length (chunked) for the fingerprint: read chunk by chunk, and refused once it goes
+ * over `limit`, the rest left unread with the request (the server discards it, as it does any body no
+ * handler reads) instead of held in memory. `body` is `null` for none (zero bytes).
+ * @throws (rejects with) RequestTooLargeError past `limit`, or the stream's error.
+ */
+export function readBodyUpTo(
+  body: ReadableStream<Uint8Array> | null,
+  limit: number,
+): Promise<Uint8Array> {
+  return body === null ? Promise.resolve(new Uint8Array(0)) : readUpTo(body, limit);
+}
+
+// Released either way, the lock, so that nothing is cancelled: cancelling a request's body would destroy
+// its connection before the 413 goes out.
+async function readUpTo(body: ReadableStream<Uint8Array>, limit: number): Promise<Uint8Array> {
+  const reader = body.getReader();
+  try {
+    const { head, bytes } = await readHead(reader, limit);
+    if (bytes > limit) throw new RequestTooLargeError(limit);
+    return head.length === 1 ? head[0]! : Buffer.concat(head, bytes);
+  } finally {
+    reader.releaseLock();
+  }
+}
+
+/**
+ * Read `reader` to its end, or until past `limit` bytes: the chunks read, and their size. With the stream's
+ * own reader, no async iterator in between: one promise per chunk.
+ */
+async function readHead(
+  reader: ReadableStreamDefaultReader<Uint8Array>,
+  limit: number,
+): Promise<{ head: Uint8Array[]; bytes: number }> {
+  const head: Uint8Array[] = [];
+  let bytes = 0;
+  for (;;) {
+    const next = await reader.read();
+    if (next.done) break;
+    head.push(next.value);
+    bytes += next.value.byteLength;
+    if (bytes > limit) break;
+  }
+  return { head, bytes };
+}
+
+/**
+ * The answer to a request whose body {@link announcedBody} or {@link readBodyUpTo} refused: `413 request_too_large`, as a decision the
+ * adapter sends like any other answer of the layer's.
+ * @throws `error` itself when it is anything else.
+ */
+export function tooLargeDecision(error: unknown): Decision {
+  if (!isRequestTooLargeError(error)) throw error;
+  return { action: 'respond', response: requestTooLargeResponse(error.limit) };
+}
 
 // Statuses whose responses must have no body (the Response constructor refuses one).
 const NULL_BODY = new Set([101, 103, 204, 205, 304]);
@@ -97,19 +184,12 @@ async function capture(response: Response, execution: Execution): Promise<Respon
     await execution.finish({ status: response.status, headers, body: new Uint8Array(0), bytes: 0 });
     return response;
   }
-  // Read with the stream's own reader (no async iterator in between: one promise per chunk).
   const limit = execution.policy.maxBodyBytes;
   const reader = response.body.getReader();
-  const head: Uint8Array[] = [];
-  let bytes = 0;
+  let head: Uint8Array[];
+  let bytes: number;
   try {
-    for (;;) {
-      const next = await reader.read();
-      if (next.done) break;
-      head.push(next.value);
-      bytes += next.value.byteLength;
-      if (bytes > limit) break;
-    }
+    ({ head, bytes } = await readHead(reader, limit));
   } catch (error) {
     reader.releaseLock();
     // The body stream failed before it was complete: nothing valid was produced (the caller releases the

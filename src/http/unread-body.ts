@@ -1,21 +1,22 @@
 /**
- * Request bodies no body parser before the middleware has read: a parser mounted on the route after it
- * (`multer`, a per-route `express.text()`), or none at all. Express then leaves `req.body` empty (`{}` on
- * Express 4, `undefined` on 5) and the stream unread, and a fingerprint of `req.body` would make two
- * requests with different bodies (two files, two texts) alike: a key reused for the other one would be
- * replayed the first one's answer instead of refused with 422.
+ * Request bodies no body parser before the layer has read, on Node's `IncomingMessage`: under Express a
+ * parser mounted on the route after the middleware (`multer`, a per-route `express.text()`), or none at
+ * all; under Fastify a content-type parser that leaves the stream to the handler (`@fastify/multipart`,
+ * whose `request.file()` reads `request.raw`). The framework then leaves the parsed body empty and the
+ * stream unread, and a fingerprint of the parsed body would make two requests with different bodies (two
+ * files, two texts) alike: a key reused for the other one would be replayed the first one's answer
+ * instead of refused with 422.
  *
- * So the middleware reads such a body itself, up to a limit, and hands the bytes back to the stream with
- * `readable.unshift()` (the documented way for a reader to give back data it pulled too early) before the
- * stream has emitted `'end'`: the parsers and the handler after it read the body as if nobody had, and
- * `req.body` keeps what they make of it. Over the limit, the request is refused rather than run with a
- * fingerprint that does not cover its body.
+ * So the layer reads such a body itself, up to a limit (`requestBodyLimit`), and hands the bytes back to
+ * the stream with `readable.unshift()` (the documented way for a reader to give back data it pulled too
+ * early) before the stream has emitted `'end'`: the parsers and the handler after it read the body as if
+ * nobody had. Over the limit, the request is refused (413, {@link requestTooLargeResponse}) rather than
+ * run with a fingerprint that does not cover its body. The fetch and Hono adapters read web bodies with
+ * the same limit and error (`./web.ts`).
  * @module
  */
 import type { IncomingMessage } from 'node:http';
-
-/** The largest body the middleware reads itself by default: 1 MiB, as `maxBodyBytes`. */
-export const DEFAULT_REQUEST_BODY_LIMIT = 1024 * 1024;
+import { type HttpResponseData, problemResponse } from './problem.js';
 
 /** A body larger than the limit, told apart by its brand (two copies of the package may be loaded). */
 export class RequestTooLargeError extends Error {
@@ -34,6 +35,13 @@ export class RequestTooLargeError extends Error {
 /** Whether `error` is a {@link RequestTooLargeError}. */
 export function isRequestTooLargeError(error: unknown): error is RequestTooLargeError {
   return typeof error === 'object' && error !== null && 'isRequestTooLargeError' in error;
+}
+
+/** The answer to a request whose body went over `limit`: `413 request_too_large`. */
+export function requestTooLargeResponse(limit: number): HttpResponseData {
+  return problemResponse('request_too_large', {
+    detail: `This endpoint takes request bodies of at most ${limit} bytes with an idempotency key.`,
+  });
 }
 
 // Bodies this module read, by request: a second middleware on the same request (`app.use(idem)` and
