@@ -190,10 +190,13 @@ export interface Idempotency {
   inspect(key: string, scope?: string): Promise<KeyInspection>;
 }
 
-// Completion is retried on store errors a few times within the lease: the side effect already happened,
-// and a lost completion means a retry will wait a whole lease and then run it again.
-const COMPLETE_ATTEMPTS = 3;
+// Completion is retried on store errors for as long as the lease lasts: the side effect already happened,
+// and a lost completion means a retry waits out the lease and then runs it again, so an outage shorter
+// than what is left of the lease must cost a wait, never a second execution. The pause grows by 50 ms an
+// attempt up to 1 s; at least three attempts however little is left.
+const COMPLETE_MIN_ATTEMPTS = 3;
 const COMPLETE_BACKOFF_MS = 50;
+const COMPLETE_BACKOFF_MAX_MS = 1000;
 
 function shouldStoreError(policy: StoreErrorsPolicy, error: unknown): boolean {
   if (typeof policy !== 'function') return policy;
@@ -301,16 +304,17 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
   }
 
   async function complete(
-    storageKey: string,
-    token: number,
+    lease: LeaseKeeper,
     outcome: Uint8Array,
     retentionMs: number,
     event: HookEvent,
   ): Promise<boolean> {
     try {
-      return checkedCompletion(await store.complete(storageKey, token, outcome, retentionMs));
+      return checkedCompletion(
+        await store.complete(lease.storageKey, lease.token, outcome, retentionMs),
+      );
     } catch (error) {
-      return completeAgain(storageKey, token, outcome, retentionMs, event, error);
+      return completeAgain(lease, outcome, retentionMs, event, error);
     }
   }
 
@@ -322,21 +326,28 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     return completed;
   }
 
-  // The first completion failed: retry a few times within the lease (kept apart so that the common path,
-  // one successful call, stays small).
+  // The first completion failed: retry while the lease lasts (kept apart so that the common path, one
+  // successful call, stays small). Past the lease the store refuses the completion anyway.
   async function completeAgain(
-    storageKey: string,
-    token: number,
+    lease: LeaseKeeper,
     outcome: Uint8Array,
     retentionMs: number,
     event: HookEvent,
     firstError: unknown,
   ): Promise<boolean> {
+    const { storageKey, token } = lease;
+    // What is left of the lease, on the real clock too, so that an injected clock that stands still
+    // cannot make this retry forever.
+    const realEnd = performance.now() + (lease.until - clock.now());
     let error = firstError;
     for (let attempt = 1; ; attempt++) {
       emit(hooks, 'onStoreError', { ...event, operation: 'complete', error });
-      if (attempt >= COMPLETE_ATTEMPTS) throw asStoreError(store, 'complete', error);
-      await sleep(COMPLETE_BACKOFF_MS * attempt);
+      const pause = Math.min(COMPLETE_BACKOFF_MS * attempt, COMPLETE_BACKOFF_MAX_MS);
+      const leaseOver = clock.now() + pause >= lease.until || performance.now() + pause >= realEnd;
+      if (attempt >= COMPLETE_MIN_ATTEMPTS && leaseOver) {
+        throw asStoreError(store, 'complete', error);
+      }
+      await sleep(pause);
       try {
         return checkedCompletion(await store.complete(storageKey, token, outcome, retentionMs));
       } catch (next) {
@@ -425,7 +436,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     try {
       completed = checkedCompletion(await store.complete(storageKey, token, outcome, retentionMs));
     } catch (error) {
-      completed = await completeAgain(storageKey, token, outcome, retentionMs, event, error);
+      completed = await completeAgain(lease, outcome, retentionMs, event, error);
     }
     if (!completed) {
       // Reported once per execution: the heartbeat may have found the loss already.
@@ -464,13 +475,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       // whatever the policy, as for `fn`'s own result (a release would run the step again).
       keepError = error instanceof OutcomeEncodingError || shouldStoreError(storeErrors, error);
       if (keepError) {
-        const stored = await complete(
-          storageKey,
-          token,
-          encodeErrorOutcome(error),
-          retentionMs,
-          event,
-        );
+        const stored = await complete(lease, encodeErrorOutcome(error), retentionMs, event);
         if (!stored && !lease.lossReported) emit(hooks, 'onLeaseLost', { ...event, token });
         return stored;
       }
@@ -496,10 +501,10 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     startedAt: number,
   ): Promise<OutcomeEncodingError> {
     const error = new OutcomeEncodingError(cause);
-    const { storageKey, token } = lease;
+    const { token } = lease;
     let stored = false;
     try {
-      stored = await complete(storageKey, token, encodeErrorOutcome(error), retentionMs, event);
+      stored = await complete(lease, encodeErrorOutcome(error), retentionMs, event);
       if (!stored && !lease.lossReported) emit(hooks, 'onLeaseLost', { ...event, token });
     } catch {
       // `complete` has reported each of its failures; the claim expires on its own.

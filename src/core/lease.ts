@@ -58,6 +58,11 @@ export class LeaseKeeper implements Beating {
    */
   private heldUntil: number;
 
+  /** When the lease runs out by this process's clock (see `heldUntil`), unless it is extended. */
+  get until(): number {
+    return this.heldUntil;
+  }
+
   /** The store the lease is held in. */
   get store(): Store {
     return this.env.store;

@@ -129,7 +129,8 @@ export function conflictResponse(
 ): HttpResponseData {
   return outcome.status === 'in_progress'
     ? problemResponse('in_progress', {
-        detail: 'Retry after the delay in Retry-After; the first request will not be run twice.',
+        detail:
+          'A request with this key is still being processed. Retry after the delay in Retry-After to get its response.',
         retryAfterMs: outcome.retryAfterMs,
       })
     : problemResponse('key_mismatch', {

@@ -473,6 +473,8 @@ describe('createIdempotency().run', () => {
     const idempotency = createIdempotency({
       store: failingStore(store, { complete: 3 }),
       extendLease: false,
+      // A completion is retried while the lease lasts: a short one keeps it to the three attempts.
+      leaseMs: 100,
       hooks: { onStoreError, onFailed },
     });
     await expect(

@@ -137,7 +137,8 @@ describe('a malformed completion answer', () => {
     // Arrange
     const inner = memoryStore();
     const store: Store = { ...inner, complete: async () => 1 as unknown as boolean };
-    const idempotency = createIdempotency({ store, batch: false });
+    // Retried while the lease lasts: a short one ends it soon.
+    const idempotency = createIdempotency({ store, batch: false, leaseMs: 200 });
     // Act, Assert: not reported as executed on a completion nobody can read.
     await expect(idempotency.run({ key: 'k' }, () => 'value')).rejects.toSatisfy(
       isStoreUnavailableError,

@@ -24,8 +24,9 @@ const unencodable: Array<[string, () => unknown]> = [
 function setup(
   hooks: IdempotencyHooks = {},
   store: Store = memoryStore({ clock: new ManualClock() }),
+  leaseMs = 30_000,
 ) {
-  return createIdempotency({ store, extendLease: false, hooks });
+  return createIdempotency({ store, extendLease: false, hooks, leaseMs });
 }
 
 describe('a result the codec cannot encode', () => {
@@ -88,6 +89,8 @@ describe('a result the codec cannot encode', () => {
         onStoreError: (e) => events.push(`store error ${e.operation}`),
       },
       store,
+      // A completion is retried while the lease lasts: a short one keeps it to the three attempts.
+      100,
     );
     await expect(idempotency.run({ key: 'k' }, () => 10n)).rejects.toSatisfy(
       isOutcomeEncodingError,
