@@ -23,10 +23,13 @@ import { deriveDownstreamKey, storageKey as toStorageKey, validateKey } from './
 import { type LeaseEnvironment, LeaseKeeper } from './lease.js';
 import {
   booleanOption,
+  callbacksOption,
   codecOption,
   scopeOption,
+  shownValue,
   storeErrorsOption,
   stringOption,
+  switchOption,
 } from './option-checks.js';
 import {
   defaultCodec,
@@ -222,7 +225,7 @@ function maxEntries(value: number | undefined): number {
   // NaN or a fraction would size the cache's generations as nonsense, silently.
   if (!Number.isSafeInteger(value) || value < 1) {
     throw new InvalidOptionsError(
-      `cache.maxEntries must be a positive integer, got ${String(value)}`,
+      `cache.maxEntries must be a positive integer, got ${shownValue(value)}`,
     );
   }
   return value;
@@ -246,14 +249,15 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
   if (options.store === undefined || options.store === null) {
     throw new InvalidOptionsError('store is required');
   }
+  const batch = switchOption<BatchingOptions>(options.batch, 'batch');
   const store =
-    options.batch === false
+    batch === false
       ? options.store
       : withBatching(options.store, {
           maxInFlight: options.store.capabilities.batchMaxInFlight,
           maxInFlightWhenBusy: options.store.capabilities.batchMaxInFlightWhenBusy,
           window: options.store.capabilities.batchWindow,
-          ...options.batch,
+          ...batch,
         });
   const namespace = stringOption(options.namespace, 'namespace', 'default');
   const engineFailOpen = booleanOption(options.failOpen, 'failOpen');
@@ -267,7 +271,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
   const defaultRetentionMs = toMs(options.retentionMs ?? '24h', 'retentionMs');
   const maxExecutionMs =
     options.maxExecution === undefined ? undefined : toMs(options.maxExecution, 'maxExecution');
-  const hooks = options.hooks ?? {};
+  const hooks = callbacksOption<IdempotencyHooks>(options.hooks, 'hooks') ?? {};
   const clock = options.clock ?? systemClock;
   const leases: LeaseEnvironment = {
     store,
@@ -279,7 +283,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       : undefined,
     maxExecutionMs,
   };
-  const cacheOption = options.cache ?? {};
+  const cacheOption = switchOption<{ maxEntries?: number }>(options.cache, 'cache') ?? {};
   const cache =
     cacheOption === false ? undefined : new CompletedCache(maxEntries(cacheOption.maxEntries));
 

@@ -145,3 +145,43 @@ export function knownFields(
     );
   }
 }
+
+/**
+ * An option that is off (`false`), on with its defaults (absent, `null`, `true`), or an object of
+ * settings; `undefined` for the defaults. Checked because a string from a configuration file (`'false'`)
+ * would otherwise be read as settings and leave the feature on.
+ */
+export function switchOption<T extends object>(
+  value: unknown,
+  name: string,
+): T | false | undefined {
+  if (absent(value) || value === true) return undefined;
+  if (value === false) return false;
+  if (typeof value === 'object' && !Array.isArray(value)) return value as T;
+  throw new InvalidOptionsError(
+    `${name}: expected false or an object of settings, got ${shownValue(value)}`,
+  );
+}
+
+/**
+ * An object of callbacks (hooks): each `on…` property given a function. A misspelt value (`hooks: 'nope'`,
+ * a hook set to a string) would otherwise be ignored until the moment it was meant to report something.
+ * Other properties are left alone: a hooks object may carry what it was built with (`metrics`).
+ */
+export function callbacksOption<T extends object>(value: unknown, name: string): T | undefined {
+  if (absent(value)) return undefined;
+  if (typeof value !== 'object' || Array.isArray(value)) {
+    throw new InvalidOptionsError(
+      `${name}: expected an object of functions, got ${shownValue(value)}`,
+    );
+  }
+  for (const [key, callback] of Object.entries(value)) {
+    if (!/^on[A-Z]/.test(key) || callback === undefined || callback === null) continue;
+    if (typeof callback !== 'function') {
+      throw new InvalidOptionsError(
+        `${name}.${key}: expected a function, got ${shownValue(callback)}`,
+      );
+    }
+  }
+  return value as T;
+}

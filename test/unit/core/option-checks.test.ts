@@ -69,6 +69,21 @@ describe('engine options are checked, not coerced', () => {
       /^codec: expected an object with encode and decode functions, got \{\}/,
     ],
     ['namespace', { namespace: 123 }, /^namespace: expected a string, got 123/],
+    // A string from a config file was read as settings: the cache and batching stayed on.
+    ['cache', { cache: 'false' }, /^cache: expected false or an object of settings, got "false"/],
+    ['cache', { cache: 0 }, /^cache: expected false or an object of settings, got 0/],
+    ['batch', { batch: 'false' }, /^batch: expected false or an object of settings, got "false"/],
+    ['hooks', { hooks: 'nope' }, /^hooks: expected an object of functions, got "nope"/],
+    [
+      'a hook',
+      { hooks: { onExecuted: 'log' } },
+      /^hooks\.onExecuted: expected a function, got "log"/,
+    ],
+    [
+      'cache.maxEntries',
+      { cache: { maxEntries: '10' } },
+      /^cache\.maxEntries must be a positive integer, got "10"/,
+    ],
   ])('refuses %s with InvalidOptionsError', (_name, bad, message) => {
     expect(() =>
       createIdempotency({ store: memoryStore(), ...(bad as Record<string, unknown>) }),
@@ -101,6 +116,13 @@ describe('engine options are checked, not coerced', () => {
     // Assert
     await expect(outcome).rejects.toSatisfy(isInvalidOptionsError);
     expect({ claims, runs }).toEqual({ claims: 0, runs: 0 });
+  });
+
+  it('takes true, null or nothing for cache and batch as their defaults, and false as off', () => {
+    for (const value of [true, null, undefined, false]) {
+      const options = { store: memoryStore(), cache: value, batch: value };
+      expect(() => createIdempotency(options as never)).not.toThrow();
+    }
   });
 
   it('takes null as not given, and the empty namespace as the namespace it always was', async () => {
