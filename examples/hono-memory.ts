@@ -27,7 +27,7 @@ app.post('/orders', idem.route({ key: 'required' }), async (c) => {
   const order = (await c.req.json()) as { sku: string };
   const messageId = publish('order.created');
   return c.json(
-    { id: `ord_${executions}`, sku: order.sku, key: c.get('idempotency').key, messageId },
+    { id: `ord_${executions}`, sku: order.sku, key: c.get('idempotency')?.key, messageId },
     201,
   );
 });

@@ -17,6 +17,7 @@ import {
   resolvePolicy,
   routeOptionsOf,
 } from '../http/index.js';
+import { scopeOption } from '../http/options.js';
 import {
   hasUnreadBody,
   isRequestTooLargeError,
@@ -76,7 +77,7 @@ export interface ExpressIdempotency extends RequestHandler {
 export function idempotency(options: ExpressIdempotencyOptions): ExpressIdempotency {
   const engine = resolveEngine(options);
   const base = routeOptionsOf(options);
-  const scope = options.scope;
+  const scope = scopeOption(options.scope);
 
   const create = (route: ExpressRouteOptions): RequestHandler => {
     const policy = resolvePolicy(base, route);

@@ -18,6 +18,7 @@ import type {
   preParsingHookHandler,
 } from 'fastify';
 import fp from 'fastify-plugin';
+import type { CollectedBody } from '../http/capture.js';
 import {
   type CapturedResponse,
   collectBody,
@@ -36,6 +37,7 @@ import {
   resolvePolicy,
   routeOptionsOf,
 } from '../http/index.js';
+import { scopeOption } from '../http/options.js';
 import {
   hasUnreadBody,
   isRequestTooLargeError,
@@ -43,6 +45,7 @@ import {
   requestTooLargeResponse,
 } from '../http/unread-body.js';
 import { jsonTextOf, keepJsonText } from './json-text.js';
+import { checkRouteOrder } from './route-order.js';
 import { sendAnswer } from './send.js';
 import { isWebResponse, isWebStream, unwrapWebResponse } from './web-payload.js';
 
@@ -203,14 +206,44 @@ async function capturePayload(reply: FastifyReply, running: Running, sent: unkno
     await finish({ status, headers, body: collected.body, bytes: collected.body.byteLength });
     return Buffer.from(collected.body);
   }
-  await finish({ status, headers, body: undefined, bytes: collected.bytes });
-  const { head, rest } = collected;
   return Readable.from(
-    (async function* () {
-      yield* head;
-      for (let next = await rest.next(); !next.done; next = await rest.next()) yield next.value;
-    })(),
+    passOn(collected, running.execution, (bytes) =>
+      finish({ status, headers, body: undefined, bytes }),
+    ),
   );
+}
+
+/**
+ * A stream over `maxBodyBytes`, sent on as it is read, unbuffered. Its outcome is known only at its end,
+ * so it is decided there, not when the limit was passed: a stream that ends keeps the
+ * `response_too_large` marker (`marker`), stored before the end goes out; one that fails produced no
+ * valid response and releases the key, as a thrown error does (a marker would refuse every retry of a
+ * payment whose client got a truncated body), and its error reaches Fastify, which cuts the response.
+ * The client going away (Fastify destroys this stream) does not stop completion: the marker is kept,
+ * since the handler's effects are done, and the handler's stream is closed.
+ */
+async function* passOn(
+  collected: Extract<CollectedBody, { complete: false }>,
+  execution: Execution,
+  marker: (bytes: number) => Promise<void>,
+): AsyncGenerator<Uint8Array> {
+  const { head, rest } = collected;
+  let { bytes } = collected;
+  let ended = false;
+  try {
+    yield* head;
+    for (let next = await rest.next(); !next.done; next = await rest.next()) {
+      bytes += next.value.byteLength;
+      yield next.value;
+    }
+    ended = true;
+  } catch (error) {
+    await execution.fail(error);
+    throw error;
+  } finally {
+    if (!ended) void rest.return?.();
+    await marker(bytes); // a no-op after `fail`
+  }
 }
 
 // An option that fails its check goes to `done`, so that `register` (or `ready`) rejects with it: thrown
@@ -230,8 +263,11 @@ function install(fastify: FastifyInstance, options: FastifyIdempotencyOptions): 
   const engine = resolveEngine(options);
   const base = routeOptionsOf(options);
   const defaults = resolvePolicy(base);
+  const scope = scopeOption(options.scope);
   const policies = new WeakMap<HttpRouteOptions, RoutePolicy>();
   const running = new WeakMap<FastifyRequest, Running>();
+  // `METHOD url` of each route `onRoute` saw, with how many times (one per constraint variant).
+  const seen = new Map<string, number>();
 
   const policyOf = (route: HttpRouteOptions | false | undefined): RoutePolicy => {
     if (route === undefined) return defaults;
@@ -264,7 +300,7 @@ function install(fastify: FastifyInstance, options: FastifyIdempotencyOptions): 
   // Callback style on purpose: the handler runs inside `done()`, so it inherits the context.
   const claim: preHandlerHookHandler = (request, reply, next) => {
     const policy = policyOf(request.routeOptions.config?.idempotency);
-    const facts = new FastifyFacts(request, options.scope, policy.requestBodyLimit);
+    const facts = new FastifyFacts(request, scope, policy.requestBodyLimit);
     decide(engine, policy, facts).then(
       (decision) => {
         if (decision.action === 'pass') return next();
@@ -293,6 +329,10 @@ function install(fastify: FastifyInstance, options: FastifyIdempotencyOptions): 
   fastify.addHook('onRoute', (route) => {
     const policy = policyOf(route.config?.idempotency);
     const methods = Array.isArray(route.method) ? route.method : [route.method];
+    for (const method of methods) {
+      const name = `${method.toUpperCase()} ${route.url}`;
+      seen.set(name, (seen.get(name) ?? 0) + 1);
+    }
     if (!methods.some((method) => policyCovers(policy, method))) return;
     route.preHandler = [route.preHandler ?? [], claim].flat();
     if (options.keepJsonText === true) {
@@ -306,11 +346,23 @@ function install(fastify: FastifyInstance, options: FastifyIdempotencyOptions): 
     next();
   });
 
-  fastify.addHook('onSend', async (request, reply, payload) => {
+  // Named `CAPTURE_HOOK_NAME`: `printRoutes` lists it on the routes in the plugin's scope (`./route-order.ts`).
+  fastify.addHook('onSend', async function idempotencyKitCapture(request, reply, payload) {
     const current = running.get(request);
     if (current === undefined) return payload;
     running.delete(request);
     return capturePayload(reply, current, payload);
+  });
+
+  // A route declared before the plugin runs unprotected, whatever its config asks: refused at start-up.
+  fastify.addHook('onReady', function checkOrder(done) {
+    try {
+      checkRouteOrder(fastify, defaults.key === 'off' ? [] : defaults.methods, seen);
+    } catch (error) {
+      done(error as Error);
+      return;
+    }
+    done();
   });
 
   // A response that finished without passing onSend was written by the app on `reply.raw` after

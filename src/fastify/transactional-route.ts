@@ -63,7 +63,9 @@ export interface FastifyTransactionalHandler<Req extends FastifyRequest = Fastif
  * and reach Fastify's error handler; nothing is stored.
  * @throws InvalidOptionsError at creation, for a bad option (as the plugin's registration).
  * @example
- * const route = transactionalRoute(transactional, async (request, tx) => {
+ * // `Req` from the handler's annotation: `request.body` is typed (else `unknown`).
+ * type CreatePayment = FastifyRequest<{ Body: { amount: number } }>;
+ * const route = transactionalRoute(transactional, async (request: CreatePayment, tx) => {
  *   const { rows } = await tx.query('INSERT INTO payments (amount) VALUES ($1) RETURNING id', [request.body.amount]);
  *   return { status: 201, body: rows[0] };
  * });

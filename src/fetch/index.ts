@@ -21,7 +21,7 @@ import {
   routeOptionsOf,
   toWebResponse,
 } from '../http/index.js';
-import { DEFAULT_REQUEST_BODY_LIMIT } from '../http/options.js';
+import { DEFAULT_REQUEST_BODY_LIMIT, scopeOption } from '../http/options.js';
 import { announcedBody, readBodyUpTo, tooLargeDecision } from '../http/web.js';
 
 export type { IdempotencyContext } from '../http/index.js';
@@ -108,7 +108,7 @@ export function withIdempotency<Args extends unknown[]>(
 ): (request: Request, ...args: Args) => Promise<Response> {
   const engine = resolveEngine(options);
   const policy = resolvePolicy(routeOptionsOf(options));
-  const scope = options.scope;
+  const scope = scopeOption(options.scope);
   return async (request, ...args) => {
     let decision: Decision;
     try {

@@ -9,18 +9,17 @@ import {
   type TransactionalAnswer,
   type TransactionalRunner,
 } from '../http/transactional-answer.js';
-import {
-  type TransactionalRouteOptions,
-  transactionalPolicy,
-} from '../http/transactional-policy.js';
-import { toWebResponse } from '../http/web.js';
+import { type BodyReadingRouteOptions, transactionalPolicy } from '../http/transactional-policy.js';
+import { isRequestTooLargeError, requestTooLargeResponse } from '../http/unread-body.js';
+import { announcedBody, readBodyUpTo, toWebResponse } from '../http/web.js';
 
 /**
  * Options of {@link transactionalHandler}: `withIdempotency`'s `headerName`, `minKeyLength`,
- * `replayHeaders`, `fingerprintHeaders`, `scopeCookies`, `storeServerErrors`, `retentionMs` and
- * `maxBodyBytes` (over it an answer is refused before COMMIT), and `scope(request)`, which may be async.
+ * `replayHeaders`, `fingerprintHeaders`, `scopeCookies`, `storeServerErrors`, `retentionMs`,
+ * `maxBodyBytes` (over it an answer is refused before COMMIT) and `requestBodyLimit` (over it a request
+ * gets 413, no transaction), and `scope(request)`, which may be async.
  */
-export type TransactionalHandlerOptions = TransactionalRouteOptions<Request>;
+export type TransactionalHandlerOptions = BodyReadingRouteOptions<Request>;
 
 /**
  * Wrap `handler` so that it runs once per `Idempotency-Key` inside `transactional`'s database transaction
@@ -48,10 +47,19 @@ export function transactionalHandler<Tx, Body = unknown>(
   ) => TransactionalAnswer | Promise<TransactionalAnswer>,
   options: TransactionalHandlerOptions = {},
 ): (request: Request) => Promise<Response> {
-  const policy = transactionalPolicy('transactionalHandler', transactional, handler, options);
+  const policy = transactionalPolicy('transactionalHandler', transactional, handler, options, true);
+  // Checked by `transactionalPolicy`: never `false` here.
+  const limit = policy.route.requestBodyLimit as number;
   return async (request) => {
     const url = new URL(request.url);
-    const bytes = request.body === null ? undefined : new Uint8Array(await request.arrayBuffer());
+    let bytes: Uint8Array | undefined;
+    try {
+      bytes = request.body === null ? undefined : await bodyOf(request, limit);
+    } catch (error) {
+      // Over `requestBodyLimit`: answered 413, no transaction (anything else is rethrown).
+      if (!isRequestTooLargeError(error)) throw error;
+      return toWebResponse(requestTooLargeResponse(error.limit));
+    }
     // Typed by the handler's own annotation (`body: { amount: number }`): what it declares it reads.
     // Parsed once, out of the transaction (PostgreSQL may run the handler again after a serialization
     // failure).
@@ -70,6 +78,18 @@ export function transactionalHandler<Tx, Body = unknown>(
       ),
     );
   };
+}
+
+/**
+ * The body, at most `limit` bytes: refused without reading when its `Content-Length` says it is larger,
+ * else read whole (the HTTP framing stops it at that length); a chunked one read until it goes over.
+ * @throws (rejects with) RequestTooLargeError past `limit`.
+ */
+function bodyOf(request: Request, limit: number): Promise<Uint8Array> {
+  return (
+    announcedBody(request.headers.get('content-length'), limit, () => request.arrayBuffer()) ??
+    readBodyUpTo(request.body, limit)
+  );
 }
 
 /** JSON parsed when the content type says JSON and it parses; else the bytes, for the handler to judge. */

@@ -21,6 +21,7 @@ import {
   routeOptionsOf,
   toWebResponse,
 } from '../http/index.js';
+import { scopeOption } from '../http/options.js';
 import { announcedBody, readBodyUpTo, tooLargeDecision } from '../http/web.js';
 
 export type { IdempotencyContext } from '../http/index.js';
@@ -28,8 +29,12 @@ export { currentIdempotency } from '../http/index.js';
 
 declare module 'hono' {
   interface ContextVariableMap {
-    /** Set by the idempotency middleware while the handler runs under a claim. */
-    idempotency: IdempotencyContext;
+    /**
+     * The idempotency context while the handler runs under a claim, else `undefined`: a request without a
+     * key on a `key: 'optional'` route (the default), a method the layer does not cover, a route without
+     * the middleware. Read it with `?.`, as Fastify's `request.idempotency`.
+     */
+    idempotency: IdempotencyContext | undefined;
   }
 }
 
@@ -158,7 +163,7 @@ function exposeToBrowser(c: Context, answer: HttpResponseData): void {
 export function idempotency(options: HonoIdempotencyOptions): HonoIdempotency {
   const engine = resolveEngine(options);
   const base = routeOptionsOf(options);
-  const scope = options.scope;
+  const scope = scopeOption(options.scope);
 
   const create = (route: HttpRouteOptions): MiddlewareHandler => {
     const policy = resolvePolicy(base, route);

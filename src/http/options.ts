@@ -7,7 +7,7 @@ import { type Duration, toMs } from '../core/duration.js';
 import { createIdempotency, type Idempotency, type IdempotencyOptions } from '../core/engine.js';
 import { InvalidOptionsError } from '../core/errors.js';
 import { MAX_KEY_LENGTH } from '../core/key.js';
-import { booleanOption } from '../core/option-checks.js';
+import { booleanOption, shownValue } from '../core/option-checks.js';
 import { enableAsyncContext } from './context.js';
 import { replayedHeaderSet } from './headers.js';
 
@@ -166,7 +166,7 @@ export function resolvePolicy(base: HttpRouteOptions, route: HttpRouteOptions = 
   const maxBodyBytes = merged.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   if (!Number.isSafeInteger(maxBodyBytes) || maxBodyBytes < 0) {
     throw new InvalidOptionsError(
-      `maxBodyBytes: must be a non-negative integer, got ${maxBodyBytes}`,
+      `maxBodyBytes: must be a non-negative integer, got ${shownValue(maxBodyBytes)}`,
     );
   }
   const requestBodyLimit = bodyLimitOption(merged.requestBodyLimit);
@@ -183,7 +183,7 @@ export function resolvePolicy(base: HttpRouteOptions, route: HttpRouteOptions = 
   const minKeyLength = merged.minKeyLength ?? 1;
   if (!Number.isInteger(minKeyLength) || minKeyLength < 1 || minKeyLength > MAX_KEY_LENGTH) {
     throw new InvalidOptionsError(
-      `minKeyLength: must be an integer from 1 to ${MAX_KEY_LENGTH}, got ${minKeyLength}`,
+      `minKeyLength: must be an integer from 1 to ${MAX_KEY_LENGTH}, got ${shownValue(minKeyLength)}`,
     );
   }
   return {
@@ -220,7 +220,7 @@ function bodyLimitOption(value: number | false | undefined): number | false {
   if (value === undefined) return DEFAULT_REQUEST_BODY_LIMIT;
   if (value === false || (Number.isSafeInteger(value) && value >= 0)) return value;
   throw new InvalidOptionsError(
-    `requestBodyLimit: must be a non-negative integer or false, got ${JSON.stringify(value)}`,
+    `requestBodyLimit: must be a non-negative integer or false, got ${shownValue(value)}`,
   );
 }
 
@@ -239,6 +239,21 @@ function listOption(value: unknown, name: string, what: string): readonly string
 
 function stripUndefined<T extends object>(value: T): Partial<T> {
   return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+/**
+ * The adapter's `scope` option, checked when the middleware is created: a function of the framework's
+ * request, or absent. Anything else (`scope: 'tenant'` from a config, a forgotten arrow) would be called on
+ * every request, and each would answer 500 "scope is not a function".
+ * @throws InvalidOptionsError for a value that is not a function.
+ */
+export function scopeOption<F extends (...args: never[]) => unknown>(
+  scope: F | undefined,
+): F | undefined {
+  if (scope === undefined || typeof scope === 'function') return scope;
+  throw new InvalidOptionsError(
+    `scope: expected a function of the request, got ${shownValue(scope)}`,
+  );
 }
 
 /** Pick the route options out of an adapter's options object (which also carries engine options). */

@@ -43,6 +43,21 @@ export interface TransactionalRouteOptions<Req>
   maxBodyBytes?: number;
 }
 
+/**
+ * Options of a transactional route that reads the request body itself (the fetch adapter's
+ * `transactionalHandler`): {@link TransactionalRouteOptions} and `requestBodyLimit`.
+ */
+export interface BodyReadingRouteOptions<Req> extends TransactionalRouteOptions<Req> {
+  /**
+   * Largest request body read for the handler and the fingerprint, in bytes: the body is read whole
+   * before the handler (which may not `await` on SQLite), so without a limit one request could hold
+   * gigabytes in memory. A larger one gets `413 request_too_large` and no transaction starts: announced by
+   * its `Content-Length`, without reading it; sent chunked, once it goes over. Not `false`: the handler
+   * gets the body. @default 1048576 (1 MiB)
+   */
+  requestBodyLimit?: number;
+}
+
 /** The checked options of a transactional route. */
 export interface TransactionalPolicy<Req> {
   /** The middleware's policy of the same options (the key is required). */
@@ -61,6 +76,8 @@ const OPTION_NAMES: ReadonlySet<string> = new Set(
 /**
  * Check a transactional route's arguments once, when it is created, with the middleware's checks.
  * @param who - The factory's name, for the messages.
+ * @param readsBody - Whether the route reads the request body itself (fetch), so that
+ *   `requestBodyLimit` applies; else the framework's body parser has read it, within its own limit.
  * @throws InvalidOptionsError for a runner without `runInTransaction`, a handler that is not a function,
  *   a bad option value, or an option a transactional route does not have (`failOpen`, `key`, a typo:
  *   ignored, it would leave the route doing something else than what was asked).
@@ -69,7 +86,8 @@ export function transactionalPolicy<Req>(
   who: string,
   runner: unknown,
   handler: unknown,
-  options: TransactionalRouteOptions<Req> = {},
+  options: BodyReadingRouteOptions<Req> = {},
+  readsBody = false,
 ): TransactionalPolicy<Req> {
   if (
     typeof (runner as Partial<TransactionalRunner<unknown>> | null)?.runInTransaction !== 'function'
@@ -85,7 +103,10 @@ export function transactionalPolicy<Req>(
     throw new InvalidOptionsError(`${who}: options must be an object`);
   }
   for (const name of Object.keys(options)) {
-    if (!OPTION_NAMES.has(name)) {
+    if (name === 'requestBodyLimit') {
+      if (options.requestBodyLimit !== undefined)
+        bodyLimitOf(who, options.requestBodyLimit, readsBody);
+    } else if (!OPTION_NAMES.has(name)) {
       throw new InvalidOptionsError(
         `${who}: '${name}' is not an option of a transactional route (${[...OPTION_NAMES].join(', ')})`,
       );
@@ -96,6 +117,21 @@ export function transactionalPolicy<Req>(
     throw new InvalidOptionsError(`${who}: scope: expected a function of the request`);
   }
   return { route: resolvePolicy({ ...route, key: 'required' }), scope: scope ?? undefined };
+}
+
+// `requestBodyLimit` applies only where the route reads the body; `false` (read none) would leave the
+// handler without its body.
+function bodyLimitOf(who: string, limit: unknown, readsBody: boolean): void {
+  if (!readsBody) {
+    throw new InvalidOptionsError(
+      `${who}: 'requestBodyLimit' does not apply: the framework's body parser reads the body before the route, within its own limit (express.json({ limit }), Fastify's bodyLimit); set it there`,
+    );
+  }
+  if (limit === false) {
+    throw new InvalidOptionsError(
+      `${who}: requestBodyLimit: must be a non-negative integer (the handler gets the body), got false`,
+    );
+  }
 }
 
 /** A request as the transactional route reads it, from any framework. */

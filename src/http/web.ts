@@ -3,7 +3,7 @@
  * `fetch` and `hono` adapters.
  * @module
  */
-import type { Decision, Execution } from './execution.js';
+import type { CapturedResponse, Decision, Execution } from './execution.js';
 import { keepContentEncoding, readAllowedHeaders } from './headers.js';
 import type { HttpResponseData } from './problem.js';
 import {
@@ -137,8 +137,8 @@ function plainBody(response: Response): Uint8Array | undefined {
 /**
  * Read the handler's response body (up to `maxBodyBytes`), hand it to the execution and wait until it is
  * stored, then return the response to send. Nothing reaches the client before the outcome is durable, so
- * an immediate retry gets the replay, not a 409. A body over the limit is streamed through unbuffered and
- * marked as not kept.
+ * an immediate retry gets the replay, not a 409. A body over the limit is streamed through unbuffered,
+ * and marked as not kept once it has ended (released if it fails instead).
  *
  * Whatever fails before the outcome is handed over releases the key and is rethrown: a body that cannot be
  * read (already read, or locked by a reader the handler took), a body stream that errors, a handler that
@@ -206,20 +206,54 @@ async function capture(response: Response, execution: Execution): Promise<Respon
       init,
     );
   }
-  await execution.finish({ status: response.status, headers, body: undefined, bytes });
-  const stream = new ReadableStream<Uint8Array>({
+  return new Response(
+    passOn(head, bytes, reader, execution, { status: response.status, headers }),
+    init,
+  );
+}
+
+/**
+ * A body over `maxBodyBytes`, sent on as it is read, unbuffered: `head` (`bytes` long) read already, the
+ * rest from `reader`. Its outcome is known only at its end, so it is decided there, not when the limit
+ * was passed: a stream that ends keeps the `response_too_large` marker, stored before the end goes out
+ * (an immediate retry gets the 409 marker, not `in_progress`); one that fails produced no valid response
+ * and releases the key, as a thrown error does (a marker would refuse every retry of a payment whose
+ * client got a truncated body). The client going away (a cancel) does not stop completion: the marker
+ * is kept, since the handler's effects are done.
+ */
+function passOn(
+  head: Uint8Array[],
+  bytes: number,
+  reader: ReadableStreamDefaultReader<Uint8Array>,
+  execution: Execution,
+  response: Pick<CapturedResponse, 'status' | 'headers'>,
+): ReadableStream<Uint8Array> {
+  const marker = () => execution.finish({ ...response, body: undefined, bytes });
+  return new ReadableStream<Uint8Array>({
     pull: async (controller) => {
       const chunk = head.shift();
       if (chunk !== undefined) return controller.enqueue(chunk);
-      const next = await reader.read();
+      let next: Awaited<ReturnType<typeof reader.read>>;
+      try {
+        next = await reader.read();
+      } catch (error) {
+        await execution.fail(error);
+        throw error; // errors this stream: the server cuts the response
+      }
       if (next.done) {
         reader.releaseLock();
+        await marker();
         controller.close();
-      } else controller.enqueue(next.value);
+      } else {
+        bytes += next.value.byteLength;
+        controller.enqueue(next.value);
+      }
     },
     // The client went away: tell the handler's stream, as the server would have without the layer, so
     // that its source stops and frees what it holds (a cursor, a file, an upstream request).
-    cancel: (reason) => reader.cancel(reason),
+    cancel: (reason) => {
+      void marker();
+      return reader.cancel(reason);
+    },
   });
-  return new Response(stream, init);
 }
