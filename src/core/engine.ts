@@ -6,6 +6,7 @@
 import { type BatchingOptions, withBatching } from '../store/batching.js';
 import type { Store } from '../store/store.js';
 import { type Clock, systemClock } from './clock.js';
+import { isClosedClientError } from './closed-client.js';
 import { CompletedCache } from './completed-cache.js';
 import { type Duration, toMs } from './duration.js';
 import {
@@ -231,6 +232,9 @@ function maxEntries(value: number | undefined): number {
   return value;
 }
 
+// Not unref'd: a completion still being retried is pending I/O like any other, and a script awaiting its
+// run must not exit before it settles. A shutdown ends it by closing the store's client
+// (`isClosedClientError`).
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 // `encodeValueOutcome(defaultCodec.encode(undefined))` in one allocation instead of two: handlers that
@@ -348,7 +352,9 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       emit(hooks, 'onStoreError', { ...event, operation: 'complete', error });
       const pause = Math.min(COMPLETE_BACKOFF_MS * attempt, COMPLETE_BACKOFF_MAX_MS);
       const leaseOver = clock.now() + pause >= lease.until || performance.now() + pause >= realEnd;
-      if (attempt >= COMPLETE_MIN_ATTEMPTS && leaseOver) {
+      // A client the application closed (a shutdown) will not come back: no point waiting out the lease.
+      const hopeless = leaseOver || isClosedClientError(error);
+      if (attempt >= COMPLETE_MIN_ATTEMPTS && hopeless) {
         throw asStoreError(store, 'complete', error);
       }
       await sleep(pause);

@@ -243,14 +243,16 @@ function stripUndefined<T extends object>(value: T): Partial<T> {
 
 /**
  * The adapter's `scope` option, checked when the middleware is created: a function of the framework's
- * request, or absent. Anything else (`scope: 'tenant'` from a config, a forgotten arrow) would be called on
+ * request, or absent (`undefined` or `null`). Anything else (`scope: 'tenant'` from a config, a forgotten arrow) would be called on
  * every request, and each would answer 500 "scope is not a function".
  * @throws InvalidOptionsError for a value that is not a function.
  */
 export function scopeOption<F extends (...args: never[]) => unknown>(
-  scope: F | undefined,
+  scope: F | null | undefined,
 ): F | undefined {
-  if (scope === undefined || typeof scope === 'function') return scope;
+  // `null` is "not given", as for every option (a JSON config writes null for what it leaves out).
+  if (scope === undefined || scope === null) return undefined;
+  if (typeof scope === 'function') return scope;
   throw new InvalidOptionsError(
     `scope: expected a function of the request, got ${shownValue(scope)}`,
   );

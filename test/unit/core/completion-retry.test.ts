@@ -66,3 +66,36 @@ describe('a failed completion', () => {
     expect(elapsed).toBeLessThan(5_000);
   });
 });
+
+describe('a completion whose store client was closed (a shutdown)', () => {
+  it.each([
+    ['node-redis', Object.assign(new Error('The client is closed'), { name: 'ClientClosedError' })],
+    ['ioredis', new Error('Connection is closed.')],
+    ['pg Pool', new Error('Cannot use a pool after calling end on the pool')],
+    ['better-sqlite3', new Error('The database connection is not open')],
+  ])('is not retried for the rest of the lease: %s', async (_client, closed) => {
+    // Arrange: the client's error wrapped as a store wraps it.
+    const inner = memoryStore();
+    const store: Store = {
+      ...inner,
+      capabilities: { ...inner.capabilities, batch: false },
+      complete: async () => {
+        throw new Error('store failed during complete', { cause: closed });
+      },
+    };
+    const onStoreError = vi.fn();
+    const idempotency = createIdempotency({
+      store,
+      batch: false,
+      leaseMs: 30_000,
+      hooks: { onStoreError },
+    });
+    const started = performance.now();
+    // Act
+    const outcome = idempotency.run({ key: 'payment-3' }, () => 'charged');
+    // Assert: the three quick attempts, then the error; not 30 s of retries.
+    await expect(outcome).rejects.toSatisfy(isStoreUnavailableError);
+    expect(onStoreError).toHaveBeenCalledTimes(3);
+    expect(performance.now() - started).toBeLessThan(5_000);
+  });
+});

@@ -57,4 +57,12 @@ describe('scope', () => {
     ).not.toThrow();
     await fastify().register(idempotencyPlugin, { store, scope: undefined }).ready();
   });
+
+  it('takes null as not given, as every option does (a JSON config writes null)', async () => {
+    const none = { store, scope: null as unknown as undefined };
+    expect(() => expressIdempotency(none)).not.toThrow();
+    expect(() => withIdempotency(async () => new Response(), none)).not.toThrow();
+    expect(() => honoIdempotency(none)).not.toThrow();
+    await fastify().register(idempotencyPlugin, none).ready();
+  });
 });
