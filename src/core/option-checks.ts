@@ -4,6 +4,7 @@
  * would run handlers unprotected during an outage; `storeErrors: 'false'` would store every error).
  * @module
  */
+import { type Duration, MAX_DURATION_MS, toMs } from './duration.js';
 import { InvalidOptionsError } from './errors.js';
 import type { OutcomeCodec } from './outcome.js';
 
@@ -184,4 +185,55 @@ export function callbacksOption<T extends object>(value: unknown, name: string):
     }
   }
   return value as T;
+}
+
+// Duration options of the stores (sqliteStore and migrate, postgresStore, redisStore).
+
+/** Bounds of a {@link durationOption}. */
+export interface DurationOptionBounds {
+  /** Whether `0` is taken (no wait at all). @default false */
+  allowZero?: boolean;
+  /** The longest value in ms: a timer's limit (`MAX_TIMER_MS`), say. @default 100 years, as `toMs` */
+  maxMs?: number;
+  /** Whether a number must be whole (a value written into a PRAGMA). @default false */
+  integer?: boolean;
+}
+
+/**
+ * A duration option: a number of ms, or a string `toMs` reads (`'500ms'`, `'30s'`, `'24h'`), as every
+ * `…Ms` option takes; `fallback` when absent. A number is taken as given, not rounded. Else an
+ * {@link InvalidOptionsError} showing the value as {@link shownValue} does: a string `"5000"` in quotes,
+ * since a string without a unit (from an environment variable, say) is the usual slip.
+ */
+export function durationOption(
+  value: unknown,
+  name: string,
+  fallback: number,
+  { allowZero = false, maxMs = MAX_DURATION_MS, integer = false }: DurationOptionBounds = {},
+): number {
+  if (absent(value)) return fallback;
+  let ms: unknown = value;
+  let cause: unknown;
+  if (typeof value === 'string') {
+    try {
+      ms = toMs(value as Duration, name);
+    } catch (error) {
+      cause = error;
+    }
+  }
+  const fits =
+    typeof ms === 'number' &&
+    Number.isFinite(ms) &&
+    (allowZero ? ms >= 0 : ms > 0) &&
+    ms <= maxMs &&
+    (!integer || Number.isInteger(ms));
+  if (!fits) {
+    const kind = `${allowZero ? 'non-negative' : 'positive'}${integer ? ' whole' : ''}`;
+    const limit = maxMs === MAX_DURATION_MS ? '100 years' : `${maxMs} ms`;
+    throw new InvalidOptionsError(
+      `${name}: expected a ${kind} number of ms (at most ${limit}) or a duration like '500ms' or '30s', got ${shownValue(value)}`,
+      { cause },
+    );
+  }
+  return ms as number;
 }

@@ -5,7 +5,7 @@
  * @module
  */
 import { InvalidOptionsError } from '../core/errors.js';
-import { positiveIntegerOption } from '../core/option-checks.js';
+import { knownFields, positiveIntegerOption, shownValue } from '../core/option-checks.js';
 import type { OutboxMessage } from './message.js';
 import type { Publisher } from './publisher.js';
 
@@ -25,8 +25,11 @@ export interface IoRedisLike {
 export interface RedisStreamsPublisherOptions {
   /** A connected node-redis or ioredis client (not a cluster client: pass one node's client there). */
   client: NodeRedisLike | IoRedisLike;
-  /** Stream a message is appended to. @default (message) => message.topic */
-  stream?: (message: OutboxMessage) => string;
+  /**
+   * The stream a message is appended to: a stream name (every message goes to that one stream), or a
+   * function of the message giving it. @default (message) => message.topic
+   */
+  stream?: string | ((message: OutboxMessage) => string);
   /**
    * Cap each stream at about this many entries (`MAXLEN ~`); unbounded when absent. Trimming drops the
    * oldest entries whether or not a consumer group has read them: a consumer lagging by more than this
@@ -52,11 +55,28 @@ export const RedisStreamField = {
   Payload: 'payload',
 } as const;
 
+/** The fields of {@link RedisStreamsPublisherOptions}. */
+const PUBLISHER_FIELDS = ['client', 'stream', 'maxLen'];
+
+/**
+ * The stream of each message: a fixed name, or a function of the message. Checked when the publisher is
+ * created: anything else would fail every publish, and the relay would retry the row forever.
+ */
+function streamOption(value: unknown): (message: OutboxMessage) => string {
+  if (value === undefined || value === null) return (message) => message.topic;
+  if (typeof value === 'function') return value as (message: OutboxMessage) => string;
+  if (typeof value === 'string' && value !== '') return () => value;
+  throw new InvalidOptionsError(
+    `redisStreamsPublisher: stream: expected a stream name or a function of the message, got ${shownValue(value)}`,
+  );
+}
+
 /**
  * Create a Redis Streams publisher. A publish resolves with Redis's reply to `XADD` (the entry id): the
  * entry is in the primary's memory; like every Redis write it may be lost on a failover before replication.
  * @example
  * const publisher = redisStreamsPublisher({ client: redis, maxLen: 100_000 });
+ * const audit = redisStreamsPublisher({ client: redis, stream: 'audit' }); // every message to one stream
  */
 export function redisStreamsPublisher(options: RedisStreamsPublisherOptions): Publisher {
   const client = options?.client as Partial<NodeRedisLike & IoRedisLike> | undefined;
@@ -73,7 +93,8 @@ export function redisStreamsPublisher(options: RedisStreamsPublisherOptions): Pu
       'redisStreamsPublisher: `client` must be a node-redis or ioredis client',
     );
   }
-  const stream = options.stream ?? ((message: OutboxMessage) => message.topic);
+  knownFields(options, 'redisStreamsPublisher', PUBLISHER_FIELDS);
+  const stream = streamOption(options.stream);
   // No default: without maxLen (or with null, "not given" as everywhere) the stream is not trimmed.
   const maxLen =
     options.maxLen === undefined || options.maxLen === null

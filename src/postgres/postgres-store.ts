@@ -9,7 +9,9 @@
  * only and the completion clears.
  * @module
  */
+import type { Duration } from '../core/duration.js';
 import { InvalidOptionsError } from '../core/errors.js';
+import { durationOption, knownFields, shownValue } from '../core/option-checks.js';
 import { assertStepName } from '../core/steps.js';
 import { checkListCrashedOptions, keyOrderedPage } from '../store/crashed-paging.js';
 import {
@@ -55,9 +57,10 @@ export interface PostgresStoreOptions {
    * The `retryAfterMs` of the `in_progress` answer a claim gets for a key whose row another transaction
    * holds (a `postgresTransactional` run on the same table, before its COMMIT), once it has waited 100 ms
    * for it: the lock timeout of a claim sent alone (`claim-bounded.sql`), and of a batch's (migration 0006,
-   * the batch's other keys are then claimed as usual). @default 1000
+   * the batch's other keys are then claimed as usual). In ms, or a duration string such as `'1s'`.
+   * @default 1000
    */
-  busyRetryAfterMs?: number;
+  busyRetryAfterMs?: Duration;
 }
 
 /** A {@link Store} backed by PostgreSQL. */
@@ -83,6 +86,18 @@ export interface PostgresStore extends Store {
   loadSteps(key: string, token: number): Promise<Record<string, Uint8Array> | undefined>;
 }
 
+/** The fields of {@link PostgresStoreOptions}. */
+const POSTGRES_STORE_FIELDS = ['pool', 'schema', 'table', 'prepare', 'busyRetryAfterMs'];
+
+// `prepare: 'true'` (from a configuration file) would otherwise be read as "do not prepare".
+function prepareOption(value: unknown): boolean | 'auto' {
+  if (value === undefined || value === null) return 'auto';
+  if (typeof value === 'boolean' || value === 'auto') return value;
+  throw new InvalidOptionsError(
+    `postgresStore: prepare: expected true, false or 'auto', got ${shownValue(value)}`,
+  );
+}
+
 /**
  * Create a PostgreSQL store. Run `migrate()` (or `idempotency-kit migrate`) once beforehand.
  * @example
@@ -97,10 +112,14 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
   if (pool === undefined || pool === null || typeof pool.query !== 'function') {
     throw new InvalidOptionsError('postgresStore: `pool` must have a query(text, params) method');
   }
+  knownFields(options, 'postgresStore', POSTGRES_STORE_FIELDS);
   const names = tableNames(options.schema ?? DEFAULT_SCHEMA, options.table ?? DEFAULT_TABLE);
-  const ops = createOperations(names, { prepare: options.prepare ?? 'auto' });
-  const busyRetryAfterMs = options.busyRetryAfterMs ?? DEFAULT_BUSY_RETRY_AFTER_MS;
-  assertPositiveMs(busyRetryAfterMs, 'busyRetryAfterMs', 'postgresStore');
+  const ops = createOperations(names, { prepare: prepareOption(options.prepare) });
+  const busyRetryAfterMs = durationOption(
+    options.busyRetryAfterMs,
+    'postgresStore: busyRetryAfterMs',
+    DEFAULT_BUSY_RETRY_AFTER_MS,
+  );
 
   // Every call goes through here, so no driver error escapes unwrapped.
   async function guarded<T>(operation: string, body: () => Promise<T>): Promise<T> {

@@ -19,6 +19,7 @@ import { resolveConsumerOptions } from '../consumer/options.js';
 import { type Duration, toMs } from '../core/duration.js';
 import { InvalidOptionsError } from '../core/errors.js';
 import { callHook } from '../core/hooks.js';
+import { callbacksOption, stringOption } from '../core/option-checks.js';
 import { AckBatcher } from './acks.js';
 import {
   type CommandArgument,
@@ -145,12 +146,20 @@ export async function idempotentConsumer(
   if (!isStreamsClient(client)) {
     throw new InvalidOptionsError('client: pass a connected node-redis or ioredis client');
   }
-  if (options.blockingClient !== undefined && !isStreamsClient(options.blockingClient)) {
+  // null is "not given", as everywhere: the consumer then polls `client`.
+  const blockingClient = options.blockingClient ?? undefined;
+  if (blockingClient !== undefined && !isStreamsClient(blockingClient)) {
     throw new InvalidOptionsError('blockingClient: pass a connected node-redis or ioredis client');
   }
-  const { stream, group, blockingClient } = options;
+  const stream = stringOption(options.stream, 'stream', '');
+  const group = stringOption(options.group, 'group', '');
   if (!stream || !group) throw new InvalidOptionsError('stream and group are required');
-  const consumer = options.consumer ?? `${options.name}-${hostname()}-${process.pid}`;
+  const consumer = stringOption(
+    options.consumer,
+    'consumer',
+    `${options.name}-${hostname()}-${process.pid}`,
+  );
+  callbacksOption<RedisStreamsConsumerHooks>(options.hooks, 'hooks');
   const blockMs = toMs(options.block ?? '1s', 'block');
   const pollMs = toMs(options.pollInterval ?? '50ms', 'pollInterval');
   const minIdleMs = toMs(options.minIdle ?? '30s', 'minIdle');
@@ -160,7 +169,14 @@ export async function idempotentConsumer(
     );
   }
   const claimMs = toMs(options.claimInterval ?? '1s', 'claimInterval');
-  const deadLetterStream = options.deadLetterStream ?? `${stream}:dlq`;
+  const deadLetterStream = stringOption(
+    options.deadLetterStream,
+    'deadLetterStream',
+    `${stream}:dlq`,
+  );
+  if (deadLetterStream === '') {
+    throw new InvalidOptionsError('deadLetterStream: must be a stream name, got ""');
+  }
   if (deadLetterStream === stream) {
     // Each dead letter would be read again as a new entry, fail again, and be dead-lettered again.
     throw new InvalidOptionsError('deadLetterStream: must not be the consumed stream itself');

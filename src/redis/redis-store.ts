@@ -31,7 +31,9 @@
  * is `false` there and a batch is sent as single calls (pipelined on the clients' connections).
  @module
  */
+import { type Duration, MAX_TIMER_MS } from '../core/duration.js';
 import { InvalidOptionsError } from '../core/errors.js';
+import { booleanOption, durationOption, knownFields, shownValue } from '../core/option-checks.js';
 import type { ClaimResult, IdempotencyRecord } from '../core/record.js';
 import { assertStepName } from '../core/steps.js';
 import { assertPositiveMs, assertReserveMs } from '../store/durations.js';
@@ -97,14 +99,16 @@ export interface RedisStoreOptions {
   prefix?: string;
   /**
    * Upper bound of every call, in ms: a Redis that does not answer in time rejects the call with
-   * `StoreUnavailableError` (fail closed) instead of hanging. A batch is one call. @default 2000
+   * `StoreUnavailableError` (fail closed) instead of hanging. A batch is one call. In ms (at most 2³¹−1,
+   * a timer's limit), or a duration string such as `'500ms'`. @default 2000
    */
-  timeoutMs?: number;
+  timeoutMs?: Duration;
   /**
    * How long the tombstone a release (or an admin delete) leaves behind lives, in ms. While it lives, the
-   * next claim's token is at least the released token + 1 whatever Redis's clock says. @default 60_000
+   * next claim's token is at least the released token + 1 whatever Redis's clock says. In ms, or a
+   * duration string such as `'1m'`. @default 60_000
    */
-  tokenFloorMs?: number;
+  tokenFloorMs?: Duration;
   /** Check `maxmemory-policy` at startup (`CONFIG GET`; a refusal is tolerated). @default true */
   checkEvictionPolicy?: boolean;
   /**
@@ -162,13 +166,15 @@ const scripts = {
   loadSteps: loadScript(loadSteps),
 } as const;
 
-function positiveNumber(value: unknown, name: string, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
-    throw new InvalidOptionsError(`redisStore: \`${name}\` must be a positive number of ms`);
-  }
-  return value;
-}
+/** The fields of {@link RedisStoreOptions}. */
+const REDIS_STORE_FIELDS = [
+  'client',
+  'prefix',
+  'timeoutMs',
+  'tokenFloorMs',
+  'checkEvictionPolicy',
+  'onWarning',
+];
 
 // Redis TTLs are whole milliseconds and must be positive.
 function wholeMs(value: number, name: string): number {
@@ -300,7 +306,9 @@ async function eachInKeyOrder<Req extends { key: string }, Res>(
  */
 export function checkPrefix(prefix: unknown): string {
   if (typeof prefix !== 'string' || /[{}]/.test(prefix)) {
-    throw new InvalidOptionsError('redisStore: `prefix` must be a string without `{` or `}`');
+    throw new InvalidOptionsError(
+      `redisStore: \`prefix\` must be a string without \`{\` or \`}\`, got ${shownValue(prefix)}`,
+    );
   }
   return prefix;
 }
@@ -319,14 +327,29 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
   if (options === undefined || options === null || options.client === undefined) {
     throw new InvalidOptionsError('redisStore: `client` is required');
   }
+  knownFields(options, 'redisStore', REDIS_STORE_FIELDS);
   const commander: RedisCommander = toCommander(options.client);
   const prefix = checkPrefix(options.prefix ?? 'idem:');
-  const guard = createGuard(positiveNumber(options.timeoutMs, 'timeoutMs', 2000));
+  // A timer: past MAX_TIMER_MS Node fires it at once, and every call would time out.
+  const guard = createGuard(
+    durationOption(options.timeoutMs, 'redisStore: timeoutMs', 2000, { maxMs: MAX_TIMER_MS }),
+  );
+  // Redis TTLs are whole milliseconds.
   const tokenFloorMs = String(
-    wholeMs(positiveNumber(options.tokenFloorMs, 'tokenFloorMs', 60_000), 'tokenFloorMs'),
+    Math.ceil(durationOption(options.tokenFloorMs, 'redisStore: tokenFloorMs', 60_000)),
   );
   const onWarning =
     options.onWarning ?? ((warning: RedisStoreWarning) => console.warn(warning.message));
+  if (typeof onWarning !== 'function') {
+    throw new InvalidOptionsError(
+      `redisStore: onWarning: expected a function, got ${shownValue(onWarning)}`,
+    );
+  }
+  const checkEviction = booleanOption(
+    options.checkEvictionPolicy,
+    'redisStore: checkEvictionPolicy',
+    true,
+  );
   // One script cannot span Cluster slots, and a batch's keys are spread over all of them.
   const cluster =
     commander.kind === RedisClientKind.NodeRedisCluster ||
@@ -343,10 +366,9 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
   const run = (script: (typeof scripts)[keyof typeof scripts], keys: string[], args: RedisArg[]) =>
     runScript(commander, script, keys, args);
 
-  const ready =
-    options.checkEvictionPolicy === false
-      ? Promise.resolve()
-      : checkEvictionPolicy(commander, guard, onWarning).catch(() => undefined);
+  const ready = checkEviction
+    ? checkEvictionPolicy(commander, guard, onWarning).catch(() => undefined)
+    : Promise.resolve();
 
   function inspectRecord(key: string): Promise<RecordInspection | undefined> {
     return guard(

@@ -5,7 +5,9 @@
  * @module
  */
 import { createRequire } from 'node:module';
+import { MAX_TIMER_MS } from '../core/duration.js';
 import { InvalidOptionsError, StoreUnavailableError } from '../core/errors.js';
+import { durationOption } from '../core/option-checks.js';
 
 /** The result of running a writing statement. */
 export interface SqliteRunResult {
@@ -105,6 +107,18 @@ export function openDatabase(filename: string, busyTimeoutMs: number): SqliteDat
   } catch (error) {
     throw unavailable(`opening ${filename}`, error);
   }
+}
+
+/**
+ * `busyTimeoutMs` of a file the store or `migrate` opens: whole ms (it is written into a PRAGMA), at most
+ * the 32-bit limit SQLite and better-sqlite3 take.
+ */
+export function busyTimeoutOption(value: unknown, who: string): number {
+  return durationOption(value, `${who}: busyTimeoutMs`, 5000, {
+    allowZero: true,
+    integer: true,
+    maxMs: MAX_TIMER_MS,
+  });
 }
 
 /** The better-sqlite3 error code of a driver failure (`SQLITE_BUSY`, …), if it has one. */

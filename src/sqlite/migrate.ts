@@ -3,8 +3,10 @@
  * recorded in a per-table `<table>_migrations` table.
  * @module
  */
+import type { Duration } from '../core/duration.js';
 import { isIdempotencyError } from '../core/errors.js';
-import { openDatabase, type SqliteDatabase, unavailable } from './client.js';
+import { stringOption } from '../core/option-checks.js';
+import { busyTimeoutOption, openDatabase, type SqliteDatabase, unavailable } from './client.js';
 import { migrations } from './migrations.gen.js';
 import * as sql from './sql.gen.js';
 import { checkTableName, DEFAULT_TABLE, forTable } from './statements.js';
@@ -13,8 +15,8 @@ import { checkTableName, DEFAULT_TABLE, forTable } from './statements.js';
 export interface MigrateOptions {
   /** Name of the records table (its companions are `<table>_meta` and `<table>_migrations`). @default 'idempotency_records' */
   table?: string;
-  /** Busy timeout in ms, used only when `database` is a path that `migrate` opens. @default 5000 */
-  busyTimeoutMs?: number;
+  /** Busy timeout (ms or `'5s'`), used only when `database` is a path that `migrate` opens. @default 5000 */
+  busyTimeoutMs?: Duration;
 }
 
 /** What {@link migrate} did. */
@@ -38,9 +40,10 @@ export function migrate(
   database: SqliteDatabase | string,
   options: MigrateOptions = {},
 ): MigrateResult {
-  const table = checkTableName(options.table ?? DEFAULT_TABLE);
+  const table = checkTableName(stringOption(options.table, 'migrate: table', DEFAULT_TABLE));
+  const busyTimeoutMs = busyTimeoutOption(options.busyTimeoutMs, 'migrate');
   if (typeof database === 'string') {
-    const db = openDatabase(database, options.busyTimeoutMs ?? 5000);
+    const db = openDatabase(database, busyTimeoutMs);
     try {
       return migrate(db, { table });
     } finally {

@@ -8,7 +8,9 @@
  */
 import { bufferView } from '../core/bytes.js';
 import { type Clock, systemClock } from '../core/clock.js';
+import type { Duration } from '../core/duration.js';
 import { InvalidOptionsError, isIdempotencyError, StoreUnavailableError } from '../core/errors.js';
+import { booleanOption, knownFields, shownValue, stringOption } from '../core/option-checks.js';
 import {
   type ClaimResult,
   type IdempotencyRecord,
@@ -36,7 +38,7 @@ import type {
   Store,
   StoreStats,
 } from '../store/store.js';
-import { openDatabase, type SqliteDatabase, unavailable } from './client.js';
+import { busyTimeoutOption, openDatabase, type SqliteDatabase, unavailable } from './client.js';
 import { migrate as runMigrations } from './migrate.js';
 import {
   type ClaimRow,
@@ -141,10 +143,11 @@ export interface SqliteStoreOptions {
   /**
    * How long a write waits for another process's write lock before failing with
    * `StoreUnavailableError`, in ms. Set only on a file the store opens. Waiting blocks this process's
-   * event loop (better-sqlite3 is synchronous).
+   * event loop (better-sqlite3 is synchronous). A whole number of ms up to 2³¹−1 (0: no wait), or a
+   * duration string such as `'5s'`.
    * @default 5000
    */
-  busyTimeoutMs?: number;
+  busyTimeoutMs?: Duration;
   /**
    * `PRAGMA synchronous` for a file the store opens. `'normal'` (with WAL) loses nothing on a process
    * crash and never corrupts the file, but a power loss or OS crash may roll back the last commits;
@@ -220,23 +223,63 @@ export function toRecord(row: RecordRow): IdempotencyRecord {
   };
 }
 
-function checkOptions(options: SqliteStoreOptions): void {
-  const { database, busyTimeoutMs, synchronous } = options;
+/** The fields of {@link SqliteStoreOptions}. */
+const SQLITE_STORE_FIELDS = [
+  'database',
+  'table',
+  'migrate',
+  'busyTimeoutMs',
+  'synchronous',
+  'clock',
+];
+
+/** The options of {@link sqliteStore}, checked (never coerced) and with their defaults. */
+interface SqliteStoreSettings {
+  table: string;
+  migrate: boolean;
+  busyTimeoutMs: number;
+  synchronous: SqliteSynchronous;
+  clock: Clock;
+}
+
+function checkOptions(options: SqliteStoreOptions): SqliteStoreSettings {
+  if (typeof options !== 'object' || options === null) {
+    throw new InvalidOptionsError(
+      `sqliteStore: expected an object of options, got ${shownValue(options)}`,
+    );
+  }
+  knownFields(options, 'sqliteStore', SQLITE_STORE_FIELDS);
+  const { database, synchronous, clock } = options;
   if (typeof database !== 'string' && (typeof database !== 'object' || database === null)) {
     throw new InvalidOptionsError(
-      'sqliteStore: database must be a better-sqlite3 Database or a file path',
+      `sqliteStore: database must be a better-sqlite3 Database or a file path, got ${shownValue(database)}`,
     );
   }
-  if (busyTimeoutMs !== undefined && !(Number.isSafeInteger(busyTimeoutMs) && busyTimeoutMs >= 0)) {
+  if (
+    synchronous !== undefined &&
+    synchronous !== null &&
+    !Object.values(SqliteSynchronous).includes(synchronous)
+  ) {
     throw new InvalidOptionsError(
-      `sqliteStore: busyTimeoutMs must be an integer ≥ 0, got ${busyTimeoutMs}`,
+      `sqliteStore: synchronous must be 'full' or 'normal', got ${shownValue(synchronous)}`,
     );
   }
-  if (synchronous !== undefined && !Object.values(SqliteSynchronous).includes(synchronous)) {
+  if (
+    clock !== undefined &&
+    clock !== null &&
+    (typeof clock !== 'object' || typeof clock.now !== 'function')
+  ) {
     throw new InvalidOptionsError(
-      `sqliteStore: synchronous must be 'full' or 'normal', got ${synchronous}`,
+      `sqliteStore: clock must be an object with a now() method, got ${shownValue(clock)}`,
     );
   }
+  return {
+    table: checkTableName(stringOption(options.table, 'sqliteStore: table', DEFAULT_TABLE)),
+    migrate: booleanOption(options.migrate, 'sqliteStore: migrate', true),
+    busyTimeoutMs: busyTimeoutOption(options.busyTimeoutMs, 'sqliteStore'),
+    synchronous: synchronous ?? SqliteSynchronous.Normal,
+    clock: clock ?? systemClock,
+  };
 }
 
 /**
@@ -251,16 +294,15 @@ function checkOptions(options: SqliteStoreOptions): void {
  * const idempotency = createIdempotency({ store, leaseMs: '30s', retentionMs: '24h' });
  */
 export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
-  checkOptions(options);
-  const table = checkTableName(options.table ?? DEFAULT_TABLE);
-  const clock = options.clock ?? systemClock;
+  const settings = checkOptions(options);
+  const { table, clock } = settings;
   const owned = typeof options.database === 'string';
   const db =
-    typeof options.database === 'string' ? openOwned(options.database, options) : options.database;
+    typeof options.database === 'string' ? openOwned(options.database, settings) : options.database;
   let closed = false;
 
   try {
-    if (options.migrate ?? true) runMigrations(db, { table });
+    if (settings.migrate) runMigrations(db, { table });
   } catch (error) {
     if (owned) db.close();
     throw error;
@@ -522,13 +564,13 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
 // Open a file for the store and set its connection up: WAL lets readers (the claim fast path, replays)
 // run beside one writer and makes commits cheaper; the busy timeout lets writers of several processes
 // queue for the lock instead of failing at once.
-function openOwned(filename: string, options: SqliteStoreOptions): SqliteDatabase {
-  const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
+function openOwned(filename: string, settings: SqliteStoreSettings): SqliteDatabase {
+  const { busyTimeoutMs } = settings;
   const db = openDatabase(filename, busyTimeoutMs);
   try {
     db.pragma(`busy_timeout = ${busyTimeoutMs}`);
     enableWal(db, busyTimeoutMs);
-    db.pragma(`synchronous = ${(options.synchronous ?? SqliteSynchronous.Normal).toUpperCase()}`);
+    db.pragma(`synchronous = ${settings.synchronous.toUpperCase()}`);
     return db;
   } catch (error) {
     db.close();

@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { amqpPublisher, natsPublisher } from '../../../src/outbox/index.js';
+import type { OutboxMessage } from '../../../src/outbox/index.js';
+import {
+  amqpPublisher,
+  natsPublisher,
+  type RedisStreamsPublisherOptions,
+  redisStreamsPublisher,
+} from '../../../src/outbox/index.js';
 
 // Stand-ins with the methods the factories look for; nothing is published in these tests.
 const js = { publish: async () => ({ duplicate: false, seq: 1, stream: 's' }) } as never;
@@ -33,6 +39,78 @@ describe('publisher options are checked, not coerced', () => {
     expect(() =>
       amqpPublisher({ channel, exchange: 'events', mandatory: false, persistent: true }),
     ).not.toThrow();
+  });
+});
+
+describe('redisStreamsPublisher options', () => {
+  /** A node-redis stand-in that records every command. */
+  function recordingClient() {
+    const sent: string[][] = [];
+    const client = {
+      sendCommand: async (args: ReadonlyArray<string | Buffer>) => {
+        sent.push(args.map(String));
+        return '1-0';
+      },
+    };
+    return { client, sent };
+  }
+  const message = (topic: string): OutboxMessage => ({
+    id: 'm-1',
+    topic,
+    key: null,
+    payload: new Uint8Array([1]),
+    contentType: 'application/json',
+    headers: {},
+    rowId: '1',
+    attempt: 1,
+    createdAt: 0,
+  });
+
+  it.each([
+    [
+      { stream: 5 },
+      /^redisStreamsPublisher: stream: expected a stream name or a function of the message, got 5$/,
+    ],
+    [{ stream: '' }, /^redisStreamsPublisher: stream: .* got ""$/],
+    [{ stream: ['orders'] }, /^redisStreamsPublisher: stream: .* got \["orders"\]$/],
+    [{ maxLen: '1000' }, /^redisStreamsPublisher: maxLen: must be a positive integer, got "1000"$/],
+    [
+      { maxlen: 1000 },
+      /^redisStreamsPublisher: unknown field "maxlen"; the fields are client, stream, maxLen$/,
+    ],
+  ])('refuses %o when created', (bad, message) => {
+    const { client } = recordingClient();
+    expect(() =>
+      redisStreamsPublisher({ client, ...(bad as object) } as RedisStreamsPublisherOptions),
+    ).toThrow(
+      expect.objectContaining({ code: 'invalid_options', message: expect.stringMatching(message) }),
+    );
+  });
+
+  it('takes a stream name: every message is appended to that stream', async () => {
+    // Arrange
+    const { client, sent } = recordingClient();
+    const publisher = redisStreamsPublisher({ client, stream: 'orders' });
+    // Act
+    await publisher.publish(message('payment.initiated'));
+    await publisher.publish(message('payment.settled'));
+    // Assert
+    expect(sent.map((args) => args.slice(0, 2))).toEqual([
+      ['XADD', 'orders'],
+      ['XADD', 'orders'],
+    ]);
+  });
+
+  it('takes a function of the message, and defaults (absent or null) to the topic', async () => {
+    // Arrange
+    const { client, sent } = recordingClient();
+    const byKey = redisStreamsPublisher({ client, stream: (m) => `s:${m.topic}` });
+    const unset = redisStreamsPublisher({ client, stream: null as never });
+    // Act
+    await byKey.publish(message('a'));
+    await unset.publish(message('b'));
+    // Assert
+    expect(sent.map((args) => args[1])).toEqual(['s:a', 'b']);
   });
 });
 

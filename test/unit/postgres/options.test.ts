@@ -3,6 +3,7 @@ import { isInvalidOptionsError } from '../../../src/index.js';
 import {
   type PgPool,
   type PgQueryable,
+  type PostgresStoreOptions,
   postgresStore,
   postgresTransactional,
 } from '../../../src/postgres/index.js';
@@ -43,6 +44,62 @@ describe('postgresStore options', () => {
       batchMaxInFlightWhenBusy: 1,
       steps: true,
     });
+  });
+
+  it.each([
+    [{ prepare: 'true' }, /^postgresStore: prepare: expected true, false or 'auto', got "true"$/],
+    [{ prepare: 'false' }, /^postgresStore: prepare: expected true, false or 'auto', got "false"$/],
+    [{ busyRetryAfterMs: '1000' }, /^postgresStore: busyRetryAfterMs: .* got "1000"$/],
+    [{ busyRetryAfterMs: -1 }, /^postgresStore: busyRetryAfterMs: expected a positive .* got -1$/],
+    [{ busyRetryAfterMs: Number.NaN }, /^postgresStore: busyRetryAfterMs: .* got NaN$/],
+    [{ busyRetry: 1000 }, /^postgresStore: unknown field "busyRetry"; the fields are pool, /],
+  ])('refuses %o when created, showing the value with its type', (bad, message) => {
+    // Act
+    const error = invalidOptions(() =>
+      postgresStore({ pool: unusedClient, ...(bad as object) } as PostgresStoreOptions),
+    );
+    // Assert
+    expect(isInvalidOptionsError(error)).toBe(true);
+    expect((error as Error).message).toMatch(message);
+  });
+
+  it.each([
+    [true, 'a named statement'],
+    [false, 'plain text'],
+    ['auto', 'plain text'],
+    [null, 'plain text'],
+  ])(
+    'takes prepare: %j as before: %s on a client that is not node-postgres',
+    async (prepare, sent) => {
+      // Arrange: a client that records what each query was given.
+      const calls: unknown[] = [];
+      const pool: PgQueryable = {
+        query: async (...args: unknown[]) => {
+          calls.push(args[0]);
+          return { rows: [], rowCount: 0, command: 'SELECT' };
+        },
+      };
+      const store = postgresStore({ pool, prepare: prepare as never });
+      // Act
+      await store.get('k');
+      // Assert
+      expect(typeof calls[0] === 'string' ? 'plain text' : 'a named statement').toBe(sent);
+    },
+  );
+
+  it("takes busyRetryAfterMs as a duration string ('2s'): the retry after of a held key", async () => {
+    // Arrange: every claim meets a row another transaction holds past the lock timeout (55P03).
+    const pool: PgQueryable = {
+      query: () => Promise.reject(Object.assign(new Error('lock timeout'), { code: '55P03' })),
+    };
+    const store = postgresStore({ pool, busyRetryAfterMs: '2s' });
+    const before = Date.now();
+    // Act
+    const result = await store.claim('k', { fingerprint: 'fp', leaseMs: 1000 });
+    // Assert
+    const leaseUntil = result.claimed ? 0 : (result.record as { leaseUntil: number }).leaseUntil;
+    expect(leaseUntil).toBeGreaterThanOrEqual(before + 2000);
+    expect(leaseUntil).toBeLessThanOrEqual(Date.now() + 2000);
   });
 
   it('rejects a purge limit below one without touching the database', async () => {

@@ -72,4 +72,49 @@ describe('Redis Streams consumer options', () => {
     // Assert
     expect(await consumer.close()).toBe(true);
   });
+
+  it.each([
+    [{ deadLetterStream: 5 }, /^deadLetterStream: expected a string, got 5$/],
+    [{ deadLetterStream: '' }, /^deadLetterStream: must be a stream name, got ""$/],
+    [{ stream: 5 }, /^stream: expected a string, got 5$/],
+    [{ group: ['g'] }, /^group: expected a string, got \["g"\]$/],
+    [{ consumer: 7 }, /^consumer: expected a string, got 7$/],
+    [
+      { hooks: { onConsumerError: 'log' } },
+      /^hooks.onConsumerError: expected a function, got "log"$/,
+    ],
+  ])('refuses %o before sending anything', async (bad, message) => {
+    // Arrange
+    const { client, sent } = fakeClient();
+    // Act
+    const started = idempotentConsumer(client, () => {}, {
+      ...base(),
+      ...(bad as object),
+    } as RedisStreamsConsumerOptions);
+    // Assert
+    await expect(started).rejects.toThrow(
+      expect.objectContaining({ code: 'invalid_options', message: expect.stringMatching(message) }),
+    );
+    expect(sent).toEqual([]);
+  });
+
+  it('takes null as not given: the default dead-letter stream, consumer name and polling reads', async () => {
+    // Arrange
+    const { client, sent } = fakeClient();
+    // Act
+    const consumer = await idempotentConsumer(client, () => {}, {
+      ...base(),
+      deadLetterStream: null as never,
+      consumer: null as never,
+      blockingClient: null as never,
+      hooks: null as never,
+    });
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    // Assert: the group was created and `client` polled (no BLOCK, since there is no blocking client).
+    expect(await consumer.close()).toBe(true);
+    expect(consumer.consumer).toMatch(/^c-/);
+    const reads = sent.filter((args) => args[0] === 'XREADGROUP');
+    expect(reads.length).toBeGreaterThan(0);
+    expect(reads.every((args) => !args.includes('BLOCK'))).toBe(true);
+  });
 });

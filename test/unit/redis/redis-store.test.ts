@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { isInvalidOptionsError, isStoreUnavailableError } from '../../../src/core/errors.js';
-import { redisStore } from '../../../src/redis/index.js';
+import { type RedisStoreOptions, redisStore } from '../../../src/redis/index.js';
 
 // Structural stand-ins for a node-redis client (no I/O): they check the store's own behaviour around the
 // client — timeouts, error mapping, the NOSCRIPT fallback and option validation.
@@ -170,5 +170,78 @@ describe('redis store without a server', () => {
       });
     }
     expect(sent).toEqual([]);
+  });
+});
+
+describe('redis store options are checked, never coerced', () => {
+  const ok = client(async () => 1);
+
+  it.each([
+    [{ timeoutMs: '500' }, /^redisStore: timeoutMs: .* got "500"$/],
+    [{ timeoutMs: 2 ** 31 }, /^redisStore: timeoutMs: .*at most 2147483647 ms.* got 2147483648$/],
+    [{ tokenFloorMs: '60000' }, /^redisStore: tokenFloorMs: .* got "60000"$/],
+    [{ checkEvictionPolicy: 'false' }, /^redisStore: checkEvictionPolicy: .*got "false"$/],
+    [{ onWarning: 'log' }, /^redisStore: onWarning: expected a function, got "log"$/],
+    [{ prefix: 5 }, /^redisStore: `prefix` must be a string without `\{` or `\}`, got 5$/],
+    [{ timeout: 500 }, /^redisStore: unknown field "timeout"; the fields are client, /],
+  ])('refuses %o when created, showing the value with its type', (bad, message) => {
+    // Act / Assert
+    expect(() => redisStore({ client: ok, ...(bad as object) } as RedisStoreOptions)).toThrow(
+      expect.objectContaining({ code: 'invalid_options', message: expect.stringMatching(message) }),
+    );
+  });
+
+  it("takes timeoutMs as a duration string ('500ms'), as every other …Ms option does", async () => {
+    // Arrange
+    vi.useFakeTimers();
+    try {
+      const store = redisStore({
+        client: client(() => new Promise(() => {})),
+        timeoutMs: '500ms',
+        ...quiet,
+      });
+      // Act
+      const pending = store.get('k').catch((e: unknown) => e);
+      await vi.advanceTimersByTimeAsync(500);
+      const error = await pending;
+      // Assert
+      expect(isStoreUnavailableError(error)).toBe(true);
+      expect((error as Error).message).toMatch(/get got no answer within 500 ms/);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it("takes tokenFloorMs as a duration string ('2m'): the release's tombstone lives that long", async () => {
+    // Arrange
+    const sent: string[][] = [];
+    const store = redisStore({
+      client: client(async (args) => {
+        sent.push(args.map(String));
+        return 1;
+      }),
+      tokenFloorMs: '2m',
+      ...quiet,
+    });
+    // Act
+    await store.release('k', 1).catch(() => undefined);
+    // Assert: the script's last argument is the tombstone's life in ms.
+    expect(sent.at(-1)?.at(-1)).toBe('120000');
+  });
+
+  it('skips the eviction check only for false, and runs it for null (not given)', async () => {
+    // Arrange
+    const asked: string[] = [];
+    const recording = client(async (args) => {
+      asked.push(args.map(String).join(' '));
+      return ['maxmemory-policy', 'noeviction'];
+    });
+    // Act
+    await redisStore({ client: recording, checkEvictionPolicy: false }).ready;
+    const off = asked.length;
+    await redisStore({ client: recording, checkEvictionPolicy: null as never }).ready;
+    // Assert
+    expect(off).toBe(0);
+    expect(asked).toContain('CONFIG GET maxmemory-policy');
   });
 });
