@@ -92,6 +92,11 @@ export function defaultNatsKey(message: NatsJsMsg): string | undefined {
 const PULL_EXPIRES_MS = 30_000;
 /** Pause before pulling again after a pull failed. */
 const PULL_RETRY_MS = 1000;
+/**
+ * How many touch intervals a message may wait for a slot, with none freeing up, before it is handed back:
+ * 9, three `ack_wait`s by default. Slots that free up mean progress; none for that long, stuck handlers.
+ */
+const MAX_WAIT_TOUCHES = 9;
 /** The first server version that reads a reason after `+TERM` (nats.go `TermWithReason`: 2.10.4). */
 const TERM_REASON_SERVER = '2.10.4';
 
@@ -115,8 +120,9 @@ function brokerId(message: NatsJsMsg): string {
  * Configure the JetStream consumer with `ack_policy: explicit`, and `max_deliver` unlimited (-1) or above
  * `maxDeliveries`: otherwise the server stops redelivering before this consumer can dead-letter.
  *
- * Each pull asks for no more messages than there are free handler slots (see pull.ts), so a message never
- * waits in this process without `working()` while JetStream's `ack_wait` runs.
+ * Pulls keep up to `concurrency` and a batch of messages asked for beyond the free slots (pull.ts); one that
+ * arrives with every slot busy waits in a local queue with `working()`, so a message never waits in this
+ * process while JetStream's `ack_wait` runs unchecked, and `close()` hands the waiting ones back (`nak`).
  * @example
  * const js = jetstream(nc);
  * const consumer = await js.consumers.get('ORDERS', 'shipping');
@@ -180,6 +186,18 @@ export async function idempotentConsumer(
     inFlight,
     name: resolved.name,
     concurrency: resolved.concurrency,
+    touchIntervalMs: workingMs,
+    maxWaitMs: workingMs * MAX_WAIT_TOUCHES,
+    // The key is not extracted before the message starts: reported without one.
+    onTouchError: (message, error) =>
+      callHook((event) => options.hooks?.onBrokerError?.(event), {
+        consumer: resolved.name,
+        message,
+        key: undefined,
+        deliveryCount: message.info.deliveryCount,
+        operation: 'touch',
+        error,
+      }),
     expiresMs: PULL_EXPIRES_MS,
     retryMs: PULL_RETRY_MS,
     deliver: (message) => {
