@@ -26,6 +26,7 @@ import {
   booleanOption,
   callbacksOption,
   codecOption,
+  knownFields,
   scopeOption,
   shownValue,
   storeErrorsOption,
@@ -102,6 +103,32 @@ export interface IdempotencyOptions {
   /** Source of time, for tests. @default systemClock */
   clock?: Clock;
 }
+
+// Every key of IdempotencyOptions, checked by the compiler both ways (`satisfies`): a new option cannot be
+// left out of this list, nor a removed one stay in it.
+const ENGINE_OPTION_FIELDS = {
+  store: true,
+  namespace: true,
+  leaseMs: true,
+  retentionMs: true,
+  extendLease: true,
+  maxExecution: true,
+  failOpen: true,
+  storeErrors: true,
+  batch: true,
+  cache: true,
+  codec: true,
+  hooks: true,
+  clock: true,
+} as const satisfies Record<keyof IdempotencyOptions, true>;
+
+/**
+ * The names of {@link IdempotencyOptions}: {@link createIdempotency} refuses any other, and adapters that
+ * take engine options beside their own accept these.
+ */
+export const ENGINE_OPTION_NAMES: readonly (keyof IdempotencyOptions)[] = Object.keys(
+  ENGINE_OPTION_FIELDS,
+) as (keyof IdempotencyOptions)[];
 
 /** One call to make idempotent. */
 export interface RunRequest {
@@ -253,6 +280,8 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
   if (options.store === undefined || options.store === null) {
     throw new InvalidOptionsError('store is required');
   }
+  // A misspelt option (`leasMs`) would be ignored, the default running instead of what was asked.
+  knownFields(options, 'createIdempotency', ENGINE_OPTION_NAMES);
   const batch = switchOption<BatchingOptions>(options.batch, 'batch');
   const store =
     batch === false

@@ -37,7 +37,7 @@ import {
   resolvePolicy,
   routeOptionsOf,
 } from '../http/index.js';
-import { scopeOption } from '../http/options.js';
+import { checkAdapterOptions, scopeOption } from '../http/options.js';
 import {
   hasUnreadBody,
   isRequestTooLargeError,
@@ -246,6 +246,9 @@ async function* passOn(
   }
 }
 
+// The plugin's own option, and those Fastify reads from any plugin's options (`register(plugin, { prefix })`).
+const PLUGIN_OWN_OPTIONS = ['keepJsonText', 'prefix', 'logLevel', 'logSerializers'];
+
 // An option that fails its check goes to `done`, so that `register` (or `ready`) rejects with it: thrown
 // from a callback plugin, it would escape as an uncaught exception and the plugin would time out.
 const plugin: FastifyPluginCallback<FastifyIdempotencyOptions> = (fastify, options, done) => {
@@ -260,6 +263,7 @@ const plugin: FastifyPluginCallback<FastifyIdempotencyOptions> = (fastify, optio
 
 // The options checked and resolved once, and the hooks that apply them.
 function install(fastify: FastifyInstance, options: FastifyIdempotencyOptions): void {
+  checkAdapterOptions(options, 'idempotencyPlugin', PLUGIN_OWN_OPTIONS);
   const engine = resolveEngine(options);
   const base = routeOptionsOf(options);
   const defaults = resolvePolicy(base);

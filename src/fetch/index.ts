@@ -21,7 +21,7 @@ import {
   routeOptionsOf,
   toWebResponse,
 } from '../http/index.js';
-import { DEFAULT_REQUEST_BODY_LIMIT, scopeOption } from '../http/options.js';
+import { checkAdapterOptions, DEFAULT_REQUEST_BODY_LIMIT, scopeOption } from '../http/options.js';
 import { announcedBody, readBodyUpTo, tooLargeDecision } from '../http/web.js';
 
 export type { IdempotencyContext } from '../http/index.js';
@@ -106,6 +106,7 @@ export function withIdempotency<Args extends unknown[]>(
   handler: FetchHandler<Args>,
   options: FetchIdempotencyOptions,
 ): (request: Request, ...args: Args) => Promise<Response> {
+  checkAdapterOptions(options, 'withIdempotency');
   const engine = resolveEngine(options);
   const policy = resolvePolicy(routeOptionsOf(options));
   const scope = scopeOption(options.scope);

@@ -21,7 +21,7 @@ import {
   routeOptionsOf,
   toWebResponse,
 } from '../http/index.js';
-import { scopeOption } from '../http/options.js';
+import { checkAdapterOptions, scopeOption } from '../http/options.js';
 import { announcedBody, readBodyUpTo, tooLargeDecision } from '../http/web.js';
 
 export type { IdempotencyContext } from '../http/index.js';
@@ -161,6 +161,7 @@ function exposeToBrowser(c: Context, answer: HttpResponseData): void {
  * app.post('/orders', idem.route({ key: 'required' }), async (c) => c.json(await createOrder(await c.req.json()), 201));
  */
 export function idempotency(options: HonoIdempotencyOptions): HonoIdempotency {
+  checkAdapterOptions(options, 'idempotency');
   const engine = resolveEngine(options);
   const base = routeOptionsOf(options);
   const scope = scopeOption(options.scope);

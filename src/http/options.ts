@@ -4,10 +4,15 @@
  */
 
 import { type Duration, toMs } from '../core/duration.js';
-import { createIdempotency, type Idempotency, type IdempotencyOptions } from '../core/engine.js';
+import {
+  createIdempotency,
+  ENGINE_OPTION_NAMES,
+  type Idempotency,
+  type IdempotencyOptions,
+} from '../core/engine.js';
 import { InvalidOptionsError } from '../core/errors.js';
 import { MAX_KEY_LENGTH } from '../core/key.js';
-import { booleanOption, shownValue } from '../core/option-checks.js';
+import { booleanOption, knownFields, shownValue } from '../core/option-checks.js';
 import { enableAsyncContext } from './context.js';
 import { replayedHeaderSet } from './headers.js';
 
@@ -84,6 +89,87 @@ export interface HttpRouteOptions {
   asyncContext?: boolean;
 }
 
+// Every key of HttpRouteOptions, checked by the compiler both ways (`satisfies`): the list `route()`
+// accepts cannot drift from the interface.
+const ROUTE_OPTION_FIELDS = {
+  key: true,
+  methods: true,
+  headerName: true,
+  minKeyLength: true,
+  replayHeaders: true,
+  fingerprintHeaders: true,
+  scopeCookies: true,
+  maxBodyBytes: true,
+  requestBodyLimit: true,
+  storeServerErrors: true,
+  failOpen: true,
+  leaseMs: true,
+  retentionMs: true,
+  asyncContext: true,
+} as const satisfies Record<keyof HttpRouteOptions, true>;
+
+const ROUTE_OPTION_NAMES = Object.keys(ROUTE_OPTION_FIELDS) as (keyof HttpRouteOptions)[];
+
+// The engine's options that are not also route options: ignored beside an `engine`, which is built.
+const ENGINE_ONLY_NAMES = ENGINE_OPTION_NAMES.filter(
+  (name) => !Object.hasOwn(ROUTE_OPTION_FIELDS, name),
+);
+
+// What every adapter takes: the route options, the engine (or its options) and `scope`.
+const ADAPTER_OPTION_NAMES: readonly string[] = [
+  ...ROUTE_OPTION_NAMES,
+  ...ENGINE_ONLY_NAMES,
+  'engine',
+  'scope',
+];
+
+/**
+ * Refuse the route options `route` when one is not a route option: ignored, it would leave the route
+ * doing something else than asked. `scope` above all: the adapter's option, given to a route it was
+ * ignored, and the route's callers were told apart by their credentials only (one tenant replayed
+ * another's answer when they shared them).
+ */
+function checkRouteFields(route: object): void {
+  if (Object.hasOwn(route, 'scope')) {
+    throw new InvalidOptionsError(
+      "route options: `scope` belongs to the adapter's own options (`idempotency({ scope })`, Fastify's plugin options), not to a route; for a route with another scope, create a middleware (or register the plugin) with that scope",
+    );
+  }
+  knownFields(route, 'route options', ROUTE_OPTION_NAMES);
+}
+
+/**
+ * Check the top-level options of an adapter when it is created: the route options, the engine's (or
+ * `engine`), `scope`, and the adapter's own `extra` names. An unknown name is refused (`keys: 'required'`
+ * for `key` would run every request unprotected), and so is an engine option beside an `engine` (the
+ * engine is built: it would be ignored).
+ * @param who - The adapter's factory, for the messages.
+ * @throws InvalidOptionsError naming the option and the accepted ones.
+ */
+export function checkAdapterOptions(
+  options: object,
+  who: string,
+  extra: readonly string[] = [],
+): void {
+  if (typeof options !== 'object' || options === null) {
+    throw new InvalidOptionsError(`${who}: options must be an object`);
+  }
+  const given = options as Record<string, unknown>;
+  if (given.engine !== undefined && given.engine !== null) {
+    for (const name of ENGINE_ONLY_NAMES) {
+      if (given[name] === undefined || given[name] === null) continue;
+      throw new InvalidOptionsError(
+        `${who}: \`${name}\` is an option of the engine, and \`engine\` is already built: pass it to createIdempotency()`,
+      );
+    }
+  }
+  knownFields(
+    options,
+    who,
+    extra.length === 0 ? ADAPTER_OPTION_NAMES : [...ADAPTER_OPTION_NAMES, ...extra],
+  );
+}
+
 /** Where the engine comes from: an engine you built, or the options to build one. */
 export type EngineSource =
   | { /** An engine from `createIdempotency()`, shared with other adapters. */ engine: Idempotency }
@@ -128,13 +214,21 @@ export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
 /** Default `requestBodyLimit`: 1 MiB, as `maxBodyBytes`. */
 export const DEFAULT_REQUEST_BODY_LIMIT = 1024 * 1024;
 
-/** The engine of `source`: the one given, or a new one. */
+/**
+ * The engine of `source`: the one given, or a new one built from the engine's options in it (an adapter's
+ * options also carry its own and the route's, which the engine refuses).
+ */
 export function resolveEngine(source: EngineSource): Idempotency {
   if (source.engine !== undefined) return source.engine;
   if ((source as { store?: unknown }).store === undefined) {
     throw new InvalidOptionsError('pass either `engine` (from createIdempotency) or `store`');
   }
-  return createIdempotency(source);
+  const given = source as unknown as Record<string, unknown>;
+  const options: Record<string, unknown> = {};
+  for (const name of ENGINE_OPTION_NAMES) {
+    if (given[name] !== undefined) options[name] = given[name];
+  }
+  return createIdempotency(options as unknown as IdempotencyOptions);
 }
 
 const KEY_MODES: ReadonlySet<string> = new Set(Object.values(KeyMode));
@@ -155,10 +249,13 @@ function cookieNameSet(names: readonly string[] | undefined): ReadonlySet<string
 }
 
 /**
- * Merge route options over defaults and validate them.
- * @throws InvalidOptionsError for an unknown key mode, a bad size or a header that may not be replayed.
+ * Merge route options over defaults and validate them. Run when a route is created, never per request.
+ * @throws InvalidOptionsError for an option a route does not have (`scope`, a typo), an unknown key mode,
+ *   a bad size or a header that may not be replayed.
  */
 export function resolvePolicy(base: HttpRouteOptions, route: HttpRouteOptions = {}): RoutePolicy {
+  checkRouteFields(base);
+  checkRouteFields(route);
   const merged: HttpRouteOptions = { ...base, ...stripUndefined(route) };
   const key = merged.key ?? 'optional';
   if (!KEY_MODES.has(key))
