@@ -7,8 +7,9 @@ import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import {
   answerTransactionalRequest,
   requiredKey,
-  type TransactionalAnswer,
+  type TransactionalResult,
   type TransactionalRunner,
+  type TransactionOf,
 } from '../http/transactional-answer.js';
 import {
   type TransactionalRouteOptions as BaseOptions,
@@ -53,7 +54,7 @@ export interface TransactionalRouteHandler extends RequestHandler {
  * nothing is stored.
  *
  * On SQLite (`sqliteTransactional`) the handler must be synchronous: better-sqlite3 cannot keep a
- * transaction open across an `await`.
+ * transaction open across an `await`, and the handler's type says so (an `async` one does not compile).
  * @throws InvalidOptionsError at creation, for a bad option (as the middleware's factory).
  * @example
  * const transactional = postgresTransactional({ pool });
@@ -63,9 +64,9 @@ export interface TransactionalRouteHandler extends RequestHandler {
  *   return { status: 201, body: rows[0], headers: { location: `/payments/${rows[0].id}` } };
  * }));
  */
-export function transactionalRoute<Tx>(
-  transactional: TransactionalRunner<Tx>,
-  handler: (req: Request, tx: Tx) => TransactionalAnswer | Promise<TransactionalAnswer>,
+export function transactionalRoute<Runner extends TransactionalRunner<unknown>>(
+  transactional: Runner,
+  handler: (req: Request, tx: TransactionOf<Runner>) => TransactionalResult<Runner>,
   options: TransactionalRouteOptions = {},
 ): TransactionalRouteHandler {
   const policy = transactionalPolicy('transactionalRoute', transactional, handler, options);

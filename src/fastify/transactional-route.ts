@@ -6,6 +6,7 @@
 import type {
   FastifyReply,
   FastifyRequest,
+  onRequestHookHandler,
   preParsingHookHandler,
   RawReplyDefaultExpression,
   RawRequestDefaultExpression,
@@ -15,8 +16,10 @@ import type {
 import { isJsonContentType } from '../http/fingerprint.js';
 import {
   answerTransactionalRequest,
-  type TransactionalAnswer,
+  requiredKey,
+  type TransactionalResult,
   type TransactionalRunner,
+  type TransactionOf,
 } from '../http/transactional-answer.js';
 import {
   keptRawBody,
@@ -34,9 +37,34 @@ import { sendAnswer } from './send.js';
  */
 export type FastifyTransactionalRouteOptions = TransactionalRouteOptions<FastifyRequest>;
 
-/** The route handler {@link transactionalRoute} makes, with the hook that keeps its JSON text. */
+// The route's own generic (its `Body`…), so that `app.post(url, { onRequest, preParsing }, route)`
+// infers one from the hooks.
+type RouteGenericOf<Req> =
+  Req extends FastifyRequest<infer RouteGeneric> ? RouteGeneric : RouteGenericInterface;
+
+/**
+ * The route handler {@link transactionalRoute} makes, with the hooks that check its key first and keep
+ * its JSON text.
+ */
 export interface FastifyTransactionalHandler<Req extends FastifyRequest = FastifyRequest> {
   (request: Req, reply: FastifyReply): Promise<FastifyReply>;
+  /**
+   * An `onRequest` hook for the route (`{ onRequest: route.requireKey }`) that answers a missing or
+   * invalid key (400 `missing_key` / `invalid_key`, with the route's `headerName` and `minKeyLength`)
+   * before the body is read, and otherwise passes on: so that a request without a usable key is refused
+   * before its body is parsed, and a body your `preValidation` (or schema) refuses (a 400 of your own,
+   * nothing stored, before the claim) is refused only for requests whose key is good. The route checks
+   * the key again either way.
+   * @example
+   * const route = transactionalRoute(transactional, createPayment);
+   * app.post('/payments', { onRequest: route.requireKey, preValidation: validPayment }, route);
+   */
+  readonly requireKey: onRequestHookHandler<
+    RawServerDefault,
+    RawRequestDefaultExpression,
+    RawReplyDefaultExpression,
+    RouteGenericOf<Req>
+  >;
   /**
    * A `preParsing` hook for the route (`{ preParsing: route.keepJsonText }`) that keeps the JSON text of
    * requests with a key, as the plugin's `keepJsonText` does: Fastify's parser rounds numbers a double
@@ -47,8 +75,7 @@ export interface FastifyTransactionalHandler<Req extends FastifyRequest = Fastif
     RawServerDefault,
     RawRequestDefaultExpression,
     RawReplyDefaultExpression,
-    // The route's own generic (its `Body`…), so that `app.post(url, { preParsing }, route)` infers one.
-    Req extends FastifyRequest<infer RouteGeneric> ? RouteGeneric : RouteGenericInterface
+    RouteGenericOf<Req>
   >;
 }
 
@@ -71,9 +98,12 @@ export interface FastifyTransactionalHandler<Req extends FastifyRequest = Fastif
  * });
  * app.post('/payments', { config: { idempotency: false }, preParsing: route.keepJsonText }, route);
  */
-export function transactionalRoute<Tx, Req extends FastifyRequest = FastifyRequest>(
-  transactional: TransactionalRunner<Tx>,
-  handler: (request: Req, tx: Tx) => TransactionalAnswer | Promise<TransactionalAnswer>,
+export function transactionalRoute<
+  Runner extends TransactionalRunner<unknown>,
+  Req extends FastifyRequest = FastifyRequest,
+>(
+  transactional: Runner,
+  handler: (request: Req, tx: TransactionOf<Runner>) => TransactionalResult<Runner>,
   options: FastifyTransactionalRouteOptions = {},
 ): FastifyTransactionalHandler<Req> {
   const policy = transactionalPolicy('transactionalRoute', transactional, handler, options);
@@ -100,7 +130,14 @@ export function transactionalRoute<Tx, Req extends FastifyRequest = FastifyReque
       keptRawBody(request) === undefined;
     done(null, wanted ? keepJsonText(request, payload) : payload);
   };
+  // Answered from the hook without calling `done`: Fastify sends it and skips the rest of the route.
+  const requireKey: onRequestHookHandler = (request, reply, done) => {
+    const read = requiredKey(request.headers[policy.route.headerName], policy.route);
+    if ('problem' in read) sendAnswer(request, reply, read.problem);
+    else done();
+  };
   return Object.assign(route, {
+    requireKey: requireKey as FastifyTransactionalHandler<Req>['requireKey'],
     keepJsonText: keepText as FastifyTransactionalHandler<Req>['keepJsonText'],
   });
 }

@@ -6,8 +6,9 @@
 import { isJsonContentType } from '../http/fingerprint.js';
 import {
   answerTransactionalRequest,
-  type TransactionalAnswer,
+  type TransactionalResult,
   type TransactionalRunner,
+  type TransactionOf,
 } from '../http/transactional-answer.js';
 import { type BodyReadingRouteOptions, transactionalPolicy } from '../http/transactional-policy.js';
 import { isRequestTooLargeError, requestTooLargeResponse } from '../http/unread-body.js';
@@ -29,8 +30,8 @@ export type TransactionalHandlerOptions = BodyReadingRouteOptions<Request>;
  * `key_mismatch`, 503 `store_unavailable`; a 5xx answer is rolled back and not stored, unless
  * `storeServerErrors: true`. The key is required. The handler gets the body already read (parsed when it
  * is JSON, else its bytes; the fingerprint reads the bytes, so int64 ids are compared exactly), since on
- * SQLite it must be synchronous: better-sqlite3 cannot keep a transaction open across an `await`. Its own
- * errors roll everything back and reject.
+ * SQLite it must be synchronous: better-sqlite3 cannot keep a transaction open across an `await` (an
+ * `async` handler does not compile there). Its own errors roll everything back and reject.
  * @throws InvalidOptionsError at creation, for a bad option (as `withIdempotency`).
  * @example
  * export const POST = transactionalHandler(transactional, async (request, tx, body) => {
@@ -38,13 +39,9 @@ export type TransactionalHandlerOptions = BodyReadingRouteOptions<Request>;
  *   return { status: 201, body: rows[0] };
  * });
  */
-export function transactionalHandler<Tx, Body = unknown>(
-  transactional: TransactionalRunner<Tx>,
-  handler: (
-    request: Request,
-    tx: Tx,
-    body: Body,
-  ) => TransactionalAnswer | Promise<TransactionalAnswer>,
+export function transactionalHandler<Runner extends TransactionalRunner<unknown>, Body = unknown>(
+  transactional: Runner,
+  handler: (request: Request, tx: TransactionOf<Runner>, body: Body) => TransactionalResult<Runner>,
   options: TransactionalHandlerOptions = {},
 ): (request: Request) => Promise<Response> {
   const policy = transactionalPolicy('transactionalHandler', transactional, handler, options, true);

@@ -58,12 +58,35 @@ export interface TransactionalClaim {
  * handler must be synchronous (better-sqlite3 cannot keep a transaction across an `await`).
  */
 export interface TransactionalRunner<Tx> {
+  /**
+   * `true` on a mode whose handlers must not return a promise (`sqliteTransactional`): the routes then
+   * type their handler as returning a {@link TransactionalAnswer}, so an `async` one does not compile.
+   */
+  readonly synchronousHandlers?: true;
   runInTransaction(
     request: TransactionalClaim,
     // biome-ignore lint/suspicious/noExplicitAny: each mode types its own result (SQLite: not a promise).
     fn: (tx: Tx) => any,
   ): Promise<RunOutcome<unknown>>;
 }
+
+/** The transaction context `Runner`'s `runInTransaction` hands its function (`tx`). */
+export type TransactionOf<Runner> = Runner extends {
+  // biome-ignore lint/suspicious/noExplicitAny: matches each mode's own request, result and options.
+  runInTransaction(request: any, fn: (tx: infer Tx) => any, ...rest: any[]): any;
+}
+  ? Tx
+  : never;
+
+/**
+ * What a route's handler on `Runner` returns: the answer itself on a mode with `synchronousHandlers`
+ * (SQLite; also when `Runner` is a union that may be one), else the answer or a promise of it.
+ */
+export type TransactionalResult<Runner> = [
+  Extract<Runner, { readonly synchronousHandlers: true }>,
+] extends [never]
+  ? TransactionalAnswer | Promise<TransactionalAnswer>
+  : TransactionalAnswer;
 
 const DEFAULT_KEY_RULES = { headerName: 'idempotency-key', minKeyLength: 1 };
 
@@ -98,11 +121,11 @@ export function requiredKey(
  * @returns the answer to send; rejects with the handler's own errors (after the rollback), an answer
  *   that cannot be stored, and what the scope function throws or a scope that is not a string.
  */
-export async function answerTransactionalRequest<Tx, Req>(
-  runner: TransactionalRunner<Tx>,
+export async function answerTransactionalRequest<Runner extends TransactionalRunner<unknown>, Req>(
+  runner: Runner,
   policy: TransactionalPolicy<Req>,
   request: TransactionalRequest<Req>,
-  handler: (tx: Tx) => TransactionalAnswer | Promise<TransactionalAnswer>,
+  handler: (tx: TransactionOf<Runner>) => TransactionalAnswer | Promise<TransactionalAnswer>,
 ): Promise<HttpResponseData> {
   const { route } = policy;
   const read = requiredKey(request.header(route.headerName), route);
@@ -116,8 +139,9 @@ export async function answerTransactionalRequest<Tx, Req>(
   if (route.retentionMs !== undefined) claim.retentionMs = route.retentionMs;
   let outcome: RunOutcome<unknown>;
   try {
-    outcome = await runner.runInTransaction(claim, (tx: Tx) => {
-      const answer = handler(tx);
+    // The runner hands `fn` its own transaction context: `TransactionOf<Runner>` by definition.
+    outcome = await runner.runInTransaction(claim, (tx) => {
+      const answer = handler(tx as TransactionOf<Runner>);
       return isThenable(answer)
         ? Promise.resolve(answer).then((resolved) => committedAnswer(resolved, route))
         : committedAnswer(answer, route);

@@ -96,6 +96,11 @@ export type SyncResult<T> = T extends PromiseLike<unknown> ? never : T;
 
 /** Runs synchronous handlers with their idempotency record in the same SQLite transaction. */
 export interface SqliteTransactional {
+  /**
+   * Handlers must not return a promise: the transactional routes (`idempotency-kit/express`, `/fastify`,
+   * `/fetch`) read this to type their handler as synchronous.
+   */
+  readonly synchronousHandlers: true;
   /** The connection in use (yours). */
   readonly database: SqliteDatabase;
   /** The records table. */
@@ -361,6 +366,7 @@ export function sqliteTransactional(options: SqliteTransactionalOptions): Sqlite
   }
 
   return {
+    synchronousHandlers: true,
     database: db,
     table,
     runInTransactionSync,
