@@ -9,6 +9,7 @@
 
 import { createHash } from 'node:crypto';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import { keptRawBody } from '../http/fingerprint.js';
 import {
   decide,
   type EngineSource,
@@ -141,8 +142,7 @@ class ExpressFacts implements RequestFacts {
 
   // A `rawBody` the app kept (express.json's `verify`) lets the fingerprint see JSON numbers exactly.
   rawBody(): Uint8Array | string | undefined {
-    const raw = (this.req as { rawBody?: unknown }).rawBody;
-    return raw instanceof Uint8Array || typeof raw === 'string' ? raw : undefined;
+    return keptRawBody(this.req);
   }
 
   scope(): string | Promise<string> | undefined {
@@ -200,4 +200,5 @@ export type {
   TransactionalRouteHandler,
   TransactionalRouteOptions,
 } from './transactional-route.js';
+
 export { transactionalRoute } from './transactional-route.js';

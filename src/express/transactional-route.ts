@@ -4,6 +4,7 @@
  * @module
  */
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import { keptRawBody } from '../http/fingerprint.js';
 import {
   answerTransactionalRequest,
   requiredKey,
@@ -13,7 +14,6 @@ import {
 } from '../http/transactional-answer.js';
 import {
   type TransactionalRouteOptions as BaseOptions,
-  keptRawBody,
   pathAndQuery,
   transactionalPolicy,
 } from '../http/transactional-policy.js';

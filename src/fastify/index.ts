@@ -19,6 +19,7 @@ import type {
 } from 'fastify';
 import fp from 'fastify-plugin';
 import type { CollectedBody } from '../http/capture.js';
+import { keptRawBody } from '../http/fingerprint.js';
 import {
   type CapturedResponse,
   collectBody,
@@ -131,18 +132,12 @@ class FastifyFacts implements RequestFacts {
   // The JSON text lets the fingerprint see numbers exactly: a `rawBody` the app kept (fastify-raw-body, a
   // content-type parser), else the one the plugin kept.
   rawBody(): Uint8Array | string | undefined {
-    const raw = rawBodyOf(this.request);
-    return raw ?? jsonTextOf(this.request);
+    return keptRawBody(this.request) ?? jsonTextOf(this.request);
   }
 
   scope(): string | Promise<string> | undefined {
     return this.scopeOf?.(this.request);
   }
-}
-
-function rawBodyOf(request: FastifyRequest): Uint8Array | string | undefined {
-  const raw = (request as { rawBody?: unknown }).rawBody;
-  return raw instanceof Uint8Array || typeof raw === 'string' ? raw : undefined;
 }
 
 // A Node stream, or a web ReadableStream (async iterable too).
@@ -297,7 +292,7 @@ function install(fastify: FastifyInstance, options: FastifyIdempotencyOptions): 
       const copy =
         request.headers[policy.headerName] !== undefined &&
         isJsonContentType(request.headers['content-type']) &&
-        rawBodyOf(request) === undefined;
+        keptRawBody(request) === undefined;
       next(null, copy ? keepJsonText(request, payload) : payload);
     };
 

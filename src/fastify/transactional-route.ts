@@ -13,7 +13,7 @@ import type {
   RawServerDefault,
   RouteGenericInterface,
 } from 'fastify';
-import { isJsonContentType } from '../http/fingerprint.js';
+import { isJsonContentType, keptRawBody } from '../http/fingerprint.js';
 import {
   answerTransactionalRequest,
   requiredKey,
@@ -22,7 +22,6 @@ import {
   type TransactionOf,
 } from '../http/transactional-answer.js';
 import {
-  keptRawBody,
   pathAndQuery,
   type TransactionalRouteOptions,
   transactionalPolicy,

@@ -60,6 +60,15 @@ function mediaType(contentType: string | undefined): string {
   return (semicolon === -1 ? contentType : contentType.slice(0, semicolon)).trim().toLowerCase();
 }
 
+/**
+ * The `rawBody` an app keeps on its request (`express.json({ verify: keepRawBody })`, fastify-raw-body, a
+ * content-type parser of its own), when it is bytes or text: what {@link FingerprintParts.rawBody} takes.
+ */
+export function keptRawBody(request: object): Uint8Array | string | undefined {
+  const raw = (request as { rawBody?: unknown }).rawBody;
+  return raw instanceof Uint8Array || typeof raw === 'string' ? raw : undefined;
+}
+
 const isJsonMedia = (media: string): boolean =>
   media === 'application/json' || media.endsWith('+json');
 

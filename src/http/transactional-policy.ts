@@ -156,12 +156,3 @@ export function pathAndQuery(url: string): { path: string; query: string } {
   const q = url.indexOf('?');
   return q === -1 ? { path: url, query: '' } : { path: url.slice(0, q), query: url.slice(q + 1) };
 }
-
-/**
- * The `rawBody` an app keeps on its request (`express.json({ verify: keepRawBody })`, fastify-raw-body, a
- * content-type parser of its own), when it is bytes or text.
- */
-export function keptRawBody(request: object): Uint8Array | string | undefined {
-  const raw = (request as { rawBody?: unknown }).rawBody;
-  return raw instanceof Uint8Array || typeof raw === 'string' ? raw : undefined;
-}
