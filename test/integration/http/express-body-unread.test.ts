@@ -6,26 +6,14 @@
  * and requests without a body, keep the fingerprints they had.
  */
 import { createHash, randomUUID } from 'node:crypto';
-import { once } from 'node:events';
-import { request as httpRequest, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { request as httpRequest } from 'node:http';
 import express from 'express';
 import express4 from 'express4';
-import { describe, expect, it, onTestFinished } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { idempotency } from '../../../src/express/index.js';
 import { httpFingerprint } from '../../../src/http/index.js';
 import { type ClaimOptions, memoryStore, type Store } from '../../../src/index.js';
-
-/** Serve `app` on a free loopback port until the test ends; its base URL. */
-async function listen(app: express.Express): Promise<string> {
-  const server: Server = app.listen(0, '127.0.0.1');
-  onTestFinished(async () => {
-    server.closeAllConnections();
-    await new Promise((done) => server.close(done));
-  });
-  await once(server, 'listening');
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
+import { listenExpress } from '../../helpers/listen-express.js';
 
 /** A POST of a `contentType` body to `url`; every call made through it carries the same new key. */
 function underOneKey(url: string, contentType: string): (body: string) => Promise<Response> {
@@ -124,7 +112,7 @@ describe.each([
       runs++;
       res.status(201).json({ note: req.body });
     });
-    const post = underOneKey(`${await listen(app)}/notes`, 'text/plain');
+    const post = underOneKey(`${await listenExpress(app)}/notes`, 'text/plain');
     // Act
     const first = await post('pay alice 10');
     const retry = await post('pay alice 10');
@@ -150,7 +138,7 @@ describe.each([
       seen.push(bytes.toString('latin1'));
       res.status(201).json({ bytes: bytes.byteLength });
     });
-    const base = await listen(app);
+    const base = await listenExpress(app);
     const key = randomUUID();
     const upload = (file: string) => {
       const form = new FormData();
@@ -183,7 +171,7 @@ describe.each([
     app.post('/blobs', async (req, res) => {
       res.status(201).json({ sha256: sha256(await streamBytes(req)) });
     });
-    const base = await listen(app);
+    const base = await listenExpress(app);
     const chunks = Array.from({ length: 12 }, (_, i) => Buffer.alloc(64 * 1024, i + 1));
     const headers = { 'idempotency-key': randomUUID(), 'content-type': 'application/octet-stream' };
     // Act
@@ -206,7 +194,7 @@ describe.each([
       runs++;
       res.status(201).json({ paid: req.body as unknown });
     });
-    const post = underOneKey(`${await listen(app)}/payments`, 'application/json');
+    const post = underOneKey(`${await listenExpress(app)}/payments`, 'application/json');
     // Act
     const first = await post('{"amount":10,"to":"alice"}');
     const reordered = await post('{ "to": "alice", "amount": 10 }');
@@ -227,7 +215,7 @@ describe.each([
       runs++;
       res.status(201).json({ length: (req.body as string).length });
     });
-    const base = await listen(app);
+    const base = await listenExpress(app);
     const key = randomUUID();
     const headers = { 'idempotency-key': key, 'content-type': 'text/plain' };
     // Act: one announced by its Content-Length, one chunked that goes over as it arrives.
@@ -263,7 +251,7 @@ describe.each([
       bodies.push(req.body);
       res.status(201).end();
     });
-    const base = await listen(app);
+    const base = await listenExpress(app);
     const post = (init: RequestInit & { headers: Record<string, string> }) =>
       fetch(`${base}/orders`, {
         method: 'POST',
@@ -295,7 +283,7 @@ describe.each([
     app.post('/videos', async (req, res) => {
       res.status(201).json({ sha256: sha256(await streamBytes(req)) });
     });
-    const base = await listen(app);
+    const base = await listenExpress(app);
     const key = randomUUID();
     const video = Buffer.alloc(2 * 1024 * 1024, 7);
     const post = (digest: string) =>
@@ -334,7 +322,7 @@ describe.each([
         res.status(400).end();
       },
     );
-    const base = await listen(app);
+    const base = await listenExpress(app);
     const key = randomUUID();
     // Act: 10 of 100 announced bytes, then the connection is gone.
     const partial = httpRequest(`${base}/notes`, {

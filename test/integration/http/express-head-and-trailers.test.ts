@@ -4,13 +4,13 @@
  * that announces trailers (`Trailer` + `res.addTrailers`) stays chunked and carries them.
  */
 import { randomUUID } from 'node:crypto';
-import { request as httpRequest, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { request as httpRequest } from 'node:http';
 import express from 'express';
 import express4 from 'express4';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { idempotency } from '../../../src/express/index.js';
 import { memoryStore } from '../../../src/index.js';
+import { listenExpress } from '../../helpers/listen-express.js';
 
 interface Raw {
   status: number;
@@ -72,20 +72,6 @@ async function plainFirstReplay(base: string, path: string): Promise<[Raw, Raw, 
 
 const named = (raw: Raw, name: string) => raw.lines.filter(([n]) => n === name).map(([, v]) => v);
 
-let server: Server | undefined;
-afterEach(async () => {
-  server?.closeAllConnections();
-  await new Promise((done) => server?.close(done));
-  server = undefined;
-});
-
-async function listen(app: express.Express): Promise<string> {
-  const listening = app.listen(0, '127.0.0.1');
-  server = listening;
-  await new Promise((done) => listening.once('listening', done));
-  return `http://127.0.0.1:${(listening.address() as AddressInfo).port}`;
-}
-
 describe.each([
   ['Express 5', express],
   ['Express 4', express4 as unknown as typeof express],
@@ -99,7 +85,7 @@ describe.each([
       res.writeHead(201, ['Content-Type', 'application/json', 'X-Request-Kind', 'charge']);
       res.end('{"id":"ch_1"}');
     });
-    const base = await listen(app);
+    const base = await listenExpress(app);
     const [plain, first, replay] = await plainFirstReplay(base, '/charges');
     // Before, the array was appended: two Content-Type lines (text/plain and application/json).
     for (const response of [plain, first, replay]) {
@@ -122,7 +108,7 @@ describe.each([
       res.addTrailers({ 'X-Checksum': 'sha256=abc' });
       res.end('id,amount\n1,4200\n');
     });
-    const base = await listen(app);
+    const base = await listenExpress(app);
     const key = randomUUID();
     // Before, the held end gave the head a Content-Length, and Node threw ERR_HTTP_TRAILER_INVALID.
     const first = await post(base, '/export', { 'idempotency-key': key });
@@ -147,7 +133,7 @@ describe.each([
       res.removeHeader('Content-Length');
       res.end('receipt');
     });
-    const base = await listen(app);
+    const base = await listenExpress(app);
     for (const path of ['/receipts', '/wrapped/receipts']) {
       // Before, the held end gave the head a Content-Length of its own: a head Node would not have sent.
       const [plain, first, replay] = await plainFirstReplay(base, path);
@@ -175,7 +161,7 @@ describe.each([
       res.statusCode = 500;
       res.end('{"id":"ch_3"}');
     });
-    const base = await listen(app);
+    const base = await listenExpress(app);
     for (const path of ['/charges', '/wrapped/charges']) {
       const key = randomUUID();
       // Before, the 500 was stored: the key was released and the retry charged again.
@@ -199,7 +185,7 @@ describe.each([
       res.flushHeaders();
       setTimeout(() => res.end('queued'), 10);
     });
-    const base = await listen(app);
+    const base = await listenExpress(app);
     const [plain, first, replay] = await plainFirstReplay(base, '/reports');
     for (const response of [plain, first, replay]) {
       expect(response.status).toBe(202);
@@ -224,7 +210,7 @@ describe.each([
       }
       res.end('{"id":"ch_2"}');
     });
-    const base = await listen(app);
+    const base = await listenExpress(app);
     const [plain, first, replay] = await plainFirstReplay(base, '/charges');
     expect(refused).toEqual(['ERR_HTTP_HEADERS_SENT', 'ERR_HTTP_HEADERS_SENT']);
     for (const response of [plain, first, replay]) {

@@ -6,17 +6,17 @@
  * with its Content-Encoding while `compression` mounted before it encodes each replay again.
  */
 import { randomUUID } from 'node:crypto';
-import { request as httpRequest, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { request as httpRequest } from 'node:http';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { gunzipSync } from 'node:zlib';
 import compression from 'compression';
 import express from 'express';
 import express4 from 'express4';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { idempotency } from '../../../src/express/index.js';
 import { memoryStore } from '../../../src/index.js';
+import { listenExpress } from '../../helpers/listen-express.js';
 
 interface Raw {
   status: number;
@@ -38,20 +38,6 @@ function post(base: string, path: string, headers: Record<string, string>): Prom
     req.on('error', reject);
     req.end();
   });
-}
-
-let server: Server | undefined;
-afterEach(async () => {
-  server?.closeAllConnections();
-  await new Promise((done) => server?.close(done));
-  server = undefined;
-});
-
-async function listen(app: express.Express): Promise<string> {
-  const listening = app.listen(0, '127.0.0.1');
-  server = listening;
-  await new Promise((done) => listening.once('listening', done));
-  return `http://127.0.0.1:${(listening.address() as AddressInfo).port}`;
 }
 
 describe.each([
@@ -79,7 +65,7 @@ describe.each([
         res.status(500).json({ error: error.message });
       },
     );
-    const base = await listen(app);
+    const base = await listenExpress(app);
     for (const path of ['/next', '/charge']) {
       const key = randomUUID();
       const first = await post(base, path, { 'idempotency-key': key }).catch(() => undefined);
@@ -111,7 +97,7 @@ describe.each([
       res.statusCode = 204;
       res.end();
     });
-    const base = await listen(app);
+    const base = await listenExpress(app);
     const plain = await post(base, '/plain', { 'idempotency-key': randomUUID() });
     expect(plain.headers['content-length']).toBe(String(Buffer.byteLength('héllo')));
     expect(plain.headers['transfer-encoding']).toBeUndefined();
@@ -141,7 +127,7 @@ describe.each([
       );
       pipeline(rows, res).catch(() => {});
     });
-    const base = await listen(app);
+    const base = await listenExpress(app);
     const key = randomUUID();
     await post(base, '/export', { 'idempotency-key': key }).catch(() => undefined);
     // Before, the key stayed in progress (its lease extended while the process lived): 409 forever.
@@ -170,7 +156,7 @@ describe('Express: encoded bodies', () => {
       runs++;
       res.status(201).type('application/json').send(json);
     });
-    return { base: await listen(app), runs: () => runs };
+    return { base: await listenExpress(app), runs: () => runs };
   }
 
   it('compression mounted after the middleware: the gzip bytes are stored and replayed with their Content-Encoding', async () => {
