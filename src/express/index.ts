@@ -19,7 +19,7 @@ import {
   resolvePolicy,
   routeOptionsOf,
 } from '../http/index.js';
-import { checkAdapterOptions, scopeOption } from '../http/options.js';
+import { checkAdapterOptions, scopeFunctionOption } from '../http/options.js';
 import {
   hasUnreadBody,
   isRequestTooLargeError,
@@ -80,7 +80,7 @@ export function idempotency(options: ExpressIdempotencyOptions): ExpressIdempote
   checkAdapterOptions(options, 'idempotency');
   const engine = resolveEngine(options);
   const base = routeOptionsOf(options);
-  const scope = scopeOption(options.scope);
+  const scope = scopeFunctionOption(options.scope);
 
   const create = (route: ExpressRouteOptions): RequestHandler => {
     const policy = resolvePolicy(base, route);

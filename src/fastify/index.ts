@@ -38,7 +38,7 @@ import {
   resolvePolicy,
   routeOptionsOf,
 } from '../http/index.js';
-import { checkAdapterOptions, scopeOption } from '../http/options.js';
+import { checkAdapterOptions, scopeFunctionOption } from '../http/options.js';
 import {
   hasUnreadBody,
   isRequestTooLargeError,
@@ -262,7 +262,7 @@ function install(fastify: FastifyInstance, options: FastifyIdempotencyOptions): 
   const engine = resolveEngine(options);
   const base = routeOptionsOf(options);
   const defaults = resolvePolicy(base);
-  const scope = scopeOption(options.scope);
+  const scope = scopeFunctionOption(options.scope);
   const policies = new WeakMap<HttpRouteOptions, RoutePolicy>();
   const running = new WeakMap<FastifyRequest, Running>();
   // `METHOD url` of each route `onRoute` saw, with how many times (one per constraint variant).

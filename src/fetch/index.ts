@@ -21,7 +21,11 @@ import {
   routeOptionsOf,
   toWebResponse,
 } from '../http/index.js';
-import { checkAdapterOptions, DEFAULT_REQUEST_BODY_LIMIT, scopeOption } from '../http/options.js';
+import {
+  checkAdapterOptions,
+  DEFAULT_REQUEST_BODY_LIMIT,
+  scopeFunctionOption,
+} from '../http/options.js';
 import { announcedBody, readBodyUpTo, tooLargeDecision } from '../http/web.js';
 
 export type { IdempotencyContext } from '../http/index.js';
@@ -109,7 +113,7 @@ export function withIdempotency<Args extends unknown[]>(
   checkAdapterOptions(options, 'withIdempotency');
   const engine = resolveEngine(options);
   const policy = resolvePolicy(routeOptionsOf(options));
-  const scope = scopeOption(options.scope);
+  const scope = scopeFunctionOption(options.scope);
   return async (request, ...args) => {
     let decision: Decision;
     try {

@@ -21,7 +21,7 @@ import {
   routeOptionsOf,
   toWebResponse,
 } from '../http/index.js';
-import { checkAdapterOptions, scopeOption } from '../http/options.js';
+import { checkAdapterOptions, scopeFunctionOption } from '../http/options.js';
 import { announcedBody, readBodyUpTo, tooLargeDecision } from '../http/web.js';
 
 export type { IdempotencyContext } from '../http/index.js';
@@ -164,7 +164,7 @@ export function idempotency(options: HonoIdempotencyOptions): HonoIdempotency {
   checkAdapterOptions(options, 'idempotency');
   const engine = resolveEngine(options);
   const base = routeOptionsOf(options);
-  const scope = scopeOption(options.scope);
+  const scope = scopeFunctionOption(options.scope);
 
   const create = (route: HttpRouteOptions): MiddlewareHandler => {
     const policy = resolvePolicy(base, route);

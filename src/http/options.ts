@@ -339,19 +339,22 @@ function stripUndefined<T extends object>(value: T): Partial<T> {
 }
 
 /**
- * The adapter's `scope` option, checked when the middleware is created: a function of the framework's
- * request, or absent (`undefined` or `null`). Anything else (`scope: 'tenant'` from a config, a forgotten arrow) would be called on
- * every request, and each would answer 500 "scope is not a function".
+ * An adapter's or a transactional route's `scope` option, checked when it is created: a function of the
+ * framework's request, or absent (`undefined` or `null`). Anything else (`scope: 'tenant'` from a config,
+ * a forgotten arrow) would be called on every request, and each would answer 500 "scope is not a
+ * function". (Not core's `scopeOption`, which checks the scope a run is given: a string.)
+ * @param name - The option as the message names it.
  * @throws InvalidOptionsError for a value that is not a function.
  */
-export function scopeOption<F extends (...args: never[]) => unknown>(
+export function scopeFunctionOption<F extends (...args: never[]) => unknown>(
   scope: F | null | undefined,
+  name = 'scope',
 ): F | undefined {
   // `null` is "not given", as for every option (a JSON config writes null for what it leaves out).
   if (scope === undefined || scope === null) return undefined;
   if (typeof scope === 'function') return scope;
   throw new InvalidOptionsError(
-    `scope: expected a function of the request, got ${shownValue(scope)}`,
+    `${name}: expected a function of the request, got ${shownValue(scope)}`,
   );
 }
 

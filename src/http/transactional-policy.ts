@@ -7,7 +7,13 @@
  */
 import type { Duration } from '../core/duration.js';
 import { InvalidOptionsError } from '../core/errors.js';
-import { type HttpRouteOptions, type RoutePolicy, resolvePolicy } from './options.js';
+import { knownFields } from '../core/option-checks.js';
+import {
+  type HttpRouteOptions,
+  type RoutePolicy,
+  resolvePolicy,
+  scopeFunctionOption,
+} from './options.js';
 import type { TransactionalRunner } from './transactional-answer.js';
 
 /**
@@ -66,12 +72,11 @@ export interface TransactionalPolicy<Req> {
   readonly scope: ((request: Req) => unknown) | undefined;
 }
 
-// Every key of TransactionalRouteOptions: anything else is refused, not ignored.
-const OPTION_NAMES: ReadonlySet<string> = new Set(
-  'scope headerName minKeyLength replayHeaders fingerprintHeaders scopeCookies storeServerErrors retentionMs maxBodyBytes'.split(
+// Every key of TransactionalRouteOptions and requestBodyLimit: anything else is refused, not ignored.
+const OPTION_NAMES: readonly string[] =
+  'scope headerName minKeyLength replayHeaders fingerprintHeaders scopeCookies storeServerErrors retentionMs maxBodyBytes requestBodyLimit'.split(
     ' ',
-  ),
-);
+  );
 
 /**
  * Check a transactional route's arguments once, when it is created, with the middleware's checks.
@@ -102,21 +107,13 @@ export function transactionalPolicy<Req>(
   if (typeof options !== 'object' || options === null) {
     throw new InvalidOptionsError(`${who}: options must be an object`);
   }
-  for (const name of Object.keys(options)) {
-    if (name === 'requestBodyLimit') {
-      if (options.requestBodyLimit !== undefined)
-        bodyLimitOf(who, options.requestBodyLimit, readsBody);
-    } else if (!OPTION_NAMES.has(name)) {
-      throw new InvalidOptionsError(
-        `${who}: '${name}' is not an option of a transactional route (${[...OPTION_NAMES].join(', ')})`,
-      );
-    }
-  }
+  knownFields(options, who, OPTION_NAMES);
+  if (options.requestBodyLimit !== undefined) bodyLimitOf(who, options.requestBodyLimit, readsBody);
   const { scope, ...route } = options;
-  if (scope !== undefined && scope !== null && typeof scope !== 'function') {
-    throw new InvalidOptionsError(`${who}: scope: expected a function of the request`);
-  }
-  return { route: resolvePolicy({ ...route, key: 'required' }), scope: scope ?? undefined };
+  return {
+    route: resolvePolicy({ ...route, key: 'required' }),
+    scope: scopeFunctionOption(scope, `${who}: scope`),
+  };
 }
 
 // `requestBodyLimit` applies only where the route reads the body; `false` (read none) would leave the
