@@ -19,6 +19,7 @@ import { spawnChildConsumer } from '../helpers/consumer-process.js';
 import { env, requireService } from '../helpers/env.js';
 import { connectClient, deleteKeys, type TestRedisClient } from '../helpers/redis-clients.js';
 import { startRedisProxy } from '../helpers/tcp-proxy.js';
+import { waitUntil as pollUntil } from '../helpers/wait-until.js';
 
 const SERVICE: Record<BrokerName, [string, string]> = {
   amqp: ['RabbitMQ', env.amqpUrl],
@@ -27,17 +28,8 @@ const SERVICE: Record<BrokerName, [string, string]> = {
 };
 
 /** Poll `predicate` until it holds, or fail after `timeoutMs` with `what`. */
-async function waitUntil(
-  what: string,
-  predicate: () => boolean | Promise<boolean>,
-  timeoutMs = 30_000,
-) {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await predicate())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
+const waitUntil = (what: string, predicate: () => boolean | Promise<boolean>, timeoutMs = 30_000) =>
+  pollUntil(what, predicate, timeoutMs, 25);
 
 /** Counts what consumers of one case did. */
 function tally() {

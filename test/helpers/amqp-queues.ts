@@ -13,18 +13,15 @@ import {
   idempotentConsumer,
 } from '../../src/amqp/index.js';
 import { env } from './env.js';
+import { waitUntil as pollUntil } from './wait-until.js';
 
 /** Poll `predicate` until it holds, or fail after `timeoutMs` with `what`. */
-export async function waitUntil(
+export function waitUntil(
   what: string,
   predicate: () => boolean | Promise<boolean>,
   timeoutMs = 10_000,
 ): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await predicate())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
+  return pollUntil(what, predicate, timeoutMs, 25);
 }
 
 /** The queues, connections and consumers of one test file. */

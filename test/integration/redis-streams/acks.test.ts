@@ -12,18 +12,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createIdempotency, memoryStore } from '../../../src/index.js';
 import { idempotentConsumer, type StreamEntry } from '../../../src/redis-streams/index.js';
 import { env, requireService } from '../../helpers/env.js';
+import { waitUntil as pollUntil } from '../../helpers/wait-until.js';
 
 type Client = ReturnType<typeof createClient>;
 type ConsumerClient = Parameters<typeof idempotentConsumer>[0];
 type ConsumerOptions = Parameters<typeof idempotentConsumer>[2];
 
-async function waitUntil(what: string, predicate: () => boolean, timeoutMs = 15_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!predicate()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(10);
-  }
-}
+// This file's timeout, polling every 10 ms.
+const waitUntil = (what: string, predicate: () => boolean, timeoutMs = 15_000) =>
+  pollUntil(what, predicate, timeoutMs, 10);
 
 /**
  * `client` as the consumer sees it, recording every `XACK`: its ids, and the ids whose reply came back.

@@ -4,7 +4,6 @@
  * the UTF-8 text, as before.
  */
 import { randomUUID } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -15,16 +14,13 @@ import {
   type StreamEntry,
 } from '../../../src/redis-streams/index.js';
 import { env, requireService } from '../../helpers/env.js';
+import { waitUntil as pollUntil } from '../../helpers/wait-until.js';
 
 const body = Buffer.from([0x08, 0x96, 0x01, 0xff, 0xfe, 0x80]);
 
-async function waitUntil(what: string, predicate: () => boolean, timeoutMs = 5000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!predicate()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(10);
-  }
-}
+// This file's timeout, polling every 10 ms.
+const waitUntil = (what: string, predicate: () => boolean, timeoutMs = 5000) =>
+  pollUntil(what, predicate, timeoutMs, 10);
 
 describe('Redis Streams consumer: binary field values', () => {
   const run = randomUUID().slice(0, 8);

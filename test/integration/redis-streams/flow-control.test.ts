@@ -16,16 +16,13 @@ import {
 } from '../../../src/redis-streams/index.js';
 import { deferred } from '../../helpers/deferred.js';
 import { env, requireService } from '../../helpers/env.js';
+import { waitUntil as pollUntil } from '../../helpers/wait-until.js';
 
 type Client = ReturnType<typeof createClient>;
 
-async function waitUntil(what: string, predicate: () => boolean, timeoutMs = 5000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!predicate()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(10);
-  }
-}
+// This file's timeout, polling every 10 ms.
+const waitUntil = (what: string, predicate: () => boolean, timeoutMs = 5000) =>
+  pollUntil(what, predicate, timeoutMs, 10);
 
 describe('Redis Streams consumer: flow control', () => {
   const run = randomUUID().slice(0, 8);
