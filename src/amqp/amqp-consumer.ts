@@ -14,6 +14,7 @@ import {
 } from '../consumer/index.js';
 import { InvalidOptionsError } from '../core/errors.js';
 import { callHook } from '../core/hooks.js';
+import { booleanOption } from '../core/option-checks.js';
 import { AckBatcher } from './acks.js';
 import type { AmqpConfirmChannel, AmqpMessage } from './amqp-types.js';
 import { AmqpDelivery, AmqpSettler } from './delivery.js';
@@ -74,6 +75,22 @@ export interface AmqpConsumerOptions extends ConsumerOptions<AmqpMessage> {
   prefetch?: number;
 }
 
+// The options AmqpConsumerOptions adds to the shared ones, checked by the compiler both ways.
+const AMQP_OPTION_FIELDS = {
+  queue: true,
+  retryQueue: true,
+  deadLetterQueue: true,
+  declare: true,
+  prefetch: true,
+} as const satisfies Record<
+  Exclude<keyof AmqpConsumerOptions, keyof ConsumerOptions<AmqpMessage>>,
+  true
+>;
+const AMQP_OPTION_NAMES = {
+  who: 'idempotentConsumer (RabbitMQ)',
+  own: Object.keys(AMQP_OPTION_FIELDS),
+};
+
 /** A running consumer. */
 export interface AmqpConsumer {
   /** The broker's consumer tag. */
@@ -125,7 +142,7 @@ export async function idempotentConsumer(
   handler: ConsumerHandler<AmqpMessage>,
   options: AmqpConsumerOptions,
 ): Promise<AmqpConsumer> {
-  const resolved = resolveConsumerOptions(options, defaultAmqpKey);
+  const resolved = resolveConsumerOptions(options, defaultAmqpKey, AMQP_OPTION_NAMES);
   if (typeof channel?.waitForConfirms !== 'function') {
     throw new InvalidOptionsError(
       'channel: pass a confirm channel (connection.createConfirmChannel()); retry and dead-letter copies must be confirmed before the original is acked',
@@ -140,10 +157,11 @@ export async function idempotentConsumer(
     options,
     resolved.concurrency,
   );
+  const declare = booleanOption(options.declare, 'declare', true);
   // Before declaring anything: a queue that does not exist must not leave a retry and a dead-letter queue
   // behind. (RabbitMQ closes the channel on the failed check, as it would on the consume.)
   await channel.checkQueue(queue);
-  if (options.declare ?? true) {
+  if (declare) {
     await channel.assertQueue(retryQueue, {
       durable: true,
       arguments: { 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': queue },

@@ -4,6 +4,7 @@
  * @module
  */
 import { InvalidOptionsError } from '../core/errors.js';
+import { shownValue } from '../core/option-checks.js';
 
 /** AMQP's `basic.qos` prefetch-count is a 16-bit field; 0 would mean "unlimited". */
 export const MAX_PREFETCH = 65_535;
@@ -55,10 +56,11 @@ export function amqpQueues(options: AmqpQueueOptions, concurrency: number): Amqp
       `deadLetterQueue: must not be the retry queue "${retryQueue}" (dead letters would expire back)`,
     );
   }
+  // `null` is "not given", as for every option; a string (`'100'` from the environment) is refused below.
   const prefetch = options.prefetch ?? concurrency;
   if (!Number.isSafeInteger(prefetch) || prefetch < 1 || prefetch > MAX_PREFETCH) {
     throw new InvalidOptionsError(
-      `prefetch: must be an integer from 1 to ${MAX_PREFETCH}, got ${String(prefetch)}`,
+      `prefetch: must be an integer from 1 to ${MAX_PREFETCH}, got ${shownValue(prefetch)}`,
     );
   }
   return { queue, retryQueue, deadLetterQueue, prefetch };

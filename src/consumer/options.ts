@@ -12,7 +12,12 @@ import {
 } from '../core/engine.js';
 import type { StoredErrorInfo } from '../core/errors.js';
 import { InvalidOptionsError } from '../core/errors.js';
-import { positiveIntegerOption } from '../core/option-checks.js';
+import {
+  callbacksOption,
+  knownFields,
+  positiveIntegerOption,
+  shownValue,
+} from '../core/option-checks.js';
 import { type Backoff, type BackoffOptions, createBackoff } from './backoff.js';
 import type { DeadLetterReason, DecisionPolicy, RetryReason } from './decision.js';
 
@@ -145,6 +150,52 @@ export interface ConsumerOptions<M> {
   hooks?: ConsumerHooks<M>;
 }
 
+// Every key of ConsumerOptions, checked by the compiler both ways (`satisfies`): a new option cannot be
+// left out of this list, nor a removed one stay in it.
+const CONSUMER_OPTION_FIELDS = {
+  idempotency: true,
+  name: true,
+  key: true,
+  fingerprint: true,
+  maxDeliveries: true,
+  backoff: true,
+  minRetryDelay: true,
+  maxRetryDelay: true,
+  isPermanentError: true,
+  concurrency: true,
+  lease: true,
+  retention: true,
+  drainTimeout: true,
+  hooks: true,
+} as const satisfies Record<keyof ConsumerOptions<unknown>, true>;
+
+/** The names of {@link ConsumerOptions}, which every consumer accepts beside its own. */
+export const CONSUMER_OPTION_NAMES: readonly string[] = Object.keys(CONSUMER_OPTION_FIELDS);
+
+/**
+ * How a consumer names itself and its own options, for {@link resolveConsumerOptions}'s check of the
+ * option names.
+ */
+export interface ConsumerOptionNames {
+  /** The consumer, as messages name it: `idempotentConsumer (RabbitMQ)`. */
+  who: string;
+  /** The option names the consumer adds to {@link ConsumerOptions}. */
+  own: readonly string[];
+}
+
+// A consumer without options of its own (the shared tests' and a custom adapter's).
+const SHARED_ONLY: ConsumerOptionNames = { who: 'idempotentConsumer', own: [] };
+
+// A function option, or absent. A string where a function belongs (`key: 'x-idempotency-key'`, a header
+// name) would otherwise fail on the first message, and every message after it, as a handler error.
+function functionOption<F>(value: F | undefined | null, name: string): F | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'function') {
+    throw new InvalidOptionsError(`${name}: expected a function, got ${shownValue(value)}`);
+  }
+  return value;
+}
+
 /** {@link ConsumerOptions} validated and with defaults applied. */
 export interface ResolvedConsumerOptions<M> {
   engine: Idempotency;
@@ -172,13 +223,22 @@ export function consumerScope(name: string): string {
 
 /**
  * Validate `options` and apply defaults.
- * @throws InvalidOptionsError when an option is missing or out of range.
+ * @param names - The consumer's name and its own option names: any other field is refused, since a
+ *   misspelt one (`maxDelivery`) would leave its default in force without a word.
+ * @throws InvalidOptionsError when an option is missing, unknown, of the wrong type or out of range.
  */
 export function resolveConsumerOptions<M>(
   options: ConsumerOptions<M>,
   defaultKey: KeyExtractor<M>,
+  names: ConsumerOptionNames = SHARED_ONLY,
 ): ResolvedConsumerOptions<M> {
-  if (options?.idempotency === undefined || options.idempotency === null) {
+  if (typeof options !== 'object' || options === null) {
+    throw new InvalidOptionsError(
+      `${names.who}: expected an object of options, got ${shownValue(options)}`,
+    );
+  }
+  knownFields(options, names.who, [...CONSUMER_OPTION_NAMES, ...names.own]);
+  if (options.idempotency === undefined || options.idempotency === null) {
     throw new InvalidOptionsError('idempotency: an engine or { store } is required');
   }
   if (typeof options.name !== 'string' || options.name.length === 0) {
@@ -198,19 +258,20 @@ export function resolveConsumerOptions<M>(
     engine,
     name: options.name,
     scope: consumerScope(options.name),
-    key: options.key ?? defaultKey,
-    fingerprint: options.fingerprint,
+    key: functionOption(options.key, 'key') ?? defaultKey,
+    fingerprint: functionOption(options.fingerprint, 'fingerprint'),
     policy: {
       maxDeliveries: positiveIntegerOption(options.maxDeliveries, 'maxDeliveries', 5),
       backoff: createBackoff(options.backoff),
       minRetryDelayMs,
       maxRetryDelayMs,
-      isPermanentError: options.isPermanentError ?? (() => false),
+      isPermanentError:
+        functionOption(options.isPermanentError, 'isPermanentError') ?? (() => false),
     },
     concurrency: positiveIntegerOption(options.concurrency, 'concurrency', 10),
     leaseMs: options.lease === undefined ? undefined : toMs(options.lease, 'lease'),
     retentionMs: options.retention === undefined ? undefined : toMs(options.retention, 'retention'),
     drainTimeoutMs: toMs(options.drainTimeout ?? '30s', 'drainTimeout'),
-    hooks: options.hooks ?? {},
+    hooks: callbacksOption<ConsumerHooks<M>>(options.hooks, 'hooks') ?? {},
   };
 }

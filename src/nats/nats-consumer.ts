@@ -64,6 +64,20 @@ export interface NatsConsumerOptions extends ConsumerOptions<NatsJsMsg> {
   workingInterval?: Duration;
 }
 
+// The options NatsConsumerOptions adds to the shared ones, checked by the compiler both ways.
+const NATS_OPTION_FIELDS = {
+  deadLetterSubject: true,
+  publisher: true,
+  workingInterval: true,
+} as const satisfies Record<
+  Exclude<keyof NatsConsumerOptions, keyof ConsumerOptions<NatsJsMsg>>,
+  true
+>;
+const NATS_OPTION_NAMES = {
+  who: 'idempotentConsumer (NATS JetStream)',
+  own: Object.keys(NATS_OPTION_FIELDS),
+};
+
 /** A running consumer. */
 export interface NatsConsumer {
   /**
@@ -135,7 +149,7 @@ export async function idempotentConsumer(
   handler: ConsumerHandler<NatsJsMsg>,
   options: NatsConsumerOptions,
 ): Promise<NatsConsumer> {
-  const resolved = resolveConsumerOptions(options, defaultNatsKey);
+  const resolved = resolveConsumerOptions(options, defaultNatsKey, NATS_OPTION_NAMES);
   const { publisher, deadLetterSubject } = options;
   if ((publisher === undefined) !== (deadLetterSubject === undefined)) {
     throw new InvalidOptionsError('deadLetterSubject and publisher: give both, or neither');

@@ -100,6 +100,26 @@ export interface RedisStreamsConsumerOptions extends ConsumerOptions<StreamEntry
   deadLetterStream?: string;
 }
 
+// The options RedisStreamsConsumerOptions adds to the shared ones, checked by the compiler both ways.
+const STREAMS_OPTION_FIELDS = {
+  stream: true,
+  group: true,
+  consumer: true,
+  blockingClient: true,
+  block: true,
+  pollInterval: true,
+  minIdle: true,
+  claimInterval: true,
+  deadLetterStream: true,
+} as const satisfies Record<
+  Exclude<keyof RedisStreamsConsumerOptions, keyof ConsumerOptions<StreamEntry>>,
+  true
+>;
+const STREAMS_OPTION_NAMES = {
+  who: 'idempotentConsumer (Redis Streams)',
+  own: Object.keys(STREAMS_OPTION_FIELDS),
+};
+
 /** A running consumer. */
 export interface RedisStreamsConsumer {
   /** This consumer's name within the group. */
@@ -142,7 +162,7 @@ export async function idempotentConsumer(
   handler: ConsumerHandler<StreamEntry>,
   options: RedisStreamsConsumerOptions,
 ): Promise<RedisStreamsConsumer> {
-  const resolved = resolveConsumerOptions(options, defaultStreamKey);
+  const resolved = resolveConsumerOptions(options, defaultStreamKey, STREAMS_OPTION_NAMES);
   if (!isStreamsClient(client)) {
     throw new InvalidOptionsError('client: pass a connected node-redis or ioredis client');
   }
