@@ -4,7 +4,7 @@
  * @module
  */
 import { InvalidOptionsError } from '../core/errors.js';
-import { booleanOption } from '../core/option-checks.js';
+import { booleanOption, knownFields } from '../core/option-checks.js';
 import type { OutboxMessage } from './message.js';
 import type { Publisher } from './publisher.js';
 
@@ -59,6 +59,16 @@ export interface AmqpPublisherOptions {
 /** Header carrying the message's business key (AMQP has no property for it). */
 export const AMQP_KEY_HEADER = 'x-outbox-key';
 
+// Every key of AmqpPublisherOptions, checked by the compiler both ways: a misspelt option is refused
+// instead of leaving its default in force.
+const PUBLISHER_FIELDS = Object.keys({
+  channel: true,
+  exchange: true,
+  routingKey: true,
+  persistent: true,
+  mandatory: true,
+} as const satisfies Record<keyof AmqpPublisherOptions, true>);
+
 /**
  * Create a RabbitMQ publisher. Each message is sent with `messageId` = the outbox message id (the amqp
  * idempotent consumer reads it as the dedup key), `type` = topic, its content type and headers, and
@@ -74,6 +84,7 @@ export function amqpPublisher(options: AmqpPublisherOptions): Publisher {
       'amqpPublisher: `channel` must be an amqplib confirm channel, or a function returning one',
     );
   }
+  knownFields(options, 'amqpPublisher', PUBLISHER_FIELDS);
   const exchange = options.exchange ?? '';
   const routingKey = options.routingKey ?? ((message: OutboxMessage) => message.topic);
   const persistent = booleanOption(options.persistent, 'amqpPublisher: persistent', true);

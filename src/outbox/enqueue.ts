@@ -5,6 +5,7 @@
  */
 import { type Clock, systemClock } from '../core/clock.js';
 import { InvalidOptionsError } from '../core/errors.js';
+import { booleanOption, knownFields } from '../core/option-checks.js';
 import {
   isPgQueryable,
   isSqliteDatabase,
@@ -34,6 +35,26 @@ export interface OutboxTableOptions {
    * `tx`). SQLite always checks (`db.inTransaction`, free). @default true
    */
   verifyTransaction?: boolean;
+}
+
+// Every key of OutboxTableOptions, checked by the compiler both ways: a misspelt `tabel` would write the
+// default table while the relay reads another, and the message would never be published.
+const TABLE_FIELDS = Object.keys({
+  schema: true,
+  table: true,
+  clock: true,
+  verifyTransaction: true,
+} as const satisfies Record<keyof OutboxTableOptions, true>);
+
+// The options of one enqueue or migration, checked; the empty default skips the check (the common call).
+const NO_OPTIONS: OutboxTableOptions = Object.freeze({});
+function checkedTableOptions(options: OutboxTableOptions, who: string): OutboxTableOptions {
+  if (options === NO_OPTIONS) return options;
+  if (typeof options !== 'object' || options === null) {
+    throw new InvalidOptionsError(`${who}: expected an object of options`);
+  }
+  knownFields(options, who, TABLE_FIELDS);
+  return options;
 }
 
 /**
@@ -75,17 +96,22 @@ export function enqueue(
 export function enqueue(
   tx: SqliteDatabaseLike | PgQueryable,
   message: EnqueueMessage,
-  options: OutboxTableOptions = {},
+  given: OutboxTableOptions = NO_OPTIONS,
 ): EnqueueResult | Promise<EnqueueResult> {
   if (isSqliteDatabase(tx)) {
+    const options = checkedTableOptions(given, 'enqueue');
     const names = sqliteOutboxNames(options.table);
     return enqueueSqlite(tx, prepareMessage(message), names, options.clock ?? systemClock);
   }
   if (isPgQueryable(tx)) {
     // Validation errors reject the promise rather than throwing synchronously, like every async API.
     return (async () => {
+      const options = checkedTableOptions(given, 'enqueue');
       const names = postgresOutboxNames(options.schema, options.table);
-      return enqueuePostgres(tx, prepareMessage(message), names, options.verifyTransaction ?? true);
+      // Checked, not coerced: `verifyTransaction: 0` (falsy) would skip the check that keeps a message from
+      // committing apart from the business writes.
+      const verify = booleanOption(options.verifyTransaction, 'enqueue: verifyTransaction', true);
+      return enqueuePostgres(tx, prepareMessage(message), names, verify);
     })();
   }
   throw new InvalidOptionsError(
@@ -117,14 +143,17 @@ export function migrateOutbox(
 ): Promise<MigrateOutboxResult>;
 export function migrateOutbox(
   db: SqliteDatabaseLike | PgQueryable,
-  options: OutboxTableOptions = {},
+  given: OutboxTableOptions = NO_OPTIONS,
 ): MigrateOutboxResult | Promise<MigrateOutboxResult> {
   if (isSqliteDatabase(db)) {
+    const options = checkedTableOptions(given, 'migrateOutbox');
     return migrateSqliteOutbox(db, sqliteOutboxNames(options.table), options.clock ?? systemClock);
   }
   if (isPgQueryable(db)) {
-    return (async () =>
-      migratePostgresOutbox(db, postgresOutboxNames(options.schema, options.table)))();
+    return (async () => {
+      const options = checkedTableOptions(given, 'migrateOutbox');
+      return migratePostgresOutbox(db, postgresOutboxNames(options.schema, options.table));
+    })();
   }
   throw new InvalidOptionsError(
     'migrateOutbox: expected a better-sqlite3 Database or a PostgreSQL pool or client',

@@ -7,7 +7,7 @@
 import { MAX_TIMER_MS } from '../core/duration.js';
 import { InvalidOptionsError } from '../core/errors.js';
 import { ignoreRejection } from '../core/hooks.js';
-import { shownValue } from '../core/option-checks.js';
+import { knownFields, shownValue } from '../core/option-checks.js';
 import type { OutboxMessage } from './message.js';
 import type { Publisher } from './publisher.js';
 
@@ -74,6 +74,16 @@ function defaultHeaders(): Promise<() => NatsHeadersLike> {
   return loadedHeaders;
 }
 
+// Every key of NatsPublisherOptions, checked by the compiler both ways: a misspelt option is refused
+// instead of leaving its default in force.
+const PUBLISHER_FIELDS = Object.keys({
+  js: true,
+  subject: true,
+  headers: true,
+  timeoutMs: true,
+  onDuplicate: true,
+} as const satisfies Record<keyof NatsPublisherOptions, true>);
+
 /**
  * Create a NATS JetStream publisher: `msgID` = the outbox message id (sent as `Nats-Msg-Id`), plus the
  * message's headers, `Content-Type`, `Outbox-Topic` and `Outbox-Key`. A PubAck marked `duplicate` counts as
@@ -88,6 +98,7 @@ export function natsPublisher(options: NatsPublisherOptions): Publisher {
   if (typeof js?.publish !== 'function') {
     throw new InvalidOptionsError('natsPublisher: `js` must be a JetStream client');
   }
+  knownFields(options, 'natsPublisher', PUBLISHER_FIELDS);
   const subject = options.subject ?? ((message: OutboxMessage) => message.topic);
   if (typeof subject !== 'function') {
     throw new InvalidOptionsError('natsPublisher: `subject` must be a function of the message');

@@ -5,7 +5,7 @@
  */
 import { MAX_TIMER_MS } from '../core/duration.js';
 import { InvalidOptionsError } from '../core/errors.js';
-import { booleanOption, shownValue } from '../core/option-checks.js';
+import { booleanOption, knownFields, shownValue } from '../core/option-checks.js';
 import { isPgPool, isPgQueryable, type PgPoolClient, type PgQueryable } from './clients.js';
 import { outboxStoreError } from './errors.js';
 import { type OutboxMessage, parseHeaders } from './message.js';
@@ -46,6 +46,16 @@ interface ClaimedRow {
   created_at: Date | string;
 }
 
+// Every key of PostgresOutboxSourceOptions, checked by the compiler both ways: a misspelt `tabel` would read
+// the default table while `enqueue` writes another, and no message would ever be published.
+const SOURCE_FIELDS = Object.keys({
+  pool: true,
+  schema: true,
+  table: true,
+  listen: true,
+  reconnectDelayMs: true,
+} as const satisfies Record<keyof PostgresOutboxSourceOptions, true>);
+
 /**
  * The outbox table in PostgreSQL as a relay's source.
  *
@@ -62,6 +72,7 @@ export function postgresOutboxSource(options: PostgresOutboxSourceOptions): Outb
   if (options === null || typeof options !== 'object' || !isPgQueryable(options.pool)) {
     throw new InvalidOptionsError('postgresOutboxSource: `pool` must have query(text, values)');
   }
+  knownFields(options, 'postgresOutboxSource', SOURCE_FIELDS);
   const { pool } = options;
   const names = postgresOutboxNames(options.schema, options.table);
   const listen = booleanOption(options.listen, 'postgresOutboxSource: listen', true);

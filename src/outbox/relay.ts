@@ -9,7 +9,7 @@ import { performance } from 'node:perf_hooks';
 import { type Duration, MAX_TIMER_MS } from '../core/duration.js';
 import { InvalidOptionsError } from '../core/errors.js';
 import { ignoreRejection } from '../core/hooks.js';
-import { positiveIntegerOption } from '../core/option-checks.js';
+import { knownFields, positiveIntegerOption } from '../core/option-checks.js';
 import { type Backoff, type BackoffOptions, exponentialBackoff } from './backoff.js';
 import { type DurationBounds, durationMs } from './durations.js';
 import { describeError } from './errors.js';
@@ -129,6 +129,26 @@ const MARK_RETRY_DELAY_MS = 100;
  */
 const LEASE_SLACK = 0.1;
 
+// Every key of RelayOptions, checked by the compiler both ways: a misspelt option (`pollInterval`, a
+// consumer's spelling) is refused instead of leaving its default in force.
+const RELAY_FIELDS = Object.keys({
+  source: true,
+  publisher: true,
+  batchSize: true,
+  concurrency: true,
+  pollIntervalMs: true,
+  leaseMs: true,
+  publishTimeoutMs: true,
+  backoff: true,
+  retentionMs: true,
+  purgeIntervalMs: true,
+  purgeBatchSize: true,
+  errorDelayMs: true,
+  onPublished: true,
+  onPublishFailed: true,
+  onError: true,
+} as const satisfies Record<keyof RelayOptions, true>);
+
 /**
  * Create a relay from an outbox source to a publisher. Nothing happens until `start()` (or `runOnce()`).
  *
@@ -150,6 +170,7 @@ export function createRelay(options: RelayOptions): Relay {
   if (options === null || typeof options !== 'object') {
     throw new InvalidOptionsError('createRelay: expected options { source, publisher }');
   }
+  knownFields(options, 'createRelay', RELAY_FIELDS);
   const { source, publisher } = options;
   if (typeof source?.claim !== 'function') {
     throw new InvalidOptionsError('createRelay: `source` must be an OutboxSource');

@@ -5,6 +5,7 @@
  */
 import { type Clock, systemClock } from '../core/clock.js';
 import { InvalidOptionsError } from '../core/errors.js';
+import { knownFields } from '../core/option-checks.js';
 import { isSqliteDatabase, type SqliteDatabaseLike } from './clients.js';
 import { outboxStoreError } from './errors.js';
 import { onLocalEnqueue } from './local-wake.js';
@@ -40,6 +41,14 @@ interface ClaimedRow {
   created_at: number | bigint;
 }
 
+// Every key of SqliteOutboxSourceOptions, checked by the compiler both ways: a misspelt `tabel` would read
+// the default table while `enqueue` writes another, and no message would ever be published.
+const SOURCE_FIELDS = Object.keys({
+  database: true,
+  table: true,
+  clock: true,
+} as const satisfies Record<keyof SqliteOutboxSourceOptions, true>);
+
 /**
  * The outbox table in SQLite as a relay's source. Each claim is one `BEGIN IMMEDIATE` transaction, so relays
  * in several processes never claim the same row; the lease column keeps it theirs while they publish.
@@ -54,6 +63,7 @@ export function sqliteOutboxSource(options: SqliteOutboxSourceOptions): OutboxSo
       'sqliteOutboxSource: `database` must be a better-sqlite3 Database',
     );
   }
+  knownFields(options, 'sqliteOutboxSource', SOURCE_FIELDS);
   const db = options.database;
   const clock = options.clock ?? systemClock;
   const names = sqliteOutboxNames(options.table);
