@@ -16,7 +16,14 @@ import { InvalidOptionsError, isLeaseLostError, LeaseLostError } from '../core/e
 import { createFingerprint } from '../core/fingerprint.js';
 import { emit, type HookEvent, type IdempotencyHooks, ignoreRejection } from '../core/hooks.js';
 import { deriveDownstreamKey, storageKey as toStorageKey, validateKey } from '../core/key.js';
-import { codecOption, scopeOption, stringOption } from '../core/option-checks.js';
+import {
+  callbacksOption,
+  codecOption,
+  knownFields,
+  scopeOption,
+  shownValue,
+  stringOption,
+} from '../core/option-checks.js';
 import { defaultCodec, encodeValueOutcome, type OutcomeCodec } from '../core/outcome.js';
 import type { IdempotencyRecord } from '../core/record.js';
 import { settleRecord } from '../core/settle.js';
@@ -77,6 +84,24 @@ export interface PostgresTransactionalOptions {
   /** Called before a transaction is retried after a serialization failure or deadlock. */
   onRetry?(event: { attempt: number; error: unknown }): void;
 }
+
+// Every key of PostgresTransactionalOptions, checked by the compiler both ways: a misspelt option
+// (`lockTimeout`) is refused instead of leaving its default in force.
+const POSTGRES_TRANSACTIONAL_FIELDS = Object.keys({
+  pool: true,
+  schema: true,
+  table: true,
+  prepare: true,
+  namespace: true,
+  retentionMs: true,
+  codec: true,
+  isolationLevel: true,
+  maxRetries: true,
+  lockTimeoutMs: true,
+  busyRetryAfterMs: true,
+  hooks: true,
+  onRetry: true,
+} as const satisfies Record<keyof PostgresTransactionalOptions, true>);
 
 /** A request to run in a transaction: the engine's request without lease or fail-open settings. */
 export type TransactionalRequest = Pick<
@@ -245,7 +270,7 @@ function checkBusyRetryAfter(value: number | undefined): number {
   // It becomes a Retry-After header: NaN, a negative or a fraction would be sent as nonsense.
   if (!Number.isSafeInteger(value) || value < 0) {
     throw new InvalidOptionsError(
-      `busyRetryAfterMs must be a non-negative integer of ms, got ${String(value)}`,
+      `busyRetryAfterMs must be a non-negative integer of ms, got ${shownValue(value)}`,
     );
   }
   return value;
@@ -255,14 +280,18 @@ function checkPrepare(value: unknown): boolean | 'auto' {
   if (value === undefined) return 'auto';
   // Anything else would silently mean `false` (plain text), whatever was meant.
   if (value !== true && value !== false && value !== 'auto') {
-    throw new InvalidOptionsError(`prepare must be true, false or 'auto', got ${String(value)}`);
+    throw new InvalidOptionsError(
+      `prepare must be true, false or 'auto', got ${shownValue(value)}`,
+    );
   }
   return value;
 }
 
 function checkLockTimeout(value: number | undefined): number | undefined {
   if (value !== undefined && (!Number.isFinite(value) || value < 0)) {
-    throw new InvalidOptionsError(`lockTimeoutMs must be a non-negative number, got ${value}`);
+    throw new InvalidOptionsError(
+      `lockTimeoutMs must be a non-negative number, got ${shownValue(value)}`,
+    );
   }
   return value;
 }
@@ -270,7 +299,7 @@ function checkLockTimeout(value: number | undefined): number | undefined {
 function checkIsolation(value: string): IsolationLevel {
   if (!Object.values(IsolationLevel).includes(value as IsolationLevel)) {
     throw new InvalidOptionsError(
-      `isolationLevel must be one of ${Object.values(IsolationLevel).join(', ')}`,
+      `isolationLevel must be one of ${Object.values(IsolationLevel).join(', ')}, got ${shownValue(value)}`,
     );
   }
   return value as IsolationLevel;
@@ -295,6 +324,7 @@ export function postgresTransactional(
       'postgresTransactional: `pool` must have a connect() method (a pg Pool)',
     );
   }
+  knownFields(options, 'postgresTransactional', POSTGRES_TRANSACTIONAL_FIELDS);
   const ops = createOperations(
     tableNames(options.schema ?? DEFAULT_SCHEMA, options.table ?? DEFAULT_TABLE),
     { prepare: checkPrepare(options.prepare) },
@@ -309,13 +339,15 @@ export function postgresTransactional(
   const defaultLockTimeout = checkLockTimeout(options.lockTimeoutMs);
   const maxRetries = options.maxRetries ?? 3;
   if (!Number.isSafeInteger(maxRetries) || maxRetries < 0) {
-    throw new InvalidOptionsError(`maxRetries must be a non-negative integer, got ${maxRetries}`);
+    throw new InvalidOptionsError(
+      `maxRetries must be a non-negative integer, got ${shownValue(maxRetries)}`,
+    );
   }
   const busyRetryAfterMs = checkBusyRetryAfter(options.busyRetryAfterMs);
   if (options.onRetry !== undefined && typeof options.onRetry !== 'function') {
     throw new InvalidOptionsError('onRetry must be a function');
   }
-  const hooks = options.hooks ?? {};
+  const hooks = callbacksOption<IdempotencyHooks>(options.hooks, 'hooks') ?? {};
 
   function settleExisting<T>(
     record: IdempotencyRecord,

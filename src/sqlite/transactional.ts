@@ -18,7 +18,14 @@ import { InvalidOptionsError, isIdempotencyError } from '../core/errors.js';
 import { createFingerprint } from '../core/fingerprint.js';
 import { emit, type HookEvent, type IdempotencyHooks } from '../core/hooks.js';
 import { deriveDownstreamKey, storageKey as toStorageKey, validateKey } from '../core/key.js';
-import { booleanOption, codecOption, scopeOption, stringOption } from '../core/option-checks.js';
+import {
+  booleanOption,
+  callbacksOption,
+  codecOption,
+  knownFields,
+  scopeOption,
+  stringOption,
+} from '../core/option-checks.js';
 import { defaultCodec, encodeValueOutcome, type OutcomeCodec } from '../core/outcome.js';
 import type { IdempotencyRecord } from '../core/record.js';
 import { settleRecord } from '../core/settle.js';
@@ -130,6 +137,19 @@ export interface SqliteTransactional {
   storageKeyFor(key: string, scope?: string): string;
 }
 
+// Every key of SqliteTransactionalOptions, checked by the compiler both ways: a misspelt option
+// (`retention`) is refused instead of leaving its default in force.
+const SQLITE_TRANSACTIONAL_FIELDS = Object.keys({
+  database: true,
+  table: true,
+  migrate: true,
+  namespace: true,
+  retentionMs: true,
+  codec: true,
+  hooks: true,
+  clock: true,
+} as const satisfies Record<keyof SqliteTransactionalOptions, true>);
+
 // The record is invisible to other connections until COMMIT, and by then it is completed: the lease
 // never governs a takeover here. It only has to outlast the transaction for complete's live-lease check.
 // Nor does the claim reserve the key (no reserveMs): a rolled-back transaction leaves nothing to guard.
@@ -173,6 +193,7 @@ export function sqliteTransactional(options: SqliteTransactionalOptions): Sqlite
       'sqliteTransactional: `database` must be an open better-sqlite3 Database (the handler writes through it)',
     );
   }
+  knownFields(options, 'sqliteTransactional', SQLITE_TRANSACTIONAL_FIELDS);
   const table = checkTableName(options.table ?? DEFAULT_TABLE);
   // Checked as the engine checks them: a namespace that differs in type from the engine's would share
   // nothing with it, silently; a bad codec would only fail after the handler had run, and a clock without
@@ -180,7 +201,7 @@ export function sqliteTransactional(options: SqliteTransactionalOptions): Sqlite
   const namespace = stringOption(options.namespace, 'namespace', 'default');
   const defaultCodecOption = codecOption(options.codec, 'codec', defaultCodec);
   const defaultRetentionMs = toMs(options.retentionMs ?? '24h', 'retentionMs');
-  const hooks = options.hooks ?? {};
+  const hooks = callbacksOption<IdempotencyHooks>(options.hooks, 'hooks') ?? {};
   const clock = options.clock ?? systemClock;
   if (typeof clock !== 'object' || clock === null || typeof clock.now !== 'function') {
     throw new InvalidOptionsError('sqliteTransactional: `clock` must have a now() method');
