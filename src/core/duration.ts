@@ -58,11 +58,16 @@ export function toMs(value: Duration, name: string): number {
   }
   if (!Number.isFinite(ms) || ms <= 0 || ms > MAX_DURATION_MS) {
     throw new InvalidOptionsError(
-      `${name}: must be a positive duration of at most 100 years, got ${String(value)}`,
+      `${name}: must be a positive duration of at most 100 years, got ${shown(value)}`,
     );
   }
   return Math.ceil(ms);
 }
+
+// A duration out of range, for a message: a string in quotes (`"0s"`), as the option checks show strings,
+// so that `'0s'` from a config file reads as the string it is.
+const shown = (value: number | string) =>
+  typeof value === 'string' ? JSON.stringify(value) : String(value);
 
 /** A value of the wrong type, for a message: `true`, `10n`, `an object`. */
 function describe(value: unknown): string {

@@ -27,6 +27,18 @@ describe('option checks', () => {
     },
   );
 
+  it.each([
+    ['0s', '"0s"'],
+    ['200000d', '"200000d"'],
+    [0, '0'],
+    [Number.NaN, 'NaN'],
+  ] as const)('refuses the out-of-range duration %o, shown as %s', (value, shown) => {
+    // Act / Assert
+    expect(() => toMs(value as Duration, 'leaseMs')).toThrow(
+      `leaseMs: must be a positive duration of at most 100 years, got ${shown}`,
+    );
+  });
+
   it('refuses a non-duration leaseMs on run() too, before anything is claimed', async () => {
     const idempotency = createIdempotency({ store: memoryStore() });
     await expect(
