@@ -106,8 +106,8 @@ Commands:
 The store (one of):
   --database-url <url>  PostgreSQL connection string (default: $DATABASE_URL)
   --sqlite <file>       SQLite database file
-  --redis-url <url>     Redis URL, e.g. redis://127.0.0.1:6379 (inspect, stats and list: Redis expires
-                        records by itself and needs no migration)
+  --redis-url <url>     Redis URL, e.g. redis://127.0.0.1:6379 (inspect, stats, list and health: Redis
+                        expires records by itself and needs no migration)
 
 Options:
   --schema <name>       PostgreSQL: schema of the records table (default: public)

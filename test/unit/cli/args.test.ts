@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseCli, UsageError } from '../../../src/cli/args.js';
+import { HELP, parseCli, UsageError } from '../../../src/cli/args.js';
 
 const url = 'postgres://u@h/db';
 /** A storage key as `inspect` takes it: 64 lowercase hex digits. */
@@ -178,6 +178,26 @@ describe('parseCli', () => {
       expect(parse).toThrow(/idempotency\.key_hash .*storageKeyFor\(key, scope\)/);
     },
   );
+
+  it('names, in the help for --redis-url, every command that takes a Redis store', () => {
+    // Arrange: the commands the parser accepts --redis-url for
+    const accepted = ['migrate', 'purge', 'inspect', 'stats', 'list', 'health'].filter(
+      (command) => {
+        const extra = command === 'inspect' ? [key] : command === 'list' ? ['--crashed'] : [];
+        try {
+          parseCli([command, ...extra, '--redis-url', 'redis://127.0.0.1:6379'], {});
+          return true;
+        } catch {
+          return false;
+        }
+      },
+    );
+    // Act: the help's --redis-url entry, up to the next option
+    const entry = /--redis-url <url>[\s\S]*?(?=\n\n|\n {2}--)/.exec(HELP)?.[0] ?? '';
+    // Assert
+    expect(accepted).toEqual(['inspect', 'stats', 'list', 'health']);
+    for (const command of accepted) expect(entry, command).toContain(command);
+  });
 
   it('returns help for -h whatever else is given', () => {
     // Act / Assert
