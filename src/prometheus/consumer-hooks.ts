@@ -50,7 +50,7 @@ export const ConsumerDecisionLabel = {
  * | metric | labels | counts |
  * |---|---|---|
  * | `idempotency_consumer_messages_total` | `consumer`, `decision`, `reason` | every delivery: `ack` (`executed`, `duplicate`), `retry` (`in_progress`, `store_unavailable`, `handler_error`, `lease_lost`), `dead_letter` (`handler_error`, `mismatch`, `invalid_key`) |
- * | `idempotency_consumer_broker_errors_total` | `consumer`, `operation` | broker operations that failed (the broker redelivers), and the consumer's own reads (`consume`, `read`, `create-group`) |
+ * | `idempotency_consumer_broker_errors_total` | `consumer`, `operation` | broker operations that failed (`ack`, `retry`, `dead_letter`, `process`, `touch`; the broker redelivers), and the consumer's own reads (`consume`, `read`, `create-group`, `cancelled`, `channel-closed`) |
  *
  * @param options.registry where to register the metrics (default: prom-client's global `register`)
  * @param options.prefix prepended to every metric name (default `'idempotency_'`)
