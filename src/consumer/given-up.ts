@@ -1,5 +1,5 @@
 /**
- * Dead letters that could not be written, recorded in the idempotency store, for brokers that cannot carry
+ * Dead letters recorded in the idempotency store (every one, before it is written), for brokers that cannot carry
  * one on the redelivered copy (NATS JetStream, Redis Streams: the redelivery is the same stored message,
  * unchanged; RabbitMQ carries it in a header instead, see `amqp/pending-letter.ts`).
  *
@@ -10,6 +10,12 @@
  * record is keyed by the broker's identity of the message (`Delivery.brokerId`), not by its idempotency
  * key: another message with the same key, a replay from the dead-letter queue say, is a new message with
  * its own deliveries, and must not be dead-lettered by this one's record.
+ *
+ * Every dead letter of such an adapter is recorded before it is written, and the record stays until
+ * `retention`, also once the letter is written: the settle that follows the write is not confirmed on every
+ * broker (a JetStream `term()` gets no reply; a process can die between the Redis `XADD` and its `XACK`),
+ * and the redelivery it then leads to must write the letter again, never run the handler. Dropping the
+ * record after the write would reopen exactly that.
  * @module
  */
 import type { RunRequest } from '../core/engine.js';

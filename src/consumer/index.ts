@@ -15,6 +15,7 @@ export type { Backoff, BackoffOptions } from './backoff.js';
 export { createBackoff } from './backoff.js';
 export type { AttemptResult, Decision, DecisionPolicy } from './decision.js';
 export { DeadLetterReason, decide, RetryReason } from './decision.js';
+export { handedBackScope, recordHandedBack } from './handed-back.js';
 export { InFlight, settlesWithin, sleep } from './in-flight.js';
 export type {
   ConsumerContext,

@@ -23,6 +23,7 @@ import {
   RetryReason,
 } from './decision.js';
 import { recordedDeadLetter } from './given-up.js';
+import { handedBackBefore } from './handed-back.js';
 import { KeepAlive } from './keep-alive.js';
 import type { ConsumerContext, ConsumerHandler, ResolvedConsumerOptions } from './options.js';
 import {
@@ -245,6 +246,25 @@ function failedDecision(error: unknown, deliveryCount: number, policy: DecisionP
 }
 
 /**
+ * The decision for a handler error that would dead-letter `delivery`, with the deliveries recorded as
+ * handed back without running (handed-back.ts) not counted against `maxDeliveries`: a retry if that
+ * leaves deliveries. Only on this rare path, and only for adapters that hand messages back.
+ */
+async function notCountingHandedBack<M>(
+  options: ResolvedConsumerOptions<M>,
+  delivery: Delivery<M>,
+  result: AttemptResult,
+  decision: Decision,
+): Promise<Decision> {
+  const { brokerId, deliveryCount } = delivery;
+  if (delivery.mayHandBack !== true || brokerId === undefined || deliveryCount <= 1) {
+    return decision;
+  }
+  const handedBack = await handedBackBefore(options, brokerId, deliveryCount);
+  return handedBack === 0 ? decision : decide(result, deliveryCount - handedBack, options.policy);
+}
+
+/**
  * Process one delivery: extract and scope its key, run the handler at most once per key through the
  * engine, decide, then ack, redeliver later or dead-letter. A delivery carrying a dead letter that could
  * not be written before (`pendingDeadLetter`), or a redelivery with one recorded under its `brokerId`, is
@@ -266,7 +286,15 @@ export async function processDelivery<M>(
     pending = await recordedDeadLetter(options, delivery);
   }
   if (pending !== undefined) {
-    await writeDeadLetter(options, delivery, baseEvent(options, delivery, pending.key), pending);
+    // A letter carried on the copy (RabbitMQ) has no brokerId, so no record to skip.
+    const recorded = delivery.pendingDeadLetter === undefined;
+    await writeDeadLetter(
+      options,
+      delivery,
+      baseEvent(options, delivery, pending.key),
+      pending,
+      recorded,
+    );
     return { action: 'dead_letter', reason: pending.reason, error: pending.error };
   }
   let key: string | undefined;
@@ -279,6 +307,9 @@ export async function processDelivery<M>(
         ? await new Attempt(options, handler, delivery, extracted).outcome()
         : { kind: 'invalid_key', error: extracted.error };
     decision = decide(result, delivery.deliveryCount, options.policy);
+    if (decision.action === 'dead_letter' && result.kind === 'handler_error') {
+      decision = await notCountingHandedBack(options, delivery, result, decision);
+    }
   } catch (error) {
     brokerError(options, baseEvent(options, delivery, key), 'process', error);
     decision = failedDecision(error, delivery.deliveryCount, options.policy);

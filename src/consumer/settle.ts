@@ -40,10 +40,17 @@ export interface Delivery<M> {
   /**
    * The broker's identity of this message, the same on every redelivery and never reused for another
    * (NATS: stream, sequence and timestamp; Redis Streams: the entry id). Given by adapters that cannot
-   * carry a dead letter on the redelivered copy: a dead letter that could not be written is then recorded
-   * in the store under it, and a redelivery finding it writes it again instead of running the handler.
+   * carry a dead letter on the redelivered copy: each dead letter is then recorded in the store under it
+   * before it is written, and a redelivery finding it (a failed write, or a lost settle after the write)
+   * writes it again instead of running the handler.
    */
   brokerId?: string | undefined;
+  /**
+   * Whether this adapter may hand a delivery back without running it, recording it under `brokerId`
+   * (handed-back.ts: NATS, for a message that waited behind stuck slots). A handler error that would
+   * dead-letter such a message then does not count the deliveries recorded as handed back.
+   */
+  mayHandBack?: boolean | undefined;
   /** Acknowledge: the message is done. */
   ack(): Promise<void> | void;
   /**
@@ -127,25 +134,40 @@ export async function settle<M>(
         brokerError(options, event, 'retry', error);
       }
       return decision;
-    case 'dead_letter':
-      await writeDeadLetter(options, delivery, event, {
+    case 'dead_letter': {
+      const letter: DeadLetter = {
         consumer: options.name,
         key,
         reason: decision.reason,
         error: decision.error,
         deliveryCount: delivery.deliveryCount,
         failedAt: new Date().toISOString(),
-      });
+      };
+      // Recorded before it is written, not only when writing fails: a write the broker took whose settle
+      // was lost (a JetStream `term()` is sent without a reply, and dropped with a connection that breaks;
+      // a crash between the Redis `XADD` and its `XACK`) brings the message back, and without the record
+      // that redelivery ran the handler again, past `maxDeliveries`. A record that cannot be made leaves
+      // the write to go on as before.
+      const recorded = await recordDeadLetter(options, delivery, letter).then(
+        () => delivery.brokerId !== undefined,
+        () => false,
+      );
+      await writeDeadLetter(options, delivery, event, letter, recorded);
       return decision;
+    }
   }
 }
 
-/** Write `letter` to the dead-letter destination, or keep the message with the letter carried. */
+/**
+ * Write `letter` to the dead-letter destination, or keep the message with the letter carried.
+ * @param recorded - The letter is in the store already (given-up.ts): a failed write need not record it.
+ */
 export async function writeDeadLetter<M>(
   options: ResolvedConsumerOptions<M>,
   delivery: Delivery<M>,
   event: ConsumerEvent<M>,
   letter: DeadLetter,
+  recorded = false,
 ): Promise<void> {
   try {
     await delivery.deadLetter(letter);
@@ -155,10 +177,12 @@ export async function writeDeadLetter<M>(
     // the redelivery writes it again instead of running the handler once more: a destination that keeps
     // failing must not re-run the handler without end.
     brokerError(options, event, 'dead_letter', error);
-    try {
-      await recordDeadLetter(options, delivery, letter);
-    } catch (recordError) {
-      brokerError(options, event, 'dead_letter', recordError);
+    if (!recorded) {
+      try {
+        await recordDeadLetter(options, delivery, letter);
+      } catch (recordError) {
+        brokerError(options, event, 'dead_letter', recordError);
+      }
     }
     try {
       await delivery.retry(options.policy.maxRetryDelayMs, letter);

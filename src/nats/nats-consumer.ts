@@ -11,12 +11,14 @@ import {
   type ConsumerOptions,
   InFlight,
   processDelivery,
+  recordHandedBack,
   resolveConsumerOptions,
   settlesWithin,
 } from '../consumer/index.js';
 import { type Duration, toMs } from '../core/duration.js';
 import { InvalidOptionsError } from '../core/errors.js';
 import { callHook } from '../core/hooks.js';
+import { openConnectionCheck } from './connection.js';
 import { KEY_HEADER, MSG_ID_HEADER, publishDeadLetter, termReason } from './dead-letter.js';
 import type { NatsJsMsg, NatsPublisher, NatsPullConsumer } from './nats-types.js';
 import { PullLoop } from './pull.js';
@@ -167,22 +169,42 @@ export async function idempotentConsumer(
   // AckWait (each time running it again): only servers known to take one get it.
   const withReason = consumer.api?.nc?.features?.require(TERM_REASON_SERVER) === true;
 
+  // The client drops a reply on a closed connection in silence (connection.ts): each one is checked
+  // first, so that an ack that cannot be sent is reported (`onBrokerError`), not taken for a success.
+  const ensureOpen = openConnectionCheck(consumer);
+  const touch = (message: NatsJsMsg) => {
+    ensureOpen();
+    message.working();
+  };
+
   const deliver = (message: NatsJsMsg) =>
     processDelivery(resolved, handler, {
       message,
       deliveryCount: message.info.deliveryCount,
       brokerId: brokerId(message),
-      ack: () => message.ack(),
-      retry: (delayMs) => message.nak(Math.ceil(delayMs)),
+      mayHandBack: true,
+      ack: () => {
+        ensureOpen();
+        message.ack();
+      },
+      retry: (delayMs) => {
+        ensureOpen();
+        message.nak(Math.ceil(delayMs));
+      },
       deadLetter: async (letter) => {
+        // Checked before the publish (the publisher may have a connection of its own) and again before the
+        // term: a letter written whose term cannot be sent fails like a letter not written, so it is
+        // recorded, and the redelivery writes it again instead of running the handler.
+        ensureOpen();
         // Without a DLQ subject the error is recorded in the term reason (kept by servers ≥ 2.10.4).
         if (publisher !== undefined && deadLetterSubject !== undefined) {
           await publishDeadLetter(publisher, deadLetterSubject, message, letter);
         }
+        ensureOpen();
         if (withReason) message.term(termReason(letter));
         else message.term();
       },
-      touch: () => message.working(),
+      touch: () => touch(message),
       touchIntervalMs: workingMs,
     });
 
@@ -201,7 +223,10 @@ export async function idempotentConsumer(
     name: resolved.name,
     concurrency: resolved.concurrency,
     touchIntervalMs: workingMs,
+    touch,
     maxWaitMs: workingMs * MAX_WAIT_TOUCHES,
+    handingBack: (message) =>
+      recordHandedBack(resolved, brokerId(message), message.info.deliveryCount),
     // The key is not extracted before the message starts: reported without one.
     onTouchError: (message, error) =>
       callHook((event) => options.hooks?.onBrokerError?.(event), {

@@ -35,9 +35,10 @@ export interface NatsPullConsumer {
   info(cached?: boolean): Promise<{ config: { ack_wait?: number; max_deliver?: number } }>;
   /**
    * The JetStream API the consumer was got through (`@nats-io/jetstream` sets it): read for the server's
-   * version only, which decides whether `term()` may carry a reason. Absent: `term()` without one.
+   * version, which decides whether `term()` may carry a reason (absent: `term()` without one), and for
+   * whether the connection closed (absent: never known closed).
    */
-  api?: { nc?: { features?: { require(version: string): boolean } } };
+  api?: { nc?: { features?: { require(version: string): boolean }; isClosed?(): boolean } };
 }
 
 /** What publishes dead letters: a JetStream client (`jetstream(nc)`), awaited for its PubAck. */

@@ -31,9 +31,19 @@ export interface PullLoopOptions {
   concurrency: number;
   /** Wait between `working()` calls on a message waiting for a slot (the handlers' touch interval). */
   touchIntervalMs: number;
+  /**
+   * `working()` on a message waiting for a slot; throws an error named `ClosedConnectionError` once the
+   * connection is closed, which ends the loop.
+   */
+  touch(message: NatsJsMsg): void;
   /** Longest wait with no slot freeing up: past it a message is handed back, and none asked for ahead. */
   maxWaitMs: number;
-  /** A `working()` on a message waiting for a slot threw. */
+  /**
+   * Called with a message about to be handed back after `maxWaitMs`, never started here: records it, so
+   * that this delivery does not count against `maxDeliveries`. The `nak()` waits for it. Never rejects.
+   */
+  handingBack(message: NatsJsMsg): Promise<void>;
+  /** A `working()` on a message waiting for a slot threw (not for a closed connection: that ends the loop). */
   onTouchError(message: NatsJsMsg, error: unknown): void;
   /** How long one pull waits on the server for its messages. */
   expiresMs: number;
@@ -96,14 +106,22 @@ export class PullLoop {
     // 5 ms handlers.
     this.ahead = options.concurrency + this.batch;
     this.waiting = new WaitingQueue(
+      options.touch,
       options.touchIntervalMs,
-      options.onTouchError,
+      (message, error) => {
+        // With every slot busy and the messages ahead here, no pull is open to fail: a waiting message's
+        // touch is what notices, within one interval, that the connection closed. Before, its working()
+        // went nowhere in silence, and the loop ended only once a handler finished, if ever.
+        if (isTerminal(error)) void this.failed(error);
+        else options.onTouchError(message, error);
+      },
       options.maxWaitMs,
       (message) => {
         // The open pulls are closed first: one still asking for messages would get this one back.
         this.stalled = true;
         for (const messages of this.open) this.close(messages);
-        nak(message);
+        // Recorded before the nak(): the redelivery, here or elsewhere, must find the record if it fails.
+        void options.handingBack(message).then(() => nak(message));
         this.notify();
       },
     );

@@ -28,6 +28,7 @@ export class WaitingQueue {
   private progressAt = 0;
 
   /**
+   * @param touch - Keeps a message alive (`working()`); may throw.
    * @param intervalMs - Wait between one `working()` settling and the next (the handlers' touch interval).
    * @param onTouchError - Told of a `working()` that threw (the message stays queued; the server may
    *   redeliver it after `ack_wait`, and the store settles the copy as a duplicate or a retry).
@@ -36,6 +37,7 @@ export class WaitingQueue {
    * @param onExpired - Given each message that waited `maxWaitMs`, already out of the queue.
    */
   constructor(
+    private readonly touch: (message: NatsJsMsg) => void,
     private readonly intervalMs: number,
     private readonly onTouchError: (message: NatsJsMsg, error: unknown) => void,
     private readonly maxWaitMs: number,
@@ -53,7 +55,7 @@ export class WaitingQueue {
     item.keepAlive = new KeepAlive(
       () => {
         const waited = performance.now() - Math.max(item.since, this.progressAt);
-        if (waited < this.maxWaitMs) return message.working();
+        if (waited < this.maxWaitMs) return this.touch(message);
         this.expire(item);
       },
       this.intervalMs,

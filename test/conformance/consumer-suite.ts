@@ -429,6 +429,66 @@ export function defineConsumerSuite(broker: BrokerName): void {
       });
     }
 
+    it('close() during a store outage after the handler ran: bounded by drainTimeout, never acks before the completion is durable', async () => {
+      const { brokerCase, worker } = await newCase('close-outage');
+      const { counts, hooks } = tally();
+      const proxy = await startRedisProxy(env.redisUrl);
+      const proxied = await connectClient('node-redis', proxy.url);
+      try {
+        const outageStore = redisStore({
+          client: proxied.client,
+          prefix,
+          checkEvictionPolicy: false,
+          timeoutMs: 300,
+        });
+        const storageKey = engine().storageKeyFor('close-outage-1', `consumer:${worker}`);
+        let completedWhenAcked: unknown = 'not acked';
+        const consumer = await start(
+          brokerCase,
+          () => {
+            counts.handlerCalls++;
+            // The link to the store breaks once the handler ran: its completion cannot be written.
+            proxy.cut();
+          },
+          {
+            // The engine retries the completion for the whole lease (6 s), far past drainTimeout.
+            idempotency: createIdempotency({ store: outageStore, leaseMs: 6000 }),
+            name: worker,
+            drainTimeout: '1s',
+            hooks: {
+              ...hooks,
+              onExecuted: () => {
+                counts.executed++;
+                completedWhenAcked = store.get(storageKey).then((record) => record?.status);
+              },
+            },
+          },
+        );
+        await brokerCase.publish('close-outage-1', 'work');
+        await waitUntil('the handler to run', () => counts.handlerCalls === 1);
+
+        const begun = performance.now();
+        const drained = await consumer.close();
+        const elapsed = performance.now() - begun;
+        // Bounded by drainTimeout (1 s), not by the completion's retries (the lease, 6 s); nothing acked.
+        expect(drained).toBe(false);
+        expect(elapsed).toBeLessThan(2000);
+        expect(counts.executed).toBe(0);
+
+        // The store comes back within the lease: the completion retried after close() is written, and
+        // only then is the message acked, once; the handler never runs again.
+        proxy.restore();
+        await waitUntil('the ack once the completion is durable', () => counts.executed === 1);
+        expect(await completedWhenAcked).toBe('completed');
+        await sleep(300);
+        expect(counts.handlerCalls).toBe(1);
+        expect(counts.executed + counts.duplicate).toBe(1);
+      } finally {
+        await proxied.close();
+        await proxy.close();
+      }
+    });
+
     it('drains in-flight messages on close before resolving', async () => {
       const { brokerCase, worker } = await newCase('drain');
       const { counts, hooks } = tally();

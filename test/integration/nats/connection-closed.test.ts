@@ -53,6 +53,60 @@ describe('NATS consumer: its connection closed', () => {
     expect(String((errors[0]?.error as Error | undefined)?.message)).toContain('connection closed');
   });
 
+  it('ends at once with every slot busy and messages waiting, and reports the ack it cannot send', async () => {
+    // Arrange: one slot held by m1; m2 and m3, pulled ahead, wait for it (no pull open); AckWait 1 s.
+    f = await natsFixture('conn-closed-waiting', 1000);
+    nc = await connect({ servers: env.natsUrl });
+    const started: string[] = [];
+    const executed: string[] = [];
+    const failedReplies: string[] = [];
+    const errors: Array<{ operation: string; error: unknown }> = [];
+    let release = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    running = await idempotentConsumer(
+      await jetstream(nc).consumers.get(f.stream, f.durable),
+      async (_message, context) => {
+        started.push(context.key);
+        if (context.key === 'm1') await held;
+      },
+      {
+        name: f.stream,
+        idempotency: createIdempotency({ store: memoryStore() }),
+        concurrency: 1,
+        hooks: {
+          onConsumerError: (event) => void errors.push(event),
+          onExecuted: (event) => void executed.push(String(event.key)),
+          onBrokerError: (event) => void failedReplies.push(`${event.operation} ${event.key}`),
+        },
+      },
+    );
+    let endedAt: number | undefined;
+    void running.done.then(() => {
+      endedAt = performance.now();
+    });
+    for (const id of ['m1', 'm2', 'm3']) await f.publish(id);
+    await until('m1 to start', () => started.length === 1);
+    await new Promise((resolve) => setTimeout(resolve, 300)); // m2 and m3 arrive and wait
+    // Act
+    const closedAt = performance.now();
+    await nc.close();
+    await until('done', () => endedAt !== undefined, 3000);
+    release();
+    await until('the ack of m1 to fail', () => failedReplies.includes('ack m1'));
+    // Assert: the loop ended within about one working() interval (333 ms), not once m1's handler was
+    // released; the waiting messages never started; m1's ack, which the client would have dropped in
+    // silence, is reported, and m1 is not reported executed (the server redelivers it after AckWait).
+    expect((endedAt ?? Infinity) - closedAt).toBeLessThan(1500);
+    expect(errors.map((event) => event.operation)).toEqual(['consume']);
+    expect(String((errors[0]?.error as Error | undefined)?.message)).toContain('connection closed');
+    expect(started).toEqual(['m1']);
+    expect(executed).toEqual([]);
+    const info = await f.jsm.consumers.info(f.stream, f.durable);
+    expect(info.num_ack_pending + info.num_pending).toBe(3);
+  });
+
   it('reports nothing when close() ends the loop', async () => {
     // Arrange
     f = await natsFixture('conn-close-call');

@@ -9,9 +9,13 @@
  * dead letter again without running the handler, however long the DLQ stays broken. Once it works, the
  * letter written is the one decided on, with the handler's error.
  */
+import { jetstream } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createIdempotency, memoryStore } from '../../../src/index.js';
 import { idempotentConsumer } from '../../../src/nats/index.js';
+import { env } from '../../helpers/env.js';
+import { startTcpProxy } from '../../helpers/tcp-proxy.js';
 import { type NatsFixture, natsFixture, until } from './setup.js';
 
 describe('NATS consumer: dead letters', () => {
@@ -81,6 +85,66 @@ describe('NATS consumer: dead letters', () => {
       if (pending !== 0) await new Promise((resolve) => setTimeout(resolve, 50));
     }
     expect(pending).toBe(0);
+  });
+
+  it('writes the letter again, and never runs the handler, when the term after a written letter is lost', async () => {
+    // Arrange: consumer A reads through a TCP proxy, B directly, one store, one delivery allowed; the
+    // letters are published on the fixture's own connection, so they reach the DLQ whatever A's link.
+    const f = await natsFixture('term-lost', 1000);
+    fixtures.push(f);
+    const url = new URL(env.natsUrl);
+    const proxy = await startTcpProxy({ host: url.hostname, port: Number(url.port || 4222) });
+    const proxied = await connect({ servers: `127.0.0.1:${proxy.port}`, reconnect: false });
+    try {
+      const store = memoryStore();
+      const runs: string[] = [];
+      const letters: string[] = [];
+      const options = (label: string) => ({
+        name: f.stream,
+        idempotency: createIdempotency({ store }),
+        maxDeliveries: 1,
+        publisher: f.js,
+        deadLetterSubject: f.dlq,
+        drainTimeout: '100ms' as const,
+        hooks: { onDeadLetter: () => void letters.push(label) },
+      });
+      const handler = (label: string) => () => {
+        runs.push(label);
+        // A's link breaks while its handler runs: the letter still reaches the DLQ, its term() does not.
+        if (label === 'A') proxy.cut();
+        throw new Error('card declined');
+      };
+      const a = await idempotentConsumer(
+        await jetstream(proxied).consumers.get(f.stream, f.durable),
+        handler('A'),
+        options('A'),
+      );
+      await f.publish('d1');
+      await until('the letter written by A', () => letters.length === 1);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      proxy.drop(); // the server forgets A's pulls: its redelivery goes to B
+      const b = await idempotentConsumer(
+        await f.js.consumers.get(f.stream, f.durable),
+        handler('B'),
+        options('B'),
+      );
+      // Act: after AckWait, the server redelivers the message whose term it never got.
+      await until('the redelivery to settle in B', () => letters.length === 2, 10_000);
+      await b.close();
+      await a.close();
+      // Assert: B wrote the recorded letter again (at least once) instead of running the handler.
+      expect(runs).toEqual(['A']);
+      expect(letters).toEqual(['A', 'B']);
+      const written = await f.deadLetters();
+      expect(written.map((letter) => letter.header.get('x-idempotency-deliveries'))).toEqual([
+        '1',
+        '1',
+      ]);
+      expect((await f.jsm.consumers.info(f.stream, f.durable)).num_ack_pending).toBe(0);
+    } finally {
+      await proxied.close().catch(() => {});
+      await proxy.close();
+    }
   });
 
   it('never delivers a dead-lettered message again, whatever the server version', async () => {

@@ -63,6 +63,128 @@ describe('NATS consumer: messages waiting for a handler slot', () => {
     expect(info.delivered.consumer_seq).toBe(6);
   });
 
+  it('does not count a delivery handed back from behind stuck slots against maxDeliveries', async () => {
+    // Arrange: consumer A, one slot held by m1 for the whole test; m2 waits behind it, and after nine
+    // working() intervals (3 s at AckWait 1 s) is handed back. Consumer B, on the same store, then gets
+    // m2 (delivery 2), whose handler fails once and then succeeds; two deliveries allowed.
+    const w = await natsFixture('handed-back', 1000);
+    try {
+      const store = memoryStore();
+      const startedA: string[] = [];
+      let release = () => {};
+      const held = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      const a = await idempotentConsumer(
+        await w.js.consumers.get(w.stream, w.durable),
+        async (_message, context) => {
+          startedA.push(`${context.key}#${context.deliveryCount}`);
+          await held;
+        },
+        {
+          name: w.stream,
+          idempotency: createIdempotency({ store }),
+          concurrency: 1,
+          maxDeliveries: 2,
+          drainTimeout: '100ms',
+        },
+      );
+      await w.publish('m1');
+      await w.publish('m2');
+      await until('m1 started in A', () => startedA.length === 1);
+      await new Promise((resolve) => setTimeout(resolve, 300)); // m2 waits in A
+      const runsB: string[] = [];
+      const outcome: string[] = [];
+      const b = await idempotentConsumer(
+        await w.js.consumers.get(w.stream, w.durable),
+        (_message, context) => {
+          runsB.push(`${context.key}#${context.deliveryCount}`);
+          if (runsB.length === 1) throw new Error('payment gateway timeout');
+        },
+        {
+          name: w.stream,
+          idempotency: createIdempotency({ store }),
+          maxDeliveries: 2,
+          backoff: () => 50,
+          hooks: {
+            onExecuted: (event) =>
+              void outcome.push(`executed ${event.key}#${event.deliveryCount}`),
+            onDeadLetter: (event) =>
+              void outcome.push(`dead-lettered ${event.key}#${event.deliveryCount}`),
+          },
+        },
+      );
+      // Act
+      await until('m2 settled in B', () => outcome.length >= 1, 10_000);
+      release();
+      await b.close();
+      await a.close();
+      // Assert: the hand-back (delivery 1, never run) left m2 its two runs, the second one succeeding.
+      expect(startedA).toEqual(['m1#1']);
+      expect(runsB).toEqual(['m2#2', 'm2#3']);
+      expect(outcome).toEqual(['executed m2#3']);
+    } finally {
+      await w.destroy();
+    }
+  });
+
+  it('runs each effect once when the server forgets the messages waiting here (consumer deleted and re-created)', async () => {
+    // Arrange: one slot held by m1; m2 and m3 wait behind it, kept alive with working(). Then the
+    // JetStream consumer is deleted: working() on its messages goes nowhere, and no error says so (the
+    // reply gets no answer), so the waiting messages still start here once the slot frees, and their acks
+    // are lost with the consumer.
+    const w = await natsFixture('forgotten', 1000);
+    try {
+      const store = memoryStore();
+      const runs: string[] = [];
+      const settledB: string[] = [];
+      let release = () => {};
+      const held = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      const handler = async (
+        _message: unknown,
+        context: { key: string; deliveryCount: number },
+      ) => {
+        runs.push(context.key);
+        if (context.key === 'm1') await held;
+      };
+      const a = await idempotentConsumer(await w.js.consumers.get(w.stream, w.durable), handler, {
+        name: w.stream,
+        idempotency: createIdempotency({ store }),
+        concurrency: 1,
+        drainTimeout: '100ms',
+      });
+      for (const id of ['m1', 'm2', 'm3']) await w.publish(id);
+      await until('m1 to start', () => runs.length === 1);
+      await new Promise((resolve) => setTimeout(resolve, 300)); // m2 and m3 wait here
+      const config = (await w.jsm.consumers.info(w.stream, w.durable)).config;
+      await w.jsm.consumers.delete(w.stream, w.durable);
+      release();
+      await until('m2 and m3 to run in A', () => runs.length === 3);
+      await a.close();
+      // Act: the consumer is re-created; the server delivers all three again, from the start.
+      await w.jsm.consumers.add(w.stream, config);
+      const b = await idempotentConsumer(await w.js.consumers.get(w.stream, w.durable), handler, {
+        name: w.stream,
+        idempotency: createIdempotency({ store }),
+        hooks: {
+          onExecuted: (event) => void settledB.push(`executed ${event.key}`),
+          onDuplicate: (event) => void settledB.push(`duplicate ${event.key}`),
+        },
+      });
+      await until('three settled in B', () => settledB.length >= 3, 10_000);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      await b.close();
+      // Assert: every handler ran once; the copies the server delivered again were acked as duplicates.
+      expect(runs).toEqual(['m1', 'm2', 'm3']);
+      expect([...settledB].sort()).toEqual(['duplicate m1', 'duplicate m2', 'duplicate m3']);
+      expect((await w.jsm.consumers.info(w.stream, w.durable)).num_ack_pending).toBe(0);
+    } finally {
+      await w.destroy();
+    }
+  });
+
   it('gets no message redelivered that waited in the local queue for longer than ack_wait', async () => {
     // Arrange: one slot, held 2 s (two AckWaits) by m1; m2 is pulled ahead of the slot.
     const w = await natsFixture('queued', 1000);

@@ -109,4 +109,24 @@ describe('dead letters recorded for the redelivery', () => {
     expect(key.state).toBe('absent');
     expect(deadLetterScope('billing')).not.toMatch(/^consumer:/);
   });
+  it('records a letter written on its first try, so a redelivery after a lost settle never runs the handler', async () => {
+    // Arrange: the last allowed delivery fails and its letter is written; its settle (the term or XACK
+    // after the write) is then lost, and the broker delivers the message again.
+    const { options } = setup();
+    const broken = { value: false };
+    let runs = 0;
+    const handler = () => {
+      runs++;
+      throw new Error('card declined');
+    };
+    const last = delivery('stream:1', 2, broken);
+    await processDelivery(options, handler, last.delivery);
+    // Act
+    const after = delivery('stream:1', 3, broken);
+    await processDelivery(options, handler, after.delivery);
+    // Assert: the letter written again, the same one, and the handler run once in all.
+    expect(runs).toBe(1);
+    expect(last.written).toHaveLength(1);
+    expect(after.written).toEqual(last.written);
+  });
 });
