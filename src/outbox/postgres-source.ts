@@ -125,8 +125,13 @@ export function postgresOutboxSource(options: PostgresOutboxSourceOptions): Outb
       const result = await run('markSent', text.markSent, [rowIds]);
       return result.rowCount ?? 0;
     },
-    async markFailed(rowId, retryInMs, error) {
-      await run('markFailed', text.markFailed, [rowId, Math.ceil(retryInMs), error]);
+    async markFailed(rowId, retryInMs, error, attempt) {
+      await run('markFailed', text.markFailed, [
+        rowId,
+        Math.ceil(retryInMs),
+        error,
+        attempt ?? null,
+      ]);
     },
     async purgeSent(retentionMs, limit) {
       const result = await run('purgeSent', text.purgeSent, [Math.floor(retentionMs), limit]);
@@ -230,30 +235,33 @@ async function subscribe(
       return;
     }
     if (closed) {
-      await unlisten();
+      unlisten();
       return;
     }
     wake();
   };
-  const unlisten = async () => {
+  // Ends the LISTEN by closing its connection, not with an UNLISTEN: a round trip that a partitioned server
+  // never answers held relay.stop() for the pool's query timeout, or for good without one, although the
+  // relay had nothing in flight. A closed connection is never reused, so nothing is notified on it again.
+  const unlisten = () => {
     const current = client;
     if (current === undefined) return;
     client = undefined;
     current.removeListener('notification', onNotification);
-    let failure: unknown;
-    try {
-      await current.query(`UNLISTEN ${channelIdentifier}`);
-    } catch (error) {
-      failure = error;
-    }
     current.removeListener('error', drop);
-    current.release(failure instanceof Error ? failure : undefined);
+    // A late error of the closing connection (a reset) must not go unhandled: it would end the process.
+    current.on('error', ignoreError);
+    current.release(true);
   };
 
   await establish();
   return async () => {
     closed = true;
     if (timer !== undefined) clearTimeout(timer);
-    await unlisten();
+    unlisten();
   };
+}
+
+function ignoreError(): void {
+  // The connection is being closed: what it reports no longer matters.
 }

@@ -294,7 +294,8 @@ export function createRelay(options: RelayOptions): Relay {
     await markSentWithinLease(sent, claimedAt);
     for (const { message, error } of failures) {
       const retryInMs = retryDelay(message.attempt);
-      await source.markFailed(message.rowId, retryInMs, describeError(error));
+      // With its attempt: a record landing after the lease ran out (a slow database) changes nothing.
+      await source.markFailed(message.rowId, retryInMs, describeError(error), message.attempt);
       try {
         ignoreRejection(options.onPublishFailed?.(message, error, retryInMs));
       } catch {

@@ -28,8 +28,13 @@ export interface OutboxSource {
   claim(limit: number, leaseMs: number): Promise<OutboxMessage[]>;
   /** Mark these rows sent, by row id. Resolves to the number of rows newly marked. */
   markSent(rowIds: readonly string[]): Promise<number>;
-  /** Record a failed publish: keep the row, store `error`, make it claimable again in `retryInMs`. */
-  markFailed(rowId: string, retryInMs: number, error: string): Promise<void>;
+  /**
+   * Record a failed publish: keep the row, store `error`, make it claimable again in `retryInMs`. With
+   * `attempt` (the claim's `message.attempt`, which the relay passes), only while no claim came since: a
+   * relay that records its failure after its lease ran out must not cut short the lease of the relay that
+   * took the row over, or a third one would publish the row while that one still is.
+   */
+  markFailed(rowId: string, retryInMs: number, error: string, attempt?: number): Promise<void>;
   /** Delete up to `limit` rows sent more than `retentionMs` ago; never an unsent row. Resolves to the count. */
   purgeSent(retentionMs: number, limit: number): Promise<number>;
   /** Backlog figures. */

@@ -123,12 +123,13 @@ export function sqliteOutboxSource(options: SqliteOutboxSourceOptions): OutboxSo
         const ids = JSON.stringify(numbers);
         return prepared(db, text.markSent).run({ ids, now: clock.now() }).changes;
       }),
-    markFailed: (rowId, retryInMs, error) =>
+    markFailed: (rowId, retryInMs, error, attempt) =>
       run('markFailed', () => {
         prepared(db, text.markFailed).run({
           id: Number(rowId),
           available_at: clock.now() + Math.ceil(retryInMs),
           error,
+          attempt: attempt ?? null,
         });
       }),
     purgeSent: (retentionMs, limit) =>

@@ -478,6 +478,11 @@ export function postgresTransactional(
         if (phase === 'commit') {
           // COMMIT failing with a SQLSTATE ended the transaction; without one, the connection is gone.
           if (sqlState(error) === undefined) connection.broken = true;
+        } else if (lostItsConnection(phase, error)) {
+          // One of our own statements failed without a SQLSTATE: the connection died, or the driver gave up
+          // waiting (query_timeout, a blackholed server). A ROLLBACK would queue behind the unanswered
+          // statement and wait a whole timeout more; discarding the connection ends the transaction too.
+          connection.broken = true;
         } else {
           await client.query('ROLLBACK').catch(() => {
             connection.broken = true;
@@ -550,4 +555,17 @@ export function postgresTransactional(
       return toStorageKey(namespace, scopeOption(scope), key);
     },
   };
+}
+
+/**
+ * Whether a statement of the transactional mode itself (not the handler's) failed for want of a
+ * connection: an error without a SQLSTATE, other than the fencing answer (`LeaseLostError`), which leaves
+ * the connection sound.
+ */
+function lostItsConnection(phase: string, error: unknown): boolean {
+  return (
+    (phase === 'begin' || phase === 'claim' || phase === 'complete') &&
+    sqlState(error) === undefined &&
+    !isLeaseLostError(error)
+  );
 }
