@@ -5,6 +5,7 @@
  * The store takes either; the CLI only loads the library it uses.
  * @module
  */
+import { InvalidOptionsError } from '../core/errors.js';
 import type { RedisClientLike } from '../redis/client.js';
 import { checkPrefix, type RedisStore, redisStore } from '../redis/redis-store.js';
 import type { DatabaseArgs, RedisClientLibrary } from './args.js';
@@ -154,18 +155,40 @@ async function connectWithin(
 }
 
 /**
+ * Refuse a `--redis-url` that is not a `redis:` or `rediss:` URL, before any library sees it: ioredis takes
+ * any other string for a Unix socket path or a host name, and its connection error then quotes that string
+ * whole, password included (`connect ENOENT //user:password@host:6379`). The message shows nothing of the
+ * URL: even a malformed one may hold the password.
+ * @throws InvalidOptionsError naming the option.
+ */
+function checkRedisUrl(url: string): void {
+  let protocol: string | undefined;
+  try {
+    protocol = new URL(url).protocol;
+  } catch {
+    protocol = undefined;
+  }
+  if (protocol !== 'redis:' && protocol !== 'rediss:') {
+    throw new InvalidOptionsError(
+      '--redis-url: expected a redis:// or rediss:// URL (the value is not shown: it may hold a password)',
+    );
+  }
+}
+
+/**
  * Open Redis with the library `--redis-client` names, or node-redis, or else ioredis: the first one
  * installed; the connection must be up within `connectTimeoutMs`.
- * @throws InvalidOptionsError for a prefix the store refuses (before connecting); Error naming the install
- *   command when neither library is installed; StoreUnavailableError when the server cannot be reached in
- *   time.
+ * @throws InvalidOptionsError for a URL that is not `redis:` or `rediss:`, or a prefix the store refuses
+ *   (both before connecting); Error naming the install command when neither library is installed;
+ *   StoreUnavailableError when the server cannot be reached in time.
  */
 export async function openRedis(
   redisUrl: string,
   args: DatabaseArgs,
   connectTimeoutMs: number,
 ): Promise<OpenTarget> {
-  // A bad prefix is a usage error (exit 2), refused before anything is loaded or connected.
+  // A bad URL or prefix is a usage error (exit 2), refused before anything is loaded or connected.
+  checkRedisUrl(redisUrl);
   const prefix = checkPrefix(args.prefix ?? 'idem:');
   const libraries: RedisClientLibrary[] =
     args.redisClient === undefined ? ['node-redis', 'ioredis'] : [args.redisClient];
