@@ -71,6 +71,32 @@ describe('Idempotency-Key header parsing', () => {
     );
   });
 
+  it('answers a long value with runs of spaces in linear time', () => {
+    // Arrange: before the fix, the trim's regex took seconds on the first one (quadratic in the run)
+    const spaces = ' '.repeat(100_000);
+    const values = [
+      ` a${spaces}x`,
+      `\ta${spaces}x `,
+      `a${spaces}x`,
+      `a;p=1${spaces}x`,
+      `"a${spaces}`,
+      ` ${spaces}a${spaces}`,
+    ];
+    for (const value of values) {
+      const started = performance.now();
+      // Act
+      let outcome: unknown;
+      try {
+        outcome = parseKeyValue(value);
+      } catch (error) {
+        outcome = error;
+      }
+      // Assert
+      expect(performance.now() - started, JSON.stringify(value.slice(0, 8))).toBeLessThan(250);
+      expect(outcome === 'a' || isInvalidKeyError(outcome)).toBe(true);
+    }
+  });
+
   it('either returns a valid key or throws InvalidKeyError for any input (fuzz)', () => {
     fc.assert(
       fc.property(fc.string({ maxLength: 300, unit: 'binary' }), (value) => {
