@@ -94,7 +94,7 @@ export function idempotencyOf(request: Request): IdempotencyContext | undefined 
 /**
  * A digest of a `Request`'s credentials (`Authorization` and the whole `Cookie` header), for a `scope`
  * function that adds to it. Without a `scope` function the layer computes the same digest itself, with
- * the route's `scopeCookies`.
+ * the route's `scopeCookies` and `scopeHeaders`.
  */
 export const defaultScope = (request: Request): string =>
   credentialScope(request.headers.get('authorization'), request.headers.get('cookie'));

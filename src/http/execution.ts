@@ -144,7 +144,19 @@ function defaultScope(policy: RoutePolicy, request: RequestFacts): string {
     joined(request.header('authorization')),
     joined(request.header('cookie'), '; '),
     policy.scopeCookies,
+    scopeHeaderValues(policy.scopeHeaders, request),
   );
+}
+
+/**
+ * The route's `scopeHeaders` with the request's values (several lines joined with `, `), for
+ * {@link credentialScope}; `undefined` when the route has none (the common case allocates nothing).
+ */
+export function scopeHeaderValues(
+  names: readonly string[] | undefined,
+  request: { header(name: string): string | readonly string[] | null | undefined },
+): Array<[string, string | undefined]> | undefined {
+  return names?.map((name) => [name, joined(request.header(name) ?? undefined)]);
 }
 
 /** A header's value as one string: several lines joined (cookies with `; `, as HTTP/2 splits them). */

@@ -51,6 +51,14 @@ export interface HttpRouteOptions {
    */
   scopeCookies?: readonly string[];
   /**
+   * Other request headers that identify the caller, for the default scope: it digests their values with
+   * `Authorization` and the cookies. For an API whose callers authenticate with another header
+   * (`X-API-Key`), or behind a proxy that replaces their credentials with a header of its own
+   * (`X-Authenticated-User`): without them, such callers all share one scope, and one is replayed
+   * another's response. Ignored when the adapter has a `scope` function. @default []
+   */
+  scopeHeaders?: readonly string[];
+  /**
    * Largest response body kept for replay, in bytes. A larger response is sent once and not kept; a retry
    * gets a `response_too_large` problem (409) and is never re-run. @default 1048576 (1 MiB)
    */
@@ -99,6 +107,7 @@ const ROUTE_OPTION_FIELDS = {
   replayHeaders: true,
   fingerprintHeaders: true,
   scopeCookies: true,
+  scopeHeaders: true,
   maxBodyBytes: true,
   requestBodyLimit: true,
   storeServerErrors: true,
@@ -185,6 +194,8 @@ export interface RoutePolicy {
   fingerprintHeaders: readonly string[];
   /** The cookies the default scope digests; `undefined` for the whole `Cookie` header. */
   scopeCookies: ReadonlySet<string> | undefined;
+  /** The other headers the default scope digests, lower-case, in name order; `undefined` for none. */
+  scopeHeaders: readonly string[] | undefined;
   maxBodyBytes: number;
   /** The largest body the layer reads itself (`false`: none; see `HttpRouteOptions`). */
   requestBodyLimit: number | false;
@@ -248,6 +259,24 @@ function cookieNameSet(names: readonly string[] | undefined): ReadonlySet<string
   return new Set(names);
 }
 
+// `Authorization` and `Cookie` are in the default scope already: naming one would suggest it was not.
+const ALWAYS_SCOPED: ReadonlySet<string> = new Set(['authorization', 'cookie']);
+
+function scopeHeaderNames(names: readonly string[] | undefined): readonly string[] | undefined {
+  if (names === undefined) return undefined;
+  const lower = listOption(names, 'scopeHeaders', 'a header name').map((name) => {
+    const header = name.toLowerCase();
+    if (ALWAYS_SCOPED.has(header)) {
+      throw new InvalidOptionsError(
+        `scopeHeaders: '${name}' is always part of the default scope (use scopeCookies to narrow the cookies)`,
+      );
+    }
+    return header;
+  });
+  // Sorted and without repeats: the same names in another order are the same scope.
+  return lower.length === 0 ? undefined : [...new Set(lower)].sort();
+}
+
 /**
  * Merge route options over defaults and validate them. Run when a route is created, never per request.
  * @throws InvalidOptionsError for an option a route does not have (`scope`, a typo), an unknown key mode,
@@ -301,6 +330,7 @@ export function resolvePolicy(base: HttpRouteOptions, route: HttpRouteOptions = 
       'a header name',
     ).map((h) => h.toLowerCase()),
     scopeCookies: cookieNameSet(merged.scopeCookies),
+    scopeHeaders: scopeHeaderNames(merged.scopeHeaders),
     maxBodyBytes,
     requestBodyLimit,
     storeServerErrors,
@@ -368,6 +398,7 @@ export function routeOptionsOf(options: HttpRouteOptions): HttpRouteOptions {
     replayHeaders,
     fingerprintHeaders,
     scopeCookies,
+    scopeHeaders,
     maxBodyBytes,
     requestBodyLimit,
     storeServerErrors,
@@ -384,6 +415,7 @@ export function routeOptionsOf(options: HttpRouteOptions): HttpRouteOptions {
     replayHeaders,
     fingerprintHeaders,
     scopeCookies,
+    scopeHeaders,
     maxBodyBytes,
     requestBodyLimit,
     storeServerErrors,

@@ -6,24 +6,37 @@
 import { createHash } from 'node:crypto';
 
 /**
- * A digest of the `Authorization` header and the cookies; `''` when the request carries neither.
+ * A digest of the `Authorization` header, the cookies and the values of `headers`; `''` when the request
+ * carries none of them.
  *
  * Without `cookieNames`, the whole `Cookie` header counts: safe against replaying to another caller, but a
  * retry whose cookies changed in between (a load balancer's stickiness cookie, an analytics cookie, a
  * rotated session) lands in another scope and runs again. With `cookieNames` (the route's `scopeCookies`),
- * only those cookies count, by name and value in name order, and every other cookie is ignored. Only the
- * digest is used (inside the hashed storage key); credentials are never stored.
+ * only those cookies count, by name and value in name order, and every other cookie is ignored.
+ *
+ * `headers` (the route's `scopeHeaders`, as `[lower-case name, value]` in name order) are other request
+ * headers that identify the caller: an API key header, a proxy's authenticated-user header. Without them
+ * the digest is the one it always was, so storage keys do not change. Only the digest is used (inside the
+ * hashed storage key); credentials are never stored.
  */
 export function credentialScope(
   authorization: string | undefined | null,
   cookie: string | undefined | null,
   cookieNames?: ReadonlySet<string>,
+  headers?: ReadonlyArray<readonly [string, string | undefined]>,
 ): string {
   const cookies =
     cookieNames === undefined || !cookie ? cookie : selectCookies(cookie, cookieNames);
-  if (!authorization && !cookies) return '';
+  if (headers === undefined || !headers.some(([, value]) => value)) {
+    if (!authorization && !cookies) return '';
+    return createHash('sha256')
+      .update(JSON.stringify([authorization ?? '', cookies ?? '']))
+      .digest('base64url');
+  }
+  // Three members, not two: never the digest of a request with only Authorization and cookies.
+  const named = headers.map(([name, value]) => [name, value ?? '']);
   return createHash('sha256')
-    .update(JSON.stringify([authorization ?? '', cookies ?? '']))
+    .update(JSON.stringify([authorization ?? '', cookies ?? '', named]))
     .digest('base64url');
 }
 

@@ -12,7 +12,7 @@ import type { RunOutcome } from '../core/engine.js';
 import { InvalidOptionsError, isInvalidKeyError, isStoreUnavailableError } from '../core/errors.js';
 import { scopeOption } from '../core/option-checks.js';
 import { isThenable } from '../core/thenable.js';
-import { conflictResponse, replayResponse } from './execution.js';
+import { conflictResponse, replayResponse, scopeHeaderValues } from './execution.js';
 import { httpFingerprint } from './fingerprint.js';
 import { parseKeyHeader } from './key-header.js';
 import type { RoutePolicy } from './options.js';
@@ -175,6 +175,7 @@ async function scopeOf<Req>(
     joined(request.header('authorization')),
     joined(request.header('cookie'), '; '),
     policy.route.scopeCookies,
+    scopeHeaderValues(policy.route.scopeHeaders, request),
   );
 }
 

@@ -29,12 +29,13 @@ export interface TransactionalRouteOptions<Req>
     | 'replayHeaders'
     | 'fingerprintHeaders'
     | 'scopeCookies'
+    | 'scopeHeaders'
     | 'storeServerErrors'
   > {
   /**
    * Who is calling: records are never shared across scopes. Return (or resolve to) `undefined` or `null`
    * for the default, a digest of the request's `Authorization` and `Cookie` headers (only the cookies
-   * `scopeCookies` names, when set); anything but a string or a finite number is refused (an object
+   * `scopeCookies` names, when set) and of the `scopeHeaders`; anything but a string or a finite number is refused (an object
    * would be keyed by its JSON, shared by every caller). Mount the route after authentication.
    */
   scope?: (request: Req) => string | undefined | null | Promise<string | undefined | null>;
@@ -74,7 +75,7 @@ export interface TransactionalPolicy<Req> {
 
 // Every key of TransactionalRouteOptions and requestBodyLimit: anything else is refused, not ignored.
 const OPTION_NAMES: readonly string[] =
-  'scope headerName minKeyLength replayHeaders fingerprintHeaders scopeCookies storeServerErrors retentionMs maxBodyBytes requestBodyLimit'.split(
+  'scope headerName minKeyLength replayHeaders fingerprintHeaders scopeCookies scopeHeaders storeServerErrors retentionMs maxBodyBytes requestBodyLimit'.split(
     ' ',
   );
 

@@ -90,6 +90,12 @@ export function describeHttpSuite(
       },
       {
         method: 'POST',
+        path: '/api-key',
+        options: { scopeHeaders: ['X-API-Key'] },
+        handle: jsonHandler,
+      },
+      {
+        method: 'POST',
         path: '/binary',
         handle: async (req) => {
           count(req);
@@ -546,6 +552,23 @@ export function describeHttpSuite(
       expect(bob.headers.get('idempotent-replayed')).toBeNull();
       expect(aliceAgain.bytes.equals(alice.bytes)).toBe(true);
       expect(ran(tag)).toBe(2);
+    });
+
+    it('scopes by the headers scopeHeaders names: a caller with another API key is never replayed', async () => {
+      const { key, tag } = fresh();
+      const first = await send('/api-key', { key, tag, headers: { 'x-api-key': 'sk_alice' } });
+      const retry = await send('/api-key', { key, tag, headers: { 'x-api-key': 'sk_alice' } });
+      // Another API key, or none (the empty scope), with the same key and body: runs on its own.
+      const other = await send('/api-key', { key, tag, headers: { 'x-api-key': 'sk_mallory' } });
+      const none = await send('/api-key', { key, tag });
+      expect(first.status).toBe(201);
+      expect(retry.headers.get('idempotent-replayed')).toBe('true');
+      expect(retry.bytes.equals(first.bytes)).toBe(true);
+      for (const response of [other, none]) {
+        expect(response.status).toBe(201);
+        expect(response.headers.get('idempotent-replayed')).toBeNull();
+      }
+      expect(ran(tag)).toBe(3);
     });
 
     it('scopes by the session cookie alone with scopeCookies: other cookies may change between retries', async () => {

@@ -33,6 +33,44 @@ describe('default scope', () => {
     );
   });
 
+  it('with scopeHeaders, tells apart callers who differ only by those headers (an API key)', () => {
+    // Arrange
+    const names = resolvePolicy({ scopeHeaders: ['X-API-Key', 'x-tenant'] }).scopeHeaders;
+    const scopeOf = (apiKey?: string, tenant?: string, authorization?: string) =>
+      credentialScope(authorization, undefined, undefined, [
+        ['x-api-key', apiKey],
+        ['x-tenant', tenant],
+      ]);
+    // Act / Assert
+    expect(names).toEqual(['x-api-key', 'x-tenant']);
+    expect(scopeOf('sk_alice')).not.toBe(scopeOf('sk_mallory'));
+    expect(scopeOf('sk_alice')).not.toBe('');
+    expect(scopeOf('a', 'b')).not.toBe(scopeOf('b', 'a'));
+    expect(scopeOf('sk_alice', undefined, 'Bearer x')).not.toBe(scopeOf('sk_alice'));
+    // None of the headers: the digest of Authorization and cookies alone, as without the option (storage
+    // keys of requests without them do not change), and the empty scope without credentials at all.
+    expect(scopeOf(undefined, undefined, 'Bearer x')).toBe(credentialScope('Bearer x', undefined));
+    expect(scopeOf()).toBe('');
+    expect(scopeOf('')).toBe('');
+    // A header's value is never mistaken for the Authorization or Cookie header's.
+    expect(scopeOf('Bearer x')).not.toBe(credentialScope('Bearer x', undefined));
+  });
+
+  it('refuses scopeHeaders that are not header names, or that are always in the scope', () => {
+    for (const scopeHeaders of [['a b'], [''], [42], 'x-api-key', ['Authorization'], ['cookie']]) {
+      let error: unknown;
+      try {
+        resolvePolicy({ scopeHeaders: scopeHeaders as unknown as string[] });
+      } catch (caught) {
+        error = caught;
+      }
+      expect(isInvalidOptionsError(error), JSON.stringify(scopeHeaders)).toBe(true);
+    }
+    expect(resolvePolicy({ scopeHeaders: ['B', 'a', 'b'] }).scopeHeaders).toEqual(['a', 'b']);
+    expect(resolvePolicy({ scopeHeaders: [] }).scopeHeaders).toBeUndefined();
+    expect(resolvePolicy({}).scopeHeaders).toBeUndefined();
+  });
+
   it('picks named cookies by exact name, keeping repeated values in the order sent', () => {
     const names = new Set(['sid']);
     expect(selectCookies('xsid=1; sid=2; SID=3; sid=4', names)).toBe('sid=2; sid=4');
