@@ -84,7 +84,10 @@ export type HeaderValue = string | number | readonly string[] | undefined;
 
 /**
  * The allowed headers of a response, read one name at a time with `read` (a response's `getHeader`, a
- * `Headers` object's `get`): cheaper than copying every header to keep a few. Missing ones are skipped.
+ * `Headers` object's `get`): cheaper than copying every header to keep a few. Missing ones are skipped, and
+ * so are the ones the response's `Connection` header names: those describe this connection only
+ * (RFC 9110 §7.6.1), and a cache must not store them (RFC 9111 §3.1), so a replay, sent on another
+ * connection, must not carry them either, even when the route allows the name.
  */
 export function readAllowedHeaders(
   allowed: ReadonlySet<string>,
@@ -95,7 +98,24 @@ export function readAllowedHeaders(
     const value = read(name);
     if (value !== undefined && value !== null) out.push([name, value]);
   }
-  return out;
+  const connection = read('connection');
+  return connection === undefined || connection === null || out.length === 0
+    ? out
+    : withoutConnectionOptions(out, connection);
+}
+
+// The pairs whose name is not one of the connection options (`close`, `keep-alive`, header names) listed
+// in a `Connection` value: comma-separated, any case, any number of header lines.
+function withoutConnectionOptions(
+  headers: Array<[string, HeaderValue]>,
+  connection: HeaderValue,
+): Array<[string, HeaderValue]> {
+  const lines = typeof connection === 'object' ? connection : [String(connection)];
+  const named = new Set<string>();
+  for (const line of lines) {
+    for (const option of line.split(',')) named.add(option.trim().toLowerCase());
+  }
+  return headers.filter(([name]) => !named.has(name));
 }
 
 /**
