@@ -16,7 +16,7 @@ import { parseKeyHeader } from './key-header.js';
 import { policyCovers, type RoutePolicy } from './options.js';
 import { type HttpResponseData, problemResponse } from './problem.js';
 import { type HttpOutcome, httpResponseCodec } from './response-codec.js';
-import { credentialScope } from './scope.js';
+import { credentialScope, warnUnscopedCredentials } from './scope.js';
 
 /** What the layer needs to know about a request. */
 export interface RequestFacts {
@@ -140,12 +140,14 @@ export function conflictResponse(
 
 /** The scope of a request without a `scope` function: a digest of its credentials. */
 function defaultScope(policy: RoutePolicy, request: RequestFacts): string {
-  return credentialScope(
+  const scope = credentialScope(
     joined(request.header('authorization')),
     joined(request.header('cookie'), '; '),
     policy.scopeCookies,
     scopeHeaderValues(policy.scopeHeaders, request),
   );
+  if (scope === '' && policy.scopeHeaders === undefined) warnUnscopedCredentials(request);
+  return scope;
 }
 
 /**

@@ -41,6 +41,56 @@ export function credentialScope(
 }
 
 /**
+ * Request headers that usually carry who the caller is, outside `Authorization` and `Cookie`: API keys,
+ * and the headers authenticating proxies send upstream in place of the credentials they checked (oauth2-
+ * proxy, AWS ALB, Azure App Service, Google IAP, Envoy/Istio mutual TLS). The default scope does not digest
+ * them: {@link warnUnscopedCredentials} says so.
+ */
+export const CREDENTIAL_HEADERS: readonly string[] = [
+  'x-api-key',
+  'api-key',
+  'x-auth-token',
+  'x-access-token',
+  'x-forwarded-user',
+  'x-forwarded-email',
+  'x-auth-request-user',
+  'x-authenticated-user',
+  'x-amzn-oidc-identity',
+  'x-ms-client-principal-id',
+  'x-goog-authenticated-user-id',
+  'x-forwarded-client-cert',
+];
+
+let warnedUnscoped = false;
+
+/**
+ * Warn, once per process, when a request the default scope put in the empty scope (no `Authorization`,
+ * no cookies, no `scopeHeaders`) carries one of {@link CREDENTIAL_HEADERS}: its callers most likely
+ * authenticate with that header, all share the empty scope, and one can be replayed another's response.
+ * A warning rather than a change of scope, because digesting the header now would change the storage keys
+ * of requests already recorded, and their retries would run again. Costs a few header reads on requests
+ * in the empty scope, until it has warned.
+ */
+export function warnUnscopedCredentials(request: {
+  header(name: string): string | readonly string[] | null | undefined;
+}): void {
+  if (warnedUnscoped) return;
+  const found = CREDENTIAL_HEADERS.find((name) => {
+    const value = request.header(name);
+    return value !== undefined && value !== null && value !== '';
+  });
+  if (found === undefined) return;
+  warnedUnscoped = true;
+  process.emitWarning(
+    `idempotency-kit: a request with neither Authorization nor cookies carries ${found}, which the default ` +
+      'scope does not digest: every such caller shares one scope, and one sending the same Idempotency-Key ' +
+      `and body as another is replayed the other's response. Name the header in the route's scopeHeaders ` +
+      `(scopeHeaders: ['${found}']), or give a scope function returning the authenticated principal.`,
+    { code: 'IDEMPOTENCY_KIT_UNSCOPED_CREDENTIALS' },
+  );
+}
+
+/**
  * The `name=value` pairs of a `Cookie` header whose names are in `names`, sorted and joined with `; `
  * (`''` when there are none). A name sent twice keeps both values, in the order sent.
  */

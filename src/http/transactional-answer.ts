@@ -18,7 +18,7 @@ import { parseKeyHeader } from './key-header.js';
 import type { RoutePolicy } from './options.js';
 import { type HttpResponseData, problemResponse } from './problem.js';
 import { type HttpOutcome, httpResponseCodec, type StoredResponse } from './response-codec.js';
-import { credentialScope } from './scope.js';
+import { credentialScope, warnUnscopedCredentials } from './scope.js';
 import type { TransactionalPolicy, TransactionalRequest } from './transactional-policy.js';
 
 /** What a transactional route's handler answers; it is stored with the record, in the same transaction. */
@@ -171,12 +171,14 @@ async function scopeOf<Req>(
 ): Promise<string> {
   const given = await policy.scope?.(request.request);
   if (given !== undefined && given !== null) return scopeOption(given);
-  return credentialScope(
+  const scope = credentialScope(
     joined(request.header('authorization')),
     joined(request.header('cookie'), '; '),
     policy.route.scopeCookies,
     scopeHeaderValues(policy.route.scopeHeaders, request),
   );
+  if (scope === '' && policy.route.scopeHeaders === undefined) warnUnscopedCredentials(request);
+  return scope;
 }
 
 // The middleware's fingerprint of the same request: the JSON text when kept, and the route's headers.
