@@ -11,7 +11,7 @@
 import { createHash, hash } from 'node:crypto';
 import { bufferView } from '../core/bytes.js';
 import { ExactDecimal } from '../core/exact-decimal.js';
-import { createFingerprint } from '../core/fingerprint.js';
+import { createDeepFingerprint, createFingerprint } from '../core/fingerprint.js';
 import { mayHoldRoundedNumber, parseJsonExactly } from './json-numbers.js';
 import { multipartParts } from './multipart.js';
 
@@ -35,7 +35,9 @@ export interface FingerprintParts {
   /**
    * The body's bytes as received, when the app kept them beside a parsed `body` (Express `express.json`'s
    * `verify`, Fastify's `fastify-raw-body`): preferred for a JSON body, because parsing rounds numbers a
-   * double cannot hold (an int64 id), after which two different requests would fingerprint alike.
+   * double cannot hold (an int64 id), after which two different requests would fingerprint alike; and
+   * used for a body of any type when `body` is empty (`undefined`, `null`, `''`, `{}`): the app kept the
+   * bytes there and no parser left them anywhere else.
    */
   rawBody?: Uint8Array | string | undefined;
 }
@@ -113,23 +115,23 @@ export function httpFingerprint(parts: FingerprintParts): string {
     encoder.text += ']';
     return encoder.digest();
   } catch {
-    // A value the canonical encoder refuses (nested too deeply, a function…): fall back to its JSON text,
-    // or to a constant marker, so the result is still deterministic for the same input.
-    let text: string;
+    // A value the encoder refuses: nested deeper than it goes (a parser before the layer hands over any
+    // depth). The same encoding without the limit, or JSON text as its bytes (as distinct, and cheaper
+    // than parsing it again). Not the body's JSON.stringify text: that overflows the stack some thousands
+    // of levels deep, and every such body would share one fingerprint (a key reused for another body
+    // replayed, not 422). Only a value no encoding takes (a cycle) gets a constant.
+    const body = bodyOf(parts, media);
+    const base = [FINGERPRINT_VERSION, method, parts.path, query, headers, media];
     try {
-      text = JSON.stringify(parts.body) ?? 'undefined';
+      return createDeepFingerprint([
+        ...base,
+        typeof body === 'string' || body instanceof Uint8Array
+          ? { bytes: typeof body === 'string' ? Buffer.from(body, 'utf8') : body }
+          : { json: body },
+      ]);
     } catch {
-      text = '<unserialisable body>';
+      return createFingerprint([...base, { text: '<unserialisable body>' }]);
     }
-    return createFingerprint([
-      FINGERPRINT_VERSION,
-      method,
-      parts.path,
-      query,
-      headers,
-      media,
-      { text },
-    ]);
   }
 }
 
@@ -149,10 +151,24 @@ function warnRoundedIntegers(): void {
   );
 }
 
-// The raw JSON text when the app kept it (numbers exact), else the body as handed over.
+// The raw JSON text when the app kept it (numbers exact), else the body as handed over; the bytes the app
+// kept, whatever their type, when no parser left anything of them in the body (a middleware that reads
+// the stream into `req.rawBody` only, a content-type parser that keeps the text and calls `done(null)`):
+// the handler reads them there, and a fingerprint of the empty body would make every such request alike.
 function bodyOf(parts: FingerprintParts, media: string): unknown {
   const raw = parts.rawBody;
-  return raw !== undefined && raw.length > 0 && isJsonMedia(media) ? raw : parts.body;
+  if (raw === undefined || raw.length === 0) return parts.body;
+  return isJsonMedia(media) || isEmptyBody(parts.body) ? raw : parts.body;
+}
+
+// No body, or the empty one a parser sets when it reads nothing (`{}` from Express 4's body-parser).
+function isEmptyBody(body: unknown): boolean {
+  if (body === undefined || body === null) return true;
+  if (typeof body === 'string' || body instanceof Uint8Array) return body.length === 0;
+  if (typeof body !== 'object' || Array.isArray(body)) return false;
+  for (const _ in body) return false;
+  const prototype = Object.getPrototypeOf(body) as unknown;
+  return prototype === Object.prototype || prototype === null;
 }
 
 /**
