@@ -7,7 +7,6 @@
  * @module
  */
 
-import { createHash } from 'node:crypto';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { keptRawBody } from '../http/fingerprint.js';
 import {
@@ -20,13 +19,9 @@ import {
   routeOptionsOf,
 } from '../http/index.js';
 import { checkAdapterOptions, scopeFunctionOption } from '../http/options.js';
-import {
-  hasUnreadBody,
-  isRequestTooLargeError,
-  readUnreadBody,
-  requestTooLargeResponse,
-} from '../http/unread-body.js';
+import { isRequestTooLargeError, requestTooLargeResponse } from '../http/unread-body.js';
 import { captureResponse } from './capture.js';
+import { requestBody } from './request-body.js';
 import { setRequestContext } from './request-context.js';
 import { send } from './send.js';
 
@@ -130,14 +125,10 @@ class ExpressFacts implements RequestFacts {
     return this.req.headers[name];
   }
 
-  // What a body parser before the middleware made of the body (with the files multer took out of it); else the bytes nobody has read yet (see
-  // `../http/unread-body.ts`). An empty read keeps `req.body` (`{}` on Express 4), as fingerprinted before.
+  // What a body parser before the middleware made of the body, or the bytes it reads itself
+  // (`./request-body.ts`).
   body(): unknown {
-    const req = this.req;
-    if (this.bodyLimit === false || !hasUnreadBody(req)) return parsedBody(req);
-    return readUnreadBody(req, this.bodyLimit).then((bytes) =>
-      bytes.byteLength === 0 ? (req.body as unknown) : bytes,
-    );
+    return requestBody(this.req, this.bodyLimit);
   }
 
   // A `rawBody` the app kept (express.json's `verify`) lets the fingerprint see JSON numbers exactly.
@@ -148,51 +139,6 @@ class ExpressFacts implements RequestFacts {
   scope(): string | Promise<string> | undefined {
     return this.scopeOf?.(this.req);
   }
-}
-
-/** A file as multer describes it (`req.file`, `req.files`): `buffer` with memory storage, `path` on disk. */
-interface UploadedFile {
-  fieldname?: unknown;
-  originalname?: unknown;
-  mimetype?: unknown;
-  size?: unknown;
-  buffer?: unknown;
-}
-
-/**
- * The body a parser before the middleware left in `req.body`, and the files multer mounted before it took
- * out of the stream (`req.file`, `req.files`): it leaves only the text fields in `req.body`, and two
- * uploads of different files would fingerprint alike. Without a file, `req.body` as it always was (a route
- * with `upload.array()` sets `req.files` to `[]`), so fingerprints stored before stay the same.
- */
-function parsedBody(req: Request): unknown {
-  const { file, files } = req as { file?: unknown; files?: unknown };
-  if (file === undefined && files === undefined) return req.body as unknown;
-  const uploads: UploadedFile[] = [];
-  if (typeof file === 'object' && file !== null) uploads.push(file);
-  if (Array.isArray(files)) uploads.push(...(files as UploadedFile[]));
-  else if (typeof files === 'object' && files !== null) {
-    // `upload.fields()`: arrays by field name, in the order their first file arrived; sorted instead.
-    const byField = files as Record<string, unknown>;
-    for (const field of Object.keys(byField).sort()) uploads.push(...[byField[field] ?? []].flat());
-  }
-  if (uploads.length === 0) return req.body as unknown;
-  return { fields: req.body as unknown, files: uploads.map(uploadFacts) };
-}
-
-// What identifies a file: its field, name, type and size, and its bytes' SHA-256 when they are in memory
-// (multer's memory storage). Disk storage leaves only the path, random per request: not part of it.
-function uploadFacts(file: UploadedFile) {
-  return {
-    field: file.fieldname,
-    name: file.originalname,
-    type: file.mimetype,
-    size: file.size,
-    sha256:
-      file.buffer instanceof Uint8Array
-        ? createHash('sha256').update(file.buffer).digest('hex')
-        : undefined,
-  };
 }
 
 export type { TransactionalAnswer } from '../http/transactional-answer.js';

@@ -4,7 +4,9 @@
  * @module
  */
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import { isThenable } from '../core/thenable.js';
 import { keptRawBody } from '../http/fingerprint.js';
+import { DEFAULT_REQUEST_BODY_LIMIT } from '../http/options.js';
 import {
   answerTransactionalRequest,
   requiredKey,
@@ -17,6 +19,8 @@ import {
   pathAndQuery,
   transactionalPolicy,
 } from '../http/transactional-policy.js';
+import { isRequestTooLargeError, requestTooLargeResponse } from '../http/unread-body.js';
+import { requestBody } from './request-body.js';
 import { send } from './send.js';
 
 /**
@@ -76,18 +80,39 @@ export function transactionalRoute<Runner extends TransactionalRunner<unknown>>(
     if ('problem' in read) send(req, res, read.problem);
     else next();
   };
-  const answer = (req: Request, res: Response, next: NextFunction) => {
+  const run = (req: Request, res: Response, next: NextFunction, body: unknown) => {
     const request = {
       request: req,
       method: req.method,
       ...pathAndQuery(req.originalUrl ?? req.url),
       header: (name: string) => req.headers[name],
-      body: req.body as unknown,
+      body,
       rawBody: keptRawBody(req),
     };
     answerTransactionalRequest(transactional, policy, request, (tx) => handler(req, tx)).then(
       (answer) => send(req, res, answer),
       next,
+    );
+  };
+  // The body as the middleware fingerprints it (`./request-body.ts`): a body nobody has read (the handler
+  // reads the stream) or a stream in `req.body` within the middleware's default limit, as the route has no
+  // `requestBodyLimit` (larger: 413); files on disk hashed whole (the hash streams, and the upload
+  // middleware's own limits bound them).
+  const answer = (req: Request, res: Response, next: NextFunction) => {
+    let body: unknown;
+    try {
+      body = requestBody(req, DEFAULT_REQUEST_BODY_LIMIT, Number.POSITIVE_INFINITY);
+    } catch (error) {
+      next(error);
+      return;
+    }
+    if (!isThenable(body)) return run(req, res, next, body);
+    body.then(
+      (read) => run(req, res, next, read),
+      (error: unknown) => {
+        if (!isRequestTooLargeError(error)) return next(error);
+        send(req, res, requestTooLargeResponse(error.limit));
+      },
     );
   };
   return Object.assign(answer, { requireKey });

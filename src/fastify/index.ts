@@ -39,13 +39,9 @@ import {
   routeOptionsOf,
 } from '../http/index.js';
 import { checkAdapterOptions, scopeFunctionOption } from '../http/options.js';
-import {
-  hasUnreadBody,
-  isRequestTooLargeError,
-  readUnreadBody,
-  requestTooLargeResponse,
-} from '../http/unread-body.js';
+import { isRequestTooLargeError, requestTooLargeResponse } from '../http/unread-body.js';
 import { jsonTextOf, keepJsonText } from './json-text.js';
+import { requestBody } from './request-body.js';
 import { checkRouteOrder } from './route-order.js';
 import { sendAnswer } from './send.js';
 import { isWebResponse, isWebStream, unwrapWebResponse } from './web-payload.js';
@@ -118,15 +114,9 @@ class FastifyFacts implements RequestFacts {
     return this.request.headers[name];
   }
 
-  // What Fastify's content-type parser made of the body; else the bytes a parser left in `request.raw` for
-  // the handler (`@fastify/multipart`: `request.file()` reads the stream), read here and handed back (see
-  // `../http/unread-body.ts`). A parsed body has been read: the common case costs a few property reads.
+  // What the parser made of the body, or the bytes the plugin reads itself (`./request-body.ts`).
   body(): unknown {
-    const { request, bodyLimit } = this;
-    if (bodyLimit === false || !hasUnreadBody(request.raw)) return request.body;
-    return readUnreadBody(request.raw, bodyLimit).then((bytes) =>
-      bytes.byteLength === 0 ? request.body : bytes,
-    );
+    return requestBody(this.request, this.bodyLimit);
   }
 
   // The JSON text lets the fingerprint see numbers exactly: a `rawBody` the app kept (fastify-raw-body, a

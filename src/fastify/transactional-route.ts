@@ -14,6 +14,7 @@ import type {
   RouteGenericInterface,
 } from 'fastify';
 import { isJsonContentType, keptRawBody } from '../http/fingerprint.js';
+import { DEFAULT_REQUEST_BODY_LIMIT } from '../http/options.js';
 import {
   answerTransactionalRequest,
   requiredKey,
@@ -26,7 +27,9 @@ import {
   type TransactionalRouteOptions,
   transactionalPolicy,
 } from '../http/transactional-policy.js';
+import { isRequestTooLargeError, requestTooLargeResponse } from '../http/unread-body.js';
 import { jsonTextOf, keepJsonText } from './json-text.js';
+import { requestBody } from './request-body.js';
 import { sendAnswer } from './send.js';
 
 /**
@@ -107,12 +110,22 @@ export function transactionalRoute<
 ): FastifyTransactionalHandler<Req> {
   const policy = transactionalPolicy('transactionalRoute', transactional, handler, options);
   const route = async (request: Req, reply: FastifyReply) => {
+    // A body the parser left to the handler (`@fastify/multipart`) or handed on as a stream is read for
+    // the fingerprint as the plugin reads it (`./request-body.ts`), within the plugin's default limit: the
+    // route has no `requestBodyLimit` of its own.
+    let body: unknown;
+    try {
+      body = await requestBody(request, DEFAULT_REQUEST_BODY_LIMIT);
+    } catch (error) {
+      if (!isRequestTooLargeError(error)) throw error;
+      return sendAnswer(request, reply, requestTooLargeResponse(error.limit));
+    }
     const facts = {
       request,
       method: request.method,
       ...pathAndQuery(request.raw.url ?? request.url),
       header: (name: string) => request.headers[name],
-      body: request.body,
+      body,
       rawBody: keptRawBody(request) ?? jsonTextOf(request),
     };
     const answer = await answerTransactionalRequest(transactional, policy, facts, (tx) =>

@@ -79,9 +79,11 @@ function facts(
  * body is not checked for first: it reads as zero bytes, which fingerprints the same); without one (a
  * chunked body), through that stream.
  */
-function bodyOf(c: Context, bodyLimit: number | false): Promise<Uint8Array> | undefined {
+function bodyOf(c: Context, bodyLimit: number | false): Promise<unknown> | undefined {
   const cache = c.req.bodyCache as Record<string, Promise<unknown> | undefined>;
-  if (hasAny(cache)) return c.req.arrayBuffer().then((buffer) => new Uint8Array(buffer));
+  const cached = firstKey(cache);
+  if (cached === 'formData') return formEntries(cache.formData as Promise<FormData>);
+  if (cached !== undefined) return c.req.arrayBuffer().then((buffer) => new Uint8Array(buffer));
   if (bodyLimit === false) return undefined;
   const announced = announcedBody(c.req.header('content-length'), bodyLimit, () =>
     c.req.arrayBuffer(),
@@ -95,10 +97,36 @@ function bodyOf(c: Context, bodyLimit: number | false): Promise<Uint8Array> | un
   });
 }
 
-// Whether Hono has cached a form of the body (no array built, as `Object.keys` would).
-function hasAny(cache: object): boolean {
-  for (const _ in cache) return true;
-  return false;
+// The form of the body Hono cached first, which it converts the others from (no array built, as
+// `Object.keys` would).
+function firstKey(cache: object): string | undefined {
+  for (const key in cache) return key;
+  return undefined;
+}
+
+/**
+ * A form a middleware before the layer read with `c.req.formData()`, as the fingerprint covers it: its
+ * entries in order, each file by name, type and bytes. Not its bytes: Hono makes them from the form with
+ * `new Response(formData)`, which encodes it as multipart with a new random boundary each time (an
+ * urlencoded form too), so every retry would be a 422.
+ */
+async function formEntries(form: Promise<FormData>): Promise<unknown> {
+  const entries: unknown[] = [];
+  for (const [name, value] of await form) {
+    entries.push(
+      typeof value === 'string'
+        ? [name, value]
+        : [
+            name,
+            {
+              file: value.name,
+              type: value.type,
+              bytes: new Uint8Array(await value.arrayBuffer()),
+            },
+          ],
+    );
+  }
+  return { form: entries };
 }
 
 // The bytes as an ArrayBuffer of their own, as `Request.arrayBuffer()` gives them: a chunk or a

@@ -73,7 +73,10 @@ export interface HttpRouteOptions {
    * unbounded instead, one request could hold gigabytes in memory; left out of the fingerprint, two such
    * bodies would look alike and a key reused for the other one would be replayed the first one's answer.
    * A body a parser before the layer has read (`express.json()`, Fastify's JSON parser, a Hono validator)
-   * is fingerprinted as parsed, within that parser's own limit.
+   * is fingerprinted as parsed, within that parser's own limit. The limit applies too to a body a parser
+   * handed on as a stream (read, then handed to the handler as a new stream of the same bytes), and with
+   * Express to uploaded files an upload middleware before it left on disk (read back for their hash,
+   * counted together).
    *
    * `false` leaves such bodies unread and out of the fingerprint: only for a route whose
    * `fingerprintHeaders` carry a digest of the body the client computes (`Content-Digest`), so that a

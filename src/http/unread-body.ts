@@ -55,16 +55,21 @@ const read = new WeakMap<IncomingMessage, Buffer>();
  */
 export function hasUnreadBody(req: IncomingMessage): boolean {
   if (read.has(req)) return true;
-  const length = req.headers['content-length'];
-  const hasBody =
-    req.headers['transfer-encoding'] !== undefined ||
-    (length !== undefined && length !== '' && Number(length) !== 0);
   return (
-    hasBody &&
+    announcesBody(req) &&
     req.readableFlowing === null &&
     !req.readableDidRead &&
     !req.readableEnded &&
     req.readableEncoding === null
+  );
+}
+
+/** Whether `req` says it carries a body: a `Transfer-Encoding`, or a `Content-Length` other than 0. */
+export function announcesBody(req: IncomingMessage): boolean {
+  const length = req.headers['content-length'];
+  return (
+    req.headers['transfer-encoding'] !== undefined ||
+    (length !== undefined && length !== '' && Number(length) !== 0)
   );
 }
 
@@ -130,8 +135,8 @@ export function readUnreadBody(req: IncomingMessage, limit: number): Promise<Buf
   });
 }
 
-// As raw-body names a client that went away mid-body, for the app's error handler.
-function abortedError(cause: Error | undefined): Error {
+/** The error of a client that went away mid-body, named as raw-body names it, for the app's error handler. */
+export function abortedError(cause: Error | undefined): Error {
   return Object.assign(new Error('request aborted', { cause }), {
     status: 400,
     expose: true,

@@ -3,10 +3,12 @@
  * the files in `req.file`/`req.files` (memory storage: `buffer`; disk storage: `path`, `size`), leaving only
  * the text fields in `req.body`. The fingerprint saw no file, so a different file under the same key was
  * replayed the first file's answer. The files are now part of the fingerprint: field name, original name,
- * mime type, size and (memory storage) a SHA-256 of the bytes. Requests without files keep their
- * fingerprints exactly (stored keys must not turn into 422).
+ * mime type, size and a SHA-256 of the bytes (memory storage: the buffer; disk storage: the file, read
+ * back up to `requestBodyLimit`). Requests without files keep their fingerprints exactly (stored keys
+ * must not turn into 422).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -58,6 +60,21 @@ async function start(): Promise<Server> {
   app.post('/array', memory.array('file'), required, answer);
   app.post('/fields', memory.fields([{ name: 'front' }, { name: 'back' }]), required, answer);
   app.post('/disk', disk.single('file'), required, answer);
+  // The handler reads the files multer wrote: the layer read them too, and must leave them whole.
+  const contents = async (req: express.Request, res: express.Response) => {
+    const files = [req.file ?? [], Object.values(req.files ?? {})].flat(2) as Express.Multer.File[];
+    const read = await Promise.all(files.map((f) => readFile(f.path, 'utf8')));
+    res.status(201).json({ n: ++n, contents: read });
+  };
+  app.post('/disk-read', disk.single('file'), required, contents);
+  app.post('/disk-any', disk.any(), required, contents);
+  app.post('/disk-fields', disk.fields([{ name: 'front' }, { name: 'back' }]), required, contents);
+  app.post(
+    '/disk-small',
+    disk.any(),
+    idem.route({ key: 'required', requestBodyLimit: 8 }),
+    contents,
+  );
   app.post('/none', memory.none(), required, answer);
   app.post('/no-file', memory.array('file'), required, answer);
   app.post('/json', express.json(), required, answer);
@@ -160,10 +177,50 @@ describe('multer before the middleware', () => {
     expect(other.status).toBe(422);
   });
 
-  it('disk storage: a file of another size is a 422 (no bytes in memory to hash)', async () => {
+  it('disk storage: a file of another size is a 422', async () => {
     expect((await post('/disk', 'k-disk', [['file', 'AAAA', 'a.pdf']])).status).toBe(201);
     expect((await post('/disk', 'k-disk', [['file', 'AAAA', 'a.pdf']])).replayed).toBe('true');
     expect((await post('/disk', 'k-disk', [['file', 'AAAAAAAA', 'a.pdf']])).status).toBe(422);
+  });
+
+  it('disk storage: the same name and size with other bytes is a 422, and the handler reads the file whole', async () => {
+    // Arrange
+    const first = await post('/disk-read', 'k-disk-bytes', [['file', 'AAAA', 'invoice.pdf']]);
+    // Act
+    const retry = await post('/disk-read', 'k-disk-bytes', [['file', 'AAAA', 'invoice.pdf']]);
+    const other = await post('/disk-read', 'k-disk-bytes', [['file', 'BBBB', 'invoice.pdf']]);
+    // Assert
+    expect(first).toMatchObject({ status: 201, body: { contents: ['AAAA'] } });
+    expect(retry).toMatchObject({ status: 201, replayed: 'true', body: first.body });
+    expect(other.status).toBe(422);
+  });
+
+  it('disk storage: covers the bytes of every file of any() and fields()', async () => {
+    const pages: Part[] = [
+      ['front', 'front', 'front.png'],
+      ['back', 'back1', 'back.png'],
+    ];
+    const changed: Part[] = [
+      ['front', 'front', 'front.png'],
+      ['back', 'back2', 'back.png'],
+    ];
+    for (const path of ['/disk-any', '/disk-fields']) {
+      const first = await post(path, `k${path}`, pages);
+      expect(first).toMatchObject({ status: 201, body: { contents: ['front', 'back1'] } });
+      expect((await post(path, `k${path}`, pages)).replayed).toBe('true');
+      expect((await post(path, `k${path}`, changed)).status).toBe(422);
+    }
+  });
+
+  it('disk storage: files over requestBodyLimit together are refused with 413, nothing run', async () => {
+    const small = await post('/disk-small', 'k-disk-small', [['file', '12345678', 'a.bin']]);
+    const large = await post('/disk-small', 'k-disk-large', [
+      ['file', '12345', 'a.bin'],
+      ['file', '6789', 'b.bin'],
+    ]);
+    expect(small.status).toBe(201);
+    expect(large.status).toBe(413);
+    expect(large.body.code).toBe('request_too_large');
   });
 
   it('keeps the exact fingerprints of requests without files (stored keys stay replays)', async () => {
