@@ -98,18 +98,20 @@ export function amqpPublisher(options: AmqpPublisherOptions): Publisher {
     throw new InvalidOptionsError('amqpPublisher: `routingKey` must be a function of the message');
   }
   // RabbitMQ sends basic.return before the basic.ack of the same message, so by the time the confirm
-  // callback runs, a returned message is already recorded here.
-  const returned = new Map<string, number>();
-  const onReturn = (message: { properties: { messageId?: unknown } }) => {
-    const id = message?.properties?.messageId;
-    if (typeof id === 'string') returned.set(id, (returned.get(id) ?? 0) + 1);
-  };
-  // Each channel gets the listener once, when first used.
-  const listening = new WeakSet<AmqpConfirmChannelLike>();
+  // callback runs, a returned message is already recorded here. Recorded per channel: a channel that
+  // closes between a return and its confirm (a lost link) fails the publish with the close instead, and
+  // its return, kept with one map for every channel, was taken by the next publish of that message id on
+  // a new channel, rejected once as "unroutable" (and never freed if the id never came again). A closed
+  // channel's map goes with it.
+  const returnsOf = new WeakMap<AmqpConfirmChannelLike, Map<string, number>>();
   const listen = (channel: AmqpConfirmChannelLike) => {
-    if (mandatory && !listening.has(channel)) {
-      channel.on('return', onReturn);
-      listening.add(channel);
+    if (mandatory && !returnsOf.has(channel)) {
+      const returned = new Map<string, number>();
+      channel.on('return', (message) => {
+        const id = message?.properties?.messageId;
+        if (typeof id === 'string') returned.set(id, (returned.get(id) ?? 0) + 1);
+      });
+      returnsOf.set(channel, returned);
     }
     return channel;
   };
@@ -124,9 +126,10 @@ export function amqpPublisher(options: AmqpPublisherOptions): Publisher {
     return listen(channel);
   };
   if (typeof source !== 'function') listen(source);
-  const takeReturned = (id: string) => {
-    const count = returned.get(id);
-    if (count === undefined) return false;
+  const takeReturned = (channel: AmqpConfirmChannelLike, id: string) => {
+    const returned = returnsOf.get(channel);
+    const count = returned?.get(id);
+    if (returned === undefined || count === undefined) return false;
     if (count <= 1) returned.delete(id);
     else returned.set(id, count - 1);
     return true;
@@ -159,7 +162,7 @@ export function amqpPublisher(options: AmqpPublisherOptions): Publisher {
               reject(
                 error instanceof Error ? error : new Error(`broker nacked message ${message.id}`),
               );
-            } else if (mandatory && takeReturned(message.id)) {
+            } else if (mandatory && takeReturned(channel, message.id)) {
               reject(
                 new Error(
                   `unroutable: no queue bound for ${JSON.stringify(key)} on exchange ${JSON.stringify(exchange)}`,
