@@ -6,7 +6,7 @@
 import type { DeadLetter, Delivery } from '../consumer/index.js';
 import type { AckBatcher } from './acks.js';
 import type { AmqpConfirmChannel, AmqpMessage, AmqpPublishOptions } from './amqp-types.js';
-import { deadLetterOptions, deliveryCount, retryOptions } from './headers.js';
+import { deadLetterOptions, deliveryCount, deliveryId, retryOptions } from './headers.js';
 import { pendingDeadLetter } from './pending-letter.js';
 import { COPY_ID_HEADER, ReturnedCopies, UnroutableCopyError } from './returns.js';
 
@@ -58,6 +58,14 @@ export class AmqpSettler {
 export class AmqpDelivery implements Delivery<AmqpMessage> {
   readonly deliveryCount: number;
   readonly pendingDeadLetter: DeadLetter | undefined;
+  /**
+   * A retry copy's own id: its dead letter is recorded under it before it is written, so that the copy,
+   * requeued when the link died before the letter's confirm (or the original's ack), writes the letter
+   * again instead of running the handler once more. None for the application's original message.
+   */
+  readonly brokerId: string | undefined;
+  /** Never delivered before (`redelivered` unset): no record can be under its id, none is read. */
+  readonly firstDelivery: boolean;
 
   constructor(
     private readonly settler: AmqpSettler,
@@ -65,6 +73,8 @@ export class AmqpDelivery implements Delivery<AmqpMessage> {
   ) {
     this.deliveryCount = deliveryCount(message);
     this.pendingDeadLetter = pendingDeadLetter(message);
+    this.brokerId = deliveryId(message);
+    this.firstDelivery = message.fields.redelivered !== true;
   }
 
   ack(): Promise<void> {

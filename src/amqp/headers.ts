@@ -6,7 +6,7 @@
 import type { DeadLetter } from '../consumer/index.js';
 import type { AmqpMessage, AmqpPublishOptions } from './amqp-types.js';
 import { PENDING_DEAD_LETTER_HEADER, pendingLetterHeader } from './pending-letter.js';
-import { COPY_ID_HEADER } from './returns.js';
+import { COPY_ID_HEADER, newCopyId } from './returns.js';
 
 /**
  * On a retry copy: deliveries made before it was published (our own counter). Not on a dead letter, so
@@ -24,6 +24,13 @@ export const DEAD_LETTER_REASON_HEADER = 'x-idempotency-dead-letter-reason';
  * characters (see `describeError`).
  */
 export const ERROR_HEADER = 'x-idempotency-error';
+/**
+ * On a retry copy: its own identity, new for each copy and the same on its redeliveries by the broker (a
+ * requeued message is unchanged), under which its dead letter is recorded in the store (see
+ * `consumer/given-up.ts`). Never carried forward: not on the next retry copy, nor on a dead letter, whose
+ * replay to the queue is a new message.
+ */
+export const DELIVERY_ID_HEADER = 'x-idempotency-delivery-id';
 /** On a dead letter: the consumer that gave up. */
 export const CONSUMER_HEADER = 'x-idempotency-consumer';
 /** On a dead letter: when, ISO 8601. */
@@ -33,7 +40,7 @@ export const FAILED_AT_HEADER = 'x-idempotency-failed-at';
 // pile up across retries; the broker adds them afresh.
 const BROKER_HEADERS = /^x-(death|first-death-|last-death-|delivery-count)/;
 // Headers that belong to one copy only (see `returns.ts`, `pending-letter.ts`); never carried forward.
-const COPY_HEADERS = new Set([COPY_ID_HEADER, PENDING_DEAD_LETTER_HEADER]);
+const COPY_HEADERS = new Set([COPY_ID_HEADER, PENDING_DEAD_LETTER_HEADER, DELIVERY_ID_HEADER]);
 
 function toInteger(value: unknown): number | undefined {
   const n =
@@ -82,8 +89,19 @@ export function copyOptions(
 }
 
 /**
- * Publish options of a retry copy of `message`: our delivery counter, the delay as its TTL, and the dead
- * letter it carries when the dead-letter queue failed (see `pending-letter.ts`).
+ * The identity of `message` across its redeliveries, if it has one: the {@link DELIVERY_ID_HEADER} of a
+ * retry copy. The application's own message has none (RabbitMQ gives none: delivery tags are per channel,
+ * and its message id is the idempotency key, which a deliberate re-publish shares).
+ */
+export function deliveryId(message: AmqpMessage): string | undefined {
+  const value = message.properties.headers?.[DELIVERY_ID_HEADER];
+  const id = Buffer.isBuffer(value) ? value.toString('utf8') : value;
+  return typeof id === 'string' && id !== '' ? id : undefined;
+}
+
+/**
+ * Publish options of a retry copy of `message`: our delivery counter, the copy's identity, the delay as
+ * its TTL, and the dead letter it carries when the dead-letter queue failed (see `pending-letter.ts`).
  */
 export function retryOptions(
   message: AmqpMessage,
@@ -91,7 +109,10 @@ export function retryOptions(
   delayMs: number,
   letter: DeadLetter | undefined,
 ): AmqpPublishOptions {
-  const extra: Record<string, unknown> = { [DELIVERIES_HEADER]: deliveryCount };
+  const extra: Record<string, unknown> = {
+    [DELIVERIES_HEADER]: deliveryCount,
+    [DELIVERY_ID_HEADER]: newCopyId(),
+  };
   if (letter !== undefined) extra[PENDING_DEAD_LETTER_HEADER] = pendingLetterHeader(letter);
   // The TTL is a string of whole milliseconds; the retry queue dead-letters the copy back when it expires.
   return { ...copyOptions(message, extra), expiration: String(Math.ceil(delayMs)) };

@@ -14,9 +14,16 @@ import type { AmqpReturnedMessage } from './amqp-types.js';
  */
 export const COPY_ID_HEADER = 'x-idempotency-copy-id';
 
-// Unique across processes too: a copy's id comes back on its return only, but it is cheap to be sure.
-const PROCESS_ID = randomBytes(4).toString('hex');
+// Unique across processes: a retry copy's id is also its identity in the store (see `delivery.ts`), where a
+// collision with another process's copy could dead-letter a message without running it. 8 random bytes
+// (before: 4, when the id only had to match a return to its publish within one channel).
+const PROCESS_ID = randomBytes(8).toString('hex');
 let copies = 0;
+
+/** A new id for a copy, unique across processes. */
+export function newCopyId(): string {
+  return `${PROCESS_ID}-${++copies}`;
+}
 
 /** The error a returned copy's publish fails with. */
 export class UnroutableCopyError extends Error {
@@ -48,7 +55,7 @@ export class ReturnedCopies {
 
   /** A new copy id, awaiting its confirm. */
   next(): string {
-    const id = `${PROCESS_ID}-${++copies}`;
+    const id = newCopyId();
     this.awaiting.add(id);
     return id;
   }

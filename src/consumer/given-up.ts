@@ -1,7 +1,10 @@
 /**
  * Dead letters recorded in the idempotency store (every one, before it is written), for brokers that cannot carry
  * one on the redelivered copy (NATS JetStream, Redis Streams: the redelivery is the same stored message,
- * unchanged; RabbitMQ carries it in a header instead, see `amqp/pending-letter.ts`).
+ * unchanged; RabbitMQ, for a letter written into a link that then dies: the broker requeues the message
+ * unchanged. RabbitMQ carries a letter whose write failed in a header of the retry copy, see
+ * `amqp/pending-letter.ts`, and records only the letters of its own retry copies, the only deliveries
+ * with an identity across redeliveries).
  *
  * Why: once the consumer gives up on a message (its handler failed on the last allowed delivery, an error
  * marked permanent, no usable key), a dead-letter destination that fails (a DLQ subject no stream captures,
@@ -69,7 +72,9 @@ export async function recordedDeadLetter<M>(
   delivery: Delivery<M>,
 ): Promise<DeadLetter | undefined> {
   const { brokerId } = delivery;
-  if (brokerId === undefined || delivery.deliveryCount <= 1) return undefined;
+  if (brokerId === undefined || delivery.deliveryCount <= 1 || delivery.firstDelivery === true) {
+    return undefined;
+  }
   try {
     const scope = deadLetterScope(options.name);
     if ((await options.engine.inspect(brokerId, scope)).state !== KeyState.Completed) {

@@ -186,6 +186,9 @@ export interface ConsumerOptionNames {
 // A consumer without options of its own (the shared tests' and a custom adapter's).
 const SHARED_ONLY: ConsumerOptionNames = { who: 'idempotentConsumer', own: [] };
 
+/** The engine's `leaseMs` when its options give none (`createIdempotency`'s default). */
+const DEFAULT_ENGINE_LEASE = '30s';
+
 // A function option, or absent. A string where a function belongs (`key: 'x-idempotency-key'`, a header
 // name) would otherwise fail on the first message, and every message after it, as a handler error.
 function functionOption<F>(value: F | undefined | null, name: string): F | undefined {
@@ -206,6 +209,13 @@ export interface ResolvedConsumerOptions<M> {
   policy: DecisionPolicy;
   concurrency: number;
   leaseMs: number | undefined;
+  /**
+   * The lease of an execution when known (the consumer's `lease`, else the `leaseMs` of the engine options
+   * given, else their default): how long, at most, a delivery's broker timer is kept alive after its
+   * handler settled, while the engine retries a failed completion. `undefined` with an engine instance
+   * and no `lease`: the engine's own retries, which end with the lease, bound it then.
+   */
+  settleKeepAliveMs: number | undefined;
   retentionMs: number | undefined;
   drainTimeoutMs: number;
   hooks: ConsumerHooks<M>;
@@ -249,6 +259,7 @@ export function resolveConsumerOptions<M>(
   const engine = isEngine(options.idempotency)
     ? options.idempotency
     : createIdempotency(options.idempotency);
+  const leaseMs = options.lease === undefined ? undefined : toMs(options.lease, 'lease');
   const minRetryDelayMs = toMs(options.minRetryDelay ?? '100ms', 'minRetryDelay');
   const maxRetryDelayMs = toMs(options.maxRetryDelay ?? '30s', 'maxRetryDelay');
   if (maxRetryDelayMs < minRetryDelayMs) {
@@ -269,7 +280,12 @@ export function resolveConsumerOptions<M>(
         functionOption(options.isPermanentError, 'isPermanentError') ?? (() => false),
     },
     concurrency: positiveIntegerOption(options.concurrency, 'concurrency', 10),
-    leaseMs: options.lease === undefined ? undefined : toMs(options.lease, 'lease'),
+    leaseMs,
+    settleKeepAliveMs:
+      leaseMs ??
+      (isEngine(options.idempotency)
+        ? undefined
+        : toMs(options.idempotency.leaseMs ?? DEFAULT_ENGINE_LEASE, 'idempotency.leaseMs')),
     retentionMs: options.retention === undefined ? undefined : toMs(options.retention, 'retention'),
     drainTimeoutMs: toMs(options.drainTimeout ?? '30s', 'drainTimeout'),
     hooks: callbacksOption<ConsumerHooks<M>>(options.hooks, 'hooks') ?? {},

@@ -6,7 +6,7 @@
  */
 
 import { describeError } from '../core/describe-error.js';
-import type { RunContext, RunRequest } from '../core/engine.js';
+import type { RunContext, RunOutcome, RunRequest } from '../core/engine.js';
 import {
   isInvalidKeyError,
   isLeaseLostError,
@@ -93,6 +93,15 @@ class HandlerContext implements ConsumerContext {
 class Attempt<M> {
   handlerFailed = false;
   handlerError: unknown;
+  /**
+   * Keeps the broker's timer alive from the handler's start until `engine.run` settled, completion
+   * included: a completion retried through a store outage (for up to the lease) must not let the broker
+   * redeliver the message meanwhile, each copy counting a delivery (toward `maxDeliveries`, or the
+   * server's `max_deliver`) and waiting behind the lease for nothing.
+   */
+  private keepAlive: KeepAlive | undefined;
+  /** Past this (`performance.now()`), set once the handler settled, the broker's timer is left to run. */
+  private keepAliveUntil = Number.POSITIVE_INFINITY;
 
   constructor(
     private readonly options: ResolvedConsumerOptions<M>,
@@ -120,7 +129,13 @@ class Attempt<M> {
       if (fingerprint !== undefined) request.fingerprint = fingerprint;
       if (options.leaseMs !== undefined) request.leaseMs = options.leaseMs;
       if (options.retentionMs !== undefined) request.retentionMs = options.retentionMs;
-      const outcome = await options.engine.run(request, (context) => this.execute(context));
+      let outcome: RunOutcome<undefined>;
+      try {
+        outcome = await options.engine.run(request, (context) => this.execute(context));
+      } finally {
+        // Settled, completion included: the decision is carried out next, the broker's timer left alone.
+        this.keepAlive?.stop();
+      }
       switch (outcome.status) {
         case 'executed':
           return EXECUTED;
@@ -154,7 +169,8 @@ class Attempt<M> {
    */
   private execute(context: RunContext): Promise<undefined> | undefined {
     const { delivery } = this;
-    const keepAlive = startTouching(this.options, delivery, context);
+    // Stopped once `engine.run` settled (see `outcome`), not when the handler did.
+    this.keepAlive = startTouching(this.options, delivery, context, this);
     let result: unknown;
     try {
       result = this.handler(
@@ -162,23 +178,40 @@ class Attempt<M> {
         new HandlerContext(this.key, delivery.deliveryCount, context),
       );
     } catch (error) {
-      keepAlive?.stop();
+      this.handlerSettled();
       throw this.failed(error);
     }
     if (!isThenable(result)) {
-      keepAlive?.stop();
+      this.handlerSettled();
       return undefined;
     }
     return Promise.resolve(result).then(
       () => {
-        keepAlive?.stop();
+        this.handlerSettled();
         return undefined;
       },
       (error: unknown) => {
-        keepAlive?.stop();
+        this.handlerSettled();
         throw this.failed(error);
       },
     );
+  }
+
+  /**
+   * Whether the broker's timer is no longer to be kept alive: the lease was lost (taken over, or past
+   * `maxExecution`), or the handler settled longer than a lease ago. By then the engine has given the
+   * completion up (a store call that hangs for good aside): the message must be redelivered, as after a
+   * crash, not held for as long as the process lives.
+   */
+  keepAliveExpired(run: RunContext): boolean {
+    return run.signal.aborted || performance.now() > this.keepAliveUntil;
+  }
+
+  private handlerSettled(): void {
+    const { settleKeepAliveMs } = this.options;
+    if (this.keepAlive !== undefined && settleKeepAliveMs !== undefined) {
+      this.keepAliveUntil = performance.now() + settleKeepAliveMs;
+    }
   }
 
   // Remember the handler's own error, to tell it apart from the engine's by identity.
@@ -195,15 +228,17 @@ const REPLAYED: AttemptResult = Object.freeze({ kind: 'replayed' });
 const MISMATCH: AttemptResult = Object.freeze({ kind: 'mismatch' });
 
 /**
- * Keep the broker's own timer of the delivery alive while its handler runs, until the lease is lost (taken
- * over, or no longer extended past `maxExecution`): from then on the broker may redeliver the message, and
- * the redelivery is settled against whoever holds the key, instead of a hung handler keeping it forever.
+ * Keep the broker's own timer of the delivery alive while its handler runs and its completion is written,
+ * until the lease is lost (taken over, or no longer extended past `maxExecution`) or, once the handler
+ * settled, a lease has passed: from then on the broker may redeliver the message, and the redelivery is
+ * settled against whoever holds the key, instead of a hung handler keeping it forever.
  * One touch at a time (see keep-alive.ts): a hung connection must not pile touches up behind a long handler.
  */
 function startTouching<M>(
   options: ResolvedConsumerOptions<M>,
   delivery: Delivery<M>,
   run: RunContext,
+  attempt: Attempt<M>,
 ): KeepAlive | undefined {
   const { touch, touchIntervalMs } = delivery;
   if (touch === undefined || touchIntervalMs === undefined) return undefined;
@@ -217,7 +252,7 @@ function startTouching<M>(
         error,
       }),
     // Read at each touch, not before the handler: the engine creates a run's signal only when asked for.
-    () => run.signal.aborted,
+    () => attempt.keepAliveExpired(run),
   );
 }
 
@@ -282,7 +317,12 @@ export async function processDelivery<M>(
 ): Promise<Decision> {
   let pending = delivery.pendingDeadLetter;
   // Checked here, not only inside: a first delivery (nearly all of them) then costs no store read, nor await.
-  if (pending === undefined && delivery.brokerId !== undefined && delivery.deliveryCount > 1) {
+  if (
+    pending === undefined &&
+    delivery.brokerId !== undefined &&
+    delivery.deliveryCount > 1 &&
+    delivery.firstDelivery !== true
+  ) {
     pending = await recordedDeadLetter(options, delivery);
   }
   if (pending !== undefined) {

@@ -39,12 +39,18 @@ export interface Delivery<M> {
   pendingDeadLetter?: DeadLetter | undefined;
   /**
    * The broker's identity of this message, the same on every redelivery and never reused for another
-   * (NATS: stream, sequence and timestamp; Redis Streams: the entry id). Given by adapters that cannot
-   * carry a dead letter on the redelivered copy: each dead letter is then recorded in the store under it
-   * before it is written, and a redelivery finding it (a failed write, or a lost settle after the write)
-   * writes it again instead of running the handler.
+   * (NATS: stream, sequence and timestamp; Redis Streams: the entry id; RabbitMQ: the id the consumer
+   * stamped on its own retry copy, none for the application's original). Each dead letter is then
+   * recorded in the store under it before it is written, and a redelivery finding it (a failed write, or a
+   * lost settle after the write) writes it again instead of running the handler.
    */
   brokerId?: string | undefined;
+  /**
+   * The broker says this delivery is the message's first (RabbitMQ's `redelivered` flag unset): nothing
+   * can be recorded under its `brokerId` yet, so the store is not read for it. Needed where `deliveryCount`
+   * alone cannot tell (a RabbitMQ retry copy counts the deliveries of the message before it).
+   */
+  firstDelivery?: boolean | undefined;
   /**
    * Whether this adapter may hand a delivery back without running it, recording it under `brokerId`
    * (handed-back.ts: NATS, for a message that waited behind stuck slots). A handler error that would

@@ -156,7 +156,8 @@ export class PullLoop {
         void this.pull(want);
         continue;
       }
-      await this.changed();
+      if (this.pulling === 0) await this.idleWithoutPull();
+      else await this.changed();
     }
     while (this.pulling > 0) await this.changed();
     if (this.failure !== undefined) throw this.failure.error;
@@ -173,6 +174,33 @@ export class PullLoop {
         resolve();
       };
     });
+  }
+
+  /**
+   * Wait for a change with no pull open: every slot busy and what is asked for ahead already here, or the
+   * slots stuck after a hand-back. No pull can fail then, and a waiting message's `working()` only notices
+   * a closed connection, not a deleted consumer: before, one deleted in that state went unnoticed until a
+   * slot freed (never, behind a hung handler). So the consumer's info is asked for once a touch interval
+   * while it lasts (one request per interval, only in this state).
+   */
+  private async idleWithoutPull(): Promise<void> {
+    let due = false;
+    const timer = setTimeout(() => {
+      due = true;
+      this.notify();
+    }, this.options.touchIntervalMs);
+    try {
+      await this.changed();
+    } finally {
+      clearTimeout(timer);
+    }
+    if (!due || this.stopped || this.pulling > 0) return;
+    try {
+      await this.options.consumer.info(false);
+    } catch (error) {
+      // Only a loss ends the loop; an unanswered request (an outage) is left to the next check.
+      if (isTerminal(error)) await this.failed(error);
+    }
   }
 
   /** One pull of `count` messages, already counted in `requested`. Never rejects. */

@@ -10,6 +10,7 @@ import type { ConsumerContext } from '../../src/consumer/index.js';
 import { createIdempotency, type Idempotency } from '../../src/index.js';
 import { type RedisStore, redisStore } from '../../src/redis/index.js';
 import {
+  BROKER_TIMING,
   type BrokerCase,
   type BrokerName,
   openBrokerCase,
@@ -426,6 +427,58 @@ export function defineConsumerSuite(broker: BrokerName): void {
         await waitUntil('the redelivered message to run', () => counts.executed === 1, 15_000);
         expect(counts.handlerCalls).toBe(2);
         expect(counts.deadLetter).toBe(0);
+      });
+
+      it('keeps the delivery alive while its completion is retried through a store outage: no redelivery meanwhile', async () => {
+        const { brokerCase, worker } = await newCase('complete-outage');
+        const { counts, hooks } = tally();
+        const proxy = await startRedisProxy(env.redisUrl);
+        const proxied = await connectClient('node-redis', proxy.url);
+        try {
+          const outageStore = redisStore({
+            client: proxied.client,
+            prefix,
+            checkEvictionPolicy: false,
+            timeoutMs: 300,
+          });
+          const deliveries: number[] = [];
+          let retries = 0;
+          await start(
+            brokerCase,
+            (_message, context) => {
+              counts.handlerCalls++;
+              deliveries.push(context.deliveryCount);
+              // The link to the store breaks once the handler ran: its completion is retried.
+              proxy.cut();
+            },
+            {
+              // The completion is retried for up to the lease (8 s), far past the broker's timer (1.5 s).
+              idempotency: createIdempotency({ store: outageStore, leaseMs: 8000 }),
+              name: worker,
+              minRetryDelay: '100ms',
+              maxRetryDelay: '300ms',
+              hooks: { ...hooks, onRetry: () => void retries++ },
+            },
+          );
+          await brokerCase.publish('complete-outage-1', 'work');
+          await waitUntil('the handler to run', () => counts.handlerCalls === 1);
+          // Two and a half broker timers (ack_wait / minIdle) into the outage: a delivery no longer kept
+          // alive would have come back by now, as a store_unavailable retry.
+          await sleep(BROKER_TIMING.natsAckWaitMs * 2.5);
+          expect(retries).toBe(0);
+          expect(counts.executed).toBe(0);
+
+          proxy.restore();
+          await waitUntil('the ack once the completion is durable', () => counts.executed === 1);
+          await sleep(BROKER_TIMING.natsAckWaitMs + 500);
+          expect(retries).toBe(0);
+          expect(deliveries).toEqual([1]);
+          expect(counts.executed + counts.duplicate).toBe(1);
+          expect(counts.deadLetter).toBe(0);
+        } finally {
+          await proxied.close();
+          await proxy.close();
+        }
       });
     }
 

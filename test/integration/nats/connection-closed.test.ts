@@ -107,6 +107,47 @@ describe('NATS consumer: its connection closed', () => {
     expect(info.num_ack_pending + info.num_pending).toBe(3);
   });
 
+  it('ends within one interval with the slots stuck and nothing waiting (no pull open)', async () => {
+    // Arrange: one slot held for good by m1; m2 waits for it, and is handed back after nine working()
+    // intervals (3 s with AckWait 1 s): the slots look stuck, so the loop closes its pulls and asks for
+    // nothing more. No pull is open and no message waits here.
+    f = await natsFixture('conn-closed-stuck', 1000);
+    nc = await connect({ servers: env.natsUrl });
+    const started: string[] = [];
+    const errors: Array<{ operation: string; error: unknown }> = [];
+    running = await idempotentConsumer(
+      await jetstream(nc).consumers.get(f.stream, f.durable),
+      (_message, context) => {
+        started.push(context.key);
+        return new Promise<void>(() => {});
+      },
+      {
+        name: f.stream,
+        idempotency: createIdempotency({ store: memoryStore() }),
+        concurrency: 1,
+        drainTimeout: '100ms',
+        hooks: { onConsumerError: (event) => void errors.push(event) },
+      },
+    );
+    let endedAt: number | undefined;
+    void running.done.then(() => {
+      endedAt = performance.now();
+    });
+    for (const id of ['m1', 'm2']) await f.publish(id);
+    await until('m1 to start', () => started.length === 1);
+    // m2 is handed back after nine intervals of 333 ms (3 s), and the loop then stays with no pull open.
+    await new Promise((resolve) => setTimeout(resolve, 4500));
+    // Act
+    const closedAt = performance.now();
+    await nc.close();
+    await until('done', () => endedAt !== undefined, 3000);
+    // Assert: within about one working() interval (333 ms), not once m1's handler settles (never).
+    expect((endedAt ?? Infinity) - closedAt).toBeLessThan(1500);
+    expect(errors.map((event) => event.operation)).toEqual(['consume']);
+    expect(String((errors[0]?.error as Error | undefined)?.message)).toContain('connection closed');
+    expect(started).toEqual(['m1']);
+  });
+
   it('reports nothing when close() ends the loop', async () => {
     // Arrange
     f = await natsFixture('conn-close-call');

@@ -63,4 +63,41 @@ describe('NATS consumer: the JetStream consumer deleted', () => {
       expect(await running?.close()).toBe(true);
     });
   }
+
+  it('notices a consumer deleted while every handler slot is stuck and no pull is open', async () => {
+    // Arrange: one slot, held by a handler that never settles; two more messages arrive and wait for it,
+    // which fills what the loop asks for ahead: no pull stays open.
+    f = await natsFixture('deleted-stuck', 1500);
+    const errors: Array<{ operation: string; error: unknown }> = [];
+    let started = 0;
+    running = await idempotentConsumer(
+      await f.js.consumers.get(f.stream, f.durable),
+      () => {
+        started++;
+        return new Promise<void>(() => {});
+      },
+      {
+        name: f.stream,
+        idempotency: createIdempotency({ store: memoryStore() }),
+        concurrency: 1,
+        drainTimeout: '100ms',
+        hooks: { onConsumerError: (event) => errors.push(event) },
+      },
+    );
+    let ended = false;
+    void running.done.then(() => {
+      ended = true;
+    });
+    for (const id of ['a', 'b', 'c']) await f.publish(id);
+    await until('the stuck handler', () => started === 1);
+    await new Promise((resolve) => setTimeout(resolve, 700));
+    // Act
+    await f.jsm.consumers.delete(f.stream, f.durable);
+    // Assert: within a few checks (one per touch interval, 500 ms here), not once a slot frees (never).
+    await until('done', () => ended, 3000);
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toMatchObject({ operation: 'consume' });
+    expect(String(errors[0]?.error)).toMatch(/consumer not found/i);
+    expect(started).toBe(1);
+  });
 });

@@ -99,6 +99,27 @@ describe('RabbitMQ copies', () => {
     expect(plainRetry.headers?.['x-idempotency-pending-dead-letter']).toBeUndefined();
   });
 
+  it('gives each retry copy an identity of its own, read back on its redelivery, never carried further', () => {
+    // Arrange / Act
+    const copy = retryOptions(message(), 1, 100, undefined);
+    const next = retryOptions(message(copy.headers), 2, 100, undefined);
+    const dead = deadLetterOptions(message(copy.headers), letter);
+    const delivered = new AmqpDelivery(fakeBroker([]).settler, message(copy.headers));
+    const requeued = new AmqpDelivery(fakeBroker([]).settler, {
+      ...message(copy.headers),
+      fields: { deliveryTag: 2, redelivered: true, exchange: '', routingKey: 'q' },
+    });
+    const original = new AmqpDelivery(fakeBroker([]).settler, message());
+    // Assert
+    const id = copy.headers?.['x-idempotency-delivery-id'];
+    expect(typeof id).toBe('string');
+    expect(next.headers?.['x-idempotency-delivery-id']).not.toBe(id);
+    expect(dead.headers?.['x-idempotency-delivery-id']).toBeUndefined();
+    expect(delivered).toMatchObject({ brokerId: id, firstDelivery: true });
+    expect(requeued).toMatchObject({ brokerId: id, firstDelivery: false });
+    expect(original.brokerId).toBeUndefined();
+  });
+
   it('ignores a pending dead letter header that is not a whole letter', () => {
     // Arrange
     const headers = { 'x-idempotency-pending-dead-letter': '{"consumer":"billing"}' };

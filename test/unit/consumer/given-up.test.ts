@@ -129,4 +129,32 @@ describe('dead letters recorded for the redelivery', () => {
     expect(last.written).toHaveLength(1);
     expect(after.written).toEqual(last.written);
   });
+
+  it('reads no record for a delivery the broker marks as the first (RabbitMQ retry copy)', async () => {
+    // Arrange: a store whose reads are counted; the copy counts earlier deliveries, but was never delivered.
+    const store = memoryStore();
+    let reads = 0;
+    const get = store.get.bind(store);
+    store.get = (...args) => {
+      reads++;
+      return get(...args);
+    };
+    const inspect = store.inspect?.bind(store);
+    if (inspect !== undefined) {
+      store.inspect = (...args) => {
+        reads++;
+        return inspect(...args);
+      };
+    }
+    const options = resolveConsumerOptions<Message>(
+      { idempotency: createIdempotency({ store }), name: 'billing', maxDeliveries: 5 },
+      (m) => m.id,
+    );
+    const copy = delivery('copy-1', 3, { value: false });
+    copy.delivery.firstDelivery = true;
+    // Act
+    await processDelivery(options, () => {}, copy.delivery);
+    // Assert: the claim and completion only, no dead-letter lookup.
+    expect(reads).toBe(0);
+  });
 });
