@@ -89,6 +89,20 @@ export function stringOption(value: unknown, name: string, fallback: string): st
   return value;
 }
 
+// What a refused scope is, never its content: a scope function's result is often the authenticated user,
+// and the message reaches logs and, through a framework's default error handler, the response body.
+function kindOf(value: unknown): string {
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'function') return 'a function';
+  if (typeof value === 'object' && value !== null) {
+    const name = Object.getPrototypeOf(value)?.constructor?.name;
+    return typeof name === 'string' && name !== '' && name !== 'Object'
+      ? `an object (${name})`
+      : 'an object';
+  }
+  return typeof value === 'number' ? String(value) : typeof value;
+}
+
 /**
  * The scope of a run: a string, `''` when absent. A finite number is taken as it always was (its storage
  * keys stay the same); any other value is refused, because it would be keyed by its JSON: every object of
@@ -99,7 +113,7 @@ export function scopeOption(value: unknown): string {
   if (typeof value === 'string') return value;
   if (absent(value)) return '';
   if (typeof value === 'number' && Number.isFinite(value)) return value as unknown as string;
-  throw new InvalidOptionsError(`scope: expected a string, got ${shown(value)}`);
+  throw new InvalidOptionsError(`scope: expected a string, got ${kindOf(value)}`);
 }
 
 /**

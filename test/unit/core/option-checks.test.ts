@@ -215,6 +215,30 @@ describe('the scope of a run', () => {
     expect(runs).toBe(0);
   });
 
+  it('names what a refused scope is, never what it holds (it reaches logs and error responses)', () => {
+    // Arrange: what a scope function returns by mistake is often the authenticated user.
+    class User {
+      constructor(readonly email: string) {}
+    }
+    const idempotency = createIdempotency({ store: memoryStore() });
+    const refusal = (scope: unknown) => {
+      try {
+        idempotency.storageKeyFor('k', scope as never);
+      } catch (error) {
+        return (error as Error).message;
+      }
+      return undefined;
+    };
+    // Act / Assert
+    expect(refusal(new User('alice@example.com'))).toBe(
+      'scope: expected a string, got an object (User)',
+    );
+    expect(refusal({ email: 'alice@example.com' })).toBe('scope: expected a string, got an object');
+    expect(refusal(['alice@example.com'])).toBe('scope: expected a string, got an array');
+    expect(refusal(Number.NaN)).toBe('scope: expected a string, got NaN');
+    expect(refusal(true)).toBe('scope: expected a string, got boolean');
+  });
+
   it('keeps strings, an absent scope, and the numbers callers have used (their keys unchanged)', async () => {
     const idempotency = createIdempotency({ store: memoryStore() });
     expect(idempotency.storageKeyFor('k', undefined)).toBe(idempotency.storageKeyFor('k', ''));
