@@ -51,8 +51,10 @@ export type ExpressIdempotencyOptions = ExpressRouteOptions &
   EngineSource & {
     /**
      * Who is calling: records are never shared across scopes. Mount the middleware after authentication
-     * and return the principal or tenant id. @default a digest of the Authorization and Cookie headers
-     *   (only the cookies `scopeCookies` names, when it is set)
+     * and return the principal or tenant id.
+     * @default a digest of the Authorization and Cookie headers (only the cookies `scopeCookies`
+     *   names, when set) and of the headers `scopeHeaders` names: credentials in any other header (an API
+     *   key) put every caller in one scope unless they are named there or a scope function is given
      */
     scope?: (req: Request) => string | Promise<string>;
   };

@@ -43,7 +43,9 @@ export type HonoIdempotencyOptions = HttpRouteOptions &
   EngineSource & {
     /**
      * Who is calling: records are never shared across scopes. Mount the middleware after authentication.
-     * @default a digest of the Authorization and Cookie headers
+     * @default a digest of the Authorization and Cookie headers (only the cookies `scopeCookies`
+     *   names, when set) and of the headers `scopeHeaders` names: credentials in any other header (an API
+     *   key) put every caller in one scope unless they are named there or a scope function is given
      */
     scope?: (c: Context) => string | Promise<string>;
   };
