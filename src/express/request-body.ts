@@ -18,22 +18,18 @@ import { bodyWithUploads } from './uploads.js';
 /**
  * The body of `req` for the fingerprint: a value, or a promise when the layer reads it.
  * @param bodyLimit - The most bytes read (`requestBodyLimit`); `false`: a body no parser read is left
- *   unread and out of the fingerprint.
- * @param fileLimit - The most bytes of uploaded files read back from disk, when it differs.
+ *   unread and out of the fingerprint; also the most bytes of uploaded files read back from disk
+ *   (`false`: covered by field, name, type and size).
  * @throws InvalidOptionsError for a body read but left nowhere; (rejects with) RequestTooLargeError past
  *   a limit, or the stream's (or a file's) error.
  */
-export function requestBody(
-  req: Request,
-  bodyLimit: number | false,
-  fileLimit: number | false = bodyLimit,
-): unknown {
+export function requestBody(req: Request, bodyLimit: number | false): unknown {
   if (bodyLimit !== false && hasUnreadBody(req)) {
     return readUnreadBody(req, bodyLimit).then((bytes) =>
       bytes.byteLength === 0 ? (req.body as unknown) : bytes,
     );
   }
-  const body = bodyWithUploads(req, fileLimit);
+  const body = bodyWithUploads(req, bodyLimit);
   if (body === undefined && bodyLimit !== false && isUnseenBody(req)) throw unseenBodyError(req);
   if (!isStreamBody(body)) return body;
   // Without a limit, left unread and out of the fingerprint (the stream object would make it random).

@@ -6,7 +6,6 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { isThenable } from '../core/thenable.js';
 import { keptRawBody } from '../http/fingerprint.js';
-import { DEFAULT_REQUEST_BODY_LIMIT } from '../http/options.js';
 import {
   answerTransactionalRequest,
   requiredKey,
@@ -25,8 +24,10 @@ import { send } from './send.js';
 
 /**
  * Options of {@link transactionalRoute}: the middleware's `headerName`, `minKeyLength`, `replayHeaders`,
- * `fingerprintHeaders`, `scopeCookies`, `storeServerErrors`, `retentionMs` and `maxBodyBytes` (over it an
- * answer is refused before COMMIT), and `scope(req)`, which may be async.
+ * `fingerprintHeaders`, `scopeCookies`, `scopeHeaders`, `storeServerErrors`, `retentionMs`,
+ * `requestBodyLimit` (the bodies and files on disk the route reads for the fingerprint; over it 413, no
+ * transaction; `false` leaves them out) and `maxBodyBytes` (over it an answer is refused before COMMIT),
+ * and `scope(req)`, which may be async.
  */
 export type TransactionalRouteOptions = BaseOptions<Request>;
 
@@ -75,6 +76,7 @@ export function transactionalRoute<Runner extends TransactionalRunner<unknown>>(
 ): TransactionalRouteHandler {
   const policy = transactionalPolicy('transactionalRoute', transactional, handler, options);
   const { route } = policy;
+  const bodyLimit = route.requestBodyLimit;
   const requireKey: RequestHandler = (req, res, next) => {
     const read = requiredKey(req.headers[route.headerName], route);
     if ('problem' in read) send(req, res, read.problem);
@@ -94,14 +96,14 @@ export function transactionalRoute<Runner extends TransactionalRunner<unknown>>(
       next,
     );
   };
-  // The body as the middleware fingerprints it (`./request-body.ts`): a body nobody has read (the handler
-  // reads the stream) or a stream in `req.body` within the middleware's default limit, as the route has no
-  // `requestBodyLimit` (larger: 413); files on disk hashed whole (the hash streams, and the upload
-  // middleware's own limits bound them).
+  // The body as the middleware fingerprints it (`./request-body.ts`), with its `requestBodyLimit`: a body
+  // nobody has read (the handler reads the stream), a stream in `req.body` and the files an upload
+  // middleware left on disk, read up to the limit (larger: 413, before any transaction); `false` leaves
+  // them unread (files: name, type and size).
   const answer = (req: Request, res: Response, next: NextFunction) => {
     let body: unknown;
     try {
-      body = requestBody(req, DEFAULT_REQUEST_BODY_LIMIT, Number.POSITIVE_INFINITY);
+      body = requestBody(req, bodyLimit);
     } catch (error) {
       next(error);
       return;

@@ -14,7 +14,6 @@ import type {
   RouteGenericInterface,
 } from 'fastify';
 import { isJsonContentType, keptRawBody } from '../http/fingerprint.js';
-import { DEFAULT_REQUEST_BODY_LIMIT } from '../http/options.js';
 import {
   answerTransactionalRequest,
   requiredKey,
@@ -34,8 +33,10 @@ import { sendAnswer } from './send.js';
 
 /**
  * Options of {@link transactionalRoute}: the plugin's `headerName`, `minKeyLength`, `replayHeaders`,
- * `fingerprintHeaders`, `scopeCookies`, `storeServerErrors`, `retentionMs` and `maxBodyBytes` (over it an
- * answer is refused before COMMIT), and `scope(request)`, which may be async.
+ * `fingerprintHeaders`, `scopeCookies`, `scopeHeaders`, `storeServerErrors`, `retentionMs`,
+ * `requestBodyLimit` (a body the parser left to the handler or handed on as a stream, read for the
+ * fingerprint; over it 413, no transaction; `false` leaves it out) and `maxBodyBytes` (over it an answer
+ * is refused before COMMIT), and `scope(request)`, which may be async.
  */
 export type FastifyTransactionalRouteOptions = TransactionalRouteOptions<FastifyRequest>;
 
@@ -109,13 +110,14 @@ export function transactionalRoute<
   options: FastifyTransactionalRouteOptions = {},
 ): FastifyTransactionalHandler<Req> {
   const policy = transactionalPolicy('transactionalRoute', transactional, handler, options);
+  const bodyLimit = policy.route.requestBodyLimit;
   const route = async (request: Req, reply: FastifyReply) => {
     // A body the parser left to the handler (`@fastify/multipart`) or handed on as a stream is read for
-    // the fingerprint as the plugin reads it (`./request-body.ts`), within the plugin's default limit: the
-    // route has no `requestBodyLimit` of its own.
+    // the fingerprint as the plugin reads it (`./request-body.ts`), with its `requestBodyLimit`: larger
+    // is 413 before any transaction; `false` leaves it unread and out of the fingerprint.
     let body: unknown;
     try {
-      body = await requestBody(request, DEFAULT_REQUEST_BODY_LIMIT);
+      body = await requestBody(request, bodyLimit);
     } catch (error) {
       if (!isRequestTooLargeError(error)) throw error;
       return sendAnswer(request, reply, requestTooLargeResponse(error.limit));

@@ -19,7 +19,9 @@ import type { TransactionalRunner } from './transactional-answer.js';
 /**
  * Options of the adapters' transactional routes, for a framework request `Req`: the middleware's route
  * options that apply to a route whose key is required and whose answer is known before COMMIT (see
- * `HttpRouteOptions` for each), plus `scope`. Checked when the route is created.
+ * `HttpRouteOptions` for each, `requestBodyLimit` included: the Express and Fastify routes read the
+ * bodies the middleware reads, with its limit and its `false`), plus `scope`. Checked when the route is
+ * created.
  */
 export interface TransactionalRouteOptions<Req>
   extends Pick<
@@ -31,6 +33,7 @@ export interface TransactionalRouteOptions<Req>
     | 'scopeCookies'
     | 'scopeHeaders'
     | 'storeServerErrors'
+    | 'requestBodyLimit'
   > {
   /**
    * Who is calling: records are never shared across scopes. Return (or resolve to) `undefined` or `null`
@@ -51,8 +54,9 @@ export interface TransactionalRouteOptions<Req>
 }
 
 /**
- * Options of a transactional route that reads the request body itself (the fetch adapter's
- * `transactionalHandler`): {@link TransactionalRouteOptions} and `requestBodyLimit`.
+ * Options of a transactional route that reads the whole request body for its handler (the fetch
+ * adapter's `transactionalHandler`): {@link TransactionalRouteOptions}, with a `requestBodyLimit` that
+ * cannot be `false`.
  */
 export interface BodyReadingRouteOptions<Req> extends TransactionalRouteOptions<Req> {
   /**
@@ -73,7 +77,7 @@ export interface TransactionalPolicy<Req> {
   readonly scope: ((request: Req) => unknown) | undefined;
 }
 
-// Every key of TransactionalRouteOptions and requestBodyLimit: anything else is refused, not ignored.
+// Every key of TransactionalRouteOptions: anything else is refused, not ignored.
 const OPTION_NAMES: readonly string[] =
   'scope headerName minKeyLength replayHeaders fingerprintHeaders scopeCookies scopeHeaders storeServerErrors retentionMs maxBodyBytes requestBodyLimit'.split(
     ' ',
@@ -82,18 +86,20 @@ const OPTION_NAMES: readonly string[] =
 /**
  * Check a transactional route's arguments once, when it is created, with the middleware's checks.
  * @param who - The factory's name, for the messages.
- * @param readsBody - Whether the route reads the request body itself (fetch), so that
- *   `requestBodyLimit` applies; else the framework's body parser has read it, within its own limit.
+ * @param handsBodyToHandler - Whether the route reads the whole body for its handler (fetch), so that
+ *   `requestBodyLimit: false` (read none) is refused; else `false` leaves to the handler a body no parser
+ *   read, as with the middleware.
  * @throws InvalidOptionsError for a runner without `runInTransaction`, a handler that is not a function,
- *   a bad option value, or an option a transactional route does not have (`failOpen`, `key`, a typo:
- *   ignored, it would leave the route doing something else than what was asked).
+ *   a bad option value (`requestBodyLimit`: the middleware's check), or an option a transactional route
+ *   does not have (`failOpen`, `key`, a typo: ignored, it would leave the route doing something else than
+ *   what was asked).
  */
 export function transactionalPolicy<Req>(
   who: string,
   runner: unknown,
   handler: unknown,
-  options: BodyReadingRouteOptions<Req> = {},
-  readsBody = false,
+  options: TransactionalRouteOptions<Req> = {},
+  handsBodyToHandler = false,
 ): TransactionalPolicy<Req> {
   if (
     typeof (runner as Partial<TransactionalRunner<unknown>> | null)?.runInTransaction !== 'function'
@@ -109,27 +115,17 @@ export function transactionalPolicy<Req>(
     throw new InvalidOptionsError(`${who}: options must be an object`);
   }
   knownFields(options, who, OPTION_NAMES);
-  if (options.requestBodyLimit !== undefined) bodyLimitOf(who, options.requestBodyLimit, readsBody);
+  // `false` would leave the handler without its body; any other bad value is `resolvePolicy`'s to refuse.
+  if (handsBodyToHandler && options.requestBodyLimit === false) {
+    throw new InvalidOptionsError(
+      `${who}: requestBodyLimit: must be a non-negative integer (the handler gets the body), got false`,
+    );
+  }
   const { scope, ...route } = options;
   return {
     route: resolvePolicy({ ...route, key: 'required' }),
     scope: scopeFunctionOption(scope, `${who}: scope`),
   };
-}
-
-// `requestBodyLimit` applies only where the route reads the body; `false` (read none) would leave the
-// handler without its body.
-function bodyLimitOf(who: string, limit: unknown, readsBody: boolean): void {
-  if (!readsBody) {
-    throw new InvalidOptionsError(
-      `${who}: 'requestBodyLimit' does not apply: the framework's body parser reads the body before the route, within its own limit (express.json({ limit }), Fastify's bodyLimit); set it there`,
-    );
-  }
-  if (limit === false) {
-    throw new InvalidOptionsError(
-      `${who}: requestBodyLimit: must be a non-negative integer (the handler gets the body), got false`,
-    );
-  }
 }
 
 /** A request as the transactional route reads it, from any framework. */

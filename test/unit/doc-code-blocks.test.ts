@@ -10,8 +10,9 @@
  * Blocks this caught: observability.md's Prometheus example used an `app` it never created, and its
  * consumer-hooks example was an object property, not a statement; http.md's raw-body example used one
  * `app` as both an Express and a Fastify app; postgres.md's transactional examples read `rows[0].id`,
- * possibly undefined under `noUncheckedIndexedAccess`; concepts.md's engine example `return`ed at the top
- * level of a module that has imports.
+ * possibly undefined under `noUncheckedIndexedAccess`, and so did express.md's; concepts.md's engine
+ * example `return`ed at the top level of a module that has imports; express.md's first example used an
+ * `app` it never created.
  */
 import { readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -239,6 +240,100 @@ const store = postgresStore({ pool });`,
   // The reader's own store (`./my-store.js`) is MODULES' test/my-store.ts.
   { doc: 'docs/guides/writing-a-store.md', contains: 'defineStoreSuite({' },
   { doc: 'docs/guides/writing-a-store.md', contains: 'storeConformanceChecks({' },
+  {
+    doc: 'docs/adapters/express.md',
+    contains: 'redisStore({ client, timeoutMs: 500 })',
+    prelude: `import type { RequestHandler } from 'express';
+import type { createClient } from 'redis';
+declare const client: ReturnType<typeof createClient>;
+declare const authenticate: RequestHandler;
+declare function createOrder(body: unknown, options: { paymentKey?: string }): Promise<{ id: string }>;`,
+  },
+  {
+    doc: 'docs/adapters/express.md',
+    contains: "app.post('/disputes/:id/evidence'",
+    prelude: `import express, { type RequestHandler } from 'express';
+import { idempotency } from 'idempotency-kit/express';
+import multer from 'multer';
+${STORE}
+const app = express();
+const idem = idempotency({ store });
+declare const submitEvidence: RequestHandler, upload: RequestHandler;`,
+  },
+  {
+    doc: 'docs/adapters/express.md',
+    contains: 'express.json({ verify: keepRawBody }), transactionalRoute(',
+    prelude: `import express from 'express';
+import type pg from 'pg';
+declare const pool: pg.Pool;
+const app = express();`,
+  },
+  {
+    doc: 'docs/adapters/express.md',
+    contains: 'route.requireKey, express.json(), validPayment, route',
+    prelude: `import express, { type Request, type RequestHandler } from 'express';
+import { transactionalRoute } from 'idempotency-kit/express';
+import { postgresTransactional, type TransactionContext } from 'idempotency-kit/postgres';
+import type { TransactionalAnswer } from 'idempotency-kit/express';
+import type pg from 'pg';
+declare const pool: pg.Pool;
+const app = express();
+const transactional = postgresTransactional({ pool });
+declare function createPayment(req: Request, tx: TransactionContext): Promise<TransactionalAnswer>;
+declare const validPayment: RequestHandler;`,
+  },
+  {
+    doc: 'docs/adapters/fastify.md',
+    contains: 'await app.register(idempotencyPlugin, { store: postgresStore({ pool })',
+    prelude: `import type pg from 'pg';
+declare const pool: pg.Pool;
+declare function createOrder(body: unknown, options: { paymentKey?: string }): Promise<{ id: string }>;`,
+  },
+  {
+    doc: 'docs/adapters/fastify.md',
+    contains: 'transactionalRoute(transactional, async (request: CreatePayment, tx)',
+    prelude: `import fastify, { type FastifyRequest } from 'fastify';
+import { transactionalRoute } from 'idempotency-kit/fastify';
+import { postgresTransactional } from 'idempotency-kit/postgres';
+import type pg from 'pg';
+declare const pool: pg.Pool;
+const app = fastify();
+const transactional = postgresTransactional({ pool });`,
+  },
+  {
+    doc: 'docs/adapters/fastify.md',
+    contains: 'await app.register(multipart);',
+    prelude: `import multipart, { type MultipartFile } from '@fastify/multipart';
+import fastify, { type RouteHandlerMethod } from 'fastify';
+import { idempotencyPlugin } from 'idempotency-kit/fastify';
+${STORE}
+const app = fastify();
+declare function submitEvidence(file: MultipartFile | undefined): Promise<{ id: string }>;
+declare const upload: RouteHandlerMethod;`,
+  },
+  {
+    doc: 'docs/adapters/fetch.md',
+    contains: 'withIdempotency(async (request) =>',
+    prelude: `declare const charges: {
+  create(body: unknown, options: { idempotencyKey?: string }): Promise<{ id: string }>;
+};`,
+  },
+  {
+    doc: 'docs/adapters/fetch.md',
+    contains: 'transactionalHandler(transactional,',
+    prelude: `import { transactionalHandler } from 'idempotency-kit/fetch';
+import { postgresTransactional } from 'idempotency-kit/postgres';
+import type pg from 'pg';
+declare const pool: pg.Pool;
+const transactional = postgresTransactional({ pool });`,
+  },
+  {
+    doc: 'docs/adapters/hono.md',
+    contains: "idem.route({ key: 'required' }), async (c)",
+    prelude: `import type { MiddlewareHandler } from 'hono';
+declare const authenticate: MiddlewareHandler;
+declare function createOrder(body: unknown, options: { paymentKey?: string }): Promise<{ id: string }>;`,
+  },
 ];
 
 /** Modules the blocks import from the reader's own project, as in-memory files under test/. */
@@ -258,6 +353,13 @@ const PAGES = [
   'docs/stores/redis.md',
   'docs/stores/postgres.md',
   'docs/guides/writing-a-store.md',
+  'docs/adapters/express.md',
+  'docs/adapters/fastify.md',
+  'docs/adapters/fetch.md',
+  'docs/adapters/hono.md',
+  // No ```ts blocks (shell sessions and their output): listed so that one added later is checked.
+  'docs/cli.md',
+  'docs/payments-example.md',
 ];
 
 const read = (path: string) => readFileSync(join(root, path), 'utf8');

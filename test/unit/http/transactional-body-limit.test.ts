@@ -2,9 +2,10 @@
  * `transactionalHandler` reads the request body whole before its handler (parsed, out of the transaction):
  * it read any body, unbounded, so one request could hold gigabytes in memory. It takes `requestBodyLimit`
  * now, as `withIdempotency` does (default 1 MiB): a larger body gets `413 request_too_large`, announced by
- * its `Content-Length` (nothing read) or once a chunked body goes over, and no transaction starts. The
- * Express and Fastify transactional routes get the body from the framework's parser, whose own limit
- * applies: the option is refused there, with a message that says so.
+ * its `Content-Length` (nothing read) or once a chunked body goes over, and no transaction starts; not
+ * `false`, since the handler gets the body. The Express and Fastify transactional routes take the
+ * middleware's option, `false` included (their bodies over it: `transactional-body-limit` in
+ * test/integration/http/); it refused every value, so the limit they read bodies with could not be raised.
  */
 import { describe, expect, it } from 'vitest';
 import { transactionalRoute } from '../../../src/express/index.js';
@@ -91,23 +92,45 @@ describe('transactionalHandler requestBodyLimit', () => {
     expect(seen).toEqual({ amount: 1 });
   });
 
-  it('refuses a bad limit, and the option on the Express and Fastify transactional routes', () => {
+  it('refuses a bad limit, and false', () => {
     const runner = countingRunner();
     for (const bad of [-1, '1mb', false]) {
       expect(() =>
         transactionalHandler(runner, () => ({ status: 201 }), { requestBodyLimit: bad as number }),
       ).toThrow(expect.objectContaining({ message: expect.stringMatching(/requestBodyLimit/) }));
     }
-    const options = { requestBodyLimit: 10 } as never;
-    const routes = [
-      () => transactionalRoute(runner, () => ({ status: 201 }), options),
-      () => fastifyRoute(runner, () => ({ status: 201 }), options),
+  });
+});
+
+describe('Express and Fastify transactionalRoute requestBodyLimit', () => {
+  const runner = countingRunner();
+  const answer = () => ({ status: 201 });
+  const routes: Array<[string, (options: { requestBodyLimit?: number | false }) => unknown]> = [
+    ['Express', (options) => transactionalRoute(runner, answer, options)],
+    ['Fastify', (options) => fastifyRoute(runner, answer, options)],
+  ];
+
+  it.each(routes)('%s: takes the middleware values, false included', (_name, make) => {
+    const limits: Array<number | false | undefined> = [0, 10, 20 * 1024 * 1024, false, undefined];
+    for (const requestBodyLimit of limits) {
+      expect(() => make({ requestBodyLimit })).not.toThrow();
+    }
+  });
+
+  it.each(routes)('%s: refuses a bad limit at creation, naming it and the value', (_name, make) => {
+    const bad: Array<[unknown, string]> = [
+      [-1, '-1'],
+      [1.5, '1.5'],
+      ['1mb', '"1mb"'],
+      [Number.POSITIVE_INFINITY, 'Infinity'],
+      [true, 'true'],
+      [null, 'null'],
     ];
-    for (const make of routes) {
-      expect(make).toThrow(
+    for (const [value, shown] of bad) {
+      expect(() => make({ requestBodyLimit: value as number })).toThrow(
         expect.objectContaining({
           name: 'InvalidOptionsError',
-          message: expect.stringMatching(/requestBodyLimit.*body parser/),
+          message: `requestBodyLimit: must be a non-negative integer or false, got ${shown}`,
         }),
       );
     }
