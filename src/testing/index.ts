@@ -8,6 +8,7 @@
 
 export type { ClaimStormResult, CrossProcessOptions } from './claim-storm.js';
 export { runClaimStorm } from './claim-storm.js';
+export type { StoreClock } from './clock-check.js';
 export type { StoreCheck, StoreSuiteOptions } from './store-checks.js';
 export { storeConformanceChecks } from './store-checks.js';
 export { defineStoreSuite } from './suite.js';

@@ -62,7 +62,7 @@ export async function checkListCrashed(
   const tokens = new Map<string, number>();
   for (const k of crashed) {
     const claim = await store.claim(k, { fingerprint: `fp-${k}`, leaseMs: lease, reserveMs: DAY });
-    assert.ok(claim.claimed);
+    assert.ok(claim.claimed, 'a claim of a free key wins (claim)');
     tokens.set(k, claim.token);
   }
   const steps = store.capabilities.steps && store.saveStep !== undefined;
@@ -96,7 +96,7 @@ export async function checkListCrashed(
       leaseMs: lease,
       reserveMs: DAY,
     });
-    assert.ok(claim.claimed);
+    assert.ok(claim.claimed, 'a claim of a free key wins (claim)');
     await sleep(lease + 150);
 
     const listed = await listAll(store);
@@ -104,7 +104,7 @@ export async function checkListCrashed(
       assert.equal(listed.get(k)?.length, 1, `the crashed claim ${k} is listed exactly once`);
     }
     const [entry] = listed.get(withStep) as CrashedRecordInspection[];
-    assert.ok(entry);
+    assert.ok(entry, 'the crashed claim is listed');
     assert.equal(entry.record.token, tokens.get(withStep), 'with its record');
     assert.equal(entry.record.fingerprint, `fp-${withStep}`);
     assert.ok(Math.abs(entry.now - Date.now()) < 60_000, 'now is the store clock, in epoch ms');

@@ -6,11 +6,13 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { isInvalidOptionsError } from '../core/errors.js';
+import { InvalidOptionsError, isInvalidOptionsError } from '../core/errors.js';
 import type { IdempotencyRecord } from '../core/record.js';
 import type { Store } from '../store/store.js';
 import { type CrossProcessOptions, runClaimStorm } from './claim-storm.js';
+import { checkStoreClock, type StoreClock } from './clock-check.js';
 import { checkListCrashed } from './list-crashed-check.js';
+import { checkLosingClaim } from './losing-claim-check.js';
 
 /** Options of the conformance checks. */
 export interface StoreSuiteOptions {
@@ -30,6 +32,14 @@ export interface StoreSuiteOptions {
    * store already stormed elsewhere).
    */
   crossProcess?: CrossProcessOptions | false;
+  /**
+   * Whose clock the store judges leases and retentions by: `'backend'`, its backend's (a database
+   * server's `NOW()`, Redis `TIME`; the suite then moves the process's clock and checks that nothing
+   * follows it), or `'process'`, the clock of the process calling it (only for a backend with no clock
+   * that lives on one machine: a SQLite file, memory). Required for a store shared across processes
+   * (`capabilities.crossProcess`), whose clocks differ: without it a check fails.
+   */
+  storeClock?: StoreClock;
   /** Lease used by time-based checks, in ms; raise it for slow stores. @default 250 */
   shortLeaseMs?: number;
   /** Largest outcome round-tripped byte-exact. @default 1 MiB */
@@ -65,6 +75,13 @@ function assertBytesEqual(actual: Uint8Array, expected: Uint8Array, message: str
 
 /** Build the list of conformance checks for a store. */
 export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[] {
+  const { storeClock } = options;
+  // Anything but 'process' would otherwise run as 'backend': a typo must not pick the check silently.
+  if (storeClock !== undefined && storeClock !== 'backend' && storeClock !== 'process') {
+    throw new InvalidOptionsError(
+      `storeClock must be 'backend' or 'process', got ${JSON.stringify(storeClock)}`,
+    );
+  }
   const lease = options.shortLeaseMs ?? 250;
   const maxBytes = options.maxOutcomeBytes ?? 1024 * 1024;
   const day = 86_400_000;
@@ -113,7 +130,7 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
       async (store, key) => {
         const k = key();
         const first = await store.claim(k, { fingerprint: 'fp-a', leaseMs: 60_000 });
-        assert.ok(first.claimed);
+        assert.ok(first.claimed, 'a claim of a free key wins (first)');
         const second = await store.claim(k, { fingerprint: 'fp-other', leaseMs: 60_000 });
         assert.equal(second.claimed, false, 'a live claim must not be taken');
         if (second.claimed) return;
@@ -151,12 +168,43 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
       },
     ),
 
+    // The claim of an absent key and the takeover of a dead record are often two code paths (an INSERT
+    // that conflicts, and an UPDATE of the dead row): the race of the second is the one left unchecked.
+    check(
+      'gives exactly one winner among concurrent takeovers of an expired lease or outcome',
+      async (store, key) => {
+        const dead = key('dead');
+        const expired = key('expired');
+        const crashed = await store.claim(dead, { fingerprint: 'fp', leaseMs: lease });
+        const done = await store.claim(expired, { fingerprint: 'fp', leaseMs: 60_000 });
+        assert.ok(crashed.claimed && done.claimed, 'a claim of a free key wins (crashed, done)');
+        assert.equal(await store.complete(expired, done.token, Buffer.from('x'), lease), true);
+        await sleep(lease + 150);
+        for (const [k, what] of [
+          [dead, 'an expired lease'],
+          [expired, 'an expired outcome'],
+        ] as const) {
+          const results = await Promise.all(
+            Array.from({ length: 20 }, () =>
+              store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 }),
+            ),
+          );
+          assert.equal(
+            results.filter((r) => r.claimed).length,
+            1,
+            `exactly one winner among 20 concurrent takeovers of ${what}: take a dead record over ` +
+              'as atomically as an absent key (one statement or script), never by reading it and then writing',
+          );
+        }
+      },
+    ),
+
     check(
       'completes the holder’s claim and replays the outcome to later claims',
       async (store, key) => {
         const k = key();
         const claim = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 });
-        assert.ok(claim.claimed);
+        assert.ok(claim.claimed, 'a claim of a free key wins (claim)');
         const outcome = Buffer.from('{"ok":true}');
         assert.equal(await store.complete(k, claim.token, outcome, day), true);
         const record = assertCompleted(await store.get(k), 'get after complete');
@@ -176,9 +224,14 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
       async (store, key) => {
         const k = key();
         const claim = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 });
-        assert.ok(claim.claimed);
+        assert.ok(claim.claimed, 'a claim of a free key wins (claim)');
         assert.equal(await store.complete(k, claim.token, Buffer.from('one'), day), true);
-        assert.equal(await store.complete(k, claim.token, Buffer.from('two'), day), true);
+        assert.equal(
+          await store.complete(k, claim.token, Buffer.from('two'), day),
+          true,
+          'a resend of complete by the token that completed must report success (a SQL UPDATE that ' +
+            'changes nothing must still count the row it matched: CLIENT_FOUND_ROWS on MySQL and MariaDB)',
+        );
         const record = assertCompleted(await store.get(k), 'after resend');
         assertBytesEqual(record.outcome, Buffer.from('one'), 'first outcome kept');
       },
@@ -187,7 +240,7 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
     check('fences out complete, extend and release with a wrong token', async (store, key) => {
       const k = key();
       const claim = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 });
-      assert.ok(claim.claimed);
+      assert.ok(claim.claimed, 'a claim of a free key wins (claim)');
       const wrong = claim.token + 1;
       assert.equal(await store.complete(k, wrong, Buffer.from('x'), day), false, 'complete');
       assert.equal(await store.extend(k, wrong, 60_000), false, 'extend');
@@ -275,12 +328,12 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
       async (store, key) => {
         const k = key();
         const stale = await store.claim(k, { fingerprint: 'fp', leaseMs: lease });
-        assert.ok(stale.claimed);
+        assert.ok(stale.claimed, 'a claim of a free key wins (stale)');
         await sleep(lease + 150);
         const fresh = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 });
         assert.ok(fresh.claimed, 'expired lease must be taken over');
         assert.ok(fresh.token > stale.token, 'token grows on takeover');
-        assert.ok(fresh.attempt >= 1);
+        assert.ok(fresh.attempt >= 1, 'a takeover’s attempt is a positive number');
         assert.equal(
           await store.complete(k, stale.token, Buffer.from('stale'), day),
           false,
@@ -302,10 +355,10 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
     check('counts takeovers in attempt while the record survives', async (store, key) => {
       const k = key();
       const first = await store.claim(k, { fingerprint: 'fp', leaseMs: lease });
-      assert.ok(first.claimed);
+      assert.ok(first.claimed, 'a claim of a free key wins (first)');
       await sleep(lease + 150);
       const second = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 });
-      assert.ok(second.claimed);
+      assert.ok(second.claimed, 'a claim of a free key wins (second)');
       // A store that keeps dead leases reports attempt 2; one whose lease keys vanish (Redis) starts at 1.
       assert.ok(second.attempt === 2 || second.attempt === 1, `attempt was ${second.attempt}`);
       assert.equal(assertInProgress(await store.get(k), 'record').attempt, second.attempt);
@@ -316,9 +369,13 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
       async (store, key) => {
         const k = key();
         const claim = await store.claim(k, { fingerprint: 'fp', leaseMs: lease });
-        assert.ok(claim.claimed);
+        assert.ok(claim.claimed, 'a claim of a free key wins (claim)');
         await sleep(lease + 150);
-        assert.equal(await store.complete(k, claim.token, Buffer.from('late'), day), false);
+        assert.equal(
+          await store.complete(k, claim.token, Buffer.from('late'), day),
+          false,
+          'complete of an expired lease (compare the lease with the store’s now, not only the token)',
+        );
         assert.equal(await store.get(k), undefined, 'an expired lease is not a live record');
       },
     ),
@@ -333,7 +390,7 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
         for (const path of paths) {
           const k = key(path);
           const claim = await store.claim(k, { fingerprint: 'fp', leaseMs: lease });
-          assert.ok(claim.claimed);
+          assert.ok(claim.claimed, 'a claim of a free key wins (claim)');
           held.set(path, { key: k, token: claim.token });
         }
         const k = (path: (typeof paths)[number]) => held.get(path)!;
@@ -382,7 +439,7 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
     check('extends a held lease so that it outlives its first expiry', async (store, key) => {
       const k = key();
       const claim = await store.claim(k, { fingerprint: 'fp', leaseMs: lease });
-      assert.ok(claim.claimed);
+      assert.ok(claim.claimed, 'a claim of a free key wins (claim)');
       await sleep(lease / 2);
       assert.equal(await store.extend(k, claim.token, lease * 4), true);
       await sleep(lease);
@@ -396,20 +453,24 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
       async (store, key) => {
         const k = key();
         const first = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 });
-        assert.ok(first.claimed);
+        assert.ok(first.claimed, 'a claim of a free key wins (first)');
         assert.equal(await store.release(k, first.token), true);
         assert.equal(await store.get(k), undefined);
         const second = await store.claim(k, { fingerprint: 'fp2', leaseMs: 60_000 });
         assert.ok(second.claimed, 'released key can be claimed again');
         assert.ok(second.token > first.token, 'a zombie of the first claim can never match');
-        assert.equal(await store.complete(k, first.token, Buffer.from('zombie'), day), false);
+        assert.equal(
+          await store.complete(k, first.token, Buffer.from('zombie'), day),
+          false,
+          'complete by the released claim’s token',
+        );
       },
     ),
 
     check('never releases or extends a completed record', async (store, key) => {
       const k = key();
       const claim = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 });
-      assert.ok(claim.claimed);
+      assert.ok(claim.claimed, 'a claim of a free key wins (claim)');
       assert.equal(await store.complete(k, claim.token, Buffer.from('done'), day), true);
       assert.equal(await store.release(k, claim.token), false, 'release');
       assert.equal(await store.extend(k, claim.token, 60_000), false, 'extend');
@@ -419,14 +480,17 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
     check('forgets a completed record after its retention', async (store, key) => {
       const k = key();
       const claim = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 });
-      assert.ok(claim.claimed);
+      assert.ok(claim.claimed, 'a claim of a free key wins (claim)');
       assert.equal(await store.complete(k, claim.token, Buffer.from('short'), lease), true);
       assertCompleted(await store.get(k), 'before expiry');
       await sleep(lease + 150);
       assert.equal(await store.get(k), undefined, 'expired record is gone');
       const again = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 });
       assert.ok(again.claimed, 'the key is new again');
-      assert.ok(again.token > claim.token);
+      assert.ok(
+        again.token > claim.token,
+        'the key is new again: its claim gets a larger token than the expired outcome’s',
+      );
     }),
 
     check(`round-trips binary outcomes byte-exact up to ${maxBytes} bytes`, async (store, key) => {
@@ -441,7 +505,7 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
       for (const [i, outcome] of samples.entries()) {
         const k = key(`bin${i}`);
         const claim = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 });
-        assert.ok(claim.claimed);
+        assert.ok(claim.claimed, 'a claim of a free key wins (claim)');
         assert.equal(await store.complete(k, claim.token, outcome, day), true);
         assertBytesEqual(assertCompleted(await store.get(k), 'get').outcome, outcome, `get #${i}`);
         const replay = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 });
@@ -457,7 +521,7 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
       const done = key('done');
       const a = await store.claim(live, { fingerprint: 'fp', leaseMs: 60_000 });
       const b = await store.claim(done, { fingerprint: 'fp', leaseMs: 60_000 });
-      assert.ok(a.claimed && b.claimed);
+      assert.ok(a.claimed && b.claimed, 'a claim of a free key wins (a, b)');
       assert.equal(await store.complete(done, b.token, Buffer.from('x'), day), true);
       assert.equal(await store.delete(live), true);
       assert.equal(await store.delete(done), true);
@@ -476,7 +540,10 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
       const stale = await store.claim(key('stale'), { fingerprint: 'fp', leaseMs: staleLeaseMs });
       const doneKey = key('done');
       const done = await store.claim(doneKey, { fingerprint: 'fp', leaseMs: 60_000 });
-      assert.ok(live.claimed && stale.claimed && done.claimed);
+      assert.ok(
+        live.claimed && stale.claimed && done.claimed,
+        'a claim of a free key wins (live, stale, done)',
+      );
       const mid = await store.stats();
       assert.equal(mid.inProgress - before.inProgress, 3, 'three live leases');
       assert.ok(mid.oldestLeaseAgeMs !== null && mid.oldestLeaseAgeMs >= 0, 'oldest lease age');
@@ -501,7 +568,7 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
           leaseMs: lease,
           reserveMs: day,
         });
-        assert.ok(crashed.claimed);
+        assert.ok(crashed.claimed, 'a claim of a free key wins (crashed)');
         await sleep(lease + 150);
         const other = await store.claim(k, {
           fingerprint: 'fp-b',
@@ -536,7 +603,7 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
           leaseMs: lease,
           reserveMs: lease * 2,
         });
-        assert.ok(crashed.claimed);
+        assert.ok(crashed.claimed, 'a claim of a free key wins (crashed)');
         await sleep(lease * 2 + 150);
         const other = await store.claim(k, { fingerprint: 'fp-b', leaseMs: 60_000 });
         assert.ok(other.claimed, 'an ended reservation blocks nothing');
@@ -553,7 +620,7 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
       async (store, key) => {
         const k = key();
         const claim = await store.claim(k, { fingerprint: 'fp-a', leaseMs: lease, reserveMs: day });
-        assert.ok(claim.claimed);
+        assert.ok(claim.claimed, 'a claim of a free key wins (claim)');
         assert.equal(await store.extend(k, claim.token, lease), true, 'extend');
         await sleep(lease + 150);
         const other = await store.claim(k, { fingerprint: 'fp-b', leaseMs: 60_000 });
@@ -564,7 +631,7 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
           leaseMs: 60_000,
           reserveMs: day,
         });
-        assert.ok(held.claimed);
+        assert.ok(held.claimed, 'a claim of a free key wins (held)');
         assert.equal(await store.release(released, held.token), true, 'release');
         const next = await store.claim(released, { fingerprint: 'fp-b', leaseMs: 60_000 });
         assert.ok(next.claimed, 'a released key is free to any request');
@@ -573,7 +640,7 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
     check('never purges a dead lease that is still reserved', async (store, key) => {
       const k = key();
       const crashed = await store.claim(k, { fingerprint: 'fp-a', leaseMs: 50, reserveMs: day });
-      assert.ok(crashed.claimed);
+      assert.ok(crashed.claimed, 'a claim of a free key wins (crashed)');
       await sleep(200);
       if (store.purgeExpired !== undefined && store.capabilities.purge) {
         while ((await store.purgeExpired({ limit: 1000 })) > 0) {}
@@ -610,7 +677,10 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
           reserveMs: day,
         });
         const d = await store.claim(done, { fingerprint: 'fp-d', leaseMs: 60_000 });
-        assert.ok(a.claimed && b.claimed && c.claimed && d.claimed);
+        assert.ok(
+          a.claimed && b.claimed && c.claimed && d.claimed,
+          'a claim of a free key wins (a, b, c, d)',
+        );
         if (steps)
           assert.equal(
             await store.saveStep?.(crashed, a.token, 'charge', Buffer.from('ch_1')),
@@ -668,8 +738,23 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
           false,
         );
         const takeover = await store.claim(crashed, { fingerprint: 'fp-a', leaseMs: 60_000 });
-        assert.ok(takeover.claimed && takeover.token > a.token);
+        assert.ok(
+          takeover.claimed && takeover.token > a.token,
+          'the same request takes the crashed claim over, with a larger token',
+        );
       },
+    ),
+  );
+
+  checks.push(
+    check(
+      'follows the store’s clock, never the process’s (leases, retentions, tokens after a release)',
+      (store, key) =>
+        checkStoreClock(store, { name: options.name, storeClock: options.storeClock, key, lease }),
+    ),
+    check(
+      'answers a losing claim with the record as it stands, never an earlier read',
+      (store, key) => checkLosingClaim(store, { key, lease }),
     ),
   );
 
@@ -703,12 +788,15 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
         const liveDone = key('done');
         const held = await store.claim(liveLease, { fingerprint: 'fp', leaseMs: 60_000 });
         const doneClaim = await store.claim(liveDone, { fingerprint: 'fp', leaseMs: 60_000 });
-        assert.ok(held.claimed && doneClaim.claimed);
+        assert.ok(
+          held.claimed && doneClaim.claimed,
+          'a claim of a free key wins (held, doneClaim)',
+        );
         await store.complete(liveDone, doneClaim.token, Buffer.from('keep'), day);
         for (let i = 0; i < 5; i++) {
           const expiring = key(`exp${i}`);
           const c = await store.claim(expiring, { fingerprint: 'fp', leaseMs: 60_000 });
-          assert.ok(c.claimed);
+          assert.ok(c.claimed, 'a claim of a free key wins (c)');
           await store.complete(expiring, c.token, Buffer.from('old'), 50);
           await store.claim(key(`dead${i}`), { fingerprint: 'fp', leaseMs: 50 });
         }
@@ -741,7 +829,7 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
       );
       const [a, b, live] = [key('a'), key('b'), key('live')];
       const held = await store.claim(live, { fingerprint: 'fp-live', leaseMs: 60_000 });
-      assert.ok(held.claimed);
+      assert.ok(held.claimed, 'a claim of a free key wins (held)');
       const results = await store.claimMany([
         { key: a, fingerprint: 'fp-a', leaseMs: 60_000 },
         { key: b, fingerprint: 'fp-b', leaseMs: 60_000 },
@@ -791,7 +879,7 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
       const ca = await store.claim(a, { fingerprint: 'fp', leaseMs: 60_000 });
       const cb = await store.claim(b, { fingerprint: 'fp', leaseMs: 60_000 });
       const cc = await store.claim(c, { fingerprint: 'fp', leaseMs: 60_000 });
-      assert.ok(ca.claimed && cb.claimed && cc.claimed);
+      assert.ok(ca.claimed && cb.claimed && cc.claimed, 'a claim of a free key wins (ca, cb, cc)');
       assert.equal(await store.complete(c, cc.token, Buffer.from('c1'), day), true);
       const results = await store.completeMany([
         { key: a, token: ca.token, outcome: Buffer.from('a1'), retentionMs: day },
@@ -800,7 +888,12 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
         { key: key('absent'), token: 1, outcome: Buffer.from('x'), retentionMs: day },
         { key: a, token: ca.token, outcome: Buffer.from('a2'), retentionMs: day },
       ]);
-      assert.deepEqual(results, [true, false, true, false, true]);
+      assert.deepEqual(
+        results,
+        [true, false, true, false, true],
+        'completeMany per item: the holder, a wrong token, a resend after success, an absent key, a ' +
+          'resend within the batch',
+      );
       assertBytesEqual(
         assertCompleted(await store.get(a), 'a').outcome,
         Buffer.from('a1'),
@@ -822,7 +915,7 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
       const cd = await store.claim(done, { fingerprint: 'fp-done', leaseMs: 60_000 });
       const cf = await store.claim(fenced, { fingerprint: 'fp', leaseMs: 60_000 });
       const cl = await store.claim(live, { fingerprint: 'fp-live', leaseMs: 60_000 });
-      assert.ok(cd.claimed && cf.claimed && cl.claimed);
+      assert.ok(cd.claimed && cf.claimed && cl.claimed, 'a claim of a free key wins (cd, cf, cl)');
       const { completed, claimed } = await store.completeAndClaimMany(
         [
           { key: done, token: cd.token, outcome: Buffer.from('done'), retentionMs: day },
@@ -879,7 +972,7 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
       const [a, b, c, d] = [key('a'), key('b'), key('c'), key('d')];
       for (const k of [a, b, c, d]) {
         const crashed = await store.claim(k, { fingerprint: 'fp', leaseMs: lease, reserveMs: day });
-        assert.ok(crashed.claimed);
+        assert.ok(crashed.claimed, 'a claim of a free key wins (crashed)');
       }
       await sleep(lease + 150);
       const results = await store.claimMany([
@@ -919,7 +1012,7 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
         { key: key('fresh'), fingerprint: 'fp', leaseMs: 60_000 },
       ]);
       assert.ok(later[0] && !later[0].claimed, 'a takeover renews the reservation');
-      assert.ok(later[1]?.claimed);
+      assert.ok(later[1]?.claimed, 'a claim of a free key wins (fresh)');
     }),
   );
 
@@ -932,7 +1025,7 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
       );
       const k = key();
       const claim = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000, reserveMs: day });
-      assert.ok(claim.claimed);
+      assert.ok(claim.claimed, 'a claim of a free key wins (claim)');
       assert.deepEqual(await store.loadSteps(k, claim.token), {}, 'no steps yet');
       const binary = Uint8Array.from({ length: 65_536 }, (_, i) => i % 256);
       assert.equal(await store.saveStep(k, claim.token, 'charge', Buffer.from('one')), true);
@@ -960,7 +1053,7 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
         if (!store.capabilities.steps || !store.saveStep || !store.loadSteps) return;
         const k = key();
         const crashed = await store.claim(k, { fingerprint: 'fp', leaseMs: lease, reserveMs: day });
-        assert.ok(crashed.claimed);
+        assert.ok(crashed.claimed, 'a claim of a free key wins (crashed)');
         assert.equal(await store.saveStep(k, crashed.token, 'charge', Buffer.from('ch_1')), true);
         await sleep(lease + 150);
         assert.equal(
@@ -969,7 +1062,7 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
           'an expired holder records nothing',
         );
         const next = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000, reserveMs: day });
-        assert.ok(next.claimed);
+        assert.ok(next.claimed, 'a claim of a free key wins (next)');
         assert.equal(next.attempt, 2);
         const steps = await store.loadSteps(k, next.token);
         assert.deepEqual(Object.keys(steps ?? {}), ['charge'], 'the crashed attempt’s step');
@@ -983,11 +1076,11 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
         // A dead claim that is not reserved may go to another request: it must not inherit the steps.
         const other = key('other');
         const first = await store.claim(other, { fingerprint: 'fp-a', leaseMs: lease });
-        assert.ok(first.claimed);
+        assert.ok(first.claimed, 'a claim of a free key wins (first)');
         assert.equal(await store.saveStep(other, first.token, 'charge', Buffer.from('a')), true);
         await sleep(lease + 150);
         const stranger = await store.claim(other, { fingerprint: 'fp-b', leaseMs: 60_000 });
-        assert.ok(stranger.claimed);
+        assert.ok(stranger.claimed, 'a claim of a free key wins (stranger)');
         assert.deepEqual(await store.loadSteps(other, stranger.token), {}, 'another request');
       },
     ),
@@ -995,11 +1088,11 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
       if (!store.capabilities.steps || !store.saveStep || !store.loadSteps) return;
       const k = key();
       const first = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000, reserveMs: day });
-      assert.ok(first.claimed);
+      assert.ok(first.claimed, 'a claim of a free key wins (first)');
       assert.equal(await store.saveStep(k, first.token, 'charge', Buffer.from('x')), true);
       assert.equal(await store.release(k, first.token), true);
       const again = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000, reserveMs: day });
-      assert.ok(again.claimed);
+      assert.ok(again.claimed, 'a claim of a free key wins (again)');
       assert.deepEqual(await store.loadSteps(k, again.token), {}, 'after a release');
       assert.equal(await store.saveStep(k, again.token, 'charge', Buffer.from('y')), true);
       assert.equal(await store.complete(k, again.token, Buffer.from('done'), 50), true);

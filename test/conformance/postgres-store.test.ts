@@ -18,6 +18,7 @@ afterAll(async () => {
 
 defineStoreSuite({
   name: 'postgres',
+  storeClock: 'backend',
   createStore: () => {
     if (fixture === undefined) throw new Error('beforeAll did not run');
     return postgresStore({ pool: fixture.pool, schema });

@@ -84,6 +84,7 @@ describe.each(['node-redis', 'ioredis'] as const)('redis cluster batches (%s)', 
 
 defineStoreSuite({
   name: 'redis cluster (node-redis)',
+  storeClock: 'backend',
   // stats() SCANs the shared server's whole keyspace: leases longer than the default 250 ms keep the
   // time-based checks deterministic on a loaded machine.
   shortLeaseMs: 600,
@@ -103,6 +104,7 @@ defineStoreSuite({
 
 defineStoreSuite({
   name: 'redis cluster (ioredis)',
+  storeClock: 'backend',
   // stats() SCANs the shared server's whole keyspace: leases longer than the default 250 ms keep the
   // time-based checks deterministic on a loaded machine.
   shortLeaseMs: 600,

@@ -9,6 +9,7 @@ const redis = redisForFile('node-redis', prefix);
 
 defineStoreSuite({
   name: 'redis (node-redis)',
+  storeClock: 'backend',
   // stats() SCANs the shared server's whole keyspace: leases longer than the default 250 ms keep the
   // time-based checks deterministic on a loaded machine.
   shortLeaseMs: 600,

@@ -16,6 +16,8 @@ let files = 0;
 
 defineStoreSuite({
   name: 'sqlite',
+  // SQLite has no clock of its own: the processes sharing its file share one machine's clock.
+  storeClock: 'process',
   createStore: () => sqliteStore({ database: join(dir, `check-${++files}.db`) }),
   disposeStore: (store) => store.close?.(),
   crossProcess: {

@@ -20,6 +20,7 @@ defineStoreSuite({
 
 defineStoreSuite({
   name: 'redis (node-redis), through withStoreMetrics',
+  storeClock: 'backend',
   shortLeaseMs: 600,
   // The wrapper adds no state of its own: the Redis suites storm the store across processes.
   crossProcess: false,

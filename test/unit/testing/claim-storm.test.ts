@@ -58,7 +58,9 @@ afterEach(() => {
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
-describe('runClaimStorm', () => {
+// Each storm starts processes through tsx (seconds each on a loaded machine), one waits out its 3 s
+// `timeoutMs`, and `pidsIn` and `survivors` wait up to 13 s: Vitest's default 5 s per test is too short.
+describe('runClaimStorm', { timeout: 20_000 }, () => {
   it('takes the factory module as a path relative to the working directory', async () => {
     const result = await runClaimStorm(
       { module: relative(process.cwd(), factory), processes: 2, claimsPerProcess: 6 },
