@@ -151,8 +151,9 @@ describe('idempotency-kit inspect and stats', () => {
     ).toBe(0);
     const idempotency = createIdempotency({
       store: postgresStore({ pool, schema }),
-      // Long enough for the CLI (a process started through tsx) to see the lease live.
-      leaseMs: 4000,
+      // Long enough for the CLI (a process started through tsx, 4 s and more on a loaded 2-core machine)
+      // to see the lease live; the test then waits for it to end.
+      leaseMs: 10_000,
       extendLease: false,
       cache: false,
     });
@@ -170,7 +171,7 @@ describe('idempotency-kit inspect and stats', () => {
     ]);
     expect(live).toMatchObject({ code: 0, stderr: '' });
     expect(live.stdout).toMatch(new RegExp(`^${storageKey}: in_progress\\n`));
-    expect(live.stdout).toMatch(/HTTP 409 with Retry-After \d s/);
+    expect(live.stdout).toMatch(/HTTP 409 with Retry-After \d+ s/);
     expect(live.stdout).toMatch(/steps {8}charge \(\d+ bytes\)/);
 
     const held = await postgresStore({ pool, schema }).inspect(storageKey);

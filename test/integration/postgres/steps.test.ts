@@ -337,10 +337,11 @@ describe('postgresStore steps: rows written by code older than migration 0005', 
     // takes the row over for another request, which crashes too.
     const store = postgresStore({ pool: fx.pool, schema: fx.schema });
     const k = key('old');
-    const crashed = await store.claim(k, { fingerprint: 'fp-a', leaseMs: 50, reserveMs: day });
+    // A lease long enough for the step to be saved on a loaded machine, then waited out.
+    const crashed = await store.claim(k, { fingerprint: 'fp-a', leaseMs: 500, reserveMs: day });
     if (!crashed.claimed) throw new Error('expected a claim');
     expect(await store.saveStep(k, crashed.token, 'charge', bytes('for a'))).toBe(true);
-    await sleep(120);
+    await sleep(600);
     const { rows } = await fx.pool.query(oldClaimMany(), [[k], ['fp-b'], [50]]);
     expect(rows[0]).toMatchObject({ claimed: true, attempt: 2 });
     expect((await column(k))?.['#']).toBe('fp-a');
