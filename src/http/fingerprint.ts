@@ -250,9 +250,9 @@ class Encoder {
           return;
         }
         // A number parsing may have rounded (an int64 id) could make two requests alike: such a body (rare)
-        // is read again, keeping the numbers that do not parse exactly as they were written. JSON.parse has
-        // checked the text first, which the exact reader relies on.
-        this.member('json', mayHoldRoundedNumber(text) ? parseJsonExactly(text) : parsed);
+        // is read again, keeping the numbers that do not parse exactly as they were written (patched into
+        // `parsed`). JSON.parse has checked the text first, which the exact reader relies on.
+        this.member('json', mayHoldRoundedNumber(text) ? parseJsonExactly(text, parsed) : parsed);
         return;
       }
       if (media.startsWith('multipart/') && contentType !== undefined) {

@@ -4,8 +4,11 @@
  * int64 id, a snowflake id), as do `1e400` and `2e400` (both `Infinity`) and `0.10000000000000001` and
  * `0.1`. A fingerprint over the parsed value would then let a key reused for another account replay the
  * first account's response instead of answering 422. The fingerprint asks {@link mayHoldRoundedNumber} of
- * a JSON text; for such a text (rare) it reads it with {@link parseJsonExactly}, which keeps every number
- * that was rounded as an {@link ExactDecimal}.
+ * a JSON text; for such a text (rare, but a client can send one on purpose) it reads it with
+ * {@link parseJsonExactly}, which keeps every number that was rounded as an {@link ExactDecimal}. That
+ * reading is CPU on the event loop a client chooses, up to the body limit: it patches the value JSON.parse
+ * already made instead of building another, and decides most numbers from their digits alone
+ * (`bench/json-numbers.ts`).
  * @module
  */
 
@@ -70,33 +73,17 @@ export function numberParsesExactly(lexeme: string): boolean {
   return parsesExactly(lexeme, negative ? 1 : 0, lexeme.length);
 }
 
-// The index after the closing quote of a string whose content starts at `i`.
+// The index after the closing quote of a string whose content starts at `i`: the next quote not escaped
+// (preceded by an even number of backslashes), found by indexOf rather than a loop over every character.
 function afterString(text: string, i: number): number {
-  const length = text.length;
-  while (i < length) {
-    const code = text.charCodeAt(i);
-    if (code === BACKSLASH) i += 2;
-    else if (code === QUOTE) return i + 1;
-    else i++;
+  for (;;) {
+    const quote = text.indexOf('"', i);
+    if (quote === -1) return text.length;
+    let backslashes = 0;
+    while (text.charCodeAt(quote - 1 - backslashes) === BACKSLASH) backslashes++;
+    if (backslashes % 2 === 0) return quote + 1;
+    i = quote + 1;
   }
-  return length;
-}
-
-function numberEnd(text: string, i: number): number {
-  let end = i + 1;
-  while (end < text.length) {
-    const code = text.charCodeAt(end);
-    const partOfNumber =
-      (code >= ZERO && code <= NINE) ||
-      code === DOT ||
-      code === LOWER_E ||
-      code === UPPER_E ||
-      code === PLUS ||
-      code === MINUS;
-    if (!partOfNumber) break;
-    end++;
-  }
-  return end;
 }
 
 // A JSON number without its sign, text[start, end): digits, an optional fraction, an optional exponent.
@@ -132,6 +119,86 @@ function parsesExactly(text: string, start: number, end: number): boolean {
   return Math.abs(decimalExponent) <= MAX_DECIMAL_EXPONENT;
 }
 
+/** Most significant digits a double's shortest form (`String(value)`) ever has. */
+const MAX_SHORTEST_DIGITS = 17;
+/** Decimal exponents (of `0.<digits> × 10^e`) past which a number's double is `Infinity`, or zero. */
+const MAX_FINITE_EXPONENT = 309;
+const MIN_NONZERO_EXPONENT = -324;
+
+/** Where the number {@link roundedNumber} last read ends: a module variable, no object per number. */
+let numberEndAt = 0;
+
+/**
+ * The number starting at `text[start]` as an {@link ExactDecimal} when a double would round it and it is
+ * not its double's shortest form, else `undefined` (it is the double JSON.parse reads); sets
+ * {@link numberEndAt}. The same decision as `String(value) === lexeme || numberParsesExactly(lexeme) ||
+ * canonical(String(value)) === canonical(lexeme)`, mostly taken from one pass over the digits: a number
+ * that parses exactly needs no string at all, and one of more than 17 significant digits, or past the range
+ * of doubles, cannot be a double's shortest form, so it needs neither `Number` nor `String`. `parsed` is
+ * JSON.parse's double for it when the caller has it (an array's item), which saves `Number`.
+ */
+function roundedNumber(text: string, start: number, parsed?: unknown): ExactDecimal | undefined {
+  const length = text.length;
+  let significant = 0;
+  let trailingZeros = 0;
+  // As in parsesExactly: the digits before the point from the first non-zero one, or for a value below 1
+  // the zeros after the point before its first non-zero digit, negated.
+  let magnitude = 0;
+  let seenPoint = false;
+  let i = text.charCodeAt(start) === MINUS ? start + 1 : start;
+  for (; i < length; i++) {
+    const code = text.charCodeAt(i);
+    if (code >= ZERO && code <= NINE) {
+      if (significant === 0 && code === ZERO) {
+        if (seenPoint) magnitude--;
+        continue;
+      }
+      significant++;
+      trailingZeros = code === ZERO ? trailingZeros + 1 : 0;
+      if (!seenPoint) magnitude++;
+    } else if (code === DOT) seenPoint = true;
+    else break;
+  }
+  // A written exponent of 16 digits or more is inexact as a double here, and far past ±300 either way.
+  let exponent = 0;
+  let code = text.charCodeAt(i);
+  if (code === LOWER_E || code === UPPER_E) {
+    code = text.charCodeAt(++i);
+    const negative = code === MINUS;
+    if (negative || code === PLUS) i++;
+    for (; i < length; i++) {
+      const digit = text.charCodeAt(i) - ZERO;
+      if (digit < 0 || digit > 9) break;
+      exponent = exponent * 10 + digit;
+    }
+    if (negative) exponent = -exponent;
+  }
+  numberEndAt = i;
+  // Zero, however written, is exactly zero.
+  if (significant === 0) return undefined;
+  const digits = significant - trailingZeros;
+  const decimalExponent = magnitude + exponent;
+  if (digits <= MAX_SIGNIFICANT_DIGITS && Math.abs(decimalExponent) <= MAX_DECIMAL_EXPONENT) {
+    return undefined;
+  }
+  if (
+    digits > MAX_SHORTEST_DIGITS ||
+    decimalExponent > MAX_FINITE_EXPONENT ||
+    decimalExponent < MIN_NONZERO_EXPONENT
+  ) {
+    return ExactDecimal.fromJsonText(text, start, i);
+  }
+  // 16 or 17 digits, or near the ends of the range: a double's own shortest form (what JSON.stringify
+  // writes: 0.30000000000000004) names one number and keeps the fingerprint it always had.
+  const value = typeof parsed === 'number' ? parsed : Number(text.slice(start, i));
+  const shortest = String(value);
+  if (shortest.length === i - start && text.startsWith(shortest, start)) return undefined;
+  const exact = ExactDecimal.fromJsonText(text, start, i);
+  return Number.isFinite(value) && ExactDecimal.fromJson(shortest).canonical === exact.canonical
+    ? undefined
+    : exact;
+}
+
 /** Nesting past the fingerprint's own limit (256) is refused there too; this bounds the recursion. */
 const MAX_DEPTH = 300;
 
@@ -139,19 +206,195 @@ const MAX_DEPTH = 300;
  * `JSON.parse(text)` for a text `JSON.parse` accepted, except that a number that does not parse exactly
  * ({@link numberParsesExactly}) and is not its double's shortest form is an {@link ExactDecimal}; every
  * other value is what `JSON.parse` gives, so a body's fingerprint changes only where a number was rounded.
+ * @param parsed - `JSON.parse(text)`, when the caller has it already (the fingerprint does): changed in
+ *   place and returned, its rounded numbers replaced (the top-level value itself is replaced when it is
+ *   such a number), as is any object of it whose patched key the text repeats, or most of whose members
+ *   are replaced, by one read afresh. Either way the result equals what a fresh reading would give.
  * @throws RangeError when the text nests deeper than 300 levels.
  * @example
  * parseJsonExactly('{"account":9223372036854775807}'); // { account: ExactDecimal('9223372036854775807e19') }
  */
-export function parseJsonExactly(text: string): unknown {
-  return new ExactJsonReader(text).value(0);
+export function parseJsonExactly(text: string, parsed: unknown = JSON.parse(text)): unknown {
+  return new JsonPatcher(text).value(0, parsed);
 }
 
-// A recursive descent over a text already known to be valid JSON, so nothing is validated twice.
-class ExactJsonReader {
+/** Members replaced in one object past which, if they are a quarter of it, it is read afresh instead. */
+const MANY_REPLACED = 32;
+
+/**
+ * Walks the text beside JSON.parse's value of it and replaces, in that value, the numbers a double rounded:
+ * nothing is built or copied, and a member's name is read only where something is replaced or entered.
+ * A repeated key breaks the match between the text's members and the value's (JSON.parse keeps the last,
+ * so an earlier member's container is not in the value): when a member entered or replaced is named again
+ * later in its object, that object is read afresh from its text by {@link ExactJsonReader} and replaces
+ * the one JSON.parse made (so does a container that is not where it should be, which happens only inside
+ * such an object's members, and is replaced with it). An object most of whose members are replaced is read
+ * afresh too, once that is seen: its walk would cost as much as building it, and twice that if its last
+ * member repeated a key. A member is entered only when it is the object's own, so a walk gone astray never
+ * reaches a prototype.
+ */
+class JsonPatcher {
   private at = 0;
 
   constructor(private readonly text: string) {}
+
+  /** Reads the value at `at`, whose JSON.parse value is `parsed`; returns what replaces it. */
+  value(depth: number, parsed: unknown): unknown {
+    if (depth > MAX_DEPTH) throw new RangeError('JSON nested too deeply');
+    this.skipSpace();
+    const text = this.text;
+    const start = this.at;
+    switch (text.charCodeAt(start)) {
+      case OPEN_BRACE:
+        if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+          return this.fresh(depth, start);
+        }
+        return this.object(depth, parsed as Record<string, unknown>);
+      case OPEN_BRACKET:
+        if (!Array.isArray(parsed)) return this.fresh(depth, start);
+        this.array(depth, parsed);
+        return parsed;
+      case QUOTE:
+        this.at = afterString(text, start + 1);
+        return parsed;
+      case LOWER_T:
+      case LOWER_N:
+        this.at += 4;
+        return parsed;
+      case LOWER_F:
+        this.at += 5;
+        return parsed;
+      default: {
+        const exact = roundedNumber(text, start, parsed);
+        this.at = numberEndAt;
+        return exact ?? parsed;
+      }
+    }
+  }
+
+  // The object at `at`, JSON.parse's `record` patched, or read afresh when a key repeats.
+  private object(depth: number, record: Record<string, unknown>): Record<string, unknown> {
+    const text = this.text;
+    const start = this.at;
+    this.at++;
+    this.skipSpace();
+    if (text.charCodeAt(this.at) === CLOSE_BRACE) {
+      this.at++;
+      return record;
+    }
+    // The names of the members entered or replaced so far: one named again later was not the member
+    // JSON.parse kept. (Counting the record's keys instead costs more than the whole walk on a large
+    // object: Object.keys of JSON.parse's 60,000-key object takes about as long as the parse itself.)
+    let touched: Set<string> | undefined;
+    let members = 0;
+    for (;;) {
+      members++;
+      this.skipSpace();
+      const nameAt = this.at;
+      const nameEnd = afterString(text, nameAt + 1);
+      this.at = nameEnd;
+      this.skipSpace();
+      this.at++; // ':'
+      this.skipSpace();
+      let name: string | undefined;
+      if (touched !== undefined) {
+        name = memberName(text, nameAt, nameEnd);
+        if (touched.has(name)) return this.fresh(depth, start) as Record<string, unknown>;
+      }
+      const code = text.charCodeAt(this.at);
+      if (code === OPEN_BRACE || code === OPEN_BRACKET) {
+        name ??= memberName(text, nameAt, nameEnd);
+        touched ??= new Set();
+        touched.add(name);
+        const member = Object.hasOwn(record, name) ? record[name] : undefined;
+        const replaced = this.value(depth + 1, member);
+        if (replaced !== member) setMember(record, name, replaced);
+      } else if (code === QUOTE) {
+        this.at = afterString(text, this.at + 1);
+      } else if (code === LOWER_T || code === LOWER_N) {
+        this.at += 4;
+      } else if (code === LOWER_F) {
+        this.at += 5;
+      } else {
+        const exact = roundedNumber(text, this.at);
+        this.at = numberEndAt;
+        if (exact !== undefined) {
+          name ??= memberName(text, nameAt, nameEnd);
+          touched ??= new Set();
+          touched.add(name);
+          setMember(record, name, exact);
+          // Mostly replaced members (`{"a":1e400,"b":1e400,…}`): building the object costs no more than
+          // patching it, and a key repeated at its end would have it read twice.
+          if (touched.size > MANY_REPLACED && touched.size * 4 > members) {
+            return this.fresh(depth, start) as Record<string, unknown>;
+          }
+        }
+      }
+      this.skipSpace();
+      if (text.charCodeAt(this.at++) === CLOSE_BRACE) return record;
+    }
+  }
+
+  // The value at `start`, read afresh (its text continues the walk after it).
+  private fresh(depth: number, start: number): unknown {
+    const reader = new ExactJsonReader(this.text, start);
+    const value = reader.value(depth);
+    this.at = reader.at;
+    return value;
+  }
+
+  private array(depth: number, array: unknown[]): void {
+    const text = this.text;
+    this.at++;
+    this.skipSpace();
+    if (text.charCodeAt(this.at) === CLOSE_BRACKET) {
+      this.at++;
+      return;
+    }
+    for (let i = 0; ; i++) {
+      const item = array[i];
+      const replaced = this.value(depth + 1, item);
+      if (replaced !== item) array[i] = replaced;
+      this.skipSpace();
+      if (text.charCodeAt(this.at++) === CLOSE_BRACKET) return;
+    }
+  }
+
+  private skipSpace(): void {
+    const text = this.text;
+    let code = text.charCodeAt(this.at);
+    while (code === 0x20 || code === 0x0a || code === 0x0d || code === 0x09) {
+      code = text.charCodeAt(++this.at);
+    }
+  }
+}
+
+// The name of the member whose quoted name is text[start, end): escapes are decoded by JSON.parse itself.
+function memberName(text: string, start: number, end: number): string {
+  const raw = text.slice(start + 1, end - 1);
+  return raw.includes('\\') ? (JSON.parse(text.slice(start, end)) as string) : raw;
+}
+
+// A `__proto__` member is a plain member, as JSON.parse makes it (an assignment would set the prototype);
+// an object made without a prototype would be slow in every other case.
+function setMember(record: Record<string, unknown>, name: string, member: unknown): void {
+  if (name === '__proto__') {
+    Object.defineProperty(record, name, {
+      value: member,
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
+  } else record[name] = member;
+}
+
+// A recursive descent over a text already known to be valid JSON, so nothing is validated twice: builds
+// a value afresh from `at`, for an object whose keys repeat ({@link JsonPatcher}).
+class ExactJsonReader {
+  constructor(
+    private readonly text: string,
+    public at: number,
+  ) {}
 
   value(depth: number): unknown {
     if (depth > MAX_DEPTH) throw new RangeError('JSON nested too deeply');
@@ -163,8 +406,11 @@ class ExactJsonReader {
         return this.object(depth);
       case OPEN_BRACKET:
         return this.array(depth);
-      case QUOTE:
-        return this.string();
+      case QUOTE: {
+        const end = afterString(text, start + 1);
+        this.at = end;
+        return memberName(text, start, end);
+      }
       case LOWER_T:
         this.at += 4;
         return true;
@@ -175,47 +421,33 @@ class ExactJsonReader {
         this.at += 4;
         return null;
       default: {
-        const end = numberEnd(text, start);
+        const exact = roundedNumber(text, start);
+        const end = numberEndAt;
         this.at = end;
-        const lexeme = text.slice(start, end);
-        const value = Number(lexeme);
-        // A double's own shortest form (what JSON.stringify writes: 0.30000000000000004) names one
-        // number, and keeps the fingerprint it always had; any other long form is kept exact. The usual
-        // case, a JS client's double, is that very string: no canonical forms needed.
-        if (String(value) === lexeme || numberParsesExactly(lexeme)) return value;
-        const exact = ExactDecimal.fromJson(lexeme);
-        const shortest = Number.isFinite(value) && ExactDecimal.fromJson(String(value)).canonical;
-        return shortest === exact.canonical ? value : exact;
+        return exact ?? Number(text.slice(start, end));
       }
     }
   }
 
   private object(depth: number): Record<string, unknown> {
     const object: Record<string, unknown> = {};
+    const text = this.text;
     this.at++;
     this.skipSpace();
-    if (this.text.charCodeAt(this.at) === CLOSE_BRACE) {
+    if (text.charCodeAt(this.at) === CLOSE_BRACE) {
       this.at++;
       return object;
     }
     for (;;) {
       this.skipSpace();
-      const name = this.string();
+      const nameAt = this.at;
+      const nameEnd = afterString(text, nameAt + 1);
+      this.at = nameEnd;
       this.skipSpace();
       this.at++; // ':'
-      const member = this.value(depth + 1);
-      // A `__proto__` member is a plain member, as JSON.parse makes it (an assignment would set the
-      // prototype); an object made without a prototype would be slow in every other case.
-      if (name === '__proto__') {
-        Object.defineProperty(object, name, {
-          value: member,
-          enumerable: true,
-          writable: true,
-          configurable: true,
-        });
-      } else object[name] = member;
+      setMember(object, memberName(text, nameAt, nameEnd), this.value(depth + 1));
       this.skipSpace();
-      if (this.text.charCodeAt(this.at++) === CLOSE_BRACE) return object;
+      if (text.charCodeAt(this.at++) === CLOSE_BRACE) return object;
     }
   }
 
@@ -232,25 +464,6 @@ class ExactJsonReader {
       this.skipSpace();
       if (this.text.charCodeAt(this.at++) === CLOSE_BRACKET) return array;
     }
-  }
-
-  // Escapes are decoded by JSON.parse itself, on the string's own text; a string without any is its text.
-  private string(): string {
-    const text = this.text;
-    const start = this.at;
-    let i = start + 1;
-    for (;;) {
-      const code = text.charCodeAt(i);
-      if (code === QUOTE) {
-        this.at = i + 1;
-        return text.slice(start + 1, i);
-      }
-      if (code === BACKSLASH) break;
-      i++;
-    }
-    const end = afterString(text, i);
-    this.at = end;
-    return JSON.parse(text.slice(start, end)) as string;
   }
 
   private skipSpace(): void {
