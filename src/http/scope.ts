@@ -62,19 +62,25 @@ export const CREDENTIAL_HEADERS: readonly string[] = [
 ];
 
 let warnedUnscoped = false;
+/** Requests in the empty scope seen so far: one in {@link SAMPLED} is looked at. */
+let unscopedRequests = 0;
+// A diagnostic, so a sample is enough: an API whose callers send a key is found at its first request,
+// and public requests (most of an unauthenticated API's) cost a counter instead of a dozen header reads.
+const SAMPLED = 32;
 
 /**
  * Warn, once per process, when a request the default scope put in the empty scope (no `Authorization`,
  * no cookies, no `scopeHeaders`) carries one of {@link CREDENTIAL_HEADERS}: its callers most likely
  * authenticate with that header, all share the empty scope, and one can be replayed another's response.
  * A warning rather than a change of scope, because digesting the header now would change the storage keys
- * of requests already recorded, and their retries would run again. Costs a few header reads on requests
- * in the empty scope, until it has warned.
+ * of requests already recorded, and their retries would run again. Looks at the first request in the
+ * empty scope and one in 32 after it (a dozen header reads each; a counter for the others), until it
+ * has warned.
  */
 export function warnUnscopedCredentials(request: {
   header(name: string): string | readonly string[] | null | undefined;
 }): void {
-  if (warnedUnscoped) return;
+  if (warnedUnscoped || unscopedRequests++ % SAMPLED !== 0) return;
   const found = CREDENTIAL_HEADERS.find((name) => {
     const value = request.header(name);
     return value !== undefined && value !== null && value !== '';
