@@ -164,6 +164,7 @@ export function parseCli(
   }
   const { values, positionals } = parsed;
   if (values.help === true) return { command: 'help' };
+  refuseRepeatedOptions(parsed.tokens);
   const [command, ...rest] = positionals;
   const expected = `${COMMANDS.slice(0, -1).join(', ')} or ${COMMANDS.at(-1)}`;
   if (command === undefined) throw new UsageError(`missing command (${expected})`);
@@ -299,11 +300,24 @@ function storeTarget(
   return target;
 }
 
+// An option given twice (`--schema billing --schema public`) is a slip, often a wrapper script's default
+// followed by the operator's value: parseArgs would keep the last one in silence, and `purge` or `migrate`
+// would then run on a table the operator did not name.
+function refuseRepeatedOptions(tokens: ReadonlyArray<{ kind: string; name?: string }>): void {
+  const seen = new Set<string>();
+  for (const token of tokens) {
+    if (token.kind !== 'option' || token.name === undefined) continue;
+    if (seen.has(token.name)) throw new UsageError(`--${token.name} is given more than once`);
+    seen.add(token.name);
+  }
+}
+
 function parse(argv: readonly string[]) {
   return parseArgs({
     args: [...argv],
     allowPositionals: true,
     strict: true,
+    tokens: true,
     options: {
       'database-url': { type: 'string' },
       sqlite: { type: 'string' },

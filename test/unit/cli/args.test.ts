@@ -199,6 +199,16 @@ describe('parseCli', () => {
     for (const command of accepted) expect(entry, command).toContain(command);
   });
 
+  it.each([
+    [['stats', '--sqlite', 'a.db', '--sqlite', 'b.db'], '--sqlite'],
+    [['purge', '--database-url', url, '--schema', 'billing', '--schema', 'public'], '--schema'],
+    [['list', '--crashed', '--crashed', '--sqlite', 'a.db'], '--crashed'],
+  ])('refuses an option given twice (%j): the last value would win in silence', (argv, option) => {
+    // Act / Assert
+    expect(() => parseCli(argv, {})).toThrow(UsageError);
+    expect(() => parseCli(argv, {})).toThrow(`${option} is given more than once`);
+  });
+
   it('returns help for -h whatever else is given', () => {
     // Act / Assert
     expect(parseCli(['-h'], {})).toEqual({ command: 'help' });
