@@ -4,7 +4,7 @@
  * docs/consumers/amqp.md and overview.md, not tested with a cut link before): no message is lost, a
  * completed one runs once, a failed one is retried, never acked without a confirmed copy.
  */
-import amqp from 'amqplib';
+import type amqp from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   type AmqpConsumerOptions,
@@ -13,39 +13,29 @@ import {
 } from '../../../src/amqp/index.js';
 import { memoryStore } from '../../../src/index.js';
 import { redisStore } from '../../../src/redis/index.js';
+import { proxiedAmqpChannels } from '../../helpers/amqp-proxied.js';
 import { AmqpQueues, waitUntil } from '../../helpers/amqp-queues.js';
 import { env, requireService } from '../../helpers/env.js';
 import { connectClient } from '../../helpers/redis-clients.js';
-import { startRedisProxy, startTcpProxy, type TcpProxy } from '../../helpers/tcp-proxy.js';
+import { startRedisProxy } from '../../helpers/tcp-proxy.js';
 
 const MESSAGES = 10;
 
 describe('amqp consumer: its connection blackholed while handlers run', () => {
   const queues = new AmqpQueues();
-  const proxies: TcpProxy[] = [];
+  const channels = proxiedAmqpChannels();
 
   beforeAll(async () => {
     await requireService('RabbitMQ', env.amqpUrl);
     await queues.open();
   });
   afterAll(async () => {
-    for (const proxy of proxies) await proxy.close();
+    await channels.close();
     await queues.close();
   });
 
   /** A confirm channel on a connection through a new proxy. */
-  async function proxiedChannel() {
-    const target = new URL(env.amqpUrl);
-    const proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port) });
-    proxies.push(proxy);
-    const through = new URL(env.amqpUrl);
-    through.port = String(proxy.port);
-    const connection = await amqp.connect(through.href);
-    connection.on('error', () => {});
-    const channel = await connection.createConfirmChannel();
-    channel.on('error', () => {});
-    return { proxy, channel };
-  }
+  const proxiedChannel = () => channels.open();
 
   /**
    * Run MESSAGES messages through a consumer whose link is cut once every handler started; the handlers end

@@ -1,12 +1,3 @@
-/**
- * The RabbitMQ consumer writing a dead letter into a link blackholed through a TCP proxy: the letter is
- * never confirmed, the message is requeued once the link dies, and its redelivery goes to a consumer on a
- * direct connection sharing the store. A retry copy (every delivery after the first goes through the retry
- * queue) has an identity of its own, its `x-idempotency-copy-id`, so the redelivery writes the recorded
- * dead letter without running the handler again. The application's original message has none: its
- * redelivery runs the handler once more (docs/consumers/amqp.md, "Dead letters and lost links").
- */
-import amqp from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   type AmqpConsumerOptions,
@@ -14,36 +5,26 @@ import {
   idempotentConsumer,
 } from '../../../src/amqp/index.js';
 import { memoryStore } from '../../../src/index.js';
+import { proxiedAmqpChannels } from '../../helpers/amqp-proxied.js';
 import { AmqpQueues, waitUntil } from '../../helpers/amqp-queues.js';
 import { env, requireService } from '../../helpers/env.js';
-import { startTcpProxy, type TcpProxy } from '../../helpers/tcp-proxy.js';
+import type { TcpProxy } from '../../helpers/tcp-proxy.js';
 
 describe('amqp consumer: a dead letter written into a cut link', () => {
   const queues = new AmqpQueues();
-  const proxies: TcpProxy[] = [];
+  const channels = proxiedAmqpChannels();
 
   beforeAll(async () => {
     await requireService('RabbitMQ', env.amqpUrl);
     await queues.open();
   });
   afterAll(async () => {
-    for (const proxy of proxies) await proxy.close();
+    await channels.close();
     await queues.close();
   });
 
   /** A confirm channel on a connection through a new proxy. */
-  async function proxiedChannel() {
-    const target = new URL(env.amqpUrl);
-    const proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port) });
-    proxies.push(proxy);
-    const through = new URL(env.amqpUrl);
-    through.port = String(proxy.port);
-    const connection = await amqp.connect(through.href);
-    connection.on('error', () => {});
-    const channel = await connection.createConfirmChannel();
-    channel.on('error', () => {});
-    return { proxy, channel };
-  }
+  const proxiedChannel = () => channels.open();
 
   /**
    * One message whose handler always fails, with `maxDeliveries`; the link is cut as the last allowed run
