@@ -17,6 +17,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { idempotency } from '../../../src/express/index.js';
 import { memoryStore } from '../../../src/index.js';
 import { listenExpress } from '../../helpers/listen-express.js';
+import { postWithKey } from '../../helpers/post-with-key.js';
 
 const tempDir = mkdtempSync(join(tmpdir(), 'idem-fileupload-'));
 afterAll(() => rmSync(tempDir, { recursive: true, force: true }));
@@ -51,16 +52,11 @@ async function post(url: string, key: string, parts: Part[]) {
     if (filename === undefined) form.append(field, content);
     else form.append(field, new Blob([content], { type: 'application/pdf' }), filename);
   }
-  const response = await fetch(`${url}/evidence`, {
-    method: 'POST',
-    headers: { 'idempotency-key': key },
-    body: form,
-  });
-  return {
-    status: response.status,
-    replayed: response.headers.get('idempotent-replayed'),
-    body: (await response.json()) as { n?: number; code?: string; contents?: string[] },
-  };
+  return postWithKey<{ n?: number; code?: string; contents?: string[] }>(
+    `${url}/evidence`,
+    key,
+    form,
+  );
 }
 
 describe.each([

@@ -17,6 +17,7 @@ import multer from 'multer';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { idempotency } from '../../../src/express/index.js';
 import { memoryStore, type Store } from '../../../src/index.js';
+import { postWithKey } from '../../helpers/post-with-key.js';
 
 interface Server {
   url: string;
@@ -105,16 +106,7 @@ async function post(path: string, key: string, parts: Part[]) {
     if (filename === undefined) form.append(field, content);
     else form.append(field, new Blob([content], type ? { type } : {}), filename);
   }
-  const response = await fetch(`${server.url}${path}`, {
-    method: 'POST',
-    headers: { 'idempotency-key': key },
-    body: form,
-  });
-  return {
-    status: response.status,
-    replayed: response.headers.get('idempotent-replayed'),
-    body: (await response.json()) as { n?: number; code?: string },
-  };
+  return postWithKey<{ n?: number; code?: string }>(`${server.url}${path}`, key, form);
 }
 
 describe('multer before the middleware', () => {

@@ -20,6 +20,7 @@ import { transactionalRoute } from '../../../src/express/index.js';
 import { postgresTransactional } from '../../../src/postgres/index.js';
 import { sqliteTransactional } from '../../../src/sqlite/index.js';
 import { listenExpress } from '../../helpers/listen-express.js';
+import { postWithKey } from '../../helpers/post-with-key.js';
 import { type PostgresFixture, setupPostgres } from '../../helpers/postgres-env.js';
 
 const uploadDir = mkdtempSync(join(tmpdir(), 'idem-tx-uploads-'));
@@ -55,16 +56,7 @@ async function start(storage: multer.StorageEngine): Promise<string> {
 async function post(url: string, key: string, content: string) {
   const form = new FormData();
   form.append('file', new Blob([content], { type: 'application/pdf' }), 'receipt.pdf');
-  const response = await fetch(`${url}/evidence`, {
-    method: 'POST',
-    headers: { 'idempotency-key': key },
-    body: form,
-  });
-  return {
-    status: response.status,
-    replayed: response.headers.get('idempotent-replayed'),
-    body: (await response.json()) as { id?: number; content?: string },
-  };
+  return postWithKey<{ id?: number; content?: string }>(`${url}/evidence`, key, form);
 }
 
 describe.each([
@@ -115,16 +107,9 @@ describe('transactionalRoute whose handler reads the stream (PostgreSQL)', () =>
   }
 
   async function postCsv(url: string, key: string, csv: string) {
-    const response = await fetch(`${url}/imports`, {
-      method: 'POST',
-      headers: { 'idempotency-key': key, 'content-type': 'text/csv' },
-      body: csv,
+    return postWithKey<{ id?: number; csv?: string; code?: string }>(`${url}/imports`, key, csv, {
+      'content-type': 'text/csv',
     });
-    return {
-      status: response.status,
-      replayed: response.headers.get('idempotent-replayed'),
-      body: (await response.json()) as { id?: number; csv?: string; code?: string },
-    };
   }
 
   it('refuses another body under the key with 422, replays the same body; the handler reads it whole', async () => {

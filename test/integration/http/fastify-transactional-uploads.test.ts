@@ -12,6 +12,7 @@ import fastify from 'fastify';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { transactionalRoute } from '../../../src/fastify/index.js';
 import { sqliteTransactional } from '../../../src/sqlite/index.js';
+import { postWithKey } from '../../helpers/post-with-key.js';
 
 /** A route that stores one row per upload, in the transaction of its idempotency record. */
 async function start(): Promise<{ url: string; rows: () => number }> {
@@ -40,16 +41,7 @@ async function start(): Promise<{ url: string; rows: () => number }> {
 async function post(url: string, key: string, file: string) {
   const form = new FormData();
   form.append('receipt', new Blob([file], { type: 'application/pdf' }), 'receipt.pdf');
-  const response = await fetch(`${url}/evidence`, {
-    method: 'POST',
-    headers: { 'idempotency-key': key },
-    body: form,
-  });
-  return {
-    status: response.status,
-    replayed: response.headers.get('idempotent-replayed'),
-    body: (await response.json()) as { id?: number; code?: string },
-  };
+  return postWithKey<{ id?: number; code?: string }>(`${url}/evidence`, key, form);
 }
 
 describe('Fastify transactionalRoute behind @fastify/multipart', () => {

@@ -22,6 +22,7 @@ import { transactionalRoute as fastifyRoute } from '../../../src/fastify/index.j
 import { postgresTransactional } from '../../../src/postgres/index.js';
 import { sqliteTransactional } from '../../../src/sqlite/index.js';
 import { listenExpress } from '../../helpers/listen-express.js';
+import { postWithKey } from '../../helpers/post-with-key.js';
 import { type PostgresFixture, setupPostgres } from '../../helpers/postgres-env.js';
 
 const MiB = 1024 * 1024;
@@ -47,16 +48,7 @@ function evidenceTable() {
 async function upload(url: string, key: string, file: string): Promise<Answer> {
   const form = new FormData();
   form.append('receipt', new Blob([file], { type: 'application/pdf' }), 'receipt.pdf');
-  const response = await fetch(`${url}/evidence`, {
-    method: 'POST',
-    headers: { 'idempotency-key': key },
-    body: form,
-  });
-  return {
-    status: response.status,
-    replayed: response.headers.get('idempotent-replayed'),
-    body: (await response.json()) as Answer['body'],
-  };
+  return postWithKey<Answer['body']>(`${url}/evidence`, key, form);
 }
 
 describe('Express transactionalRoute requestBodyLimit, multer disk storage before it (SQLite)', () => {
@@ -190,16 +182,9 @@ describe('Express transactionalRoute requestBodyLimit, a handler that reads the 
   }
 
   async function post(url: string, key: string, csv: string) {
-    const response = await fetch(`${url}/imports`, {
-      method: 'POST',
-      headers: { 'idempotency-key': key, 'content-type': 'text/csv' },
-      body: csv,
+    return postWithKey<{ id?: number; size?: number; code?: string }>(`${url}/imports`, key, csv, {
+      'content-type': 'text/csv',
     });
-    return {
-      status: response.status,
-      replayed: response.headers.get('idempotent-replayed'),
-      body: (await response.json()) as { id?: number; size?: number; code?: string },
-    };
   }
 
   const rows = async () => {
