@@ -138,11 +138,18 @@ export function conflictResponse(
       });
 }
 
-/** The scope of a request without a `scope` function: a digest of its credentials. */
-function defaultScope(policy: RoutePolicy, request: RequestFacts): string {
+/** A request's headers, as the middleware's facts and the transactional routes' requests both read them. */
+type HeaderSource = { header(name: string): string | readonly string[] | null | undefined };
+
+/**
+ * The scope of a request without a `scope` function (or whose function gave none): a digest of its
+ * credentials, with the route's `scopeCookies` and `scopeHeaders`; warns when it is empty while the request
+ * carries a credential header of another name. The middleware's and the transactional routes' one rule.
+ */
+export function defaultScope(policy: RoutePolicy, request: HeaderSource): string {
   const scope = credentialScope(
-    joined(request.header('authorization')),
-    joined(request.header('cookie'), '; '),
+    joined(request.header('authorization') ?? undefined),
+    joined(request.header('cookie') ?? undefined, '; '),
     policy.scopeCookies,
     scopeHeaderValues(policy.scopeHeaders, request),
   );
@@ -154,9 +161,9 @@ function defaultScope(policy: RoutePolicy, request: RequestFacts): string {
  * The route's `scopeHeaders` with the request's values (several lines joined with `, `), for
  * {@link credentialScope}; `undefined` when the route has none (the common case allocates nothing).
  */
-export function scopeHeaderValues(
+function scopeHeaderValues(
   names: readonly string[] | undefined,
-  request: { header(name: string): string | readonly string[] | null | undefined },
+  request: HeaderSource,
 ): Array<[string, string | undefined]> | undefined {
   return names?.map((name) => [name, joined(request.header(name) ?? undefined)]);
 }

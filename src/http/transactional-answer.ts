@@ -12,13 +12,12 @@ import type { RunOutcome } from '../core/engine.js';
 import { InvalidOptionsError, isInvalidKeyError, isStoreUnavailableError } from '../core/errors.js';
 import { scopeOption } from '../core/option-checks.js';
 import { isThenable } from '../core/thenable.js';
-import { conflictResponse, replayResponse, scopeHeaderValues } from './execution.js';
+import { conflictResponse, defaultScope, replayResponse } from './execution.js';
 import { httpFingerprint } from './fingerprint.js';
 import { parseKeyHeader } from './key-header.js';
 import type { RoutePolicy } from './options.js';
 import { type HttpResponseData, problemResponse } from './problem.js';
 import { type HttpOutcome, httpResponseCodec, type StoredResponse } from './response-codec.js';
-import { credentialScope, warnUnscopedCredentials } from './scope.js';
 import type { TransactionalPolicy, TransactionalRequest } from './transactional-policy.js';
 
 /** What a transactional route's handler answers; it is stored with the record, in the same transaction. */
@@ -171,14 +170,7 @@ async function scopeOf<Req>(
 ): Promise<string> {
   const given = await policy.scope?.(request.request);
   if (given !== undefined && given !== null) return scopeOption(given);
-  const scope = credentialScope(
-    joined(request.header('authorization')),
-    joined(request.header('cookie'), '; '),
-    policy.route.scopeCookies,
-    scopeHeaderValues(policy.route.scopeHeaders, request),
-  );
-  if (scope === '' && policy.route.scopeHeaders === undefined) warnUnscopedCredentials(request);
-  return scope;
+  return defaultScope(policy.route, request);
 }
 
 // The middleware's fingerprint of the same request: the JSON text when kept, and the route's headers.
