@@ -27,6 +27,7 @@ import {
 import { defaultCodec, encodeValueOutcome, type OutcomeCodec } from '../core/outcome.js';
 import type { IdempotencyRecord } from '../core/record.js';
 import { settleRecord } from '../core/settle.js';
+import { isThenable } from '../core/thenable.js';
 import {
   guardConnection,
   isRetryableTransactionError,
@@ -205,11 +206,37 @@ function isDeferredCheckFailure(error: unknown): boolean {
 }
 
 /**
- * Whether the run's transaction is still open, shared by `tx` and the run: false from the moment COMMIT or
- * ROLLBACK is sent.
+ * What `tx` and the run share: whether the transaction is still open (false from the moment COMMIT or
+ * ROLLBACK is sent), and a statement of the handler's that the driver gave up waiting for.
  */
 interface TransactionState {
   open: boolean;
+  /**
+   * The error of a statement sent through `tx` that the driver stopped waiting for (node-postgres's
+   * `query_timeout`) while the server may still be running it. The connection is then of no further use:
+   * a ROLLBACK would queue behind that statement and wait a whole timeout more, and a COMMIT could commit
+   * a write the handler was told had failed.
+   */
+  unanswered?: unknown;
+}
+
+/**
+ * True for node-postgres's `query_timeout` error: the driver stopped waiting, but the statement was sent
+ * and the connection stays busy with it until the server answers. Other errors without a SQLSTATE either
+ * leave the connection idle (a value the driver could not serialise) or fail the next statement at once (a
+ * connection that died).
+ */
+function isDriverReadTimeout(error: unknown): boolean {
+  return (
+    error instanceof Error &&
+    error.message === 'Query read timeout' &&
+    sqlState(error) === undefined
+  );
+}
+
+/** Remember `error` on `state` if the driver gave up waiting for the statement's answer. */
+function noteUnanswered(state: TransactionState, error: unknown): void {
+  if (state.unanswered === undefined && isDriverReadTimeout(error)) state.unanswered = error;
 }
 
 function endedError(): InvalidOptionsError {
@@ -228,7 +255,7 @@ function endedError(): InvalidOptionsError {
  */
 function guardedQuery(client: PgPoolClient, state: TransactionState) {
   return function query(this: unknown, ...args: unknown[]): unknown {
-    if (state.open) return (client.query as (...a: unknown[]) => unknown).apply(client, args);
+    if (state.open) return watchedQuery(client, state, args);
     const error = endedError();
     const last = args.at(-1);
     if (typeof last === 'function') {
@@ -243,6 +270,31 @@ function guardedQuery(client: PgPoolClient, state: TransactionState) {
     }
     return Promise.reject(error);
   };
+}
+
+/**
+ * `client.query(...args)`, watched for a statement the driver gives up waiting for (see
+ * {@link TransactionState.unanswered}): through the promise it returns, or the callback it is given. A
+ * submittable (a cursor) is passed as is.
+ */
+function watchedQuery(client: PgPoolClient, state: TransactionState, args: unknown[]): unknown {
+  const send = client.query as (...a: unknown[]) => unknown;
+  const last = args.at(-1);
+  if (typeof last === 'function') {
+    const callback = last as (error: unknown, ...rest: unknown[]) => unknown;
+    const watched = (error: unknown, ...rest: unknown[]) => {
+      if (error) noteUnanswered(state, error);
+      return callback(error, ...rest);
+    };
+    return send.apply(client, [...args.slice(0, -1), watched]);
+  }
+  const result = send.apply(client, args);
+  if (!isThenable(result)) return result;
+  // Noted before the handler's own `await` sees the rejection: it may catch it and go on.
+  return Promise.resolve(result).then(undefined, (error: unknown) => {
+    noteUnanswered(state, error);
+    throw error;
+  });
 }
 
 /**
@@ -454,6 +506,9 @@ export function postgresTransactional(
         phase = 'handler';
         handlerRun = { token, attempt, startedAt };
         const value = await fn(context);
+        // The handler caught a statement's timeout and went on: that statement may yet succeed on the
+        // server, so nothing of this transaction may commit (as a failed statement's aborts it).
+        if (state.unanswered !== undefined) throw state.unanswered;
         const outcome = encodeValueOutcome(codec.encode(value));
         phase = 'complete';
         // Also the canary for a handler that swallowed a statement error: the aborted transaction makes
@@ -463,6 +518,7 @@ export function postgresTransactional(
         }
         phase = 'beforeCommit';
         await runOptions.beforeCommit?.(context);
+        if (state.unanswered !== undefined) throw state.unanswered;
         phase = 'commit';
         state.open = false;
         const committed: PgQueryResult = await client.query('COMMIT');
@@ -478,10 +534,12 @@ export function postgresTransactional(
         if (phase === 'commit') {
           // COMMIT failing with a SQLSTATE ended the transaction; without one, the connection is gone.
           if (sqlState(error) === undefined) connection.broken = true;
-        } else if (lostItsConnection(phase, error)) {
-          // One of our own statements failed without a SQLSTATE: the connection died, or the driver gave up
-          // waiting (query_timeout, a blackholed server). A ROLLBACK would queue behind the unanswered
-          // statement and wait a whole timeout more; discarding the connection ends the transaction too.
+        } else if (lostItsConnection(phase, error) || state.unanswered !== undefined) {
+          // One of our own statements failed without a SQLSTATE (the connection died, or the driver gave up
+          // waiting: query_timeout, a blackholed server), or one of the handler's timed out in the driver.
+          // A ROLLBACK would queue behind the unanswered statement and wait a whole timeout more;
+          // discarding the connection ends the transaction too, and nothing was committed: the caller
+          // gets StoreUnavailableError, as for any other outage, after one timeout.
           connection.broken = true;
         } else {
           await client.query('ROLLBACK').catch(() => {
