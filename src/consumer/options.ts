@@ -213,7 +213,7 @@ export interface ResolvedConsumerOptions<M> {
    * The lease of an execution when known (the consumer's `lease`, else the `leaseMs` of the engine options
    * given, else their default): how long, at most, a delivery's broker timer is kept alive after its
    * handler settled, while the engine retries a failed completion. `undefined` with an engine instance
-   * and no `lease`: the engine's own retries, which end with the lease, bound it then.
+   * and no `lease`: the lease the run itself was claimed with bounds it then (process.ts).
    */
   settleKeepAliveMs: number | undefined;
   retentionMs: number | undefined;

@@ -12,8 +12,11 @@ import {
   isLeaseLostError,
   isReplayedError,
   isStoreUnavailableError,
+  StoreUnavailableError,
 } from '../core/errors.js';
+import { ExecutionContext } from '../core/run-context.js';
 import { isThenable } from '../core/thenable.js';
+import type { Store } from '../store/store.js';
 import {
   type AttemptResult,
   DeadLetterReason,
@@ -102,6 +105,8 @@ class Attempt<M> {
   private keepAlive: KeepAlive | undefined;
   /** Past this (`performance.now()`), set once the handler settled, the broker's timer is left to run. */
   private keepAliveUntil = Number.POSITIVE_INFINITY;
+  /** How long the broker's timer is kept alive once the handler settled (see {@link settledKeepAliveMs}). */
+  private keepAliveMs = UNKNOWN_LEASE_MS;
 
   constructor(
     private readonly options: ResolvedConsumerOptions<M>,
@@ -171,6 +176,7 @@ class Attempt<M> {
     const { delivery } = this;
     // Stopped once `engine.run` settled (see `outcome`), not when the handler did.
     this.keepAlive = startTouching(this.options, delivery, context, this);
+    if (this.keepAlive !== undefined) this.keepAliveMs = settledKeepAliveMs(this.options, context);
     let result: unknown;
     try {
       result = this.handler(
@@ -200,17 +206,33 @@ class Attempt<M> {
   /**
    * Whether the broker's timer is no longer to be kept alive: the lease was lost (taken over, or past
    * `maxExecution`), or the handler settled longer than a lease ago. By then the engine has given the
-   * completion up (a store call that hangs for good aside): the message must be redelivered, as after a
-   * crash, not held for as long as the process lives.
+   * completion up, or a store call of its hangs (a store without timeouts): either way the message must be
+   * redelivered, as after a crash, not held for as long as the process lives. The latter is reported to
+   * `onBrokerError` (operation `touch`): the engine retries a failing store itself and reports it, but a
+   * store call that never answers reaches no hook.
    */
   keepAliveExpired(run: RunContext): boolean {
-    return run.signal.aborted || performance.now() > this.keepAliveUntil;
+    if (run.signal.aborted) return true;
+    if (performance.now() <= this.keepAliveUntil) return false;
+    // Read with care: this runs in a timer, where a throw would end the process, and an engine of the
+    // user's own making may lack `store`.
+    const storeName = (this.options.engine.store as Partial<Store> | undefined)?.name ?? 'unknown';
+    emitHook(this.options.hooks, 'onBrokerError', {
+      ...baseEvent(this.options, this.delivery, this.key),
+      operation: 'touch',
+      error: new StoreUnavailableError(
+        `Store '${storeName}' has not settled this delivery's execution ` +
+          `${this.keepAliveMs} ms (its lease) after the handler did: its broker timer is no longer kept ` +
+          'alive, and the broker will redeliver the message (a store outage past the lease, or a store ' +
+          'call without a timeout of its own)',
+      ),
+    });
+    return true;
   }
 
   private handlerSettled(): void {
-    const { settleKeepAliveMs } = this.options;
-    if (this.keepAlive !== undefined && settleKeepAliveMs !== undefined) {
-      this.keepAliveUntil = performance.now() + settleKeepAliveMs;
+    if (this.keepAlive !== undefined) {
+      this.keepAliveUntil = performance.now() + this.keepAliveMs;
     }
   }
 
@@ -226,6 +248,21 @@ class Attempt<M> {
 const EXECUTED: AttemptResult = Object.freeze({ kind: 'executed' });
 const REPLAYED: AttemptResult = Object.freeze({ kind: 'replayed' });
 const MISMATCH: AttemptResult = Object.freeze({ kind: 'mismatch' });
+
+/**
+ * The lease assumed for an execution whose lease cannot be known: an engine instance of the user's own
+ * making, or of another copy of this package, and no `lease` on the consumer. The engine's default.
+ */
+const UNKNOWN_LEASE_MS = 30_000;
+
+/**
+ * How long after its handler settled a delivery is kept alive at most: the execution's own lease, for as
+ * long as the engine retries a failed completion (read from the run: an engine instance's options are not
+ * seen here), else the lease the consumer's options give, else {@link UNKNOWN_LEASE_MS}.
+ */
+function settledKeepAliveMs<M>(options: ResolvedConsumerOptions<M>, run: RunContext): number {
+  return ExecutionContext.leaseMsOf(run) ?? options.settleKeepAliveMs ?? UNKNOWN_LEASE_MS;
+}
 
 /**
  * Keep the broker's own timer of the delivery alive while its handler runs and its completion is written,

@@ -22,6 +22,17 @@ export class ExecutionContext implements RunContext {
   readonly downstreamKey: (step: string) => string;
   readonly step: StepRunner;
   readonly #lease: LeaseKeeper;
+  readonly #leaseMs: number;
+
+  /**
+   * The lease `context`'s execution was claimed with, when it is one of this package's executions
+   * (`undefined` for a fail-open run's context, or one from another copy of the package). Internal, not
+   * part of `RunContext`: the consumers bound by it how long they keep a delivery alive once its handler
+   * settled, also with an engine instance whose options they never saw.
+   */
+  static leaseMsOf(context: RunContext): number | undefined {
+    return context instanceof ExecutionContext ? context.#leaseMs : undefined;
+  }
 
   constructor(
     lease: LeaseKeeper,
@@ -31,6 +42,7 @@ export class ExecutionContext implements RunContext {
     leaseMs: number,
   ) {
     this.#lease = lease;
+    this.#leaseMs = leaseMs;
     this.token = token;
     this.attempt = attempt;
     this.storageKey = storageKey;

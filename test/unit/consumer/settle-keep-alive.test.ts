@@ -10,7 +10,12 @@ import {
   processDelivery,
   resolveConsumerOptions,
 } from '../../../src/consumer/index.js';
-import { createIdempotency, memoryStore, type Store } from '../../../src/index.js';
+import {
+  createIdempotency,
+  isStoreUnavailableError,
+  memoryStore,
+  type Store,
+} from '../../../src/index.js';
 
 interface Message {
   id: string;
@@ -83,5 +88,33 @@ describe('keeping a delivery alive until it is settled', () => {
     expect(afterLease).toBeGreaterThan(seen.touchesAtHandlerEnd + 3);
     expect(seen.touches).toBe(afterLease);
     expect(seen.acked).toBe(false);
+  });
+
+  it('stops touching the engine’s lease after the handler settled, with an engine instance and no lease, and says so', async () => {
+    // Arrange: the consumer is given an engine, not its options: only the run knows the lease (150 ms).
+    const store = memoryStore();
+    store.complete = () => new Promise(() => {});
+    const errors: Array<{ operation: string; error: unknown }> = [];
+    const options = resolveConsumerOptions<Message>(
+      {
+        idempotency: createIdempotency({ store, leaseMs: 150 }),
+        name: 'billing',
+        hooks: { onBrokerError: ({ operation, error }) => errors.push({ operation, error }) },
+      },
+      (message) => message.id,
+    );
+    const { delivery, seen, handler } = touchedDelivery();
+    // Act
+    void processDelivery(options, handler, delivery);
+    await sleep(400);
+    const afterLease = seen.touches;
+    await sleep(200);
+    // Assert: before, it was touched for as long as the process lived, and nothing was reported.
+    expect(afterLease).toBeGreaterThan(seen.touchesAtHandlerEnd + 3);
+    expect(seen.touches).toBe(afterLease);
+    expect(seen.acked).toBe(false);
+    expect(errors.map(({ operation }) => operation)).toEqual(['touch']);
+    expect(isStoreUnavailableError(errors[0]?.error)).toBe(true);
+    expect(String((errors[0]?.error as Error | undefined)?.message)).toContain('150 ms');
   });
 });
