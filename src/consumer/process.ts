@@ -112,7 +112,8 @@ class Attempt<M> {
     private readonly options: ResolvedConsumerOptions<M>,
     private readonly handler: ConsumerHandler<M>,
     private readonly delivery: Delivery<M>,
-    private readonly key: string,
+    /** The delivery's idempotency key, as the hooks report it. */
+    readonly key: string,
   ) {}
 
   /** Classify what happened. Never rejects. */
@@ -284,7 +285,7 @@ function startTouching<M>(
     touchIntervalMs,
     (error) =>
       emitHook(options.hooks, 'onBrokerError', {
-        ...baseEvent(options, delivery, undefined),
+        ...baseEvent(options, delivery, attempt.key),
         operation: 'touch',
         error,
       }),

@@ -117,4 +117,22 @@ describe('keeping a delivery alive until it is settled', () => {
     expect(isStoreUnavailableError(errors[0]?.error)).toBe(true);
     expect(String((errors[0]?.error as Error | undefined)?.message)).toContain('150 ms');
   });
+
+  it('reports a failed touch with the delivery’s key', async () => {
+    // Arrange: every touch fails while the handler runs 60 ms.
+    const events: Array<{ operation: string; key: string | undefined }> = [];
+    const options = consumerOptions(memoryStore(), {
+      hooks: { onBrokerError: ({ operation, key }) => events.push({ operation, key }) },
+    });
+    const { delivery } = touchedDelivery();
+    const failing: Delivery<Message> = {
+      ...delivery,
+      touch: () => Promise.reject(new Error('connection closed')),
+    };
+    // Act
+    await processDelivery(options, () => sleep(60), failing);
+    // Assert: before, a touch's error carried no key, unlike every other event of the delivery.
+    expect(events.length).toBeGreaterThan(0);
+    expect(events.every(({ operation, key }) => operation === 'touch' && key === 'k1')).toBe(true);
+  });
 });
