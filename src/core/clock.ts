@@ -11,3 +11,9 @@ export interface Clock {
 
 /** The real clock (`Date.now`). */
 export const systemClock: Clock = { now: () => Date.now() };
+
+/**
+ * A clock that never steps (`performance.now()`), for measuring how long something lasts in this process:
+ * the wall clock jumps when NTP steps it or a VM resumes. Its values are not epoch times. Internal.
+ */
+export const monotonicClock: Clock = { now: () => performance.now() };

@@ -5,7 +5,7 @@
  */
 import { type BatchingOptions, withBatching } from '../store/batching.js';
 import type { Store } from '../store/store.js';
-import { type Clock, systemClock } from './clock.js';
+import { type Clock, monotonicClock, systemClock } from './clock.js';
 import { isClosedClientError } from './closed-client.js';
 import { CompletedCache } from './completed-cache.js';
 import { type Duration, toMs } from './duration.js';
@@ -100,7 +100,11 @@ export interface IdempotencyOptions {
   codec?: OutcomeCodec;
   /** Observation callbacks (metrics, logs, traces). */
   hooks?: IdempotencyHooks;
-  /** Source of time, for tests. @default systemClock */
+  /**
+   * Source of time, for tests. An injected clock also times the lease countdown and `maxExecution`; with
+   * the system clock they run on `performance.now()`, which a wall-clock step does not move.
+   * @default systemClock
+   */
   clock?: Clock;
 }
 
@@ -190,6 +194,10 @@ export interface RunContext {
 export type RunOutcome<T> =
   | { status: 'executed'; value: T; token: number; attempt: number; failedOpen: boolean }
   | { status: 'replayed'; value: T }
+  /**
+   * Another attempt holds the key: its lease ends in `retryAfterMs` (at least 1, at most this request's
+   * `leaseMs`, however far this process's clock is from the store's).
+   */
   | { status: 'in_progress'; retryAfterMs: number }
   | { status: 'mismatch' };
 
@@ -309,6 +317,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
   const leases: LeaseEnvironment = {
     store,
     clock,
+    leaseClock: clock === systemClock ? monotonicClock : clock,
     hooks,
     namespace,
     heartbeats: booleanOption(options.extendLease, 'extendLease', true)
@@ -326,6 +335,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     codec: OutcomeCodec,
     event: HookEvent,
     fromCache: boolean,
+    leaseMs: number,
   ): RunOutcome<T> {
     // Completed records never change before they expire, so any of them may serve later replays.
     if (!fromCache && record.status === RecordStatus.Completed)
@@ -337,6 +347,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       hooks,
       event,
       fromCache,
+      leaseMs,
     });
   }
 
@@ -375,12 +386,14 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     const { storageKey, token } = lease;
     // What is left of the lease, on the real clock too, so that an injected clock that stands still
     // cannot make this retry forever.
-    const realEnd = performance.now() + (lease.until - clock.now());
+    const remainingMs = lease.remainingMs();
+    const end = clock.now() + remainingMs;
+    const realEnd = performance.now() + remainingMs;
     let error = firstError;
     for (let attempt = 1; ; attempt++) {
       emit(hooks, 'onStoreError', { ...event, operation: 'complete', error });
       const pause = Math.min(COMPLETE_BACKOFF_MS * attempt, COMPLETE_BACKOFF_MAX_MS);
-      const leaseOver = clock.now() + pause >= lease.until || performance.now() + pause >= realEnd;
+      const leaseOver = clock.now() + pause >= end || performance.now() + pause >= realEnd;
       // A client the application closed (a shutdown) will not come back: no point waiting out the lease.
       const hopeless = leaseOver || isClosedClientError(error);
       if (attempt >= COMPLETE_MIN_ATTEMPTS && hopeless) {
@@ -417,7 +430,9 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     const event: HookEvent = { namespace, storageKey };
 
     const cached = cache?.get(storageKey, clock.now());
-    if (cached !== undefined) return settleExisting(cached, fingerprint, codec, event, true);
+    if (cached !== undefined) {
+      return settleExisting(cached, fingerprint, codec, event, true, leaseMs);
+    }
 
     let claim: Awaited<ReturnType<Store['claim']>>;
     try {
@@ -438,7 +453,9 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       emit(hooks, 'onStoreError', { ...event, operation: 'claim', error });
       throw error;
     }
-    if (!claim.claimed) return settleExisting(claim.record, fingerprint, codec, event, false);
+    if (!claim.claimed) {
+      return settleExisting(claim.record, fingerprint, codec, event, false, leaseMs);
+    }
 
     const { token, attempt } = claim;
     if (attempt > 1) emit(hooks, 'onTakeover', { ...event, token, attempt });

@@ -5,6 +5,7 @@
  * removal on every execution).
  * @module
  */
+import { MAX_TIMER_MS } from './duration.js';
 
 /** Something that extends its lease when beaten; resolves once the extension attempt is over. */
 export interface Beating {
@@ -70,7 +71,10 @@ export class Heartbeats {
   add(member: Beating, periodMs: number): void {
     let group = this.groups.get(periodMs);
     if (group === undefined) {
-      group = new Group(Math.max(Math.floor(periodMs / 2), 1));
+      // At most a timer's limit: past it Node fires at once, and a lease of months (a third of it per
+      // period, half a period per tick) would be extended in a loop, a store call every millisecond. A
+      // shorter tick only beats earlier than needed.
+      group = new Group(Math.min(Math.max(Math.floor(periodMs / 2), 1), MAX_TIMER_MS));
       this.groups.set(periodMs, group);
     }
     group.add(member);

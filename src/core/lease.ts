@@ -16,6 +16,11 @@ import { malformedAnswerError } from './store-answers.js';
 export interface LeaseEnvironment {
   store: Store;
   clock: Clock;
+  /**
+   * What a lease's remaining time is measured on (see `heldUntil`): a monotonic clock with the system
+   * clock, the engine's injected clock otherwise (tests drive it).
+   */
+  leaseClock: Clock;
   hooks: IdempotencyHooks;
   namespace: string;
   /** The engine's heartbeat timers; `undefined` when leases are not extended automatically. */
@@ -48,19 +53,21 @@ export class LeaseKeeper implements Beating {
     readonly token: number,
     private readonly leaseMs: number,
   ) {
-    this.heldUntil = env.clock.now() + leaseMs;
+    this.heldUntil = env.leaseClock.now() + leaseMs;
   }
 
   /**
    * When the lease runs out by this process's own clock: `leaseMs` after the claim's (or the last
    * extension's) reply came back. Not the record's `leaseUntil`, which is on the store's clock: a skew
    * between the two clocks would make a healthy lease look expired (and one failed extension abort it).
+   * On `env.leaseClock`, monotonic in production: the wall clock stepped forward (an NTP step, a VM
+   * resumed) made a healthy lease look lost at the next step, and stepped back, hid a lost one.
    */
   private heldUntil: number;
 
-  /** When the lease runs out by this process's clock (see `heldUntil`), unless it is extended. */
-  get until(): number {
-    return this.heldUntil;
+  /** How long the lease has left by this process's clock (see `heldUntil`), unless it is extended. */
+  remainingMs(): number {
+    return this.heldUntil - this.env.leaseClock.now();
   }
 
   /** The store the lease is held in. */
@@ -135,7 +142,9 @@ export class LeaseKeeper implements Beating {
   /** Start the heartbeat, if enabled, and the `maxExecution` clock, if bounded. */
   start(): void {
     const { maxExecutionMs } = this.env;
-    if (maxExecutionMs !== undefined) this.deadline = this.env.clock.now() + maxExecutionMs;
+    // On the lease clock too (see `heldUntil`): a wall clock stepped back an hour kept a hung handler's
+    // key an hour longer, and stepped forward, gave up on a healthy one early.
+    if (maxExecutionMs !== undefined) this.deadline = this.env.leaseClock.now() + maxExecutionMs;
     if (this.env.heartbeats === undefined) return;
     const { hooks } = this.env;
     if (hooks.onLeaseLost !== undefined || hooks.onStoreError !== undefined) {
@@ -187,7 +196,7 @@ export class LeaseKeeper implements Beating {
       this.lose();
       throw this.signal.reason;
     }
-    this.heldUntil = this.env.clock.now() + leaseMs;
+    this.heldUntil = this.env.leaseClock.now() + leaseMs;
   }
 
   /**
@@ -198,7 +207,7 @@ export class LeaseKeeper implements Beating {
   assertHeld(): void {
     if (this.aborted) throw this.signal.reason;
     if (this.overtime()) throw this.signal.reason;
-    if (this.env.clock.now() >= this.heldUntil) {
+    if (this.env.leaseClock.now() >= this.heldUntil) {
       this.lose();
       throw this.signal.reason;
     }
@@ -216,7 +225,7 @@ export class LeaseKeeper implements Beating {
     } catch {
       // A store error is survivable while the lease has time left: try again at the next beat. Once the
       // lease has run out with no successful extension, the claim may be taken over, so abort.
-      if (!this.aborted && this.env.clock.now() >= this.heldUntil) this.lose();
+      if (!this.aborted && this.env.leaseClock.now() >= this.heldUntil) this.lose();
     }
     // A lost lease is never extended again.
     if (this.aborted) this.unschedule();
@@ -229,7 +238,7 @@ export class LeaseKeeper implements Beating {
    */
   private overtime(): boolean {
     // A finished run (stopped) is past caring: nothing to abort, nothing to count.
-    if (this.stopped || this.env.clock.now() < this.deadline) return false;
+    if (this.stopped || this.env.leaseClock.now() < this.deadline) return false;
     if (!this.aborted) {
       this.lose(
         `Execution exceeded maxExecution: the lease of token ${this.token} is no longer extended and will be taken over`,

@@ -20,7 +20,10 @@ export interface InProgressRecord {
   fingerprint: string;
   /** Fencing token of the current holder. */
   token: number;
-  /** Epoch ms (store clock) after which another attempt may take over. */
+  /**
+   * Epoch ms (store clock) at which the lease ends: live while `now < leaseUntil`, dead from `leaseUntil` on
+   * (another attempt may take over at that very millisecond), as every built-in store compares.
+   */
   leaseUntil: number;
   /** 1 for the first claim, +1 on every takeover. */
   attempt: number;
@@ -51,7 +54,10 @@ export interface CompletedRecord {
   outcome: Uint8Array;
   /** Epoch ms (store clock) of completion. */
   completedAt: number;
-  /** Epoch ms (store clock) after which the record is gone and the key is new again. */
+  /**
+   * Epoch ms (store clock) at which the record is gone and the key is new again: replayed while
+   * `now < expiresAt`, not from `expiresAt` on.
+   */
   expiresAt: number;
 }
 

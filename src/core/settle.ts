@@ -23,6 +23,13 @@ export interface SettleInput {
   event: HookEvent;
   /** True when the record came from the local cache rather than the store. */
   fromCache: boolean;
+  /**
+   * The lease this attempt would have taken: the longest `retryAfterMs` answered. A holder's lease ends
+   * within one lease of its last extension, so a longer wait only comes from clocks that disagree (this
+   * process's stepped back, or behind the store's): an hour's skew made a 30 s lease's duplicate wait an
+   * hour. Absent: not capped.
+   */
+  leaseMs?: number;
 }
 
 /**
@@ -37,7 +44,11 @@ export function settleRecord<T>(record: IdempotencyRecord, input: SettleInput): 
     return { status: 'mismatch' };
   }
   if (record.status === RecordStatus.InProgress) {
-    const retryAfterMs = Math.max(record.leaseUntil - input.now, 1);
+    // At least 1 ms (a lease ending this very millisecond still blocks), at most one lease (see leaseMs).
+    const retryAfterMs = Math.min(
+      Math.max(record.leaseUntil - input.now, 1),
+      input.leaseMs ?? Number.POSITIVE_INFINITY,
+    );
     emit(hooks, 'onConflict', { ...event, retryAfterMs });
     return { status: 'in_progress', retryAfterMs };
   }

@@ -349,7 +349,8 @@ describe('createIdempotency().run', () => {
   });
 
   it('stops extending a hung handler after maxExecution: its signal aborts and a retry takes the key over', async () => {
-    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+    // maxExecution is timed on the monotonic clock (performance.now), faked with the rest.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date', 'performance'] });
     const store = memoryStore();
     const onLeaseLost = vi.fn();
     const idempotency = createIdempotency({
@@ -390,7 +391,7 @@ describe('createIdempotency().run', () => {
   });
 
   it('lets a handler that finishes within maxExecution complete as usual', async () => {
-    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date', 'performance'] });
     const idempotency = createIdempotency({
       store: memoryStore(),
       leaseMs: 300,

@@ -65,4 +65,18 @@ describe('Heartbeats', () => {
     expect(fast.beats.length).toBeGreaterThan(50);
     expect(slow.beats).toEqual([]);
   });
+
+  it('waits out a period longer than a timer can (a lease of months) instead of beating in a loop', async () => {
+    // Arrange: real timers, since a delay past 2^31-1 ms is what Node itself fires at once. A 365-day
+    // lease beats every third of it: a tick of 61 days.
+    const heartbeats = new Heartbeats();
+    const m = member();
+    const periodMs = (365 * 86_400_000) / 3;
+    // Act
+    heartbeats.add(m, periodMs);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    heartbeats.remove(m, periodMs);
+    // Assert: no beat is due for weeks.
+    expect(m.beats).toEqual([]);
+  });
 });
