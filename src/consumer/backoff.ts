@@ -3,7 +3,7 @@
  * does not come back in lockstep.
  * @module
  */
-import { type Duration, toMs } from '../core/duration.js';
+import { type Duration, MAX_DURATION_MS, toMs } from '../core/duration.js';
 import { InvalidOptionsError } from '../core/errors.js';
 import { booleanOption, knownFields, shownValue } from '../core/option-checks.js';
 
@@ -23,7 +23,31 @@ export interface BackoffOptions {
 export type Backoff = (deliveryCount: number) => number;
 
 /**
- * Build a {@link Backoff} from options, or pass a function through.
+ * A backoff function of the user's, its answers checked: each must be a number of ms from 0 to 100 years.
+ * Another one (NaN, a negative, Infinity, a string) would reach the broker as is: RabbitMQ closes the
+ * channel on a per-message TTL of `'NaN'` or `'-5'` (every delivery on it lost), JetStream redelivers a
+ * NaN delay at once, and Redis Streams fails the entry's `XCLAIM`. Thrown instead, it is handled as a
+ * backoff that threw: reported to `onBrokerError` and the delivery redelivered after `maxRetryDelay`.
+ */
+function checkedBackoff(backoff: Backoff): Backoff {
+  return (deliveryCount) => {
+    const delayMs: unknown = backoff(deliveryCount);
+    if (
+      typeof delayMs !== 'number' ||
+      !Number.isFinite(delayMs) ||
+      delayMs < 0 ||
+      delayMs > MAX_DURATION_MS
+    ) {
+      throw new InvalidOptionsError(
+        `backoff: the function answered ${shownValue(delayMs)} for delivery ${deliveryCount}; expected a number of ms from 0 to 100 years`,
+      );
+    }
+    return delayMs;
+  };
+}
+
+/**
+ * Build a {@link Backoff} from options, or check a function's answers (see `checkedBackoff`).
  * @throws InvalidOptionsError for a field that is not one of {@link BackoffOptions} (the outbox relay's
  *   `initialMs`, `maxMs` and `multiplier` included) or a value of the wrong type or range.
  * @example
@@ -34,7 +58,7 @@ export function createBackoff(
   option: BackoffOptions | Backoff | undefined,
   random: () => number = Math.random,
 ): Backoff {
-  if (typeof option === 'function') return option;
+  if (typeof option === 'function') return checkedBackoff(option);
   const fields = backoffFields(option);
   const initial = toMs(fields.initial ?? '1s', 'backoff.initial');
   const max = toMs(fields.max ?? '1m', 'backoff.max');

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createBackoff, type DecisionPolicy, decide } from '../../../src/consumer/index.js';
-import { ReplayedError, StoreUnavailableError } from '../../../src/index.js';
+import { MAX_DURATION_MS, ReplayedError, StoreUnavailableError } from '../../../src/index.js';
 
 const policy: DecisionPolicy = {
   maxDeliveries: 3,
@@ -142,5 +142,32 @@ describe('consumer backoff', () => {
     // Act / Assert
     expect(low(2)).toBe(1000);
     expect(high(2)).toBe(2000);
+  });
+
+  it.each([
+    ['NaN', Number.NaN],
+    ['a negative delay', -1],
+    ['Infinity', Number.POSITIVE_INFINITY],
+    ['more than 100 years', 1e21],
+    ['a string', '5000'],
+  ])('refuses a function answer of %s, when it is asked, naming the delivery', (_name, answer) => {
+    // Arrange
+    const backoff = createBackoff(() => answer as number);
+    // Act / Assert
+    expect(() => backoff(2)).toThrow(
+      expect.objectContaining({
+        code: 'invalid_options',
+        message: expect.stringMatching(
+          /^backoff: the function answered .+ for delivery 2; expected a number of ms from 0 to 100 years$/,
+        ),
+      }),
+    );
+  });
+
+  it('takes a function answer from 0 to 100 years as it is', () => {
+    // Arrange
+    const answers = [0, 1.5, 250, MAX_DURATION_MS];
+    // Act / Assert
+    for (const answer of answers) expect(createBackoff(() => answer)(1)).toBe(answer);
   });
 });
