@@ -3,7 +3,7 @@
  * signature and context, the hooks, and their validation into one resolved form.
  * @module
  */
-import { type Duration, toMs } from '../core/duration.js';
+import { type Duration, MAX_TIMER_MS, toMs } from '../core/duration.js';
 import {
   createIdempotency,
   type Idempotency,
@@ -14,6 +14,7 @@ import type { StoredErrorInfo } from '../core/errors.js';
 import { InvalidOptionsError } from '../core/errors.js';
 import {
   callbacksOption,
+  durationOption,
   knownFields,
   positiveIntegerOption,
   shownValue,
@@ -144,7 +145,10 @@ export interface ConsumerOptions<M> {
   lease?: Duration;
   /** How long a completed key is remembered; must exceed the longest redelivery and DLQ replay horizon. @default the engine's ('24h') */
   retention?: Duration;
-  /** How long `close()` waits for in-flight messages. @default '30s' */
+  /**
+   * How long `close()` waits for in-flight messages: at most 2³¹−1 ms (about 24.8 days), a timer's limit.
+   * @default '30s'
+   */
   drainTimeout?: Duration;
   /** Observation callbacks. */
   hooks?: ConsumerHooks<M>;
@@ -287,7 +291,11 @@ export function resolveConsumerOptions<M>(
         ? undefined
         : toMs(options.idempotency.leaseMs ?? DEFAULT_ENGINE_LEASE, 'idempotency.leaseMs')),
     retentionMs: options.retention === undefined ? undefined : toMs(options.retention, 'retention'),
-    drainTimeoutMs: toMs(options.drainTimeout ?? '30s', 'drainTimeout'),
+    // A timer: past MAX_TIMER_MS Node fires it at once, and close() would give up on every message in
+    // flight straight away.
+    drainTimeoutMs: durationOption(options.drainTimeout, 'drainTimeout', 30_000, {
+      maxMs: MAX_TIMER_MS,
+    }),
     hooks: callbacksOption<ConsumerHooks<M>>(options.hooks, 'hooks') ?? {},
   };
 }

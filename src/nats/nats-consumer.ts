@@ -15,9 +15,10 @@ import {
   resolveConsumerOptions,
   settlesWithin,
 } from '../consumer/index.js';
-import { type Duration, toMs } from '../core/duration.js';
+import { type Duration, MAX_TIMER_MS } from '../core/duration.js';
 import { InvalidOptionsError } from '../core/errors.js';
 import { callHook } from '../core/hooks.js';
+import { durationOption } from '../core/option-checks.js';
 import { openConnectionCheck } from './connection.js';
 import { KEY_HEADER, MSG_ID_HEADER, publishDeadLetter, termReason } from './dead-letter.js';
 import type { NatsJsMsg, NatsPublisher, NatsPullConsumer } from './nats-types.js';
@@ -60,8 +61,9 @@ export interface NatsConsumerOptions extends ConsumerOptions<NatsJsMsg> {
   /** A JetStream client to publish dead letters with (the PubAck is awaited before `term()`). */
   publisher?: NatsPublisher;
   /**
-   * How often `working()` resets the consumer's AckWait while a handler runs.
-   * @default a third of the consumer's `ack_wait`
+   * How often `working()` resets the consumer's AckWait while a handler runs: at most 2³¹−1 ms (about
+   * 24.8 days), a timer's limit.
+   * @default a third of the consumer's `ack_wait` (at most 2³¹−1 ms)
    */
   workingInterval?: Duration;
 }
@@ -156,12 +158,17 @@ export async function idempotentConsumer(
   if ((publisher === undefined) !== (deadLetterSubject === undefined)) {
     throw new InvalidOptionsError('deadLetterSubject and publisher: give both, or neither');
   }
+  // A timer's interval: past MAX_TIMER_MS Node fires it at once, and `working()` would be sent in a loop.
+  // A given one that long is refused; one derived from the server's `ack_wait` (months, say) is capped,
+  // which only resets the AckWait sooner than needed.
   let workingMs: number;
-  if (options.workingInterval !== undefined) {
-    workingMs = toMs(options.workingInterval, 'workingInterval');
+  if (options.workingInterval !== undefined && options.workingInterval !== null) {
+    workingMs = durationOption(options.workingInterval, 'workingInterval', 0, {
+      maxMs: MAX_TIMER_MS,
+    });
   } else {
     const ackWaitNanos = (await consumer.info(true)).config.ack_wait ?? 30e9;
-    workingMs = Math.max(Math.floor(ackWaitNanos / 1e6 / 3), 100);
+    workingMs = Math.min(Math.max(Math.floor(ackWaitNanos / 1e6 / 3), 100), MAX_TIMER_MS);
   }
 
   const inFlight = new InFlight(resolved.concurrency);

@@ -16,10 +16,10 @@ import {
   sleep,
 } from '../consumer/index.js';
 import { resolveConsumerOptions } from '../consumer/options.js';
-import { type Duration, toMs } from '../core/duration.js';
+import { type Duration, MAX_TIMER_MS, toMs } from '../core/duration.js';
 import { InvalidOptionsError } from '../core/errors.js';
 import { callHook } from '../core/hooks.js';
-import { callbacksOption, stringOption } from '../core/option-checks.js';
+import { callbacksOption, durationOption, stringOption } from '../core/option-checks.js';
 import { AckBatcher } from './acks.js';
 import {
   type CommandArgument,
@@ -86,7 +86,10 @@ export interface RedisStreamsConsumerOptions extends ConsumerOptions<StreamEntry
   blockingClient?: RedisStreamsClient;
   /** Longest wait of one blocking read. @default '1s' */
   block?: Duration;
-  /** Wait between empty reads when there is no `blockingClient`. @default '50ms' */
+  /**
+   * Wait between empty reads when there is no `blockingClient`: at most 2³¹−1 ms (about 24.8 days), a
+   * timer's limit. @default '50ms'
+   */
   pollInterval?: Duration;
   /**
    * A pending entry idle this long is reclaimed (`XAUTOCLAIM`) by any consumer of the group: how a crashed
@@ -181,7 +184,8 @@ export async function idempotentConsumer(
   );
   callbacksOption<RedisStreamsConsumerHooks>(options.hooks, 'hooks');
   const blockMs = toMs(options.block ?? '1s', 'block');
-  const pollMs = toMs(options.pollInterval ?? '50ms', 'pollInterval');
+  // A timer: past MAX_TIMER_MS Node fires it at once, and the stream would be read in a loop.
+  const pollMs = durationOption(options.pollInterval, 'pollInterval', 50, { maxMs: MAX_TIMER_MS });
   const minIdleMs = toMs(options.minIdle ?? '30s', 'minIdle');
   if (minIdleMs < MIN_IDLE_FLOOR_MS) {
     throw new InvalidOptionsError(
@@ -269,7 +273,8 @@ export async function idempotentConsumer(
         touch: async () => {
           await setIdle(entry.id, 0);
         },
-        touchIntervalMs: Math.max(Math.floor(minIdleMs / 3), 10),
+        // At most a timer's limit (a minIdle of months): past it the entry would be touched in a loop.
+        touchIntervalMs: Math.min(Math.max(Math.floor(minIdleMs / 3), 10), MAX_TIMER_MS),
       }),
     );
   };

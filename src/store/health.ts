@@ -5,8 +5,8 @@
  * writes nothing. A broken store is an answer, not an exception: it throws only for a bad `timeout`.
  * @module
  */
-import { type Duration, toMs } from '../core/duration.js';
-import { InvalidOptionsError } from '../core/errors.js';
+import { type Duration, MAX_TIMER_MS } from '../core/duration.js';
+import { durationOption } from '../core/option-checks.js';
 import type { Store } from './store.js';
 
 /** The key the probe reads: not a storage key's form (hex digests), so it is never a request's record. */
@@ -16,7 +16,8 @@ export const HEALTH_PROBE_KEY = 'idempotency-kit:health-probe';
 export interface StoreHealthOptions {
   /**
    * How long the probe may take before the store is reported unhealthy (the store's own timeouts, such as
-   * the Redis store's `timeoutMs`, still apply inside it). @default '1s'
+   * the Redis store's `timeoutMs`, still apply inside it); at most 2³¹−1 ms (about 24.8 days), a timer's
+   * limit. @default '1s'
    */
   timeout?: Duration;
 }
@@ -50,12 +51,10 @@ export async function checkStoreHealth(
   store: Store,
   options: StoreHealthOptions = {},
 ): Promise<StoreHealth> {
-  const timeoutMs = toMs(options.timeout ?? '1s', 'timeout');
-  if (timeoutMs <= 0) {
-    throw new InvalidOptionsError(
-      `checkStoreHealth: timeout must be positive, got ${timeoutMs} ms`,
-    );
-  }
+  // A timer: past MAX_TIMER_MS Node fires it at once, and a healthy store would be reported timed out.
+  const timeoutMs = durationOption(options.timeout, 'checkStoreHealth: timeout', 1000, {
+    maxMs: MAX_TIMER_MS,
+  });
   const started = performance.now();
   let timer: NodeJS.Timeout | undefined;
   const timedOut = new Promise<'timeout'>((resolve) => {

@@ -140,8 +140,8 @@ describe('checkStoreHealth on broken stores', () => {
     expect(health).toMatchObject({ ok: false, store: 'hanging', error: { code: 'timeout' } });
   });
 
-  it('refuses a timeout that is not a positive duration', async () => {
-    for (const timeout of [0, -1, 'soon'] as unknown as number[]) {
+  it('refuses a timeout that is not a positive duration, or one longer than a timer can wait', async () => {
+    for (const timeout of [0, -1, 'soon', '30d', 2 ** 31] as unknown as number[]) {
       await expect(checkStoreHealth(memoryStore(), { timeout })).rejects.toSatisfy(
         isInvalidOptionsError,
       );

@@ -112,3 +112,26 @@ describe('consumer counts', () => {
     expect([absent.policy.maxDeliveries, absent.concurrency]).toEqual([5, 10]);
   });
 });
+
+describe('consumer drainTimeout', () => {
+  it.each([
+    ['30d', '"30d"'],
+    [2 ** 31, String(2 ** 31)],
+  ])('refuses %o, longer than a timer can wait (close() would give up at once)', (value, shown) => {
+    // Act / Assert
+    expect(() => resolve({ drainTimeout: value })).toThrow(
+      refusal(
+        new RegExp(
+          `^drainTimeout: expected a positive number of ms \\(at most 2147483647 ms\\) or a duration like '500ms' or '30s', got ${shown}$`,
+        ),
+      ),
+    );
+  });
+
+  it('takes up to 2^31-1 ms, and 30 s when absent', () => {
+    // Act / Assert
+    expect(resolve({ drainTimeout: '24d' }).drainTimeoutMs).toBe(24 * 86_400_000);
+    expect(resolve({ drainTimeout: 2 ** 31 - 1 }).drainTimeoutMs).toBe(2 ** 31 - 1);
+    expect(resolve({}).drainTimeoutMs).toBe(30_000);
+  });
+});

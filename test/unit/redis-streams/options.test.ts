@@ -4,7 +4,12 @@
  * `minIdle` so small that live consumers' entries are reclaimed between two idle resets.
  */
 import { describe, expect, it } from 'vitest';
-import { createIdempotency, InvalidOptionsError, memoryStore } from '../../../src/index.js';
+import {
+  createIdempotency,
+  type Duration,
+  InvalidOptionsError,
+  memoryStore,
+} from '../../../src/index.js';
 import {
   idempotentConsumer,
   MIN_IDLE_FLOOR_MS,
@@ -59,6 +64,27 @@ describe('Redis Streams consumer options', () => {
     await expect(started).rejects.toThrow(/minIdle: must be at least 100ms, got 1ms/);
     expect(sent).toEqual([]);
   });
+
+  it.each([
+    ['30d', '"30d"'],
+    [2 ** 31, String(2 ** 31)],
+  ])(
+    'refuses a pollInterval of %o, longer than a timer can wait (the stream would be read in a loop)',
+    async (pollInterval, shown) => {
+      // Arrange
+      const { client, sent } = fakeClient();
+      // Act
+      const started = idempotentConsumer(client, () => {}, {
+        ...base(),
+        pollInterval: pollInterval as Duration,
+      });
+      // Assert
+      await expect(started).rejects.toThrow(
+        `pollInterval: expected a positive number of ms (at most 2147483647 ms) or a duration like '500ms' or '30s', got ${shown}`,
+      );
+      expect(sent).toEqual([]);
+    },
+  );
 
   it('accepts a minIdle at the floor and another dead-letter stream', async () => {
     // Arrange
