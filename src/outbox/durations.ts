@@ -4,7 +4,7 @@
  * engine's own `leaseMs` takes, means the same thing here. Checked, never coerced.
  * @module
  */
-import { type Duration, toMs } from '../core/duration.js';
+import { type Duration, MAX_DURATION_MS, toMs } from '../core/duration.js';
 import { InvalidOptionsError } from '../core/errors.js';
 import { shownValue } from '../core/option-checks.js';
 
@@ -12,7 +12,10 @@ import { shownValue } from '../core/option-checks.js';
 export interface DurationBounds {
   /** Whether `0` is allowed (it turns a feature off, or means no wait). @default false */
   allowZero?: boolean;
-  /** The longest value, in ms (a timer's limit, say). @default none beyond the duration parser's */
+  /**
+   * The longest value, in ms (a timer's limit, say). @default 100 years, as the duration parser's: a
+   * number past it reached PostgreSQL as an `interval out of range` error, reported like an outage
+   */
   maxMs?: number;
 }
 
@@ -26,12 +29,12 @@ export function durationMs(
   value: Duration | null | undefined,
   name: string,
   fallback: number,
-  { allowZero = false, maxMs = Number.POSITIVE_INFINITY }: DurationBounds = {},
+  { allowZero = false, maxMs = MAX_DURATION_MS }: DurationBounds = {},
 ): number {
   if (value === undefined || value === null) return fallback;
   const refuse = (cause?: unknown) => {
     const sign = allowZero ? 'non-negative' : 'positive';
-    const limit = Number.isFinite(maxMs) ? ` of at most ${maxMs}` : '';
+    const limit = maxMs === MAX_DURATION_MS ? ' of at most 100 years' : ` of at most ${maxMs}`;
     return new InvalidOptionsError(
       `${name}: must be a ${sign} number of ms${limit} or a duration like '30s', got ${shownValue(value)}`,
       { cause },

@@ -6,7 +6,7 @@
  */
 
 import { performance } from 'node:perf_hooks';
-import { type Duration, MAX_TIMER_MS } from '../core/duration.js';
+import { type Duration, MAX_DURATION_MS, MAX_TIMER_MS } from '../core/duration.js';
 import { InvalidOptionsError } from '../core/errors.js';
 import { ignoreRejection } from '../core/hooks.js';
 import { knownFields, positiveIntegerOption } from '../core/option-checks.js';
@@ -50,7 +50,7 @@ export interface RelayOptions {
   /**
    * Delays between attempts of a failing row: `{ initialMs, maxMs, multiplier, jitter }` (no other field:
    * a consumer's `initial`, `max` and `factor` are refused), or a function of the attempt number (a
-   * function returning anything but a finite delay ≥ 0 is reported to `onError`, and the default is used).
+   * function returning anything but a delay from 0 to 100 years is reported to `onError`, and the default is used).
    * @default exponential 1 s → 60 s, ×2, 20 % jitter
    */
   backoff?: BackoffOptions | Backoff;
@@ -333,8 +333,9 @@ export function createRelay(options: RelayOptions): Relay {
     }
   }
 
-  // A custom backoff that returns NaN, a negative or an infinite delay would make the mark fail (or, in a
-  // source that accepted it, hide the row forever): report it and use the default for this attempt.
+  // A custom backoff that returns NaN, a negative, an infinite delay or one past 100 years (PostgreSQL's
+  // interval range ends near 178 million years, but its timestamps in 294,276 AD) would make the mark fail
+  // (or, in a source that accepted it, hide the row forever): report it and use the default for this attempt.
   function retryDelay(attempt: number): number {
     let delay: unknown;
     try {
@@ -342,7 +343,7 @@ export function createRelay(options: RelayOptions): Relay {
     } catch (error) {
       delay = error;
     }
-    if (typeof delay === 'number' && Number.isFinite(delay) && delay >= 0) return delay;
+    if (typeof delay === 'number' && delay >= 0 && delay <= MAX_DURATION_MS) return delay;
     report(
       new InvalidOptionsError(
         `createRelay: backoff(${attempt}) returned ${delay instanceof Error ? `an error (${delay.message})` : String(delay)}; using the default backoff`,

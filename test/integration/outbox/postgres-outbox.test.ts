@@ -257,6 +257,32 @@ describe('relay (PostgreSQL)', () => {
     expect(await row()).toMatchObject({ attempts: 4, last_error: null, sent_at: expect.any(Date) });
   });
 
+  it('reports a backoff function answering a delay past 100 years and waits the default backoff instead, the failure recorded', async () => {
+    // Arrange: PostgreSQL's timestamps end in 294,276 AD; 1e20 ms from now is past them.
+    const publisher = recordingPublisher({ failTimes: 1 });
+    const errors: unknown[] = [];
+    const relay = relayOf({ publisher, backoff: () => 1e20, onError: (e) => errors.push(e) });
+    const { messageId } = await db.transaction((tx) =>
+      enqueue(tx, { topic: 'far-backoff', payload: 'x' }, { schema: db.schema }),
+    );
+    // Act
+    const round = await relay.runOnce();
+    // Assert: the failure is marked (not an `interval out of range` from the store), and reported.
+    expect(round).toMatchObject({ claimed: 1, failed: 1 });
+    expect((await db.rows()).find((r) => r.message_id === messageId)).toMatchObject({
+      attempts: 1,
+      sent_at: null,
+      last_error: expect.stringContaining('broker down'),
+    });
+    expect(errors).toContainEqual(
+      expect.objectContaining({
+        code: 'invalid_options',
+        message:
+          'createRelay: backoff(1) returned 100000000000000000000; using the default backoff',
+      }),
+    );
+  });
+
   it('purges sent rows after the retention and keeps unsent ones, however old', async () => {
     const ok = recordingPublisher();
     const relay = relayOf({ publisher: ok, retentionMs: 300, purgeBatchSize: 2 });

@@ -70,7 +70,7 @@ describe('a relay backoff of another shape', () => {
     // A string of digits used to be multiplied as a number; a duration string needs its unit.
     expect(() => exponentialBackoff({ initialMs: '1000' } as never)).toThrow(
       refusal(
-        /^backoff\.initialMs: must be a non-negative number of ms or a duration like '30s', got "1000"$/,
+        /^backoff\.initialMs: must be a non-negative number of ms of at most 100 years or a duration like '30s', got "1000"$/,
       ),
     );
     expect(() => relayWith({ backoff: 5000 })).toThrow(
@@ -116,7 +116,16 @@ describe('the relay durations', () => {
   it.each([
     [
       { leaseMs: '30' },
-      /^createRelay: leaseMs: must be a positive number of ms or a duration like '30s', got "30"$/,
+      /^createRelay: leaseMs: must be a positive number of ms of at most 100 years or a duration like '30s', got "30"$/,
+    ],
+    // Past 100 years, a number reached PostgreSQL as `interval out of range`, reported like an outage.
+    [
+      { leaseMs: 1e20 },
+      /^createRelay: leaseMs: must be a positive number of ms of at most 100 years or a duration like '30s', got 100000000000000000000$/,
+    ],
+    [
+      { retentionMs: 1e20 },
+      /^createRelay: retentionMs: .* of at most 100 years .*, got 100000000000000000000$/,
     ],
     [{ leaseMs: 0 }, /^createRelay: leaseMs: must be a positive number of ms .*, got 0$/],
     [
