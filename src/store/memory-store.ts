@@ -5,7 +5,9 @@
  * @module
  */
 import { type Clock, systemClock } from '../core/clock.js';
+import { InvalidOptionsError } from '../core/errors.js';
 import { KeyState, stateOf } from '../core/inspection.js';
+import { shownValue } from '../core/option-checks.js';
 import {
   applyClaim,
   applyComplete,
@@ -235,7 +237,15 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       return existed;
     },
     async purgeExpired(purgeOptions: PurgeOptions = {}) {
-      return sweep(clock.now(), purgeOptions.limit ?? 1000);
+      const limit = purgeOptions.limit ?? 1000;
+      // Refused as the SQL stores refuse it: a NaN limit swept every dead record, and `'2'` was compared
+      // as a number, so a script tried on this store behaved otherwise on the real one.
+      if (!Number.isSafeInteger(limit) || limit < 1) {
+        throw new InvalidOptionsError(
+          `purgeExpired: limit must be a positive integer, got ${shownValue(limit)}`,
+        );
+      }
+      return sweep(clock.now(), limit);
     },
     async stats(): Promise<StoreStats> {
       const now = clock.now();

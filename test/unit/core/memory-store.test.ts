@@ -35,4 +35,29 @@ describe('memoryStore', () => {
     expect(await store.purgeExpired({ limit: 100 })).toBe(6);
     expect(store.size).toBe(0);
   });
+
+  it.each([
+    [0, '0'],
+    [-1, '-1'],
+    [1.5, '1.5'],
+    [Number.NaN, 'NaN'],
+    ['2', '"2"'],
+  ])(
+    'refuses a purge limit of %o as the SQL stores do, and purges nothing',
+    async (limit, shown) => {
+      // Arrange
+      const clock = new ManualClock();
+      const store = memoryStore({ clock });
+      for (let i = 0; i < 3; i++) await store.claim(`k${i}`, { fingerprint: '', leaseMs: 100 });
+      clock.advance(200);
+      // Act / Assert
+      await expect(store.purgeExpired({ limit: limit as number })).rejects.toThrow(
+        expect.objectContaining({
+          code: 'invalid_options',
+          message: `purgeExpired: limit must be a positive integer, got ${shown}`,
+        }),
+      );
+      expect(store.size).toBe(3);
+    },
+  );
 });
