@@ -7,6 +7,9 @@ export default defineConfig({
         test: {
           name: 'unit',
           include: ['test/unit/**/*.test.ts'],
+          // No I/O, but some are CPU-bound (fuzzing, 50,000 keys): on 2 cores shared with the servers and
+          // the integration files (load 10), they took over Vitest's default 5 s.
+          testTimeout: 20_000,
         },
       },
       {

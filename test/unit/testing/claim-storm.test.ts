@@ -35,7 +35,8 @@ function alive(pid: number): boolean {
 
 /** The pids the factory's processes wrote in `dir`, once `count` of them have. */
 async function pidsIn(dir: string, count: number): Promise<number[]> {
-  for (let i = 0; i < 200; i++) {
+  // Up to 30 s: a process started through tsx took 10–12 s to run its factory at load 10 on 2 cores.
+  for (let i = 0; i < 600; i++) {
     const pids = readdirSync(dir).map(Number);
     if (pids.length >= count) return pids;
     await new Promise((resolve) => setTimeout(resolve, 50));
@@ -58,9 +59,9 @@ afterEach(() => {
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
-// Each storm starts processes through tsx (seconds each on a loaded machine), one waits out its 3 s
-// `timeoutMs`, and `pidsIn` and `survivors` wait up to 13 s: Vitest's default 5 s per test is too short.
-describe('runClaimStorm', { timeout: 20_000 }, () => {
+// Each storm starts processes through tsx (seconds each, 10–12 s on a loaded machine), one waits out its
+// 12 s `timeoutMs`, and `pidsIn` and `survivors` wait up to 33 s: Vitest's default 5 s is too short.
+describe('runClaimStorm', { timeout: 60_000 }, () => {
   it('takes the factory module as a path relative to the working directory', async () => {
     const result = await runClaimStorm(
       { module: relative(process.cwd(), factory), processes: 2, claimsPerProcess: 6 },
@@ -98,10 +99,11 @@ describe('runClaimStorm', { timeout: 20_000 }, () => {
   it('gives up on stores that never get ready within timeoutMs, and kills their processes', async () => {
     const pidDir = tempDir();
     const storm = runClaimStorm(
-      { module: factory, argument: { pidDir, hang: true }, processes: 2, timeoutMs: 3_000 },
+      // Long enough for both processes to start and write their pids, on a loaded machine too.
+      { module: factory, argument: { pidDir, hang: true }, processes: 2, timeoutMs: 12_000 },
       keys,
     );
-    await expect(storm).rejects.toThrow(/did not finish within 3000 ms/);
+    await expect(storm).rejects.toThrow(/did not finish within 12000 ms/);
     expect(await survivors(await pidsIn(pidDir, 2), 2_000)).toEqual([]);
   });
 
