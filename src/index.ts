@@ -69,6 +69,12 @@ export {
 } from './core/record.js';
 export type { StepContext, StepOptions } from './core/steps.js';
 export { assertStepName } from './core/steps.js';
+export {
+  assertBatchDurations,
+  assertClaimDurations,
+  assertPositiveMs,
+  assertReserveMs,
+} from './store/durations.js';
 export type { StoreHealth, StoreHealthOptions } from './store/health.js';
 export { checkStoreHealth, HEALTH_PROBE_KEY } from './store/health.js';
 export type { MemoryStore, MemoryStoreOptions } from './store/memory-store.js';

@@ -65,9 +65,13 @@ export interface CompletedRecord {
 export type IdempotencyRecord = InProgressRecord | CompletedRecord;
 
 /**
- * The next fencing token. Tokens strictly increase on takeover (`previous + 1`) and are also derived from
- * the store clock in microseconds, so a claim made after a release or an expiry (when no previous record
- * survives) still carries a larger token than any earlier holder: a zombie can never match it.
+ * The next fencing token from the key's previous token, when its record survives, and the store clock in
+ * microseconds: at least `previous + 1` (a takeover), and at least the clock. The clock is not enough
+ * on its own: after a release or an expiry no previous record survives, and a clock that steps back (NTP,
+ * a failover to a server whose clock is behind) gives a smaller token than an earlier holder's, which
+ * breaks the contract's rule that tokens of a key strictly increase over its whole history. A store must
+ * also floor the token with a counter or sequence that outlives the record (`applyClaim`'s `minToken`,
+ * which the memory store passes as the last token it issued; a database sequence; a per-key tombstone).
  */
 export function nextToken(previousToken: number | undefined, nowMicros: number): number {
   const floor = Math.floor(nowMicros);
@@ -129,7 +133,8 @@ export function reservationMs(options: { leaseMs: number; reserveMs?: number }):
  * The claim transition, as every store must apply it atomically: create if absent or dead; take over an
  * in-progress record whose lease expired (token and attempt grow) if the claim's fingerprint is the
  * record's or the record's reservation has ended too; otherwise leave the record as is and return it.
- * Tokens of one key strictly increase over its whole history, releases and expiries included.
+ * Tokens of one key strictly increase over its whole history, releases and expiries included, when
+ * `minToken` is above every token the store issued before (see {@link nextToken}: the clock alone is not).
  *
  * `reserveMs` (from the claim) keeps the new record's key reserved for its fingerprint that long after the
  * claim, should the holder crash: the same request may take it over after the lease, another may not.
@@ -152,8 +157,8 @@ export function applyClaim(
     return { result: { claimed: false, record: current }, next: current };
   }
   const takeover = current?.status === RecordStatus.InProgress;
-  // `minToken` lets a store add its own floor (the last token it issued), for clocks too coarse to
-  // separate a release and the next claim.
+  // `minToken` is the store's own floor (the last token it issued): without it, tokens after a release or
+  // an expiry come from the clock alone, which may stand still (a coarse clock) or step back.
   const token = Math.max(nextToken(current?.token, now * 1000), input.minToken ?? 0);
   const next: InProgressRecord = {
     status: RecordStatus.InProgress,

@@ -1,6 +1,8 @@
 /**
  * The store contract's durations (`leaseMs`, `reserveMs`, `retentionMs`), checked the same way by every
- * built-in store before it writes anything (finite, at most 100 years). The engine only ever passes valid
+ * built-in store before it writes anything (finite, at most 100 years), and exported from
+ * `idempotency-kit` so that a third-party store refuses the same values with the same error (rule 10 of
+ * docs/guides/writing-a-store.md). The engine only ever passes valid
  * ones; a store called directly (a script, a test, another engine) must refuse the others as a caller's mistake, not as an
  * outage: a negative lease would "win" a claim that is dead at once, and a NaN would reach PostgreSQL as
  * an interval error reported like a lost connection.

@@ -77,7 +77,8 @@ export interface StoreCapabilities {
   purge: boolean;
   /**
    * The store implements {@link Store.claimMany} and {@link Store.completeMany}: many transitions in one
-   * round trip. The engine then coalesces concurrent calls into batches. @default false
+   * round trip (the conformance suite counts them when it is given a `roundTrips` counter). The engine
+   * then coalesces concurrent calls into batches. @default false
    */
   batch?: boolean;
   /**
@@ -155,7 +156,13 @@ export interface Store {
   /** The live record for `key`, or `undefined` (absent or expired). */
   get(key: string): Promise<IdempotencyRecord | undefined>;
 
-  /** Remove the record whatever its state (admin). Returns whether one existed. */
+  /**
+   * Remove the record whatever its state (admin). Returns `true` when it removed a live record (one
+   * {@link Store.get} would have returned), `false` when there was none: the key is absent, or its record
+   * is dead (an expired lease, still reserved for its request or not, or an expired outcome). A dead
+   * record is removed all the same: afterwards no reservation holds the key, {@link Store.inspect} returns
+   * `undefined`, and the next claim, whatever its fingerprint, wins with a token above every earlier one.
+   */
   delete(key: string): Promise<boolean>;
 
   /**

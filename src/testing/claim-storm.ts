@@ -7,6 +7,7 @@ import { fork } from 'node:child_process';
 import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { factoryModule } from './factory-module.js';
+import type { TakeoverStormOptions } from './takeover-storm.js';
 
 /** How to build a store inside a child process. */
 export interface CrossProcessOptions {
@@ -39,6 +40,13 @@ export interface CrossProcessOptions {
    * per check, so the storm's own error is the one reported. @default 50_000
    */
   timeoutMs?: number;
+  /**
+   * The takeover storm, run by the suite after the claim storm with the same processes' settings: short
+   * leases that end, generation after generation, so that every process races to take the dead records
+   * over while their crashed holders try to complete (see {@link TakeoverStormOptions}). `false` skips it
+   * knowingly. @default {} (16 keys, 4 generations, 1 s leases: about 5 s)
+   */
+  takeovers?: TakeoverStormOptions | false;
 }
 
 /** What each child reports back. */

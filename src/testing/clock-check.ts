@@ -4,10 +4,12 @@
  * application servers' clocks drift apart; a store that compares `lease_until` with `Date.now()` lets the
  * one running ahead take over a live lease (two executions), and the one running behind keep a lease that
  * has ended. Both stay hidden while the tests and the backend share one machine's clock, so the check
- * moves the process's clock (`Date.now()` and `new Date()`) around the store's calls.
+ * moves the process's clock (`Date.now()` and `new Date()`) for the store's calls, and for nothing else
+ * (see {@link withProcessClockMoved}).
  * @module
  */
 import assert from 'node:assert/strict';
+import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Store } from '../store/store.js';
 
 /** Whose clock a store judges time by (the suite's `storeClock` option). */
@@ -32,37 +34,61 @@ const TOLERANCE_MS = CLOCK_SHIFT_MS / 4;
 const DAY = 86_400_000;
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
+/** The offset of the store call being run, while it runs; cleared once it settles (see below). */
+interface MovedClock {
+  offsetMs: number;
+}
+
+const movedClocks = new AsyncLocalStorage<MovedClock>();
+const RealDate = globalThis.Date;
+const realNow = RealDate.now;
+// How many calls run with a moved clock at this moment: the global `Date` is the moving one while any does.
+let running = 0;
+
+/** The time the code running now sees: the real time, moved only inside a call of the check. */
+function movedNow(): number {
+  return realNow.call(RealDate) + (movedClocks.getStore()?.offsetMs ?? 0);
+}
+
+// A subclass, so that `new Date()` moves too (a store passing `new Date()` to SQL is as common as one
+// passing `Date.now()`), while `instanceof Date` still holds for dates made before the move.
+class MovedDate extends RealDate {
+  constructor(...args: unknown[]) {
+    if (args.length === 0) super(movedNow());
+    else super(...(args as [string | number | Date]));
+  }
+  static override now(): number {
+    return movedNow();
+  }
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return value instanceof RealDate;
+  }
+}
+
 /**
- * Run `call` with the process's clock moved by `offsetMs`: `Date.now()` and `new Date()` (without
- * arguments) read that much ahead (or behind), until `call` settles. Timers are untouched (they do not
- * read the wall clock), so the store's client keeps working.
+ * Run `call` with the process's clock moved by `offsetMs`, for `call` alone: `Date.now()` and `new Date()`
+ * (without arguments) read that much ahead (or behind) in the code `call` runs, and in what it awaits and
+ * schedules (its async context), until it settles. Code outside that context keeps the real time, even
+ * while `call` runs: the store's client library reacting to its own sockets and timers (reconnect
+ * backoff, keep-alives, timeouts measured with `Date`), other clients, the test runner. Only the store's
+ * own path through the call sees the moved clock, as it would on a machine whose clock is off. Timers are
+ * untouched (they do not read the wall clock).
+ *
+ * The global `Date` is replaced while a call runs (a store reads the global), but it answers with the
+ * real time outside the calls; anything the call creates that outlives it (a connection opened lazily by
+ * its first command) reads the real time again once the call has settled.
  */
 export async function withProcessClockMoved<T>(
   offsetMs: number,
   call: () => Promise<T>,
 ): Promise<T> {
-  const RealDate = globalThis.Date;
-  const realNow = RealDate.now;
-  const now = () => realNow.call(RealDate) + offsetMs;
-  // A subclass, so that `new Date()` moves too (a store passing `new Date()` to SQL is as common as one
-  // passing `Date.now()`), while `instanceof Date` still holds for dates made before the move.
-  class MovedDate extends RealDate {
-    constructor(...args: unknown[]) {
-      if (args.length === 0) super(now());
-      else super(...(args as [string | number | Date]));
-    }
-    static override now(): number {
-      return now();
-    }
-    static override [Symbol.hasInstance](value: unknown): boolean {
-      return value instanceof RealDate;
-    }
-  }
-  globalThis.Date = MovedDate as DateConstructor;
+  const moved: MovedClock = { offsetMs };
+  if (running++ === 0) globalThis.Date = MovedDate as DateConstructor;
   try {
-    return await call();
+    return await movedClocks.run(moved, call);
   } finally {
-    globalThis.Date = RealDate;
+    moved.offsetMs = 0;
+    if (--running === 0) globalThis.Date = RealDate;
   }
 }
 

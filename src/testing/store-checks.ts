@@ -13,6 +13,9 @@ import { type CrossProcessOptions, runClaimStorm } from './claim-storm.js';
 import { checkStoreClock, type StoreClock } from './clock-check.js';
 import { checkListCrashed } from './list-crashed-check.js';
 import { checkLosingClaim } from './losing-claim-check.js';
+import { checkBatchRoundTrips } from './round-trip-check.js';
+import { checkTakeoverStormOptions } from './takeover-storm.js';
+import { checkTakeoverStorm } from './takeover-storm-check.js';
 
 /** Options of the conformance checks. */
 export interface StoreSuiteOptions {
@@ -40,6 +43,14 @@ export interface StoreSuiteOptions {
    * (`capabilities.crossProcess`), whose clocks differ: without it a check fails.
    */
   storeClock?: StoreClock;
+  /**
+   * How many requests (commands, statements) the stores built by `createStore` have sent to their backend
+   * so far: count them in the client you give the store (wrap its `query`, its command sender). With it,
+   * a store that declares `capabilities.batch` must send each `claimMany`, `completeMany` and
+   * `completeAndClaimMany` of distinct keys as one. Without it that promise goes unchecked: nothing a
+   * store returns tells how many requests it sent.
+   */
+  roundTrips?: () => number | Promise<number>;
   /** Lease used by time-based checks, in ms; raise it for slow stores. @default 250 */
   shortLeaseMs?: number;
   /** Largest outcome round-tripped byte-exact. @default 1 MiB */
@@ -82,6 +93,13 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
       `storeClock must be 'backend' or 'process', got ${JSON.stringify(storeClock)}`,
     );
   }
+  if (options.roundTrips !== undefined && typeof options.roundTrips !== 'function') {
+    throw new InvalidOptionsError(
+      `roundTrips must be a function returning the requests sent so far, got ${typeof options.roundTrips}`,
+    );
+  }
+  const takeovers = options.crossProcess ? options.crossProcess.takeovers : undefined;
+  if (takeovers !== undefined && takeovers !== false) checkTakeoverStormOptions(takeovers);
   const lease = options.shortLeaseMs ?? 250;
   const maxBytes = options.maxOutcomeBytes ?? 1024 * 1024;
   const day = 86_400_000;
@@ -530,6 +548,50 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
       assert.equal(await store.delete(key('absent')), false);
     }),
 
+    // Measured on every built-in store: `delete` reports only a live record (what `get` returns), and
+    // removes a dead one all the same, reservation included; the next claim still gets a larger token.
+    check(
+      'deletes a dead record (expired lease, reserved or not, or expired outcome), reporting false, and frees its key',
+      async (store, key) => {
+        const [unreserved, reserved, expired] = [
+          key('unreserved'),
+          key('reserved'),
+          key('expired'),
+        ];
+        const a = await store.claim(unreserved, { fingerprint: 'fp', leaseMs: lease });
+        const b = await store.claim(reserved, {
+          fingerprint: 'fp',
+          leaseMs: lease,
+          reserveMs: day,
+        });
+        const c = await store.claim(expired, { fingerprint: 'fp', leaseMs: 60_000 });
+        assert.ok(a.claimed && b.claimed && c.claimed, 'a claim of a free key wins (a, b, c)');
+        assert.equal(await store.complete(expired, c.token, Buffer.from('x'), lease), true);
+        await sleep(lease + 150);
+        for (const [k, token, what] of [
+          [unreserved, a.token, 'an expired lease'],
+          [reserved, b.token, 'an expired lease still reserved for its request'],
+          [expired, c.token, 'an expired outcome'],
+        ] as const) {
+          assert.equal(
+            await store.delete(k),
+            false,
+            `delete of ${what} returns false: it reports a live record only, one \`get\` would return`,
+          );
+          if (store.inspect) {
+            assert.equal(await store.inspect(k), undefined, `delete removed ${what}`);
+          }
+          const next = await store.claim(k, { fingerprint: 'fp-other', leaseMs: 60_000 });
+          assert.ok(
+            next.claimed,
+            `after the delete of ${what}, another request's claim wins: delete removes a dead record ` +
+              'too, and with it the reservation',
+          );
+          assert.ok(next.token > token, `after the delete of ${what}, the next token is larger`);
+        }
+      },
+    ),
+
     check('reports live, completed and stale records in stats', async (store, key) => {
       const started = Date.now();
       const before = await store.stats();
@@ -850,6 +912,15 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
     }),
   );
 
+  const { roundTrips } = options;
+  if (roundTrips !== undefined) {
+    checks.push(
+      check('sends each batch call as one round trip (capabilities.batch)', (store, key) =>
+        checkBatchRoundTrips(store, { key, roundTrips }),
+      ),
+    );
+  }
+
   checks.push(
     check('gives exactly one winner per key among concurrent batches', async (store, key) => {
       if (!store.capabilities.batch || !store.claimMany) return;
@@ -1133,6 +1204,12 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
         assert.equal(result.winnersByKey.size, keyCount);
       },
     });
+    if (cp.takeovers !== false) {
+      checks.push({
+        name: `gives exactly one winner per takeover of expired leases across ${cp.processes ?? 4} OS processes, with growing tokens, fencing the crashed holders`,
+        run: () => checkTakeoverStorm(cp, `takeover:${process.pid}:${randomUUID().slice(0, 8)}:`),
+      });
+    }
   }
   return checks;
 }

@@ -3,8 +3,10 @@ import { redisStore } from '../../src/redis/index.js';
 import { defineStoreSuite } from '../../src/testing/index.js';
 import { env } from '../helpers/env.js';
 import { redisForFile } from '../helpers/redis-file-connection.js';
+import { roundTripCounter } from '../helpers/round-trips.js';
 
 const prefix = `idemtest:nr:${randomUUID().slice(0, 8)}:`;
+const counter = roundTripCounter();
 const redis = redisForFile('node-redis', prefix);
 
 defineStoreSuite({
@@ -14,7 +16,9 @@ defineStoreSuite({
   // time-based checks deterministic on a loaded machine.
   shortLeaseMs: 600,
   createStore: (checkPrefix) =>
-    redisStore({ client: redis.client, prefix: `${prefix}${checkPrefix}` }),
+    redisStore({ client: counter.redis(redis.client), prefix: `${prefix}${checkPrefix}` }),
+  // Each batch is one script call.
+  roundTrips: counter.count,
   crossProcess: {
     module: new URL('../helpers/redis-clients.ts', import.meta.url),
     argument: { lib: 'node-redis', url: env.redisUrl, prefix: `${prefix}storm:` },

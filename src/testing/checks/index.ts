@@ -10,3 +10,11 @@ export { runClaimStorm } from '../claim-storm.js';
 export type { StoreClock } from '../clock-check.js';
 export type { StoreCheck, StoreSuiteOptions } from '../store-checks.js';
 export { storeConformanceChecks } from '../store-checks.js';
+export type {
+  TakeoverCompletion,
+  TakeoverGeneration,
+  TakeoverHold,
+  TakeoverStormOptions,
+  TakeoverStormResult,
+} from '../takeover-storm.js';
+export { runTakeoverStorm } from '../takeover-storm.js';

@@ -121,6 +121,51 @@ describe('the store conformance suite, on the clock a store judges time by', () 
     expect(Math.abs(Date.now() - backendClock.now())).toBeLessThan(1_000);
   });
 
+  it('moves the clock for the store’s calls only: code outside them keeps the real time meanwhile', async () => {
+    // A store whose every call waits on I/O (a backend round trip), while a timer of its client library,
+    // started before the check, reads the clock: a keep-alive, a reconnect backoff, a timeout by `Date`.
+    const store = sharedStore(backendClock);
+    const slow = Object.fromEntries(
+      Object.entries(store).map(([name, value]) => [
+        name,
+        typeof value === 'function'
+          ? async (...args: unknown[]) => {
+              await new Promise((resolve) => setTimeout(resolve, 20));
+              return (value as (...a: unknown[]) => unknown)(...args);
+            }
+          : value,
+      ]),
+    ) as unknown as Store;
+    let worst = 0;
+    let reads = 0;
+    const library = setInterval(() => {
+      reads++;
+      worst = Math.max(worst, Math.abs(Date.now() - backendClock.now()));
+    }, 2);
+    try {
+      await clockCheck(() => slow, 'backend').run();
+    } finally {
+      clearInterval(library);
+    }
+    expect(reads).toBeGreaterThan(10);
+    expect(worst).toBeLessThan(1_000);
+  });
+
+  it('still moves the clock for what a call awaits and schedules', async () => {
+    // A store that reads the clock only after its round trip (in a timer it sets), still judged.
+    const store = sharedStore();
+    const late: Store = {
+      ...store,
+      claim: (key, options) =>
+        new Promise((resolve, reject) => {
+          setTimeout(() => store.claim(key, options).then(resolve, reject), 5);
+        }),
+    };
+    await expect(clockCheck(() => late, 'backend').run()).rejects.toThrow(
+      /judged a claim by the process's clock/,
+    );
+  });
+
   it('passes stores that use the clock they declare, and an unshared store that declares none', async () => {
     await clockCheck(() => sharedStore(backendClock), 'backend').run();
     await clockCheck(() => sharedStore(), 'process').run();
