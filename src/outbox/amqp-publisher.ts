@@ -5,6 +5,7 @@
  */
 import { InvalidOptionsError } from '../core/errors.js';
 import { booleanOption, knownFields } from '../core/option-checks.js';
+import { channelReturns } from './amqp-returns.js';
 import type { OutboxMessage } from './message.js';
 import type { Publisher } from './publisher.js';
 
@@ -20,6 +21,14 @@ export interface AmqpConfirmChannelLike {
   ): boolean;
   /** Subscribe to `return` (mandatory messages the broker could not route). */
   on(
+    event: 'return',
+    listener: (message: { properties: { messageId?: unknown } }) => void,
+  ): unknown;
+  /**
+   * Unsubscribe from `return` (amqplib channels have it): the listener is then on the channel only while a
+   * publish awaits its confirm. Without it, the channel keeps one listener for its life.
+   */
+  removeListener?(
     event: 'return',
     listener: (message: { properties: { messageId?: unknown } }) => void,
   ): unknown;
@@ -39,8 +48,9 @@ export type AmqpChannelSource =
 export interface AmqpPublisherOptions {
   /**
    * A confirm channel, or a function called before each publish that gives the current one (see
-   * {@link AmqpChannelSource}): the same channel object until it closes, not a new one per call (each
-   * channel gets a `return` listener once). A plain channel never calls the confirm callback and is refused.
+   * {@link AmqpChannelSource}): the same channel object until it closes, not a new one per call. While a
+   * publish awaits its confirm, the channel has one `return` listener, shared by every publisher on it.
+   * A plain channel never calls the confirm callback and is refused.
    */
   channel: AmqpChannelSource;
   /** Exchange to publish to; `''` is the default exchange (routing key = queue name). @default '' */
@@ -97,24 +107,6 @@ export function amqpPublisher(options: AmqpPublisherOptions): Publisher {
   if (typeof routingKey !== 'function') {
     throw new InvalidOptionsError('amqpPublisher: `routingKey` must be a function of the message');
   }
-  // RabbitMQ sends basic.return before the basic.ack of the same message, so by the time the confirm
-  // callback runs, a returned message is already recorded here. Recorded per channel: a channel that
-  // closes between a return and its confirm (a lost link) fails the publish with the close instead, and
-  // its return, kept with one map for every channel, was taken by the next publish of that message id on
-  // a new channel, rejected once as "unroutable" (and never freed if the id never came again). A closed
-  // channel's map goes with it.
-  const returnsOf = new WeakMap<AmqpConfirmChannelLike, Map<string, number>>();
-  const listen = (channel: AmqpConfirmChannelLike) => {
-    if (mandatory && !returnsOf.has(channel)) {
-      const returned = new Map<string, number>();
-      channel.on('return', (message) => {
-        const id = message?.properties?.messageId;
-        if (typeof id === 'string') returned.set(id, (returned.get(id) ?? 0) + 1);
-      });
-      returnsOf.set(channel, returned);
-    }
-    return channel;
-  };
   const current = async (): Promise<AmqpConfirmChannelLike> => {
     if (typeof source !== 'function') return source;
     const channel = await source();
@@ -123,16 +115,7 @@ export function amqpPublisher(options: AmqpPublisherOptions): Publisher {
         'amqpPublisher: the `channel` function must return an amqplib confirm channel',
       );
     }
-    return listen(channel);
-  };
-  if (typeof source !== 'function') listen(source);
-  const takeReturned = (channel: AmqpConfirmChannelLike, id: string) => {
-    const returned = returnsOf.get(channel);
-    const count = returned?.get(id);
-    if (returned === undefined || count === undefined) return false;
-    if (count <= 1) returned.delete(id);
-    else returned.set(id, count - 1);
-    return true;
+    return channel;
   };
 
   return {
@@ -155,14 +138,20 @@ export function amqpPublisher(options: AmqpPublisherOptions): Publisher {
       );
       const key = routingKey(message);
       const channel = await current();
+      // Returns are judged per channel and per publish (amqp-returns.ts): a channel that closes between a
+      // return and its confirm fails the publish with the close, and the row's next publish, on a new
+      // channel, is judged on its own.
+      const returns = mandatory ? channelReturns(channel) : undefined;
       return new Promise<void>((resolve, reject) => {
+        returns?.watch(message.id);
         try {
           channel.publish(exchange, key, content, properties, (error) => {
+            const returned = returns?.settled(message.id) ?? false;
             if (error !== null && error !== undefined) {
               reject(
                 error instanceof Error ? error : new Error(`broker nacked message ${message.id}`),
               );
-            } else if (mandatory && takeReturned(channel, message.id)) {
+            } else if (returned) {
               reject(
                 new Error(
                   `unroutable: no queue bound for ${JSON.stringify(key)} on exchange ${JSON.stringify(exchange)}`,
@@ -174,6 +163,7 @@ export function amqpPublisher(options: AmqpPublisherOptions): Publisher {
           });
         } catch (error) {
           // A closed channel throws synchronously.
+          returns?.settled(message.id);
           reject(error);
         }
       });
