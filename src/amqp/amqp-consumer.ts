@@ -184,6 +184,17 @@ export async function idempotentConsumer(
     }
   };
   channel.on('return', settler.returns.listener);
+  // The channel may outlive this consumer (the application's, reused for the next one): once every delivery
+  // has settled, so that no copy of ours awaits its confirm, the channel keeps nothing of this consumer.
+  // Not before: a copy still awaiting its confirm may yet be returned (a return comes before the confirm).
+  let released = false;
+  const releaseChannel = () => {
+    if (released) return;
+    released = true;
+    void slots.idle().then(() => {
+      channel.removeListener('return', settler.returns.listener);
+    });
+  };
   // Ends once: by close(), or by the broker (reported). Without it, a cancelled consumer or a closed
   // channel would leave the service running and receiving nothing, with nothing said.
   let closed = false;
@@ -204,6 +215,9 @@ export async function idempotentConsumer(
       error: new Error(message),
     });
     end();
+    // Ended by the broker, not by close(): a cancel leaves the channel open, and the application may start
+    // another consumer on it. Before, each cancel left its `return` listener on the channel for good.
+    releaseChannel();
   };
   const onClose = () => {
     // The broker requeued every unacked message with the channel: one not started yet never will be.
@@ -266,8 +280,9 @@ export async function idempotentConsumer(
         );
         end();
         const drained = await slots.inFlight.drain(Math.max(deadline - performance.now(), 0));
-        // Not after a timed-out drain: a copy still awaiting its confirm may yet be returned.
-        if (drained) channel.removeListener('return', settler.returns.listener);
+        // After a drain that timed out too, once the last delivery settles: before, the listener stayed on
+        // the channel for good, one more with every consumer closed while a handler was still running.
+        releaseChannel();
         return cancelled && drained;
       })();
       return closing;

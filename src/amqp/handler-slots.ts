@@ -46,6 +46,19 @@ export class HandlerSlots<D> {
     else this.waiting.push(delivery);
   }
 
+  /**
+   * Resolve once no delivery runs or waits for a slot (one waiting starts as soon as a slot frees, so it
+   * is waited for too). No timer: behind a handler that never settles, it never resolves.
+   */
+  async idle(): Promise<void> {
+    for (;;) {
+      await this.inFlight.whenIdle();
+      if (this.waiting.length === 0) return;
+      // A slot has just freed, and the next waiting delivery starts in this same turn.
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+  }
+
   /** Take every delivery not started yet (for the consumer to hand back): none will start. */
   takeWaiting(): D[] {
     return this.waiting.splice(0);

@@ -95,6 +95,16 @@ export class InFlight {
     }
   }
 
+  /**
+   * Resolve once nothing is in flight (at once when nothing is). No timer: it may never resolve, behind a
+   * handler that never settles, and then keeps nothing but its own callback alive. For clean-up that must
+   * wait for the last delivery however long it takes, after a drain that timed out.
+   */
+  whenIdle(): Promise<void> {
+    if (this.active === 0) return Promise.resolve();
+    return new Promise<void>((resolve) => this.idle.push(resolve));
+  }
+
   /** Give back a slot taken with {@link acquire} without running a task. */
   release(): void {
     this.active--;
