@@ -5,6 +5,7 @@
  * removal on every execution).
  * @module
  */
+import { AsyncResource } from 'node:async_hooks';
 import { MAX_TIMER_MS } from './duration.js';
 
 /** Something that extends its lease when beaten; resolves once the extension attempt is over. */
@@ -25,7 +26,10 @@ class Group {
   private tick = 0;
   private timer: NodeJS.Timeout | undefined;
 
-  constructor(private readonly tickMs: number) {}
+  constructor(
+    private readonly tickMs: number,
+    private readonly scope: AsyncResource,
+  ) {}
 
   add(member: Beating): void {
     this.due.set(member, this.tick + FIRST_BEAT_TICKS);
@@ -42,7 +46,8 @@ class Group {
   }
 
   private arm(): void {
-    this.timer = setTimeout(() => this.onTick(), this.tickMs);
+    // In the engine's async context, not the run's that happens to arm it (see Heartbeats.scope).
+    this.timer = this.scope.runInAsyncScope(() => setTimeout(() => this.onTick(), this.tickMs));
     // A pending heartbeat must never keep a process alive on its own.
     this.timer.unref();
   }
@@ -66,6 +71,14 @@ class Group {
 /** Heartbeat timers of one engine, one per period in use. */
 export class Heartbeats {
   private readonly groups = new Map<number, Group>();
+  /**
+   * The async context the timers are armed in: the engine's, from its creation. A group's timer is armed
+   * by the run that joins it empty, then re-armed from its own callback for as long as any run is in
+   * flight; armed in that run's context, it kept the run's AsyncLocalStorage stores (a request, its body)
+   * alive long after the run had ended, for as long as the service stayed busy. A beat reports its hooks
+   * in its own run's context all the same (lease.ts).
+   */
+  private readonly scope = new AsyncResource('idempotency-kit.heartbeats');
 
   /** Start beating `member` about every `periodMs` (first beat after 1 to 1.5 periods). */
   add(member: Beating, periodMs: number): void {
@@ -74,7 +87,7 @@ export class Heartbeats {
       // At most a timer's limit: past it Node fires at once, and a lease of months (a third of it per
       // period, half a period per tick) would be extended in a loop, a store call every millisecond. A
       // shorter tick only beats earlier than needed.
-      group = new Group(Math.min(Math.max(Math.floor(periodMs / 2), 1), MAX_TIMER_MS));
+      group = new Group(Math.min(Math.max(Math.floor(periodMs / 2), 1), MAX_TIMER_MS), this.scope);
       this.groups.set(periodMs, group);
     }
     group.add(member);
