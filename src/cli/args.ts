@@ -4,7 +4,9 @@
  * @module
  */
 import { parseArgs } from 'node:util';
-import { type Duration, toMs } from '../core/duration.js';
+import { type Duration, MAX_TIMER_MS, toMs } from '../core/duration.js';
+import { type InspectTarget, inspectTarget } from './inspect-target.js';
+import { UsageError } from './parse-errors.js';
 
 /** Exit codes of the CLI. */
 export const ExitCode = {
@@ -16,13 +18,7 @@ export const ExitCode = {
   Usage: 2,
 } as const;
 
-/** Bad command line: the message says what is wrong, the CLI prints it with a pointer to `--help`. */
-export class UsageError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'UsageError';
-  }
-}
+export { UsageError } from './parse-errors.js';
 
 /**
  * The store a command works on: exactly one of `databaseUrl` (PostgreSQL: `--database-url`, or
@@ -51,10 +47,22 @@ export interface DatabaseArgs {
    * {@link DEFAULT_HEALTH_TIMEOUT_MS}).
    */
   timeoutMs?: number;
+  /**
+   * `--statement-timeout`, in ms, when given: how long a PostgreSQL statement may go unanswered before the
+   * command gives up on it ({@link DEFAULT_STATEMENT_TIMEOUT_MS}; `migrate`: no bound unless given).
+   */
+  statementTimeoutMs?: number;
 }
 
 /** How long a command waits for PostgreSQL or Redis to accept its connection, without `--timeout`. */
 export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
+
+/**
+ * How long `purge`, `inspect`, `stats` and `list` wait for a PostgreSQL statement's answer, without
+ * `--statement-timeout`: a server that goes silent mid-command (a partition, a frozen primary) is given up
+ * on, not waited for forever. Far above any one statement of theirs: a purge batch, or `stats`' full scan.
+ */
+export const DEFAULT_STATEMENT_TIMEOUT_MS = 60_000;
 
 /** How long `health` waits to connect, and then for the probe, without `--timeout`. */
 export const DEFAULT_HEALTH_TIMEOUT_MS = 2_000;
@@ -70,7 +78,7 @@ export type CliCommand =
   | { command: 'help' }
   | ({ command: 'migrate' } & DatabaseArgs)
   | ({ command: 'purge'; limit: number; batches: number } & DatabaseArgs)
-  | ({ command: 'inspect'; storageKey: string; json: boolean } & DatabaseArgs)
+  | ({ command: 'inspect'; json: boolean } & InspectTarget & DatabaseArgs)
   | ({ command: 'stats'; json: boolean } & DatabaseArgs)
   | ({ command: 'health'; json: boolean } & DatabaseArgs)
   | ({
@@ -86,9 +94,6 @@ const COMMANDS = ['migrate', 'purge', 'inspect', 'stats', 'list', 'health'] as c
 /** Keys per page of `list --crashed` when `--limit` is not given. */
 export const DEFAULT_LIST_LIMIT = 100;
 
-/** A storage key: the lowercase hex SHA-256 every store keeps a record under. */
-const STORAGE_KEY = /^[0-9a-f]{64}$/;
-
 /** The text `--help` prints. */
 export const HELP = `Usage: idempotency-kit <command> [options]
 
@@ -97,6 +102,9 @@ Commands:
   purge            Delete expired records in bounded batches, never a live lease (PostgreSQL, SQLite)
   inspect <key>    Show a storage key's record and what the next request with that key meets (the key is
                    the 64-hex-digit storage key: a trace's idempotency.key_hash, or storageKeyFor())
+  inspect --key <client key> [--namespace <ns>] [--scope <scope>]
+                   The same, for the record the engine keeps for a client's own key (Idempotency-Key, a
+                   message id) in that namespace (default: default) and scope (default: empty)
   stats            Count records by state, and the age of the oldest live lease
   list --crashed   List the keys whose request crashed and that stay reserved for it (another request
                    gets 422), a page of --limit at a time, each explained as inspect does
@@ -123,10 +131,18 @@ Options:
                         any key: the page starts after it)
   --timeout <duration>  PostgreSQL, Redis: how long to wait for the connection, e.g. 500ms or 5s (default:
                         ${DEFAULT_CONNECT_TIMEOUT_MS / 1000}s); health: for the connection, then for the probe (default: ${DEFAULT_HEALTH_TIMEOUT_MS / 1000}s)
+  --statement-timeout <duration>
+                        PostgreSQL: how long one statement may go unanswered before the command gives up
+                        (default: ${DEFAULT_STATEMENT_TIMEOUT_MS / 1000}s; migrate: no bound unless given, as it may wait for locks)
+  --key <client key>    inspect: the client's key, hashed with --namespace and --scope as the engine does
+  --namespace <ns>      inspect --key: the engine's namespace (default: default)
+  --scope <scope>       inspect --key: the request's scope (default: empty; HTTP's default scope is a digest
+                        of the request's credentials, consumers' is consumer:<name>)
   --json                inspect, stats, list, health: print one JSON object instead of text
   -h, --help            Show this help
 
-Exit codes: 0 success, 1 the command failed, 2 bad command line.
+Exit codes: 0 success, 1 the command failed, 2 bad command line, 130/143 purge stopped by
+SIGINT/SIGTERM between batches (what it deleted is printed).
 `;
 
 function positiveInteger(name: string, value: string | undefined, fallback: number): number {
@@ -140,11 +156,18 @@ function positiveInteger(name: string, value: string | undefined, fallback: numb
 function duration(name: string, value: string): number {
   // A bare number is milliseconds, as everywhere durations are taken.
   const text = /^[0-9]+(\.[0-9]+)?$/.test(value) ? Number(value) : (value as Duration);
+  let ms: number;
   try {
-    return toMs(text, `--${name}`);
+    ms = toMs(text, `--${name}`);
   } catch (error) {
     throw new UsageError((error as Error).message);
   }
+  // The bound is a Node timer, which fires at once past 2^31-1 ms: every wait would fail immediately (and
+  // a connection attempt given the same bound could keep the process alive).
+  if (ms > MAX_TIMER_MS) {
+    throw new UsageError(`--${name}: must be at most 24 days (${MAX_TIMER_MS} ms), got '${value}'`);
+  }
+  return ms;
 }
 
 /**
@@ -174,8 +197,9 @@ export function parseCli(
   // `inspect` takes the storage key; no command takes anything else.
   const [storageKey, ...extra] = command === 'inspect' ? rest : [undefined, ...rest];
   if (extra.length > 0) throw new UsageError(`unexpected argument '${extra[0]}'`);
-  if (command === 'inspect' && (storageKey === undefined || storageKey === '')) {
-    throw new UsageError('inspect needs the storage key to show (idempotency-kit inspect <key>)');
+  const { key, namespace, scope } = values;
+  if (command !== 'inspect' && [key, namespace, scope].some((value) => value !== undefined)) {
+    throw new UsageError('--key, --namespace and --scope apply to inspect only');
   }
   const database = storeTarget(command, values, environment);
   if (command !== 'purge' && values.batches !== undefined) {
@@ -189,6 +213,17 @@ export function parseCli(
     throw new UsageError('--json applies to inspect, stats, list and health only');
   }
   if (values.timeout !== undefined) database.timeoutMs = duration('timeout', values.timeout);
+  if (values['statement-timeout'] !== undefined) {
+    if (database.databaseUrl === undefined) {
+      throw new UsageError('--statement-timeout applies to PostgreSQL only');
+    }
+    if (command === 'health') {
+      throw new UsageError(
+        '--statement-timeout does not apply to health: --timeout bounds its probe',
+      );
+    }
+    database.statementTimeoutMs = duration('statement-timeout', values['statement-timeout']);
+  }
   const json = values.json === true;
   if (command === 'list') return { command, ...database, ...listing(values), json };
   if (values.crashed === true || values.after !== undefined) {
@@ -196,16 +231,7 @@ export function parseCli(
   }
   if (command === 'migrate') return { command, ...database };
   if (command === 'inspect') {
-    // A client's own key ('order-42') would be looked up as is and found absent, whatever its state.
-    if (!STORAGE_KEY.test(storageKey as string)) {
-      throw new UsageError(
-        `inspect takes a storage key, not ${JSON.stringify(storageKey)}: the 64 lowercase hex digits (SHA-256 of ` +
-          "namespace, scope and key) a record is stored under. Take it from a trace's idempotency.key_hash " +
-          "or a hook event's storageKey, or compute it in code with idempotency.storageKeyFor(key, scope), " +
-          "or storageKey(namespace, scope, key) from 'idempotency-kit'",
-      );
-    }
-    return { command, ...database, storageKey: storageKey as string, json };
+    return { command, ...database, ...inspectTarget(storageKey, { key, namespace, scope }), json };
   }
   if (command === 'stats' || command === 'health') return { command, ...database, json };
   return {
@@ -333,6 +359,10 @@ function parse(argv: readonly string[]) {
       after: { type: 'string' },
       json: { type: 'boolean' },
       timeout: { type: 'string' },
+      key: { type: 'string' },
+      namespace: { type: 'string' },
+      scope: { type: 'string' },
+      'statement-timeout': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });

@@ -7,13 +7,14 @@
 
 import { listCrashedKeys } from '../core/crashed-keys.js';
 import { InvalidOptionsError } from '../core/errors.js';
-import { inspectKey } from '../core/inspection.js';
+import { inspectKey, KeyState } from '../core/inspection.js';
 import type { PgQueryable } from '../postgres/client.js';
 import { migrate } from '../postgres/migrate.js';
 import { migrate as migrateSqlite } from '../sqlite/migrate.js';
 import type { Store } from '../store/store.js';
 import type { DatabaseArgs } from './args.js';
 import { crashedPageJson, crashedPageLines } from './crashed-report.js';
+import type { InspectTarget } from './inspect-target.js';
 import { inspectionJson, inspectionLines, statsLines } from './key-report.js';
 
 /** Where a command writes its report. */
@@ -54,12 +55,23 @@ export function migrateSqliteCommand(file: string, args: DatabaseArgs, print: Pr
   );
 }
 
-/** `purge`: delete expired records batch by batch until none is left or `batches` ran; return the count. */
+/** What `purge` did: how many records it deleted, and the signal that stopped it early, if one did. */
+export interface PurgeResult {
+  purged: number;
+  stoppedBy?: string;
+}
+
+/**
+ * `purge`: delete expired records batch by batch until none is left or `batches` ran, or `stopRequested`
+ * names a signal (checked between batches: the one in flight, a short transaction, finishes first).
+ * A batch that fails ends the command (rethrown) once the report says what the earlier batches deleted:
+ * that stays deleted, and without the count a run that did most of the work reads like one that did none.
+ */
 export async function purgeCommand(
   store: Store,
-  args: { limit: number; batches: number },
+  args: { limit: number; batches: number; stopRequested?: () => string | undefined },
   print: Print,
-): Promise<number> {
+): Promise<PurgeResult> {
   const { purgeExpired } = store;
   if (purgeExpired === undefined || !store.capabilities.purge) {
     throw new InvalidOptionsError(`the ${store.name} store has nothing to purge`);
@@ -67,16 +79,30 @@ export async function purgeCommand(
   let total = 0;
   let batches = 0;
   while (batches < args.batches) {
-    const deleted = await purgeExpired.call(store, { limit: args.limit });
+    const stoppedBy = args.stopRequested?.();
+    if (stoppedBy !== undefined) {
+      print(`${purgedLine(total, batches)}; stopped by ${stoppedBy}`);
+      return { purged: total, stoppedBy };
+    }
+    let deleted: number;
+    try {
+      deleted = await purgeExpired.call(store, { limit: args.limit });
+    } catch (error) {
+      print(`${purgedLine(total, batches)}; batch ${batches + 1} failed`);
+      throw error;
+    }
     batches++;
     total += deleted;
     // A short batch means nothing expired is left (rows locked by a live claim are skipped, not waited on).
     if (deleted < args.limit) break;
   }
-  print(
-    `purged ${total} expired record${total === 1 ? '' : 's'} in ${batches} batch${batches === 1 ? '' : 'es'}`,
-  );
-  return total;
+  print(purgedLine(total, batches));
+  return { purged: total };
+}
+
+/** `purged 2314 expired records in 3 batches`. */
+function purgedLine(total: number, batches: number): string {
+  return `purged ${total} expired record${total === 1 ? '' : 's'} in ${batches} batch${batches === 1 ? '' : 'es'}`;
 }
 
 /**
@@ -85,12 +111,25 @@ export async function purgeCommand(
  */
 export async function inspectCommand(
   store: Store,
-  args: { storageKey: string; json: boolean },
+  args: InspectTarget & { json: boolean },
   print: Print,
 ): Promise<string> {
   const inspection = await inspectKey(store, args.storageKey);
-  if (args.json) print(inspectionJson(inspection));
-  else for (const line of inspectionLines(inspection)) print(line);
+  if (args.json) {
+    print(inspectionJson(inspection));
+    return inspection.state;
+  }
+  for (const line of inspectionLines(inspection)) print(line);
+  // "Absent" answers "was it executed?" only for the namespace and scope given: the same client key in
+  // another scope (an HTTP request's credentials digest) is another record.
+  if (args.derived !== undefined && inspection.state === KeyState.Absent) {
+    const { namespace, scope } = args.derived;
+    print(
+      `  derived from --key in namespace ${JSON.stringify(namespace)} and scope ${JSON.stringify(scope)}: ` +
+        'a request in another scope (HTTP: a digest of its credentials, unless the middleware sets scope) ' +
+        'is stored under another key',
+    );
+  }
   return inspection.state;
 }
 

@@ -5,10 +5,12 @@
  * @module
  */
 import { isIdempotencyError, isStoreUnavailableError } from '../core/errors.js';
+import type { Store } from '../store/store.js';
 import {
   type CliCommand,
   DEFAULT_CONNECT_TIMEOUT_MS,
   DEFAULT_HEALTH_TIMEOUT_MS,
+  DEFAULT_STATEMENT_TIMEOUT_MS,
   ExitCode,
   HELP,
   parseCli,
@@ -26,6 +28,7 @@ import {
 import { healthCommand } from './health-command.js';
 import { type Output, output } from './output.js';
 import { openRedis } from './redis-target.js';
+import { listenForStop, signalExitCode } from './stop-signals.js';
 import {
   causeChain,
   type OpenTarget,
@@ -45,7 +48,26 @@ function open(
 ): Promise<OpenTarget> | OpenTarget {
   if (command.sqliteFile !== undefined) return openSqlite(command.sqliteFile, command);
   if (command.redisUrl !== undefined) return openRedis(command.redisUrl, command, connectTimeoutMs);
-  return openPostgres(command.databaseUrl as string, command, connectTimeoutMs);
+  return openPostgres(
+    command.databaseUrl as string,
+    command,
+    connectTimeoutMs,
+    statementTimeout(command),
+  );
+}
+
+/**
+ * How long a PostgreSQL statement of `command` may go unanswered: `--statement-timeout`, else a generous
+ * bound, except for `migrate`, whose statements may rightly wait for the locks of the application's
+ * transactions. `health` stops waiting for its probe after `--timeout`; bounding the statement as well
+ * discards the connection: a probe left unanswered kept it, and with it the process, alive forever after
+ * the verdict.
+ */
+function statementTimeout(command: Exclude<CliCommand, { command: 'help' }>): number | undefined {
+  // A little past the probe's own bound, so that the verdict is always the probe's `timeout`.
+  if (command.command === 'health') return (command.timeoutMs ?? DEFAULT_HEALTH_TIMEOUT_MS) + 250;
+  if (command.statementTimeoutMs !== undefined) return command.statementTimeoutMs;
+  return command.command === 'migrate' ? undefined : DEFAULT_STATEMENT_TIMEOUT_MS;
 }
 
 /** The store's name as the stores call themselves, before one is open. */
@@ -65,6 +87,30 @@ class InterruptedCommandError extends Error {
     cause: Error,
   ) {
     super(cause.message, { cause });
+  }
+}
+
+/**
+ * `purge`, stopping between batches at the first SIGINT or SIGTERM: what it deleted is printed, and the
+ * exit code is the shells' for a command that signal stopped (130, 143). Ok once nothing is left.
+ */
+async function purgeUntilStopped(
+  store: Store,
+  args: { limit: number; batches: number },
+  print: Print,
+): Promise<number> {
+  const stop = listenForStop();
+  try {
+    const result = await purgeCommand(
+      store,
+      { ...args, stopRequested: () => stop.received },
+      print,
+    );
+    return result.stoppedBy === undefined
+      ? ExitCode.Ok
+      : signalExitCode(result.stoppedBy as NodeJS.Signals);
+  } finally {
+    stop.dispose();
   }
 }
 
@@ -95,8 +141,7 @@ async function execute(
         if (target.pool !== undefined) await migrateCommand(target.pool, command, print);
         break;
       case 'purge':
-        await purgeCommand(target.store, command, print);
-        break;
+        return await purgeUntilStopped(target.store, command, print);
       case 'inspect':
         await inspectCommand(target.store, command, print);
         break;

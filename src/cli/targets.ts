@@ -51,6 +51,7 @@ interface PgModule {
     max?: number;
     application_name?: string;
     connectionTimeoutMillis?: number;
+    query_timeout?: number;
   }) => PgPool & {
     end(): Promise<void>;
     on(event: 'error', listener: (error: Error) => void): unknown;
@@ -100,11 +101,14 @@ function isPostgresInterruption(error: unknown): boolean {
  * `SELECT 1` here, within `connectTimeoutMs` (pg's own default waits without a bound), makes a refused
  * connection, a wrong password or a missing database fail at open, where they are told apart from a
  * server that goes away once the command has started.
+ * @param statementTimeoutMs how long a statement may go unanswered (pg's `query_timeout`, which also
+ *   discards the connection); `undefined`: no bound
  */
 export async function openPostgres(
   databaseUrl: string,
   args: DatabaseArgs,
   connectTimeoutMs: number,
+  statementTimeoutMs?: number,
 ): Promise<OpenTarget> {
   const pg = await peer<PgModule>('pg', 'PostgreSQL');
   const pool = new pg.Pool({
@@ -112,6 +116,9 @@ export async function openPostgres(
     max: 1,
     application_name: 'idempotency-kit-cli',
     connectionTimeoutMillis: connectTimeoutMs,
+    // pg waits for an answer without a bound: a server that goes silent once the command has started (a
+    // partition, a frozen primary) would hold the command, and a cron job, forever.
+    ...(statementTimeoutMs !== undefined && { query_timeout: statementTimeoutMs }),
   });
   // An idle connection dropped by the server must not crash the command with an unhandled event.
   pool.on('error', () => {});

@@ -44,7 +44,10 @@ export const ConsumerAttribute = {
   DeliveryCount: 'idempotency.consumer.delivery_count',
   /** For a retry: the delay before the redelivery, in ms. */
   RetryDelayMs: 'idempotency.consumer.retry_delay_ms',
-  /** On a broker-error event: the broker operation that failed (`ack`, `retry`, `dead_letter`). */
+  /**
+   * On a broker-error event: the broker operation that failed (`ack`, `retry`, `dead_letter`, `process`,
+   * `touch`).
+   */
   Operation: 'idempotency.consumer.operation',
 } as const;
 

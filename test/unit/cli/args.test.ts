@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { HELP, parseCli, UsageError } from '../../../src/cli/args.js';
+import { storageKey } from '../../../src/core/key.js';
 
 const url = 'postgres://u@h/db';
 /** A storage key as `inspect` takes it: 64 lowercase hex digits. */
@@ -160,6 +161,49 @@ describe('parseCli', () => {
     });
   });
 
+  it("derives inspect's storage key from --key, --namespace and --scope as the engine does", () => {
+    // Act
+    const consumer = parseCli(
+      [
+        'inspect',
+        '--key',
+        'msg-7',
+        '--namespace',
+        'shipping',
+        '--scope',
+        'consumer:ship',
+        '--json',
+      ],
+      { DATABASE_URL: url },
+    );
+    const plain = parseCli(['inspect', '--key', 'order-42', '--sqlite', 'x.db'], {});
+    // Assert
+    expect(consumer).toEqual({
+      command: 'inspect',
+      databaseUrl: url,
+      storageKey: storageKey('shipping', 'consumer:ship', 'msg-7'),
+      derived: { namespace: 'shipping', scope: 'consumer:ship' },
+      json: true,
+    });
+    expect(plain).toMatchObject({
+      storageKey: storageKey('default', '', 'order-42'),
+      derived: { namespace: 'default', scope: '' },
+    });
+  });
+
+  it('parses --statement-timeout on the PostgreSQL commands but health', () => {
+    // Act / Assert
+    expect(
+      parseCli(['purge', '--database-url', url, '--statement-timeout', '2m'], {}),
+    ).toMatchObject({ command: 'purge', statementTimeoutMs: 120_000 });
+    expect(parseCli(['migrate', '--statement-timeout', '500'], { DATABASE_URL: url })).toEqual({
+      command: 'migrate',
+      databaseUrl: url,
+      statementTimeoutMs: 500,
+    });
+    expect(parseCli(['stats', '--database-url', url], {})).not.toHaveProperty('statementTimeoutMs');
+  });
+
   it.each([
     ['a client key', 'order-42'],
     ['upper-case hex', 'AB'.repeat(32)],
@@ -229,6 +273,23 @@ describe('parseCli', () => {
     [['purge', '--database-url', url, '--nope'], /nope/],
     [['purge', '--database-url'], /database-url/],
     [['inspect', '--database-url', url], /inspect needs the storage key/],
+    [['inspect', key, '--key', 'k', '--database-url', url], /a storage key or --key, not both/],
+    [
+      ['inspect', key, '--scope', 's', '--database-url', url],
+      /--namespace and --scope apply with --key only/,
+    ],
+    [
+      ['inspect', '--key', 'x'.repeat(256), '--database-url', url],
+      /--key must be at most 255 characters/,
+    ],
+    [
+      ['inspect', '--key', 'caf\u00e9', '--database-url', url],
+      /--key must contain only printable ASCII/,
+    ],
+    [
+      ['stats', '--key', 'k', '--database-url', url],
+      /--key, --namespace and --scope apply to inspect only/,
+    ],
     [['inspect', 'k', 'extra', '--database-url', url], /unexpected argument 'extra'/],
     [['stats', 'k', '--database-url', url], /unexpected argument 'k'/],
     [
@@ -240,6 +301,24 @@ describe('parseCli', () => {
       /--timeout: 'soon' is not a duration/,
     ],
     [['stats', '--sqlite', 'x.db', '--timeout', '0'], /--timeout: must be a positive duration/],
+    // Past 2^31-1 ms Node fires a timer at once: every connection would "time out" immediately.
+    [['stats', '--redis-url', 'redis://h', '--timeout', '30d'], /--timeout: must be at most 24 d/],
+    [
+      ['stats', '--sqlite', 'x.db', '--statement-timeout', '5s'],
+      /--statement-timeout applies to PostgreSQL only/,
+    ],
+    [
+      ['stats', '--redis-url', 'redis://h', '--statement-timeout', '5s'],
+      /--statement-timeout applies to PostgreSQL only/,
+    ],
+    [
+      ['health', '--database-url', url, '--statement-timeout', '5s'],
+      /--statement-timeout does not apply to health/,
+    ],
+    [
+      ['purge', '--database-url', url, '--statement-timeout', 'never'],
+      /--statement-timeout: 'never' is not a duration/,
+    ],
     [['health', 'k', '--sqlite', 'x.db'], /unexpected argument 'k'/],
     [['stats', '--database-url', url, '--sqlite', 'x.db'], /give one store/],
     [['stats', '--sqlite', 'x.db', '--redis-url', 'redis://h'], /give one store/],
