@@ -7,7 +7,7 @@ import { type BatchingOptions, withBatching } from '../store/batching.js';
 import type { Store } from '../store/store.js';
 import { type Clock, monotonicClock, systemClock } from './clock.js';
 import { isClosedClientError } from './closed-client.js';
-import { CompletedCache } from './completed-cache.js';
+import { CompletedCache, DEFAULT_CACHE_MAX_BYTES } from './completed-cache.js';
 import { type Duration, toMs } from './duration.js';
 import {
   InvalidOptionsError,
@@ -93,9 +93,10 @@ export interface IdempotencyOptions {
   batch?: false | BatchingOptions;
   /**
    * Local LRU of completed records (by halves: the `maxEntries / 2` most recently used are always kept,
-   * never more than `maxEntries`); `false` disables it. @default { maxEntries: 1000 }
+   * never more than `maxEntries`), and of at most `maxBytes` of outcomes and fingerprints (a record over
+   * half of it is not cached); `false` disables it. @default { maxEntries: 1000, maxBytes: 16 MiB }
    */
-  cache?: false | { maxEntries?: number };
+  cache?: false | { maxEntries?: number; maxBytes?: number };
   /** Encodes outcomes for storage. @default defaultCodec (JSON, bytes, undefined) */
   codec?: OutcomeCodec;
   /** Observation callbacks (metrics, logs, traces). */
@@ -256,15 +257,30 @@ function asStoreError(store: Store, operation: string, error: unknown): StoreUna
   });
 }
 
-function maxEntries(value: number | undefined): number {
-  if (value === undefined) return 1000;
+/** The cache's fields; another (`maxSize`, `max`) would be ignored in silence. */
+const CACHE_FIELDS = ['maxEntries', 'maxBytes'] as const;
+
+/** `cache.<name>`: a positive integer, or `fallback` when absent. */
+function cacheBound(value: number | undefined, name: string, fallback: number): number {
+  if (value === undefined) return fallback;
   // NaN or a fraction would size the cache's generations as nonsense, silently.
   if (!Number.isSafeInteger(value) || value < 1) {
     throw new InvalidOptionsError(
-      `cache.maxEntries must be a positive integer, got ${shownValue(value)}`,
+      `cache.${name} must be a positive integer, got ${shownValue(value)}`,
     );
   }
   return value;
+}
+
+/** The completed-records cache the `cache` option asks for, or `undefined` for `false`. */
+function completedCache(option: unknown): CompletedCache | undefined {
+  const settings = switchOption<{ maxEntries?: number; maxBytes?: number }>(option, 'cache') ?? {};
+  if (settings === false) return undefined;
+  knownFields(settings, 'cache', CACHE_FIELDS);
+  return new CompletedCache(
+    cacheBound(settings.maxEntries, 'maxEntries', 1000),
+    cacheBound(settings.maxBytes, 'maxBytes', DEFAULT_CACHE_MAX_BYTES),
+  );
 }
 
 // Not unref'd: a completion still being retried is pending I/O like any other, and a script awaiting its
@@ -325,9 +341,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       : undefined,
     maxExecutionMs,
   };
-  const cacheOption = switchOption<{ maxEntries?: number }>(options.cache, 'cache') ?? {};
-  const cache =
-    cacheOption === false ? undefined : new CompletedCache(maxEntries(cacheOption.maxEntries));
+  const cache = completedCache(options.cache);
 
   function settleExisting<T>(
     record: IdempotencyRecord,

@@ -58,6 +58,52 @@ describe('option checks', () => {
     },
   );
 
+  it.each([Number.NaN, 0, -1, 2.5, '16MiB'])(
+    'refuses cache.maxBytes %s: it must be a positive integer',
+    (maxBytes) => {
+      expect(() =>
+        createIdempotency({ store: memoryStore(), cache: { maxBytes: maxBytes as number } }),
+      ).toThrow(
+        expect.objectContaining({
+          code: 'invalid_options',
+          message: expect.stringMatching(/^cache\.maxBytes must be a positive integer/),
+        }),
+      );
+    },
+  );
+
+  it('refuses a cache field it does not know, rather than ignore it', () => {
+    expect(() =>
+      createIdempotency({
+        store: memoryStore(),
+        cache: { maxSize: 10 } as unknown as { maxEntries: number },
+      }),
+    ).toThrow(
+      expect.objectContaining({
+        code: 'invalid_options',
+        message: 'cache: unknown field "maxSize"; the fields are maxEntries, maxBytes',
+      }),
+    );
+  });
+
+  it('serves from the store, not the cache, an outcome larger than half of cache.maxBytes', async () => {
+    // Arrange
+    const store = memoryStore();
+    const claim = store.claim.bind(store);
+    let claims = 0;
+    store.claim = (...args) => {
+      claims++;
+      return claim(...args);
+    };
+    const idempotency = createIdempotency({ store, cache: { maxBytes: 1024 }, batch: false });
+    await idempotency.run({ key: 'large' }, () => 'x'.repeat(2048));
+    // Act
+    const replay = await idempotency.run({ key: 'large' }, () => 'again');
+    // Assert: replayed, through a second claim (before, the cache answered and maxBytes was ignored).
+    expect(replay.status).toBe('replayed');
+    expect(claims).toBe(2);
+  });
+
   it('still takes a positive integer cache.maxEntries, or no cache', () => {
     expect(() =>
       createIdempotency({ store: memoryStore(), cache: { maxEntries: 1 } }),
