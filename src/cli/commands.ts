@@ -32,8 +32,10 @@ export async function migrateCommand(
   print: Print,
 ): Promise<void> {
   const options = {
-    ...(args.schema && { schema: args.schema }),
-    ...(args.table && { table: args.table }),
+    // An empty name is the store's to refuse, not absent: read as absent, it named another
+    // application's table on a shared database (`--table "$UNSET"`).
+    ...(args.schema !== undefined && { schema: args.schema }),
+    ...(args.table !== undefined && { table: args.table }),
   };
   const result = await migrate(pool, options);
   const target = postgresTarget(args);

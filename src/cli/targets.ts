@@ -128,8 +128,10 @@ export async function openPostgres(
     // Names first: a bad schema or table is a usage error, refused before connecting.
     store = postgresStore({
       pool,
-      ...(args.schema && { schema: args.schema }),
-      ...(args.table && { table: args.table }),
+      // An empty name is the store's to refuse, not absent: read as absent, it named another
+      // application's table on a shared database (`--table "$UNSET"`).
+      ...(args.schema !== undefined && { schema: args.schema }),
+      ...(args.table !== undefined && { table: args.table }),
     });
     await reachWithin(
       pool.query('SELECT 1'),
