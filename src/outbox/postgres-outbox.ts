@@ -4,6 +4,7 @@
  * @module
  */
 import { InvalidOptionsError } from '../core/errors.js';
+import { checkMigrationsOwner, type MigrationRow } from '../core/migrations-owner.js';
 import { createSchemaIfMissing } from '../postgres/schema.js';
 import { isPgPool, type PgPoolClient, type PgQueryable } from './clients.js';
 import { outboxStoreError } from './errors.js';
@@ -140,7 +141,13 @@ export async function migratePostgresOutbox(
     // Shared with the records table's migrate(): the schema may be created by either, at the same time.
     await createSchemaIfMissing(client, names.schema);
     await client.query(renderOutboxSql(sql.postgresCreateMigrationsTable, names));
-    const { rows } = await client.query(`SELECT id FROM ${names.migrationsTable}`);
+    const { rows } = await client.query(`SELECT id, name FROM ${names.migrationsTable}`);
+    checkMigrationsOwner(
+      rows as MigrationRow[],
+      postgresMigrations[0]!.name,
+      'migrateOutbox',
+      `${names.schemaName}.${names.tableName}_migrations`,
+    );
     const done = new Set((rows as Array<{ id: number }>).map((row) => row.id));
     const applied: string[] = [];
     for (const migration of postgresMigrations) {

@@ -5,6 +5,7 @@
  */
 import type { Clock } from '../core/clock.js';
 import { InvalidOptionsError } from '../core/errors.js';
+import { checkMigrationsOwner, type MigrationRow } from '../core/migrations-owner.js';
 import type { SqliteDatabaseLike } from './clients.js';
 import { outboxStoreError } from './errors.js';
 import { signalLocalEnqueue } from './local-wake.js';
@@ -42,7 +43,7 @@ export function enqueueSqlite(
       now: clock.now(),
     }) as { id: number | bigint } | undefined;
     if (inserted !== undefined) {
-      signalLocalEnqueue(db);
+      signalLocalEnqueue(db, names.tableName);
       return { messageId: message.messageId, rowId: String(inserted.id), duplicate: false };
     }
     const existing = prepared(db, renderOutboxSql(sql.sqliteSelectMessage, names)).get({
@@ -75,9 +76,15 @@ export function migrateSqliteOutbox(
 ): MigrateOutboxResult {
   const run = () => {
     db.exec(renderOutboxSql(sql.sqliteCreateMigrationsTable, names));
-    const rows = db.prepare(`SELECT id FROM ${names.migrationsTable}`).all() as Array<{
-      id: number;
-    }>;
+    const rows = db.prepare(`SELECT id, name FROM ${names.migrationsTable}`).all() as Array<
+      MigrationRow & { id: number }
+    >;
+    checkMigrationsOwner(
+      rows,
+      sqliteMigrations[0]!.name,
+      'migrateOutbox',
+      `${names.tableName}_migrations`,
+    );
     const done = new Set(rows.map((row) => Number(row.id)));
     const insert = db.prepare(
       `INSERT INTO ${names.migrationsTable} (id, name, applied_at) VALUES (@id, @name, @applied_at)`,

@@ -150,7 +150,7 @@ export function sqliteOutboxSource(options: SqliteOutboxSourceOptions): OutboxSo
         };
       }),
     subscribe: async (wake) => {
-      const off = onLocalEnqueue(db, wake);
+      const off = onLocalEnqueue(db, names.tableName, wake);
       return async () => off();
     },
   };

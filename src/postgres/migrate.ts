@@ -7,6 +7,7 @@
  * @module
  */
 import { InvalidOptionsError } from '../core/errors.js';
+import { checkMigrationsOwner, type MigrationRow } from '../core/migrations-owner.js';
 import {
   guardConnection,
   isPool,
@@ -74,7 +75,13 @@ export async function migrate(
     ]);
     await createSchemaIfMissing(client, names.schema);
     await client.query(renderSql(createMigrationsTable, names));
-    const { rows } = await client.query(`SELECT id FROM ${names.migrationsTable}`);
+    const { rows } = await client.query(`SELECT id, name FROM ${names.migrationsTable}`);
+    checkMigrationsOwner(
+      rows as MigrationRow[],
+      migrations[0]!.name,
+      'migrate',
+      `${names.schemaName}.${names.tableName}_migrations`,
+    );
     const done = new Set((rows as Array<{ id: number }>).map((row) => row.id));
     const applied: string[] = [];
     for (const migration of migrations) {
@@ -92,6 +99,8 @@ export async function migrate(
   } catch (error) {
     failure = error;
     await client.query('ROLLBACK').catch(() => {});
+    // A migrations table of another kind of table is a configuration mistake, not an outage.
+    if (error instanceof InvalidOptionsError) throw error;
     throw toStoreError('migrate', error);
   } finally {
     unguard();

@@ -5,6 +5,7 @@
  */
 import type { Duration } from '../core/duration.js';
 import { isIdempotencyError } from '../core/errors.js';
+import { checkMigrationsOwner, type MigrationRow } from '../core/migrations-owner.js';
 import { stringOption } from '../core/option-checks.js';
 import { busyTimeoutOption, openDatabase, type SqliteDatabase, unavailable } from './client.js';
 import { migrations } from './migrations.gen.js';
@@ -62,13 +63,11 @@ export function migrate(
 // may not exist before.
 function applyPending(db: SqliteDatabase, table: string): MigrateResult {
   db.exec(forTable(sql.createMigrationsTable, table));
-  const done = new Set(
-    (
-      db.prepare(forTable(sql.selectMigrations, table)).safeIntegers(false).all() as {
-        id: number;
-      }[]
-    ).map((row) => row.id),
-  );
+  const rows = db.prepare(forTable(sql.selectMigrations, table)).safeIntegers(false).all() as Array<
+    MigrationRow & { id: number }
+  >;
+  checkMigrationsOwner(rows, migrations[0]!.name, 'migrate', `${table}_migrations`);
+  const done = new Set(rows.map((row) => row.id));
   const insert = db.prepare(forTable(sql.insertMigration, table));
   const applied: string[] = [];
   for (const migration of migrations) {

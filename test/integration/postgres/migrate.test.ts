@@ -108,6 +108,42 @@ describe('migrate', () => {
     }
   });
 
+  it('migrates one table of a shared database without touching another schema’s or table’s older release', async () => {
+    // Two applications on one database: one still on a release whose newest migration is 0004, the
+    // other (a second schema, and a second table beside the first) migrating to this release.
+    const older = fresh('migolder');
+    const newer = fresh('mignewer');
+    await migrateTo(older, 4);
+    const signatures = async () =>
+      (
+        await pool.query(
+          `SELECT p.proname, pg_get_function_identity_arguments(p.oid) AS args, p.proconfig
+           FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+           WHERE n.nspname = $1 ORDER BY p.proname`,
+          [older],
+        )
+      ).rows;
+    const before = await signatures();
+    await migrate(pool, { schema: newer });
+    await migrate(pool, { schema: older, table: 'other_records' });
+    // The older table keeps its migrations and its functions: 0004's, whose claim_many takes no reservations.
+    const { rows } = await pool.query(
+      `SELECT max(id)::int AS version FROM "${older}".idempotency_records_migrations`,
+    );
+    expect(rows[0].version).toBe(4);
+    const after = await signatures();
+    expect(after.filter((row) => row.proname.startsWith('idempotency_records_'))).toEqual(before);
+    expect(before.find((row) => row.proname === 'idempotency_records_claim_many')?.args).toBe(
+      'text[], text[], double precision[]',
+    );
+    // The tools of each table see its records only.
+    const olderStore = postgresStore({ pool, schema: older });
+    const otherStore = postgresStore({ pool, schema: older, table: 'other_records' });
+    await otherStore.claim('k', { fingerprint: 'fp', leaseMs: 60_000 });
+    expect((await olderStore.stats()).inProgress).toBe(0);
+    expect((await otherStore.stats()).inProgress).toBe(1);
+  });
+
   it('waits for another migrator holding the advisory lock', async () => {
     const schema = fresh('miglock');
     const holder = await pool.connect();

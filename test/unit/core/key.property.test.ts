@@ -1,6 +1,14 @@
+import { hash } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { isInvalidKeyError, MAX_KEY_LENGTH, storageKey, validateKey } from '../../../src/index.js';
+import {
+  createIdempotency,
+  isInvalidKeyError,
+  MAX_KEY_LENGTH,
+  memoryStore,
+  storageKey,
+  validateKey,
+} from '../../../src/index.js';
 
 const printable = fc.string({
   unit: fc.integer({ min: 0x20, max: 0x7e }).map((c) => String.fromCharCode(c)),
@@ -68,5 +76,60 @@ describe('storageKey', () => {
       ),
     );
     expect(storageKey('a:b', 'c', 'k')).not.toBe(storageKey('a', 'b:c', 'k'));
+  });
+
+  // Any UTF-16 code unit, lone surrogates and NUL included: what a namespace or scope read from
+  // configuration or a token could hold.
+  const anyUnits = fc.string({
+    unit: fc.integer({ min: 0, max: 0xffff }).map((c) => String.fromCharCode(c)),
+  });
+
+  it('is the SHA-256 of the JSON array [namespace, scope, key], whatever the order of the calls', () => {
+    // The (namespace, scope) prefix is remembered between calls: interleaved triples must not reuse it.
+    fc.assert(
+      fc.property(
+        fc.array(fc.tuple(anyUnits, anyUnits, printable), { maxLength: 20 }),
+        (triples) => {
+          for (const triple of triples) {
+            expect(storageKey(...triple)).toBe(hash('sha256', JSON.stringify(triple), 'hex'));
+          }
+        },
+      ),
+    );
+  });
+
+  it('keeps apart parts that UTF-8 encoding alone would merge or a separator would confuse', () => {
+    // Unescaped, two different lone surrogates both encode as U+FFFD (EF BF BD) and would collide.
+    const parts = [
+      '\ud800',
+      '\udfff',
+      '\ufffd',
+      '',
+      '\u0000',
+      'a\u0000',
+      '"',
+      '\\',
+      '","',
+      'caf\u00e9',
+      'cafe\u0301',
+    ];
+    const keys = new Set<string>();
+    for (const namespace of parts)
+      for (const scope of parts) keys.add(storageKey(namespace, scope, 'k'));
+    expect(keys.size).toBe(parts.length * parts.length);
+    const long = 'n'.repeat(1_000_000);
+    expect(storageKey(long, '', 'k')).not.toBe(storageKey(`${long}n`, '', 'k'));
+  });
+
+  it('gives a numeric scope its own records, apart from the same digits as a string', () => {
+    const idempotency = createIdempotency({ store: memoryStore() });
+    expect(idempotency.storageKeyFor('k', 1 as unknown as string)).not.toBe(
+      idempotency.storageKeyFor('k', '1'),
+    );
+    expect(
+      createIdempotency({ store: memoryStore(), namespace: 'a' }).storageKeyFor('k', 'b:c'),
+    ).not.toBe(
+      createIdempotency({ store: memoryStore(), namespace: 'a:b' }).storageKeyFor('k', 'c'),
+    );
   });
 });
