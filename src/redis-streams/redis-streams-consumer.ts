@@ -138,9 +138,14 @@ export interface RedisStreamsConsumer {
   readonly done: Promise<void>;
 }
 
-/** The default key: the `x-idempotency-key` field, else the entry id (which dedups redeliveries only). */
+/**
+ * The default key: the `x-idempotency-key` field, else the stream and the entry id (`orders:1700000000000-0`,
+ * which dedups redeliveries of that entry only). The stream is part of it because entry ids are given out
+ * per stream: two streams hand out the same ids (entries added in the same millisecond), and a consumer
+ * name reused on a second stream acknowledged its entry as a duplicate of the first's, never running it.
+ */
 export function defaultStreamKey(entry: StreamEntry): string | undefined {
-  return entry.fields[KEY_FIELD] ?? entry.id;
+  return entry.fields[KEY_FIELD] ?? `${entry.stream}:${entry.id}`;
 }
 
 /**
