@@ -58,3 +58,20 @@ export function exposedLayerHeaders(
   if (missing.length === 0) return undefined;
   return current === undefined ? missing.join(', ') : `${current}, ${missing.join(', ')}`;
 }
+
+/**
+ * True for a CORS preflight: an `OPTIONS` request carrying `Access-Control-Request-Method`, which a browser
+ * sends before a cross-origin request with `Idempotency-Key`, without that header (it asks whether it may
+ * send it). The layer never covers one, whatever the route's `methods`: a `400 missing_key` or any other
+ * answer of the layer's would make the browser give up the request it asks about.
+ * @param header - Reads a request header (lower-case name).
+ */
+export function isCorsPreflight(
+  method: string,
+  header: (name: string) => string | readonly string[] | null | undefined,
+): boolean {
+  // The length first: a covered request is a POST or a PATCH nearly always, and pays one comparison.
+  if (method.length !== 7 || method.toUpperCase() !== 'OPTIONS') return false;
+  const asked = header('access-control-request-method');
+  return asked !== undefined && asked !== null;
+}

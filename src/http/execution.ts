@@ -10,6 +10,7 @@ import type { Idempotency, RunContext, RunOutcome, RunRequest } from '../core/en
 import { isInvalidKeyError, isStoreUnavailableError } from '../core/errors.js';
 import { isThenable } from '../core/thenable.js';
 import { type IdempotencyContext, runWithContext } from './context.js';
+import { isCorsPreflight } from './cors.js';
 import { httpFingerprint } from './fingerprint.js';
 import { type HeaderValue, pickHeaders, REPLAYED_HEADER } from './headers.js';
 import { parseKeyHeader } from './key-header.js';
@@ -218,6 +219,7 @@ export function decide(
 // The key of a request the layer applies to, or the decision when it does not apply or the key is bad.
 function keyOf(policy: RoutePolicy, request: RequestFacts): string | Decision {
   if (!policyCovers(policy, request.method)) return PASS;
+  if (isCorsPreflight(request.method, (name) => request.header(name))) return PASS;
   try {
     const parsed = parseKeyHeader(request.header(policy.headerName));
     if (parsed.present) {
