@@ -358,10 +358,13 @@ function install(fastify: FastifyInstance, options: FastifyIdempotencyOptions): 
 
   // A response that finished without passing onSend was written by the app on `reply.raw` after
   // `reply.hijack()`: its bytes are unknown. Keep a marker (retries get 409 response_not_captured, never
-  // a second run) rather than a claim in progress for as long as the process lives.
+  // a second run) rather than a claim in progress for as long as the process lives. Only when it was
+  // ended: on HTTP/2, Node's compatibility layer emits `finish` (and Fastify runs onResponse) whenever the
+  // stream closes, also when the client cancelled it (RST_STREAM) while the handler runs; that handler's
+  // reply still comes through onSend and is stored, as on HTTP/1.1 for a client that went away.
   fastify.addHook('onResponse', (request, reply, next) => {
     const current = running.get(request);
-    if (current !== undefined) {
+    if (current !== undefined && reply.raw.writableEnded) {
       running.delete(request);
       void current.execution.uncaptured(reply.raw.statusCode);
     }

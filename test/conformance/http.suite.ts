@@ -3,6 +3,7 @@
  * every store. Each check drives a real server on loopback with real HTTP requests.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
+import { connect } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -626,6 +627,40 @@ export function describeHttpSuite(
       while (ran(tag) === 0) await sleep(5);
       controller.abort();
       expect(await aborted).toBe('aborted');
+      await sleep(20);
+      gateFor(tag).open();
+      let replay = await send('/slow', { key, tag });
+      for (let i = 0; i < 100 && replay.status === 409; i++) {
+        await sleep(20);
+        replay = await send('/slow', { key, tag });
+      }
+      expect(replay.status).toBe(201);
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect(ran(tag)).toBe(1);
+    });
+
+    // A reset (RST, not FIN) is how many clients and proxies give up: a client that went away, whose
+    // handler still runs and whose response is stored for the retry.
+    it('completes the record when the client resets its connection mid-request', async () => {
+      const { key, tag } = fresh();
+      const { hostname, port } = new URL(server.url);
+      const body = JSON.stringify({ amount: 1, currency: 'EUR' });
+      const socket = connect({ host: hostname, port: Number(port) });
+      socket.on('error', () => {});
+      socket.write(
+        [
+          'POST /slow HTTP/1.1',
+          `Host: ${hostname}:${port}`,
+          'Content-Type: application/json',
+          `Content-Length: ${Buffer.byteLength(body)}`,
+          `Idempotency-Key: ${key}`,
+          `X-Tag: ${tag}`,
+          '',
+          body,
+        ].join('\r\n'),
+      );
+      while (ran(tag) === 0) await sleep(5);
+      socket.resetAndDestroy();
       await sleep(20);
       gateFor(tag).open();
       let replay = await send('/slow', { key, tag });
