@@ -15,7 +15,8 @@ export interface StoreMetricsOptions {
   /** Prepended to every metric name. @default 'idempotency_' */
   prefix?: string;
   /**
-   * The `store` label, to tell several stores apart. @default the store's `name` ('redis', 'postgres', …)
+   * The `store` label, to tell several stores apart: two stores wrapped on one registry need different
+   * labels. @default the store's `name` ('redis', 'postgres', …)
    */
   label?: string;
   /** Buckets of `<prefix>store_call_seconds`, in seconds. @default 0.25 ms to 2.5 s */
@@ -30,6 +31,49 @@ export const DEFAULT_STORE_CALL_BUCKETS: readonly number[] = [
 // Items per batch call: a lone call up to the engine's default `maxBatch` of 100.
 const BATCH_ITEM_BUCKETS = [1, 2, 5, 10, 20, 50, 100];
 
+// Per latency histogram (one per registry and prefix): which store each `store` label times, and the
+// labels already warned about. Weak references, because there is no unregistering: a store dropped by the
+// application (a test's, a tenant's) must not be kept alive by the global registry.
+const labelled = new WeakMap<
+  Histogram<string>,
+  { stores: Map<string, WeakRef<Store>>; warned: Set<string> }
+>();
+
+/**
+ * Note that `store` is timed under `label` by `seconds`. Another live store under the same label (two
+ * PostgreSQL stores, both `postgres` by default) draws one process warning per label, code
+ * `IDEMPOTENCY_KIT_SHARED_STORE_LABEL`: their calls add up in one series. A warning, not a refusal: whether
+ * the first store is still alive depends on the garbage collector (a store replaced without `close()`, a
+ * test suite creating one per test on the global registry), and a startup must not fail by chance.
+ * Returns what frees the label, for the wrapper's `close()`.
+ */
+function noteLabel(seconds: Histogram<string>, label: string, store: Store): () => void {
+  let entry = labelled.get(seconds);
+  if (entry === undefined) {
+    entry = { stores: new Map(), warned: new Set() };
+    labelled.set(seconds, entry);
+  }
+  const { stores, warned } = entry;
+  const holder = stores.get(label)?.deref();
+  if (holder !== undefined && holder !== store) {
+    if (!warned.has(label)) {
+      warned.add(label);
+      process.emitWarning(
+        `idempotency-kit: withStoreMetrics times another store under the label '${label}' in this ` +
+          'registry: their calls add up in one series. Pass a distinct `label` option to each store.',
+        { code: 'IDEMPOTENCY_KIT_SHARED_STORE_LABEL' },
+      );
+    }
+    return () => {};
+  }
+  const reference =
+    holder === undefined ? new WeakRef(store) : (stores.get(label) as WeakRef<Store>);
+  stores.set(label, reference);
+  return () => {
+    if (stores.get(label) === reference) stores.delete(label);
+  };
+}
+
 /** The store's operations, in the names the `operation` label uses. */
 type Operation = Exclude<keyof Store, 'name' | 'capabilities' | 'close'>;
 
@@ -42,10 +86,16 @@ type Operation = Exclude<keyof Store, 'name' | 'capabilities' | 'close'>;
  * A batch call serves many runs: its latency is what each of them waited for the store, and
  * `store_batch_items` shows how many shared it.
  *
+ * Each store needs its own `label` in a registry: wrapping a second store under a label another live one
+ * holds (two PostgreSQL stores, both `postgres` by default) draws a process warning
+ * (`IDEMPOTENCY_KIT_SHARED_STORE_LABEL`), since their calls add up in one series. The same store may be
+ * wrapped again. A label is free again once its store is closed through the wrapper, or garbage-collected.
+ *
  * @param options.registry where to register the metrics (default: prom-client's global `register`)
  * @param options.prefix prepended to every metric name (default `'idempotency_'`)
  * @param options.label the `store` label (default: the store's `name`)
  * @param options.buckets the latency histogram's buckets, in seconds
+ * @throws InvalidOptionsError for a bad option, or a registry metric of the same name that does not fit.
  * @see docs/observability.md
  * @example
  * import { withStoreMetrics } from 'idempotency-kit/prometheus';
@@ -72,6 +122,8 @@ export function withStoreMetrics(store: Store, options: StoreMetricsOptions = {}
     ['store', 'operation'],
     BATCH_ITEM_BUCKETS,
   );
+  // After the checks: a wrapper refused for another reason must not hold the label.
+  const releaseLabel = noteLabel(seconds, label, store);
 
   /** `call` timed under `operation`; a synchronous throw is timed and rethrown as a rejection. */
   function timed<A extends unknown[], R>(
@@ -131,8 +183,13 @@ export function withStoreMetrics(store: Store, options: StoreMetricsOptions = {}
   // Optional methods only where the store has them: the engine decides what to send by their presence.
   if (store.purgeExpired !== undefined)
     wrapped.purgeExpired = timed('purgeExpired', store.purgeExpired);
-  if (store.close !== undefined)
-    wrapped.close = () => (store.close as () => Promise<void>).call(store);
+  if (store.close !== undefined) {
+    // A closed store's label is free for the store that replaces it (a failover to a new client).
+    wrapped.close = () => {
+      releaseLabel();
+      return (store.close as () => Promise<void>).call(store);
+    };
+  }
   if (store.saveStep !== undefined) wrapped.saveStep = timed('saveStep', store.saveStep);
   if (store.loadSteps !== undefined) wrapped.loadSteps = timed('loadSteps', store.loadSteps);
   if (store.inspect !== undefined) wrapped.inspect = timed('inspect', store.inspect);

@@ -16,6 +16,20 @@ async function sample(registry: Registry, name: string, labels: string): Promise
   return line === undefined ? 0 : Number(line.split(' ')[1]);
 }
 
+/** The process warnings emitted while it listens, by code and message. */
+function collectWarnings() {
+  const seen: Array<{ code: string | undefined; message: string }> = [];
+  const listener = (warning: Error & { code?: string }) => {
+    seen.push({ code: warning.code, message: warning.message });
+  };
+  process.on('warning', listener);
+  return {
+    codes: () => seen.map(({ code }) => code),
+    messages: () => seen.map(({ message }) => message),
+    stop: () => process.off('warning', listener),
+  };
+}
+
 describe('withStoreMetrics', () => {
   it('times every call by operation, and counts the items of each batch', async () => {
     const registry = new Registry();
@@ -93,6 +107,69 @@ describe('withStoreMetrics', () => {
     expect(typeof withStoreMetrics(inner, { registry: new Registry() }).completeAndClaimMany).toBe(
       'function',
     );
+  });
+
+  it('warns once when a second store is timed under a label another store holds, naming the label option', async () => {
+    // Arrange: two stores of one kind share the default label, their `name`.
+    const registry = new Registry();
+    const warnings = collectWarnings();
+    const orders = withStoreMetrics(memoryStore(), { registry });
+    // Act
+    withStoreMetrics(memoryStore(), { registry });
+    withStoreMetrics(memoryStore(), { registry });
+    await new Promise((resolve) => setImmediate(resolve));
+    // Assert: said once, rather than both stores' calls adding up under store="memory" in silence.
+    expect(warnings.codes()).toEqual(['IDEMPOTENCY_KIT_SHARED_STORE_LABEL']);
+    expect(warnings.messages()[0]).toMatch(/'memory'.*distinct `label` option/);
+    // Under distinct labels, each store's calls are its own.
+    const payments = withStoreMetrics(memoryStore(), { registry, label: 'payments' });
+    await orders.get('k');
+    await payments.get('k');
+    await payments.get('k');
+    const gets = (store: string) =>
+      sample(
+        registry,
+        'idempotency_store_call_seconds_count',
+        `store="${store}",operation="get",result="ok"`,
+      );
+    expect([await gets('payments')]).toEqual([2]);
+    // Another registry is another set of series: the label is free there.
+    withStoreMetrics(memoryStore(), { registry: new Registry() });
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(warnings.codes()).toHaveLength(1);
+    warnings.stop();
+  });
+
+  it('says nothing when the same store is wrapped again, and frees its label once closed through the wrapper', async () => {
+    // Arrange
+    const registry = new Registry();
+    const warnings = collectWarnings();
+    let closed = false;
+    const store: Store = {
+      ...memoryStore(),
+      close: async () => {
+        closed = true;
+      },
+    };
+    const first = withStoreMetrics(store, { registry, label: 'orders' });
+    // Act / Assert: the same store object again is its own calls, not another store's.
+    const again = withStoreMetrics(store, { registry, label: 'orders' });
+    await first.get('k');
+    await again.get('k');
+    expect(
+      await sample(
+        registry,
+        'idempotency_store_call_seconds_count',
+        'store="orders",operation="get",result="ok"',
+      ),
+    ).toBe(2);
+    // A closed store's replacement (a failover to a new client) takes its label.
+    await first.close?.();
+    expect(closed).toBe(true);
+    withStoreMetrics(memoryStore(), { registry, label: 'orders' });
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(warnings.codes()).toEqual([]);
+    warnings.stop();
   });
 
   it('refuses a label, prefix or buckets Prometheus would not accept', () => {
