@@ -46,9 +46,21 @@ export const ConsumerAttribute = {
   RetryDelayMs: 'idempotency.consumer.retry_delay_ms',
   /**
    * On a broker-error event: the broker operation that failed (`ack`, `retry`, `dead_letter`, `process`,
-   * `touch`).
+   * `touch`). On a consumer-error span: what failed for the consumer as a whole (`consume`, `fetch`,
+   * `read`, `create-group`, `cancelled`, `channel-closed`).
    */
   Operation: 'idempotency.consumer.operation',
+} as const;
+
+/** Spans the hooks start themselves, for what happens outside any run or delivery. */
+export const IdempotencySpan = {
+  /**
+   * A consumer as a whole hit an error (`onConsumerError`): its JetStream consumer or stream deleted, its
+   * NATS connection or RabbitMQ channel closed, a Redis Streams read failed or its group was gone. A root
+   * span with status `ERROR`, `idempotency.consumer.name`, `idempotency.consumer.operation` and an
+   * `exception` event.
+   */
+  ConsumerError: 'idempotency.consumer_error',
 } as const;
 
 /** Events added to the active span when something unusual happens during a run. */

@@ -4,7 +4,12 @@
  * peer: install it to use this entry).
  * @module
  */
-export { ConsumerAttribute, IdempotencyAttribute, IdempotencyEvent } from './attributes.js';
+export {
+  ConsumerAttribute,
+  IdempotencyAttribute,
+  IdempotencyEvent,
+  IdempotencySpan,
+} from './attributes.js';
 export type { OpenTelemetryConsumerHooksOptions } from './consumer-hooks.js';
 export { openTelemetryConsumerHooks } from './consumer-hooks.js';
 export type { OpenTelemetryHooksOptions } from './open-telemetry-hooks.js';
