@@ -94,8 +94,9 @@ const COMMANDS = ['migrate', 'purge', 'inspect', 'stats', 'list', 'health'] as c
 /** Keys per page of `list --crashed` when `--limit` is not given. */
 export const DEFAULT_LIST_LIMIT = 100;
 
-/** The text `--help` prints. */
+/** The text `--help` (or the `help` command) prints. */
 export const HELP = `Usage: idempotency-kit <command> [options]
+       idempotency-kit help
 
 Commands:
   migrate          Create or upgrade the records table (PostgreSQL, SQLite; safe from several processes at once)
@@ -139,7 +140,7 @@ Options:
   --scope <scope>       inspect --key: the request's scope (default: empty; HTTP's default scope is a digest
                         of the request's credentials, consumers' is consumer:<name>)
   --json                inspect, stats, list, health: print one JSON object instead of text
-  -h, --help            Show this help
+  -h, --help            Show this help (so does the command help; also after a command: purge --help)
 
 Exit codes: 0 success, 1 the command failed, 2 bad command line, 130/143 purge stopped by
 SIGINT/SIGTERM between batches (what it deleted is printed).
@@ -186,7 +187,8 @@ export function parseCli(
     throw new UsageError((error as Error).message);
   }
   const { values, positionals } = parsed;
-  if (values.help === true) return { command: 'help' };
+  // `help` as a command is what many CLIs take (git, npm): like `--help`, it wins over anything else given.
+  if (values.help === true || positionals[0] === 'help') return { command: 'help' };
   refuseRepeatedOptions(parsed.tokens);
   const [command, ...rest] = positionals;
   const expected = `${COMMANDS.slice(0, -1).join(', ')} or ${COMMANDS.at(-1)}`;

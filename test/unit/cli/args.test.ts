@@ -259,6 +259,14 @@ describe('parseCli', () => {
     expect(parseCli(['purge', '--help'], {})).toEqual({ command: 'help' });
   });
 
+  it.each([[['help']], [['help', 'purge']], [['help', '--json']]])(
+    'returns help for the help command (%j), as for --help: it used to be an unknown command',
+    (argv) => {
+      // Act / Assert
+      expect(parseCli(argv, {})).toEqual({ command: 'help' });
+    },
+  );
+
   it.each([
     [[], /missing command/],
     [
