@@ -167,7 +167,11 @@ export interface RunContext {
   attempt: number;
   /** The storage key (hashed). */
   storageKey: string;
-  /** Extend the lease now (default: by the configured lease). Rejects with `LeaseLostError` if lost. */
+  /**
+   * Extend the lease now: it ends `leaseMs` after the store runs the call (default: the configured lease).
+   * Automatic heartbeats never end it before the furthest end asked for this way. Rejects with
+   * `LeaseLostError` if lost.
+   */
   extendLease(leaseMs?: Duration): Promise<void>;
   /** A stable key for a downstream provider's own deduplication, the same on every attempt. */
   downstreamKey(step: string): string;

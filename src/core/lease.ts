@@ -65,6 +65,23 @@ export class LeaseKeeper implements Beating {
    */
   private heldUntil: number;
 
+  /**
+   * The furthest end the handler asked for with `ctx.extendLease(ms)`, on `env.leaseClock` (-Infinity until
+   * it asks). A heartbeat extends to at least this end: extending by the claim's lease, it undid
+   * `extendLease('10m')` a third of a lease later, and a handler that then blocked the event loop past that
+   * shorter end was taken over while it still ran. Raised when the request is sent (a beat started while
+   * it is in flight must not end the lease sooner) and again when its reply comes back (the store counted
+   * from then at the latest).
+   */
+  private requestedUntil = Number.NEGATIVE_INFINITY;
+
+  /**
+   * The heartbeat's extension while in flight. `ctx.extendLease(ms)` waits for it before sending its own:
+   * a store with several connections (a PostgreSQL pool) may run the beat, sent earlier with a shorter
+   * lease, after the handler's call, and cut the end it asked for back.
+   */
+  private beating: Promise<void> | undefined;
+
   /** How long the lease has left by this process's clock (see `heldUntil`), unless it is extended. */
   remainingMs(): number {
     return this.heldUntil - this.env.leaseClock.now();
@@ -167,11 +184,21 @@ export class LeaseKeeper implements Beating {
   }
 
   /**
-   * Extend the lease now by `leaseMs` (default: the claim's lease).
+   * The handler's `ctx.extendLease(leaseMs)`: the lease now ends `leaseMs` from now (default: the claim's
+   * lease), even when that is sooner than its current end; later heartbeats keep it to at least the
+   * furthest end asked for (see `requestedUntil`). Sent once a heartbeat in flight is over (see `beating`).
    * @throws LeaseLostError when the store fenced the extension out.
    * @throws StoreUnavailableError when the store could not be reached.
    */
   async extend(leaseMs = this.leaseMs): Promise<void> {
+    if (this.beating !== undefined) await this.beating.catch(() => undefined);
+    this.requestedUntil = Math.max(this.requestedUntil, this.env.leaseClock.now() + leaseMs);
+    await this.extendBy(leaseMs);
+    this.requestedUntil = Math.max(this.requestedUntil, this.heldUntil);
+  }
+
+  /** Push the lease's end to `leaseMs` from now in the store, and count it down from the reply. */
+  private async extendBy(leaseMs: number): Promise<void> {
     const { store, namespace } = this.env;
     if (this.aborted) throw this.signal.reason;
     if (this.overtime()) throw this.signal.reason;
@@ -220,12 +247,22 @@ export class LeaseKeeper implements Beating {
       this.unschedule();
       return;
     }
+    // Never sooner than the end the handler asked for (see `requestedUntil`); whole milliseconds, as
+    // stores take them.
+    const leaseMs = Math.max(
+      this.leaseMs,
+      Math.ceil(this.requestedUntil - this.env.leaseClock.now()),
+    );
+    const beating = this.extendBy(leaseMs);
+    this.beating = beating;
     try {
-      await this.extend();
+      await beating;
     } catch {
       // A store error is survivable while the lease has time left: try again at the next beat. Once the
       // lease has run out with no successful extension, the claim may be taken over, so abort.
       if (!this.aborted && this.env.leaseClock.now() >= this.heldUntil) this.lose();
+    } finally {
+      if (this.beating === beating) this.beating = undefined;
     }
     // A lost lease is never extended again.
     if (this.aborted) this.unschedule();
