@@ -3,6 +3,7 @@
  * `StoreUnavailableError` (fail closed, never a hang), and every failure is wrapped in that error.
  * @module
  */
+import { AsyncResource } from 'node:async_hooks';
 import { StoreUnavailableError } from '../core/errors.js';
 
 /**
@@ -93,6 +94,14 @@ class Deadlines {
   private timer: NodeJS.Timeout | undefined;
   /** When the armed timer is due, on the clock of the deadlines. */
   private due = 0;
+  /**
+   * The async context the timer is armed in: the store's, from its creation. The timer is armed by the
+   * call that finds none in flight, then kept and re-armed from its own callback for as long as any call
+   * is; armed in that call's context, it kept the request's AsyncLocalStorage stores (a request, its body)
+   * alive after the call was answered, for as long as the store stayed busy. A timed-out call's rejection
+   * still reaches its caller in the caller's context (through its own promise).
+   */
+  private readonly scope = new AsyncResource('idempotency-kit.redis-deadlines');
 
   constructor(private readonly timeoutMs: number) {}
 
@@ -135,7 +144,8 @@ class Deadlines {
 
   private arm(due: number, delayMs: number): void {
     this.due = due;
-    this.timer = setTimeout(this.expire, delayMs);
+    // In the store's async context, not the call's that happens to arm it (see `scope`).
+    this.timer = this.scope.runInAsyncScope(setTimeout, undefined, this.expire, delayMs);
   }
 
   private readonly expire = (): void => {
