@@ -6,23 +6,9 @@
  * stayed busy: on a service under steady load, one request's context for weeks.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { createIdempotency, memoryStore } from '../../../src/index.js';
-
-// A full collection on demand, as `--expose-gc` gives it, without the flag on the test runner.
-setFlagsFromString('--expose-gc');
-const gc = runInNewContext('gc') as () => void;
-
-/** Collect until `ref`'s target is gone (a WeakRef's target outlives the job that read it last). */
-async function collected(ref: WeakRef<object>): Promise<boolean> {
-  for (let i = 0; i < 5 && ref.deref() !== undefined; i++) {
-    await new Promise((resolve) => setImmediate(resolve));
-    gc();
-  }
-  return ref.deref() === undefined;
-}
+import { collected } from '../../helpers/collected.js';
 
 describe('the heartbeat timer', () => {
   it('keeps no context of a run that has ended, while other runs keep it ticking', async () => {
