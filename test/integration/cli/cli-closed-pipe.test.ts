@@ -6,7 +6,7 @@ import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { postgresStore } from '../../../src/postgres/index.js';
-import { cli } from '../../helpers/cli.js';
+import { bundledCli as cli } from '../../helpers/bundled-cli.js';
 import { crashAfterCharge } from '../../helpers/crashed-request.js';
 import { env, requireService } from '../../helpers/env.js';
 import { testPool, uniqueSchema } from '../../helpers/postgres-env.js';

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createIdempotency } from '../../../src/index.js';
 import { migrate, postgresStore } from '../../../src/postgres/index.js';
-import { cli } from '../../helpers/cli.js';
+import { bundledCli as cli } from '../../helpers/bundled-cli.js';
 import { env, requireService } from '../../helpers/env.js';
 import { testPool, uniqueSchema } from '../../helpers/postgres-env.js';
 

@@ -9,7 +9,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cli } from '../../helpers/cli.js';
+import { bundledCli as cli } from '../../helpers/bundled-cli.js';
 import { env, requireService } from '../../helpers/env.js';
 import { uniqueSchema } from '../../helpers/postgres-env.js';
 

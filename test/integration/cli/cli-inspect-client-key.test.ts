@@ -11,7 +11,7 @@ import express from 'express';
 import { afterAll, describe, expect, it } from 'vitest';
 import { idempotency } from '../../../src/express/index.js';
 import { sqliteStore } from '../../../src/sqlite/index.js';
-import { cli } from '../../helpers/cli.js';
+import { bundledCli as cli } from '../../helpers/bundled-cli.js';
 import { listenExpress } from '../../helpers/listen-express.js';
 import { postWithKey } from '../../helpers/post-with-key.js';
 

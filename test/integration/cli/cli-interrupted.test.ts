@@ -8,7 +8,7 @@
 import net from 'node:net';
 import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cli } from '../../helpers/cli.js';
+import { bundledCli as cli } from '../../helpers/bundled-cli.js';
 import { freePorts, PORT_SLICES, PrivateRedis } from '../../helpers/redis-servers.js';
 import { startTcpProxy, type TcpProxy } from '../../helpers/tcp-proxy.js';
 

@@ -3,11 +3,14 @@
  * and on a local 3-master Redis Cluster (`--redis-cluster`, found from one node's URL): `inspect`, `stats`
  * and `list --crashed` see the same crashed requests whichever library reads them, and on a Cluster they
  * walk every master, not only the one the URL names.
+ *
+ * The CLI runs from a bundle (no tsx at each start), and a scenario's runs, which only read, start
+ * together.
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { redisStore } from '../../../src/redis/index.js';
-import { cli } from '../../helpers/cli.js';
+import { bundledCli as cli } from '../../helpers/bundled-cli.js';
 import { crashAfterCharge } from '../../helpers/crashed-request.js';
 import { env, requireService } from '../../helpers/env.js';
 import {
@@ -53,16 +56,13 @@ describe('the CLI on one Redis server', () => {
     const store = redisStore({ client: single.client, prefix: `${prefix}${library}:` });
     const crashed = await crashAfterCharge(store);
     const args = ['--redis-url', env.redisUrl, '--prefix', `${prefix}${library}:`];
-    const inspected = await cli([
-      'inspect',
-      crashed.storageKey,
-      ...args,
-      '--redis-client',
-      library,
+    // Both runs only read: they start together.
+    const [inspected, listed] = await Promise.all([
+      cli(['inspect', crashed.storageKey, ...args, '--redis-client', library]),
+      cli(['list', '--crashed', '--json', ...args, '--redis-client', library]),
     ]);
     expect(inspected, inspected.stderr).toMatchObject({ code: 0, stderr: '' });
     expect(inspected.stdout).toMatch(new RegExp(`^${crashed.storageKey}: crashed$`, 'm'));
-    const listed = await cli(['list', '--crashed', '--json', ...args, '--redis-client', library]);
     expect(listed, listed.stderr).toMatchObject({ code: 0, stderr: '' });
     expect(listedKeys(listed.stdout)).toEqual([crashed.storageKey]);
   });
@@ -88,16 +88,20 @@ describe('the CLI on a Redis Cluster', () => {
         library,
       ];
 
-      // Act / Assert: every key, whichever master holds it.
-      const listed = await cli(['list', '--crashed', '--json', ...args]);
+      // Act: every run only reads, so they start together.
+      const [listed, stats, ...inspected] = await Promise.all([
+        cli(['list', '--crashed', '--json', ...args]),
+        cli(['stats', '--json', ...args]),
+        ...crashed.map(({ storageKey }) => cli(['inspect', storageKey, ...args])),
+      ]);
+
+      // Assert: every key, whichever master holds it.
       expect(listed, listed.stderr).toMatchObject({ code: 0, stderr: '' });
       expect(listedKeys(listed.stdout)).toEqual(keys);
-      const stats = await cli(['stats', '--json', ...args]);
       expect(stats, stats.stderr).toMatchObject({ code: 0, stderr: '' });
       expect(JSON.parse(stats.stdout)).toMatchObject({ staleLeases: 6, completed: 0 });
-      for (const { storageKey } of crashed) {
-        const inspected = await cli(['inspect', storageKey, ...args]);
-        expect(inspected.stdout).toMatch(new RegExp(`^${storageKey}: crashed$`, 'm'));
+      for (const [i, { storageKey }] of crashed.entries()) {
+        expect(inspected[i]?.stdout).toMatch(new RegExp(`^${storageKey}: crashed$`, 'm'));
       }
     },
   );

@@ -4,7 +4,7 @@
  * host name, a refused connection, a wrong password.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { cli } from '../../helpers/cli.js';
+import { bundledCli as cli } from '../../helpers/bundled-cli.js';
 import { env, requireService } from '../../helpers/env.js';
 
 const SECRET = 'S3cretPassw0rd';

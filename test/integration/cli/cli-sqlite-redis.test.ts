@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { redisStore } from '../../../src/redis/index.js';
 import { sqliteStore } from '../../../src/sqlite/index.js';
-import { cli } from '../../helpers/cli.js';
+import { bundledCli as cli } from '../../helpers/bundled-cli.js';
 import { crashAfterCharge } from '../../helpers/crashed-request.js';
 import { env } from '../../helpers/env.js';
 import { redisForFile } from '../../helpers/redis-file-connection.js';
