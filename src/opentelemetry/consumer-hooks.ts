@@ -7,6 +7,7 @@
  */
 import { type Attributes, type Span, SpanStatusCode, trace } from '@opentelemetry/api';
 import type { ConsumerErrorEvent, ConsumerEvent, ConsumerHooks } from '../consumer/options.js';
+import { knownFields } from '../core/option-checks.js';
 import { ConsumerAttribute, IdempotencyEvent, IdempotencySpan } from './attributes.js';
 import { errorAttributes, recording } from './span-writes.js';
 
@@ -43,6 +44,12 @@ function recordConsumerError(event: ConsumerErrorEvent): void {
   span.end();
 }
 
+// Every key of OpenTelemetryConsumerHooksOptions, checked by the compiler both ways: a misspelt option is refused instead of
+// leaving its default in force.
+const OPEN_TELEMETRY_CONSUMER_HOOKS_FIELDS = Object.keys({
+  spanOf: true,
+} as const satisfies Record<keyof OpenTelemetryConsumerHooksOptions, true>);
+
 /**
  * Hooks that set `idempotency.consumer.*` attributes (the decision, its reason, the delivery count) on
  * the active span of each delivery, and add `idempotency.dead_letter` and `idempotency.broker_error`
@@ -66,6 +73,7 @@ function recordConsumerError(event: ConsumerErrorEvent): void {
 export function openTelemetryConsumerHooks<M = unknown>(
   options: OpenTelemetryConsumerHooksOptions = {},
 ): ConsumerHooks<M> {
+  knownFields(options, 'openTelemetryConsumerHooks', OPEN_TELEMETRY_CONSUMER_HOOKS_FIELDS);
   const spanOf = options.spanOf ?? (() => trace.getActiveSpan());
   /** Annotate the delivery's span, if it records, with the consumer, the decision and `extra`. */
   const annotateDelivery = (

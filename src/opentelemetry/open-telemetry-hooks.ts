@@ -9,6 +9,7 @@
  */
 import { type Attributes, type Span, trace } from '@opentelemetry/api';
 import { type HookEvent, type IdempotencyHooks, RunOutcomeName } from '../core/hooks.js';
+import { knownFields } from '../core/option-checks.js';
 import { IdempotencyAttribute, IdempotencyEvent } from './attributes.js';
 import { errorAttributes, recording } from './span-writes.js';
 
@@ -20,6 +21,12 @@ export interface OpenTelemetryHooksOptions {
    */
   spanOf?: (event: HookEvent) => Span | undefined;
 }
+
+// Every key of OpenTelemetryHooksOptions, checked by the compiler both ways: a misspelt option is refused instead of
+// leaving its default in force.
+const OPEN_TELEMETRY_HOOKS_FIELDS = Object.keys({
+  spanOf: true,
+} as const satisfies Record<keyof OpenTelemetryHooksOptions, true>);
 
 /**
  * Hooks that set `idempotency.*` attributes on the active span of each run (the outcome, the hashed key,
@@ -36,6 +43,7 @@ export interface OpenTelemetryHooksOptions {
  * const idempotency = createIdempotency({ store, hooks: openTelemetryHooks() });
  */
 export function openTelemetryHooks(options: OpenTelemetryHooksOptions = {}): IdempotencyHooks {
+  knownFields(options, 'openTelemetryHooks', OPEN_TELEMETRY_HOOKS_FIELDS);
   const spanOf = options.spanOf ?? (() => trace.getActiveSpan());
   /** Annotate the event's span, if it records, with the run's identity, its outcome and `extra`. */
   const annotateRun = (event: HookEvent, outcome: string | undefined, extra: Attributes) => {

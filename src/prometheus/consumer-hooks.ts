@@ -8,6 +8,7 @@
 import { type Counter, type Registry, register } from 'prom-client';
 import type { DeadLetterReason, RetryReason } from '../consumer/decision.js';
 import type { ConsumerHooks } from '../consumer/options.js';
+import { knownFields } from '../core/option-checks.js';
 import { counterIn, metricPrefix } from './metrics.js';
 
 /** Options of {@link prometheusConsumerHooks}. */
@@ -42,6 +43,13 @@ export const ConsumerDecisionLabel = {
   DeadLetter: 'dead_letter',
 } as const;
 
+// Every key of PrometheusConsumerHooksOptions, checked by the compiler both ways: a misspelt option is refused instead of
+// leaving its default in force.
+const PROMETHEUS_CONSUMER_HOOKS_FIELDS = Object.keys({
+  registry: true,
+  prefix: true,
+} as const satisfies Record<keyof PrometheusConsumerHooksOptions, true>);
+
 /**
  * Hooks that count an idempotent consumer's decisions in Prometheus metrics. Pass them as the consumer's
  * `hooks` (with your own through `combineHooks`); consumers sharing a registry share the metrics, told
@@ -69,6 +77,7 @@ export const ConsumerDecisionLabel = {
 export function prometheusConsumerHooks<M = unknown>(
   options: PrometheusConsumerHooksOptions = {},
 ): PrometheusConsumerHooks<M> {
+  knownFields(options, 'prometheusConsumerHooks', PROMETHEUS_CONSUMER_HOOKS_FIELDS);
   const prefix = metricPrefix(options.prefix, 'idempotency_', 'prometheusConsumerHooks');
   const registry = options.registry ?? register;
   const metrics: ConsumerMetrics = {

@@ -7,6 +7,7 @@
  */
 import { type Registry, register } from 'prom-client';
 import { type IdempotencyHooks, RunOutcomeName } from '../core/hooks.js';
+import { knownFields } from '../core/option-checks.js';
 import {
   DEFAULT_EXECUTION_BUCKETS,
   histogramBuckets,
@@ -31,6 +32,14 @@ export interface PrometheusHooks extends IdempotencyHooks {
   /** The metrics these hooks update. */
   readonly metrics: IdempotencyMetrics;
 }
+
+// Every key of PrometheusHooksOptions, checked by the compiler both ways: a misspelt option is refused instead of
+// leaving its default in force.
+const PROMETHEUS_HOOKS_FIELDS = Object.keys({
+  registry: true,
+  prefix: true,
+  buckets: true,
+} as const satisfies Record<keyof PrometheusHooksOptions, true>);
 
 /**
  * Hooks that count every run of an engine in Prometheus metrics. Pass them as `hooks` to
@@ -64,6 +73,7 @@ export interface PrometheusHooks extends IdempotencyHooks {
  * });
  */
 export function prometheusHooks(options: PrometheusHooksOptions = {}): PrometheusHooks {
+  knownFields(options, 'prometheusHooks', PROMETHEUS_HOOKS_FIELDS);
   const prefix = metricPrefix(options.prefix, 'idempotency_', 'prometheusHooks');
   const buckets = histogramBuckets(options.buckets, DEFAULT_EXECUTION_BUCKETS, 'prometheusHooks');
   const metrics = idempotencyMetrics(options.registry ?? register, prefix, buckets);

@@ -5,6 +5,7 @@
  * @module
  */
 import { type Histogram, type Registry, register } from 'prom-client';
+import { knownFields } from '../core/option-checks.js';
 import type { Store } from '../store/store.js';
 import { histogramBuckets, histogramIn, metricPrefix, storeLabel } from './metrics.js';
 
@@ -77,6 +78,15 @@ function noteLabel(seconds: Histogram<string>, label: string, store: Store): () 
 /** The store's operations, in the names the `operation` label uses. */
 type Operation = Exclude<keyof Store, 'name' | 'capabilities' | 'close'>;
 
+// Every key of StoreMetricsOptions, checked by the compiler both ways: a misspelt option is refused instead of
+// leaving its default in force.
+const WITH_STORE_METRICS_FIELDS = Object.keys({
+  registry: true,
+  prefix: true,
+  label: true,
+  buckets: true,
+} as const satisfies Record<keyof StoreMetricsOptions, true>);
+
 /**
  * Wrap `store` so that each of its calls is timed in `<prefix>store_call_seconds{store, operation,
  * result}` (`result` is `ok` or `error`), and each batch call's size is observed in
@@ -104,6 +114,7 @@ type Operation = Exclude<keyof Store, 'name' | 'capabilities' | 'close'>;
  * const idempotency = createIdempotency({ store: withStoreMetrics(redisStore({ client })) });
  */
 export function withStoreMetrics(store: Store, options: StoreMetricsOptions = {}): Store {
+  knownFields(options, 'withStoreMetrics', WITH_STORE_METRICS_FIELDS);
   const prefix = metricPrefix(options.prefix, 'idempotency_', 'withStoreMetrics');
   const registry = options.registry ?? register;
   const label = storeLabel(options.label, store, 'withStoreMetrics');

@@ -8,6 +8,7 @@
 import { Gauge, type Registry, register } from 'prom-client';
 import { MAX_TIMER_MS } from '../core/duration.js';
 import { InvalidOptionsError } from '../core/errors.js';
+import { knownFields } from '../core/option-checks.js';
 import type { Store, StoreStats } from '../store/store.js';
 import { metricIn, metricPrefix, storeLabel } from './metrics.js';
 
@@ -104,6 +105,16 @@ function withinTimeout<T>(pending: Promise<T>, timeoutMs: number): Promise<T | u
   });
 }
 
+// Every key of StoreStatsOptions, checked by the compiler both ways: a misspelt option is refused instead of
+// leaving its default in force.
+const REGISTER_STORE_STATS_FIELDS = Object.keys({
+  registry: true,
+  prefix: true,
+  label: true,
+  maxAgeMs: true,
+  timeoutMs: true,
+} as const satisfies Record<keyof StoreStatsOptions, true>);
+
 /**
  * Register gauges that report what `store` holds, read from its `stats()` at scrape time:
  *
@@ -129,6 +140,7 @@ function withinTimeout<T>(pending: Promise<T>, timeoutMs: number): Promise<T | u
  * // alert: idempotency_store_records{status="stale_lease"} > 0 for 15m
  */
 export function registerStoreStats(store: Store, options: StoreStatsOptions = {}): () => void {
+  knownFields(options, 'registerStoreStats', REGISTER_STORE_STATS_FIELDS);
   const prefix = metricPrefix(options.prefix, 'idempotency_', 'registerStoreStats');
   const registry = options.registry ?? register;
   const label = storeLabel(options.label, store, 'registerStoreStats');
