@@ -5,12 +5,12 @@
  */
 import { InvalidOptionsError } from '../core/errors.js';
 import { booleanOption, knownFields } from '../core/option-checks.js';
-import { channelReturns } from './amqp-returns.js';
+import { channelReturns, type ReturningChannel } from './amqp-returns.js';
 import type { OutboxMessage } from './message.js';
 import type { Publisher } from './publisher.js';
 
 /** The slice of an amqplib `ConfirmChannel` (`connection.createConfirmChannel()`) the publisher uses. */
-export interface AmqpConfirmChannelLike {
+export interface AmqpConfirmChannelLike extends ReturningChannel {
   /** Publish; `callback` runs when the broker acks (error `null`) or nacks the message. */
   publish(
     exchange: string,
@@ -19,19 +19,6 @@ export interface AmqpConfirmChannelLike {
     options: Record<string, unknown>,
     callback: (error: unknown, ok?: unknown) => void,
   ): boolean;
-  /** Subscribe to `return` (mandatory messages the broker could not route). */
-  on(
-    event: 'return',
-    listener: (message: { properties: { messageId?: unknown } }) => void,
-  ): unknown;
-  /**
-   * Unsubscribe from `return` (amqplib channels have it): the listener is then on the channel only while a
-   * publish awaits its confirm. Without it, the channel keeps one listener for its life.
-   */
-  removeListener?(
-    event: 'return',
-    listener: (message: { properties: { messageId?: unknown } }) => void,
-  ): unknown;
 }
 
 /**
