@@ -3,10 +3,8 @@
  * at the same moment; exactly one claim per key may win.
  * @module
  */
-import { fork } from 'node:child_process';
-import { extname } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { factoryModule } from './factory-module.js';
+import type { fork } from 'node:child_process';
+import { forkStormWorkers, stormDeadline } from './storm-processes.js';
 import type { TakeoverStormOptions } from './takeover-storm.js';
 
 /** How to build a store inside a child process. */
@@ -76,8 +74,6 @@ export interface ClaimStormResult {
   errors: string[];
 }
 
-const HERE = fileURLToPath(import.meta.url);
-const EXT = extname(HERE);
 const ignore = () => {};
 
 /** One child of the storm: when it is ready, and the report it sends before it exits. */
@@ -142,44 +138,15 @@ export async function runClaimStorm(
   options: CrossProcessOptions,
   keys: string[],
 ): Promise<ClaimStormResult> {
-  const processes = options.processes ?? 4;
   const claims = options.claimsPerProcess ?? 2000;
-  const timeoutMs = options.timeoutMs ?? 50_000;
-  const factory = factoryModule(options.module);
-  const worker = fileURLToPath(new URL(`./claim-worker${EXT}`, import.meta.url));
-  const execArgv =
-    options.execArgv ?? (EXT === '.ts' || factory.typescript ? ['--import', 'tsx'] : []);
-
-  const children = Array.from({ length: processes }, (_, index) => {
-    const config: StormWorkerConfig = {
-      module: factory.href,
-      exportName: options.exportName ?? 'createStore',
-      argument: options.argument,
-      keys,
-      claims,
-      seed: index + 1,
-    };
-    return fork(worker, [], {
-      execArgv,
-      env: { ...process.env, IDEMPOTENCY_STORM_CONFIG: JSON.stringify(config) },
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    });
-  });
+  const children = forkStormWorkers(
+    options,
+    'claim-worker',
+    'IDEMPOTENCY_STORM_CONFIG',
+    (base): StormWorkerConfig => ({ ...base, keys, claims }),
+  );
   const workers = children.map(follow);
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () =>
-        reject(
-          new Error(
-            `the claim storm did not finish within ${timeoutMs} ms (a store that never connects, ` +
-              'or a call that never returns); its processes were killed',
-          ),
-        ),
-      timeoutMs,
-    );
-  });
-  deadline.catch(ignore);
+  const { deadline, clear } = stormDeadline('claim storm', options.timeoutMs ?? 50_000);
   try {
     await Promise.race([Promise.all(workers.map((w) => w.ready)), deadline]);
     // Every process is connected and waiting: release them at once so their claims really overlap.
@@ -195,7 +162,7 @@ export async function runClaimStorm(
       errors: results.flatMap((r) => r.errors),
     };
   } finally {
-    clearTimeout(timer);
+    clear();
     for (const child of children) {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     }

@@ -7,14 +7,12 @@
  * lock, or hands out tokens from a per-process counter, passes it).
  * @module
  */
-import { fork } from 'node:child_process';
-import { extname } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import type { fork } from 'node:child_process';
 import { InvalidOptionsError } from '../core/errors.js';
 import { knownFields, shownValue } from '../core/option-checks.js';
 import { assertPositiveMs } from '../store/durations.js';
 import type { CrossProcessOptions } from './claim-storm.js';
-import { factoryModule } from './factory-module.js';
+import { forkStormWorkers, stormDeadline } from './storm-processes.js';
 
 /** The takeover storm's own settings (`CrossProcessOptions.takeovers`). */
 export interface TakeoverStormOptions {
@@ -122,8 +120,6 @@ export type TakeoverWorkerMessage =
     }
   | { type: 'finished'; completed: TakeoverCompletion[] };
 
-const HERE = fileURLToPath(import.meta.url);
-const EXT = extname(HERE);
 // Between a generation's last claim and the next generation: the lease, and this much for the time the
 // last reply took to arrive and for clocks read a moment apart (backend and runner, one machine).
 const MARGIN_MS = 150;
@@ -195,51 +191,21 @@ export async function runTakeoverStorm(
   storm: TakeoverStormOptions = {},
 ): Promise<TakeoverStormResult> {
   checkTakeoverStormOptions(storm);
-  const processes = options.processes ?? 4;
   const generations = storm.generations ?? 4;
   const leaseMs = storm.leaseMs ?? 1000;
-  const timeoutMs = options.timeoutMs ?? 50_000;
-  const factory = factoryModule(options.module);
-  const worker = fileURLToPath(new URL(`./takeover-worker${EXT}`, import.meta.url));
-  const execArgv =
-    options.execArgv ?? (EXT === '.ts' || factory.typescript ? ['--import', 'tsx'] : []);
-
-  const children = Array.from({ length: processes }, (_, index) => {
-    const config: TakeoverWorkerConfig = {
-      module: factory.href,
-      exportName: options.exportName ?? 'createStore',
-      argument: options.argument,
-      keys,
-      leaseMs,
-      seed: index + 1,
-    };
-    const child = fork(worker, [], {
-      execArgv,
-      env: { ...process.env, IDEMPOTENCY_TAKEOVER_CONFIG: JSON.stringify(config) },
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    });
-    return new Child(child, index);
-  });
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () =>
-        reject(
-          new Error(
-            `the takeover storm did not finish within ${timeoutMs} ms (a store that never connects, ` +
-              'or a call that never returns); its processes were killed',
-          ),
-        ),
-      timeoutMs,
-    );
-  });
+  const children = forkStormWorkers(
+    options,
+    'takeover-worker',
+    'IDEMPOTENCY_TAKEOVER_CONFIG',
+    (base): TakeoverWorkerConfig => ({ ...base, keys, leaseMs }),
+  ).map((child, index) => new Child(child, index));
+  const { deadline, clear } = stormDeadline('takeover storm', options.timeoutMs ?? 50_000);
   const all = <T>(promises: Promise<T>[]) => {
     const settled = Promise.all(promises);
     // When one child fails, the others' pending messages must not surface as unhandled rejections.
     for (const promise of promises) promise.catch(() => {});
     return Promise.race([settled, deadline]);
   };
-  deadline.catch(() => {});
   try {
     const starting = performance.now();
     await all(children.map((child) => child.next('ready')));
@@ -277,7 +243,7 @@ export async function runTakeoverStorm(
     result.finalCompletes = (await all(finished)).flatMap((report) => report.completed);
     return result;
   } finally {
-    clearTimeout(timer);
+    clear();
     for (const { child } of children) {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     }
