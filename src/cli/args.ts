@@ -7,6 +7,7 @@ import { parseArgs } from 'node:util';
 import { type Duration, MAX_TIMER_MS, toMs } from '../core/duration.js';
 import { type InspectTarget, inspectTarget } from './inspect-target.js';
 import { UsageError } from './parse-errors.js';
+import { DEFAULT_PROGRESS_INTERVAL_MS } from './purge-progress.js';
 
 /** Exit codes of the CLI. */
 export const ExitCode = {
@@ -75,9 +76,17 @@ export type RedisClientLibrary = (typeof REDIS_CLIENT_LIBRARIES)[number];
 
 /** A parsed command line. */
 export type CliCommand =
-  | { command: 'help' }
+  | { command: 'help'; topic?: CliCommandName }
   | ({ command: 'migrate' } & DatabaseArgs)
-  | ({ command: 'purge'; limit: number; batches: number } & DatabaseArgs)
+  | ({
+      command: 'purge';
+      limit: number;
+      batches: number;
+      /** `--quiet`: no progress lines on stderr. */
+      quiet?: true;
+      /** `--progress-interval`, in ms, when given. */
+      progressIntervalMs?: number;
+    } & DatabaseArgs)
   | ({ command: 'inspect'; json: boolean } & InspectTarget & DatabaseArgs)
   | ({ command: 'stats'; json: boolean } & DatabaseArgs)
   | ({ command: 'health'; json: boolean } & DatabaseArgs)
@@ -89,7 +98,11 @@ export type CliCommand =
       json: boolean;
     } & DatabaseArgs);
 
-const COMMANDS = ['migrate', 'purge', 'inspect', 'stats', 'list', 'health'] as const;
+/** The CLI's commands (besides `help`). */
+export const CLI_COMMANDS = ['migrate', 'purge', 'inspect', 'stats', 'list', 'health'] as const;
+
+/** One of {@link CLI_COMMANDS}. */
+export type CliCommandName = (typeof CLI_COMMANDS)[number];
 
 /** Keys per page of `list --crashed` when `--limit` is not given. */
 export const DEFAULT_LIST_LIMIT = 100;
@@ -127,6 +140,9 @@ Options:
   --redis-client <lib>  Redis: node-redis or ioredis (default: node-redis if installed, else ioredis)
   --limit <n>           purge: rows deleted per batch (default: 1000); list: keys per page (default: ${DEFAULT_LIST_LIMIT})
   --batches <n>         purge: stop after this many batches (default: until nothing is left)
+  --progress-interval <duration>
+                        purge: how often to print its progress on stderr (default: ${DEFAULT_PROGRESS_INTERVAL_MS / 1000}s)
+  -q, --quiet           purge: print no progress (the result line on stdout stays)
   --crashed             list: the crashed keys (the one listing there is)
   --after <next>        list: the page after the one that printed this 'next' (on PostgreSQL and SQLite,
                         any key: the page starts after it)
@@ -140,7 +156,8 @@ Options:
   --scope <scope>       inspect --key: the request's scope (default: empty; HTTP's default scope is a digest
                         of the request's credentials, consumers' is consumer:<name>)
   --json                inspect, stats, list, health: print one JSON object instead of text
-  -h, --help            Show this help (so does the command help; also after a command: purge --help)
+  -h, --help            Show this help (so does the command help); after a command (purge --help, or
+                        help purge), that command's usage, options and an example
 
 Exit codes: 0 success, 1 the command failed, 2 bad command line, 130/143 purge stopped by
 SIGINT/SIGTERM between batches (what it deleted is printed).
@@ -187,13 +204,22 @@ export function parseCli(
     throw new UsageError((error as Error).message);
   }
   const { values, positionals } = parsed;
+  const expected = `${CLI_COMMANDS.slice(0, -1).join(', ')} or ${CLI_COMMANDS.at(-1)}`;
+  const known = (command: string): command is CliCommandName =>
+    (CLI_COMMANDS as readonly string[]).includes(command);
   // `help` as a command is what many CLIs take (git, npm): like `--help`, it wins over anything else given.
-  if (values.help === true || positionals[0] === 'help') return { command: 'help' };
+  // After a command (`purge --help`, `help purge`) it is that command's help; an unknown one is the same
+  // usage error as without --help, not the global help, which would hide the typo.
+  if (values.help === true || positionals[0] === 'help') {
+    const topic = positionals[0] === 'help' ? positionals[1] : positionals[0];
+    if (topic === undefined || topic === 'help') return { command: 'help' };
+    if (!known(topic)) throw new UsageError(`unknown command '${topic}' (expected ${expected})`);
+    return { command: 'help', topic };
+  }
   refuseRepeatedOptions(parsed.tokens);
   const [command, ...rest] = positionals;
-  const expected = `${COMMANDS.slice(0, -1).join(', ')} or ${COMMANDS.at(-1)}`;
   if (command === undefined) throw new UsageError(`missing command (${expected})`);
-  if (!(COMMANDS as readonly string[]).includes(command)) {
+  if (!known(command)) {
     throw new UsageError(`unknown command '${command}' (expected ${expected})`);
   }
   // `inspect` takes the storage key; no command takes anything else.
@@ -206,6 +232,9 @@ export function parseCli(
   const database = storeTarget(command, values, environment);
   if (command !== 'purge' && values.batches !== undefined) {
     throw new UsageError('--batches applies to purge only');
+  }
+  if (command !== 'purge' && (values.quiet === true || values['progress-interval'] !== undefined)) {
+    throw new UsageError('--quiet and --progress-interval apply to purge only');
   }
   if (command !== 'purge' && command !== 'list' && values.limit !== undefined) {
     throw new UsageError('--limit applies to purge and list only');
@@ -241,7 +270,30 @@ export function parseCli(
     ...database,
     limit: positiveInteger('limit', values.limit, 1000),
     batches: positiveInteger('batches', values.batches, Number.MAX_SAFE_INTEGER),
+    ...progress(values),
   };
+}
+
+/**
+ * `purge`'s progress lines: `--quiet` silences them, `--progress-interval` sets how often they come.
+ * @throws UsageError for both at once (one says never, the other how often) or a bad duration.
+ */
+function progress(values: ReturnType<typeof parse>['values']): {
+  quiet?: true;
+  progressIntervalMs?: number;
+} {
+  const interval = values['progress-interval'];
+  if (values.quiet === true) {
+    if (interval !== undefined) {
+      throw new UsageError(
+        '--quiet and --progress-interval: give one (--quiet prints no progress)',
+      );
+    }
+    return { quiet: true };
+  }
+  return interval === undefined
+    ? {}
+    : { progressIntervalMs: duration('progress-interval', interval) };
 }
 
 /**
@@ -365,6 +417,8 @@ function parse(argv: readonly string[]) {
       namespace: { type: 'string' },
       scope: { type: 'string' },
       'statement-timeout': { type: 'string' },
+      quiet: { type: 'boolean', short: 'q' },
+      'progress-interval': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });

@@ -16,6 +16,7 @@ import type { DatabaseArgs } from './args.js';
 import { crashedPageJson, crashedPageLines } from './crashed-report.js';
 import type { InspectTarget } from './inspect-target.js';
 import { inspectionJson, inspectionLines, statsLines } from './key-report.js';
+import type { PurgeProgress } from './purge-progress.js';
 
 /** Where a command writes its report. */
 export type Print = (line: string) => void;
@@ -71,7 +72,13 @@ export interface PurgeResult {
  */
 export async function purgeCommand(
   store: Store,
-  args: { limit: number; batches: number; stopRequested?: () => string | undefined },
+  args: {
+    limit: number;
+    batches: number;
+    stopRequested?: () => string | undefined;
+    /** Told of each batch, for the progress lines on stderr (default: none). */
+    progress?: PurgeProgress;
+  },
   print: Print,
 ): Promise<PurgeResult> {
   const { purgeExpired } = store;
@@ -97,6 +104,8 @@ export async function purgeCommand(
     total += deleted;
     // A short batch means nothing expired is left (rows locked by a live claim are skipped, not waited on).
     if (deleted < args.limit) break;
+    // Only while more is to come: the last batch's total is the result line's.
+    args.progress?.batchDone(total, batches);
   }
   print(purgedLine(total, batches));
   return { purged: total };

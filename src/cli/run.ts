@@ -16,6 +16,7 @@ import {
   parseCli,
   UsageError,
 } from './args.js';
+import { commandHelp } from './command-help.js';
 import {
   inspectCommand,
   listCrashedCommand,
@@ -27,6 +28,7 @@ import {
 } from './commands.js';
 import { healthCommand } from './health-command.js';
 import { type Output, output } from './output.js';
+import { DEFAULT_PROGRESS_INTERVAL_MS, purgeProgress, SILENT_PROGRESS } from './purge-progress.js';
 import { openRedis } from './redis-target.js';
 import { listenForStop, signalExitCode } from './stop-signals.js';
 import {
@@ -96,14 +98,21 @@ class InterruptedCommandError extends Error {
  */
 async function purgeUntilStopped(
   store: Store,
-  args: { limit: number; batches: number },
+  args: { limit: number; batches: number; quiet?: true; progressIntervalMs?: number },
   print: Print,
+  stderr: Output,
 ): Promise<number> {
   const stop = listenForStop();
+  const progress =
+    args.quiet === true
+      ? SILENT_PROGRESS
+      : purgeProgress(args.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS, (line) =>
+          stderr.write(`${line}\n`),
+        );
   try {
     const result = await purgeCommand(
       store,
-      { ...args, stopRequested: () => stop.received },
+      { limit: args.limit, batches: args.batches, stopRequested: () => stop.received, progress },
       print,
     );
     return result.stoppedBy === undefined
@@ -118,6 +127,7 @@ async function purgeUntilStopped(
 async function execute(
   command: Exclude<CliCommand, { command: 'help' }>,
   print: Print,
+  stderr: Output,
 ): Promise<number> {
   // SQLite's migrate opens (and may create) the file itself; every other command works on an open store.
   if (command.command === 'migrate' && command.sqliteFile !== undefined) {
@@ -141,7 +151,7 @@ async function execute(
         if (target.pool !== undefined) await migrateCommand(target.pool, command, print);
         break;
       case 'purge':
-        return await purgeUntilStopped(target.store, command, print);
+        return await purgeUntilStopped(target.store, command, print, stderr);
       case 'inspect':
         await inspectCommand(target.store, command, print);
         break;
@@ -193,12 +203,12 @@ async function runWith(argv: readonly string[], stdout: Output, stderr: Output):
     return ExitCode.Usage;
   }
   if (command.command === 'help') {
-    stdout.write(HELP);
+    stdout.write(command.topic === undefined ? HELP : commandHelp(command.topic));
     return ExitCode.Ok;
   }
   const print = (line: string) => stdout.write(`${line}\n`);
   try {
-    return await execute(command, print);
+    return await execute(command, print, stderr);
   } catch (error) {
     // Invalid schema/table names are usage errors even though they are found after parsing.
     const usage = isIdempotencyError(error) && error.code === 'invalid_options';

@@ -253,13 +253,13 @@ describe('parseCli', () => {
     expect(() => parseCli(argv, {})).toThrow(`${option} is given more than once`);
   });
 
-  it('returns help for -h whatever else is given', () => {
+  it('returns help for -h whatever else is given; after a command, that command’s help', () => {
     // Act / Assert
     expect(parseCli(['-h'], {})).toEqual({ command: 'help' });
-    expect(parseCli(['purge', '--help'], {})).toEqual({ command: 'help' });
+    expect(parseCli(['purge', '--help'], {})).toEqual({ command: 'help', topic: 'purge' });
   });
 
-  it.each([[['help']], [['help', 'purge']], [['help', '--json']]])(
+  it.each([[['help']], [['help', '--json']]])(
     'returns help for the help command (%j), as for --help: it used to be an unknown command',
     (argv) => {
       // Act / Assert

@@ -1,0 +1,51 @@
+/**
+ * `purge`'s progress: a purge of millions of rows runs for minutes, and said nothing until its last line.
+ * Every interval (checked after each batch, so never more often than one line a batch) it says on stderr
+ * how many records it has deleted and at what rate. Stderr, because stdout is the result a script reads:
+ * the one `purged N expired records in B batches` line.
+ * @module
+ */
+
+/** How often `purge` reports its progress without `--progress-interval`. */
+export const DEFAULT_PROGRESS_INTERVAL_MS = 5_000;
+
+/** Told of each batch as it ends; prints a progress line when the interval has passed since the last. */
+export interface PurgeProgress {
+  /** A batch ended: `total` records deleted so far, in `batches` batches. */
+  batchDone(total: number, batches: number): void;
+}
+
+/** Progress that prints nothing (`--quiet`). */
+export const SILENT_PROGRESS: PurgeProgress = { batchDone() {} };
+
+/**
+ * Progress lines through `print`, at most one every `intervalMs`, the first one `intervalMs` after the
+ * start: a purge that ends sooner prints none. `now` is a monotonic clock in ms (tests give their own).
+ */
+export function purgeProgress(
+  intervalMs: number,
+  print: (line: string) => void,
+  now: () => number = () => performance.now(),
+): PurgeProgress {
+  const start = now();
+  let last = start;
+  return {
+    batchDone(total, batches) {
+      const at = now();
+      if (at - last < intervalMs) return;
+      last = at;
+      const seconds = (at - start) / 1000;
+      const rate = seconds > 0 ? Math.round(total / seconds) : total;
+      print(
+        `idempotency-kit purge: ${total} expired record${total === 1 ? '' : 's'} deleted so far in ` +
+          `${batches} batch${batches === 1 ? '' : 'es'} (${formatSeconds(seconds)}, ${rate} records/s)`,
+      );
+    },
+  };
+}
+
+/** `4.2 s` under a minute, `12 min 5 s` past it. */
+function formatSeconds(seconds: number): string {
+  if (seconds < 60) return `${seconds.toFixed(1)} s`;
+  return `${Math.floor(seconds / 60)} min ${Math.floor(seconds % 60)} s`;
+}
