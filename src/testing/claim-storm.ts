@@ -4,6 +4,7 @@
  * @module
  */
 import type { fork } from 'node:child_process';
+import { CROSS_PROCESS_FIELDS, checkOptionNames } from './option-names.js';
 import { forkStormWorkers, stormDeadline } from './storm-processes.js';
 import type { TakeoverStormOptions } from './takeover-storm.js';
 
@@ -138,6 +139,7 @@ export async function runClaimStorm(
   options: CrossProcessOptions,
   keys: string[],
 ): Promise<ClaimStormResult> {
+  checkOptionNames(options, 'runClaimStorm', CROSS_PROCESS_FIELDS);
   const claims = options.claimsPerProcess ?? 2000;
   const children = forkStormWorkers(
     options,

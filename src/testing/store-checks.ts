@@ -13,6 +13,7 @@ import { type CrossProcessOptions, runClaimStorm } from './claim-storm.js';
 import { checkStoreClock, type StoreClock } from './clock-check.js';
 import { checkListCrashed } from './list-crashed-check.js';
 import { checkLosingClaim } from './losing-claim-check.js';
+import { CROSS_PROCESS_FIELDS, checkOptionNames, STORE_SUITE_FIELDS } from './option-names.js';
 import { checkBatchRoundTrips } from './round-trip-check.js';
 import { checkTakeoverStormOptions } from './takeover-storm.js';
 import { checkTakeoverStorm } from './takeover-storm-check.js';
@@ -86,6 +87,14 @@ function assertBytesEqual(actual: Uint8Array, expected: Uint8Array, message: str
 
 /** Build the list of conformance checks for a store. */
 export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[] {
+  checkOptionNames(options, 'storeConformanceChecks', STORE_SUITE_FIELDS);
+  if (options.crossProcess) {
+    checkOptionNames(
+      options.crossProcess,
+      'storeConformanceChecks: crossProcess',
+      CROSS_PROCESS_FIELDS,
+    );
+  }
   const { storeClock } = options;
   // Anything but 'process' would otherwise run as 'backend': a typo must not pick the check silently.
   if (storeClock !== undefined && storeClock !== 'backend' && storeClock !== 'process') {

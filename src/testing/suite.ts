@@ -17,8 +17,10 @@ import { type StoreSuiteOptions, storeConformanceChecks } from './store-checks.j
  * });
  */
 export function defineStoreSuite(options: StoreSuiteOptions): void {
+  // Checked here, not inside describe: a misspelt option fails the file where it is written.
+  const checks = storeConformanceChecks(options);
   describe(`store conformance: ${options.name}`, () => {
-    for (const check of storeConformanceChecks(options)) {
+    for (const check of checks) {
       it(check.name, () => check.run(), 60_000);
     }
   });

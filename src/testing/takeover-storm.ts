@@ -12,6 +12,7 @@ import { InvalidOptionsError } from '../core/errors.js';
 import { knownFields, shownValue } from '../core/option-checks.js';
 import { assertPositiveMs } from '../store/durations.js';
 import type { CrossProcessOptions } from './claim-storm.js';
+import { CROSS_PROCESS_FIELDS, checkOptionNames } from './option-names.js';
 import { forkStormWorkers, stormDeadline } from './storm-processes.js';
 
 /** The takeover storm's own settings (`CrossProcessOptions.takeovers`). */
@@ -190,6 +191,7 @@ export async function runTakeoverStorm(
   keys: string[],
   storm: TakeoverStormOptions = {},
 ): Promise<TakeoverStormResult> {
+  checkOptionNames(options, 'runTakeoverStorm', CROSS_PROCESS_FIELDS);
   checkTakeoverStormOptions(storm);
   const generations = storm.generations ?? 4;
   const leaseMs = storm.leaseMs ?? 1000;
