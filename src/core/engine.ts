@@ -453,9 +453,12 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     }
 
     let claim: Awaited<ReturnType<Store['claim']>>;
+    let claimedFrom: number;
     try {
       // The key stays reserved for this request as long as its outcome would be kept: should this attempt
       // crash, a different request under the same key is a mismatch, not a takeover (guarantee 3).
+      // The lease is counted from here, before the call (see LeaseKeeper's `heldUntil`).
+      claimedFrom = leases.leaseClock.now();
       claim = await store.claim(storageKey, { fingerprint, leaseMs, reserveMs: retentionMs });
     } catch (error) {
       emit(hooks, 'onStoreError', { ...event, operation: 'claim', error });
@@ -477,7 +480,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
 
     const { token, attempt } = claim;
     if (attempt > 1) emit(hooks, 'onTakeover', { ...event, token, attempt });
-    const lease = new LeaseKeeper(leases, storageKey, token, leaseMs);
+    const lease = new LeaseKeeper(leases, storageKey, token, leaseMs, claimedFrom);
     const context = new ExecutionContext(lease, token, attempt, storageKey, leaseMs);
 
     const startedAt = clock.now();

@@ -52,13 +52,22 @@ export class LeaseKeeper implements Beating {
     /** The execution's fencing token. */
     readonly token: number,
     private readonly leaseMs: number,
+    /**
+     * When the claim was asked for, on `env.leaseClock`: the store counted the lease from a moment after
+     * it (see `heldUntil`).
+     */
+    claimedFrom: number,
   ) {
-    this.heldUntil = env.leaseClock.now() + leaseMs;
+    this.heldUntil = claimedFrom + leaseMs;
   }
 
   /**
-   * When the lease runs out by this process's own clock: `leaseMs` after the claim's (or the last
-   * extension's) reply came back. Not the record's `leaseUntil`, which is on the store's clock: a skew
+   * When the lease runs out by this process's own clock: `leaseMs` after the claim (or the last extension)
+   * was *asked for*. Not after its reply came back: the store started the lease when it ran the call,
+   * somewhere between the two, and a reply that waited (a batch's queue, a slow link, a Redis `WAIT` for
+   * replicas, up to the store's own timeout) made this process count on a lease the store had already
+   * ended, so a step could start its effect beside a takeover. Counting from the ask is never later than
+   * the store's end (clock rates aside). Not the record's `leaseUntil`, which is on the store's clock: a skew
    * between the two clocks would make a healthy lease look expired (and one failed extension abort it).
    * On `env.leaseClock`, monotonic in production: the wall clock stepped forward (an NTP step, a VM
    * resumed) made a healthy lease look lost at the next step, and stepped back, hid a lost one.
@@ -76,11 +85,13 @@ export class LeaseKeeper implements Beating {
   private requestedUntil = Number.NEGATIVE_INFINITY;
 
   /**
-   * The heartbeat's extension while in flight. `ctx.extendLease(ms)` waits for it before sending its own:
-   * a store with several connections (a PostgreSQL pool) may run the beat, sent earlier with a shorter
-   * lease, after the handler's call, and cut the end it asked for back.
+   * The last extension asked for (a heartbeat's or the handler's), settled or not; `undefined` until the
+   * first. Each waits for the one before it (see {@link serially}): a store with several connections (a
+   * PostgreSQL pool) may run two extensions in flight in either order, so a beat sent earlier with a
+   * shorter lease could cut back the end the handler asked for, and the reply that comes last, not the
+   * call that ran last, would set `heldUntil`.
    */
-  private beating: Promise<void> | undefined;
+  private lastExtension: Promise<unknown> | undefined;
 
   /** How long the lease has left by this process's clock (see `heldUntil`), unless it is extended. */
   remainingMs(): number {
@@ -186,22 +197,33 @@ export class LeaseKeeper implements Beating {
   /**
    * The handler's `ctx.extendLease(leaseMs)`: the lease now ends `leaseMs` from now (default: the claim's
    * lease), even when that is sooner than its current end; later heartbeats keep it to at least the
-   * furthest end asked for (see `requestedUntil`). Sent once a heartbeat in flight is over (see `beating`).
+   * furthest end asked for (see `requestedUntil`). Sent once an extension in flight is over (see `lastExtension`).
    * @throws LeaseLostError when the store fenced the extension out.
    * @throws StoreUnavailableError when the store could not be reached.
    */
-  async extend(leaseMs = this.leaseMs): Promise<void> {
-    if (this.beating !== undefined) await this.beating.catch(() => undefined);
-    this.requestedUntil = Math.max(this.requestedUntil, this.env.leaseClock.now() + leaseMs);
-    await this.extendBy(leaseMs);
-    this.requestedUntil = Math.max(this.requestedUntil, this.heldUntil);
+  extend(leaseMs = this.leaseMs): Promise<void> {
+    return this.serially(async () => {
+      this.requestedUntil = Math.max(this.requestedUntil, this.env.leaseClock.now() + leaseMs);
+      await this.extendBy(leaseMs);
+      this.requestedUntil = Math.max(this.requestedUntil, this.heldUntil);
+    });
   }
 
-  /** Push the lease's end to `leaseMs` from now in the store, and count it down from the reply. */
+  /** `extension` once every extension asked for before it has settled (see `lastExtension`). */
+  private serially(extension: () => Promise<void>): Promise<void> {
+    const previous = this.lastExtension;
+    const next = previous === undefined ? extension() : previous.then(extension, extension);
+    this.lastExtension = next.catch(() => undefined);
+    return next;
+  }
+
+  /** Push the lease's end to `leaseMs` from now in the store, and count it down from the ask. */
   private async extendBy(leaseMs: number): Promise<void> {
     const { store, namespace } = this.env;
     if (this.aborted) throw this.signal.reason;
     if (this.overtime()) throw this.signal.reason;
+    // Before the call, not at its reply (see `heldUntil`).
+    const askedAt = this.env.leaseClock.now();
     let held: boolean;
     try {
       held = await store.extend(this.storageKey, this.token, leaseMs);
@@ -223,7 +245,9 @@ export class LeaseKeeper implements Beating {
       this.lose();
       throw this.signal.reason;
     }
-    this.heldUntil = this.env.leaseClock.now() + leaseMs;
+    // Not a maximum: a shorter extension (`extendLease('1s')` after `'10m'`) shortened it in the store too.
+    // Extensions never overlap (see `lastExtension`), so this is the call the store ran last.
+    this.heldUntil = askedAt + leaseMs;
   }
 
   /**
@@ -247,22 +271,20 @@ export class LeaseKeeper implements Beating {
       this.unschedule();
       return;
     }
-    // Never sooner than the end the handler asked for (see `requestedUntil`); whole milliseconds, as
-    // stores take them.
-    const leaseMs = Math.max(
-      this.leaseMs,
-      Math.ceil(this.requestedUntil - this.env.leaseClock.now()),
-    );
-    const beating = this.extendBy(leaseMs);
-    this.beating = beating;
     try {
-      await beating;
+      await this.serially(async () => {
+        // The run may have ended while the extension before this one was in flight.
+        if (this.stopped) return;
+        // Never sooner than the end the handler asked for (see `requestedUntil`), read once the
+        // extensions before this one are over; whole milliseconds, as stores take them.
+        await this.extendBy(
+          Math.max(this.leaseMs, Math.ceil(this.requestedUntil - this.env.leaseClock.now())),
+        );
+      });
     } catch {
       // A store error is survivable while the lease has time left: try again at the next beat. Once the
       // lease has run out with no successful extension, the claim may be taken over, so abort.
       if (!this.aborted && this.env.leaseClock.now() >= this.heldUntil) this.lose();
-    } finally {
-      if (this.beating === beating) this.beating = undefined;
     }
     // A lost lease is never extended again.
     if (this.aborted) this.unschedule();
