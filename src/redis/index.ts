@@ -12,5 +12,10 @@ export type {
   RedisClientLike,
 } from './client.js';
 export { RedisClientKind } from './client.js';
-export type { RedisStore, RedisStoreOptions, RedisStoreWarning } from './redis-store.js';
+export type {
+  RedisStore,
+  RedisStoreOptions,
+  RedisStoreWarning,
+  WaitForReplicasOptions,
+} from './redis-store.js';
 export { redisStore } from './redis-store.js';

@@ -37,6 +37,7 @@ import { booleanOption, durationOption, knownFields, shownValue } from '../core/
 import type { ClaimResult, IdempotencyRecord } from '../core/record.js';
 import { assertStepName } from '../core/steps.js';
 import { assertPositiveMs, assertReserveMs } from '../store/durations.js';
+import { PartialBatchError } from '../store/partial-batch.js';
 import type {
   ClaimOptions,
   ClaimRequest,
@@ -60,6 +61,16 @@ import { createGuard } from './guard.js';
 import { listCrashedRecords } from './list-crashed.js';
 import { outcomeArg } from './outcome-arg.js';
 import {
+  type Acknowledged,
+  fellShort,
+  type ReplicaWait,
+  ReplicaWaiter,
+  replicasShortError,
+  replicasShortReason,
+  type WaitForReplicasOptions,
+  waitForReplicasOption,
+} from './replica-wait.js';
+import {
   decodeClaim,
   decodeClaims,
   decodeCompleteAndClaim,
@@ -69,7 +80,13 @@ import {
   decodeInspection,
   decodeSteps,
 } from './replies.js';
-import { loadScript, runScript, scriptCommand, sendScript } from './script-runner.js';
+import {
+  type LoadedScript,
+  loadScript,
+  runScript,
+  scriptCommand,
+  sendScript,
+} from './script-runner.js';
 import {
   claim,
   claimMany,
@@ -86,6 +103,7 @@ import {
 import { checkEvictionPolicy, type RedisStoreWarning } from './startup-check.js';
 import { scanStats } from './stats.js';
 
+export type { WaitForReplicasOptions } from './replica-wait.js';
 export type { RedisStoreWarning } from './startup-check.js';
 
 /** Options of {@link redisStore}. */
@@ -95,7 +113,10 @@ export interface RedisStoreOptions {
    * (`new Redis`/`new Cluster`). The store never connects, quits or configures it.
    */
   client: RedisClientLike;
-  /** Prepended to every key; must not contain `{` or `}` (the hash tag is the storage key). @default 'idem:' */
+  /**
+   * Prepended to every key: not empty (the admin scans would take other applications' `{…}` keys for
+   * records), and without `{` or `}` (the hash tag is the storage key). @default 'idem:'
+   */
   prefix?: string;
   /**
    * Upper bound of every call, in ms: a Redis that does not answer in time rejects the call with
@@ -116,6 +137,17 @@ export interface RedisStoreOptions {
    * @default logs the message with `console.warn`
    */
   onWarning?: (warning: RedisStoreWarning) => void;
+  /**
+   * After each call that writes, `WAIT` until `count` replicas have acknowledged it, for at most
+   * `timeoutMs` (sent on the same connection after the call; the calls of one turn of the event loop
+   * share one). A claim that won but was not
+   * acknowledged in time fails with `StoreUnavailableError` (nothing runs; a fresh claim is released), and
+   * so does a lease extension; a completion, a step, a release and a delete are applied whatever the
+   * count (see docs/stores/redis.md, "Durability limits"). Narrows the window in which a failover loses a
+   * claim or an outcome; **not a guarantee**. Single node only (refused with a cluster client).
+   * @default absent: no `WAIT`
+   */
+  waitForReplicas?: WaitForReplicasOptions;
 }
 
 /** A {@link Store} backed by Redis or Redis Cluster. */
@@ -174,6 +206,7 @@ const REDIS_STORE_FIELDS = [
   'tokenFloorMs',
   'checkEvictionPolicy',
   'onWarning',
+  'waitForReplicas',
 ];
 
 // Redis TTLs are whole milliseconds and must be positive.
@@ -300,14 +333,37 @@ async function eachInKeyOrder<Req extends { key: string }, Res>(
 }
 
 /**
- * A key prefix `redisStore` accepts: a string without `{` or `}`, which would change the record keys'
- * hash tag (and so their Cluster slot).
+ * A batch reply's items, an `Error` in place of each item that failed (a {@link PartialBatchError}'s
+ * results), from `decode`, which throws that error when an item failed.
+ */
+function itemsOf<R>(decode: () => R): R {
+  try {
+    return decode();
+  } catch (error) {
+    if (error instanceof PartialBatchError) return error.results as R;
+    throw error;
+  }
+}
+
+/**
+ * A key prefix `redisStore` accepts: a non-empty string without `{` or `}`, which would change the record
+ * keys' hash tag (and so their Cluster slot). Not empty: the record keys would be `{<storage key>}`, and the
+ * `SCAN` pattern of `stats()`, `listCrashed()` and the CLI, `<prefix>{*}`, would be `{*}`, which matches
+ * every other application's hash-tagged key of the database (`{user:1000}`): one whose value happens to
+ * read as a record is counted or listed (and the CLI could then delete it), one that does not fails the
+ * whole scan. A non-empty prefix matches its own records only, since no prefix holds a `{`: in a key
+ * `<prefix>{…}`, the first `{` ends the prefix, so `a{*}` never matches `ab{…}` nor `a:b{…}`.
  * @throws InvalidOptionsError otherwise.
  */
 export function checkPrefix(prefix: unknown): string {
   if (typeof prefix !== 'string' || /[{}]/.test(prefix)) {
     throw new InvalidOptionsError(
       `redisStore: \`prefix\` must be a string without \`{\` or \`}\`, got ${shownValue(prefix)}`,
+    );
+  }
+  if (prefix === '') {
+    throw new InvalidOptionsError(
+      "redisStore: `prefix` must not be empty: its records would be keys `{<storage key>}`, and stats(), listCrashed() and the CLI (which SCAN for `<prefix>{*}`) would take every other `{…}` key of the database for one of them; use a prefix such as 'idem:'",
     );
   }
   return prefix;
@@ -331,9 +387,10 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
   const commander: RedisCommander = toCommander(options.client);
   const prefix = checkPrefix(options.prefix ?? 'idem:');
   // A timer: past MAX_TIMER_MS Node fires it at once, and every call would time out.
-  const guard = createGuard(
-    durationOption(options.timeoutMs, 'redisStore: timeoutMs', 2000, { maxMs: MAX_TIMER_MS }),
-  );
+  const callTimeoutMs = durationOption(options.timeoutMs, 'redisStore: timeoutMs', 2000, {
+    maxMs: MAX_TIMER_MS,
+  });
+  const guard = createGuard(callTimeoutMs);
   // Redis TTLs are whole milliseconds.
   const tokenFloorMs = String(
     Math.ceil(durationOption(options.tokenFloorMs, 'redisStore: tokenFloorMs', 60_000)),
@@ -365,6 +422,12 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
   };
   const run = (script: (typeof scripts)[keyof typeof scripts], keys: string[], args: RedisArg[]) =>
     runScript(commander, script, keys, args);
+  const replicas: ReplicaWait | undefined = waitForReplicasOption(
+    options.waitForReplicas,
+    callTimeoutMs,
+    cluster,
+  );
+  const waiter = replicas === undefined ? undefined : new ReplicaWaiter(commander, replicas);
 
   const ready = checkEviction
     ? checkEvictionPolicy(commander, guard, onWarning).catch(() => undefined)
@@ -382,6 +445,66 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
   // bad argument still rejects (never throws), through `rejected`.
   const rejected = (error: unknown) => Promise.reject(error);
 
+  /** A script call followed by `WAIT` (only with `waitForReplicas`): its reply and the replicas' count. */
+  const written = (script: LoadedScript, command: RedisArg[]): Promise<Acknowledged> =>
+    (waiter as ReplicaWaiter).sendScript(script, command);
+  const writtenRun = (script: LoadedScript, keys: string[], args: RedisArg[]) => {
+    const command = scriptCommand(script, keys.length);
+    for (const key of keys) command.push(key);
+    for (const arg of args) command.push(arg);
+    return written(script, command);
+  };
+
+  /**
+   * A won claim whose write the replicas did not acknowledge is not handed out (`acknowledgedClaim`,
+   * `refuseWonClaims`): its caller gets `StoreUnavailableError`, so no handler runs on it. A fresh claim
+   * (attempt 1) is then released here, best effort, so a retry need not wait out its lease (its token is
+   * this call's alone, and nothing ran under it). A takeover is left to its lease instead: a release would
+   * delete the steps the crashed attempt recorded and end its reservation, and the next takeover by the same
+   * request keeps both.
+   */
+  function releaseRefused(key: string, result: ClaimResult): void {
+    if (result.claimed && result.attempt === 1) {
+      run(
+        scripts.release,
+        [recordKey(key), stepsKey(key)],
+        [String(result.token), tokenFloorMs],
+      ).catch(() => undefined);
+    }
+  }
+
+  /** A single claim's answer, once its `WAIT` has answered (the guard wraps the refusal). */
+  function acknowledgedClaim(key: string, result: ClaimResult, acknowledged: Acknowledged) {
+    if (result.claimed && fellShort(acknowledged, replicas as ReplicaWait)) {
+      releaseRefused(key, result);
+      throw replicasShortReason(acknowledged, replicas as ReplicaWait);
+    }
+    return result;
+  }
+
+  /**
+   * A batch's claims whose `WAIT` fell short: each won claim replaced by its refusal, as
+   * {@link acknowledgedClaim} refuses one; the other items keep their answers (a replay, a conflict or a
+   * mismatch runs nothing). Returns how many items are errors now.
+   */
+  function refuseWonClaims(
+    requests: readonly ClaimRequest[],
+    items: Array<ClaimResult | Error>,
+    acknowledged: Acknowledged,
+  ): number {
+    let failed = 0;
+    for (let i = 0; i < items.length; i++) {
+      const item = items[i] as ClaimResult | Error;
+      if (item instanceof Error) failed++;
+      else if (item.claimed) {
+        releaseRefused((requests[i] as ClaimRequest).key, item);
+        items[i] = replicasShortError('claim', acknowledged, replicas as ReplicaWait);
+        failed++;
+      }
+    }
+    return failed;
+  }
+
   function claimOne(key: string, claimOptions: ClaimOptions): Promise<ClaimResult> {
     let leaseMs: number;
     let reserveMs: number;
@@ -391,14 +514,18 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     } catch (error) {
       return rejected(error);
     }
+    const args = [claimOptions.fingerprint, String(leaseMs), String(reserveMs)];
+    if (replicas !== undefined) {
+      return guard(
+        'claim',
+        () => writtenRun(scripts.claim, [recordKey(key)], args),
+        (acknowledged) =>
+          acknowledgedClaim(key, decodeClaim(acknowledged.reply, leaseMs), acknowledged),
+      );
+    }
     return guard(
       'claim',
-      () =>
-        run(
-          scripts.claim,
-          [recordKey(key)],
-          [claimOptions.fingerprint, String(leaseMs), String(reserveMs)],
-        ),
+      () => run(scripts.claim, [recordKey(key)], args),
       (reply) => decodeClaim(reply, leaseMs),
     );
   }
@@ -411,14 +538,18 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
       return rejected(error);
     }
     if (!Number.isSafeInteger(request.token)) return Promise.resolve(false);
+    const args = [String(request.token), outcomeArg(request.outcome), retention];
+    if (replicas !== undefined) {
+      // Applied whatever the replicas' count: the handler has run (see docs/stores/redis.md).
+      return guard(
+        'complete',
+        () => writtenRun(scripts.complete, [recordKey(request.key)], args),
+        (acknowledged) => decodeFlag(acknowledged.reply),
+      );
+    }
     return guard(
       'complete',
-      () =>
-        run(
-          scripts.complete,
-          [recordKey(request.key)],
-          [String(request.token), outcomeArg(request.outcome), retention],
-        ),
+      () => run(scripts.complete, [recordKey(request.key)], args),
       decodeFlag,
     );
   }
@@ -442,6 +573,20 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     const command = scriptCommand(scripts.claimMany, count);
     pushRecordKeys(command, requests);
     pushClaimArgs(command, requests, durations);
+    if (replicas !== undefined) {
+      return guard(
+        'claimMany',
+        () => written(scripts.claimMany, command),
+        (acknowledged) => {
+          const decode = () => decodeClaims(acknowledged.reply, durations.leases);
+          if (!fellShort(acknowledged, replicas)) return decode();
+          const items: Array<ClaimResult | Error> = itemsOf(decode);
+          const failed = refuseWonClaims(requests, items, acknowledged);
+          if (failed > 0) throw new PartialBatchError(items, failed);
+          return items as ClaimResult[];
+        },
+      );
+    }
     return guard(
       'claimMany',
       () => sendScript(commander, scripts.claimMany, command),
@@ -461,6 +606,13 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     const command = scriptCommand(scripts.completeMany, count);
     pushRecordKeys(command, items);
     pushCompleteArgs(command, items, retentions);
+    if (replicas !== undefined) {
+      return guard(
+        'completeMany',
+        () => written(scripts.completeMany, command),
+        (acknowledged) => decodeFlags(acknowledged.reply, count),
+      );
+    }
     return guard(
       'completeMany',
       () => sendScript(commander, scripts.completeMany, command),
@@ -527,6 +679,26 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     command[split] = String(completeCount);
     command[split + 1] = String(command.length - split - 2);
     pushClaimArgs(command, claims, durations);
+    if (replicas !== undefined) {
+      return guard(
+        'completeAndClaimMany',
+        () => written(scripts.completeClaimMany, command),
+        (acknowledged) => {
+          const decode = () =>
+            decodeCompleteAndClaim(acknowledged.reply, completeCount, durations.leases);
+          if (!fellShort(acknowledged, replicas)) return decode();
+          // The completions keep their answers (the handlers have run); the won claims are refused.
+          const results: {
+            completed: Array<boolean | Error>;
+            claimed: Array<ClaimResult | Error>;
+          } = itemsOf(decode);
+          let failed = refuseWonClaims(claims, results.claimed, acknowledged);
+          for (const item of results.completed) if (item instanceof Error) failed++;
+          if (failed > 0) throw new PartialBatchError(results, failed);
+          return results as CompleteAndClaimResults;
+        },
+      );
+    }
     return guard(
       'completeAndClaimMany',
       () => sendScript(commander, scripts.completeClaimMany, command),
@@ -557,21 +729,39 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
 
     async release(key, token) {
       if (!Number.isSafeInteger(token)) return false;
-      return guard(
-        'release',
-        () => run(scripts.release, [recordKey(key), stepsKey(key)], [String(token), tokenFloorMs]),
-        decodeFlag,
-      );
+      const keys = [recordKey(key), stepsKey(key)];
+      const args = [String(token), tokenFloorMs];
+      if (replicas !== undefined) {
+        // Applied whatever the count: a lost release only keeps the key until the lease ends.
+        return guard(
+          'release',
+          () => writtenRun(scripts.release, keys, args),
+          (acknowledged) => decodeFlag(acknowledged.reply),
+        );
+      }
+      return guard('release', () => run(scripts.release, keys, args), decodeFlag);
     },
 
     async extend(key, token, leaseMs) {
       const lease = String(wholeMs(leaseMs, 'leaseMs'));
       if (!Number.isSafeInteger(token)) return false;
-      return guard(
-        'extend',
-        () => run(scripts.extend, [recordKey(key), stepsKey(key)], [String(token), lease]),
-        decodeFlag,
-      );
+      const keys = [recordKey(key), stepsKey(key)];
+      if (replicas !== undefined) {
+        // An extension a failover could lose would end the lease sooner than its holder counts on: the
+        // engine treats a refused one as failed, and stops the handler if none succeeds in time.
+        return guard(
+          'extend',
+          () => writtenRun(scripts.extend, keys, [String(token), lease]),
+          (acknowledged) => {
+            const held = decodeFlag(acknowledged.reply);
+            if (held && fellShort(acknowledged, replicas)) {
+              throw replicasShortReason(acknowledged, replicas);
+            }
+            return held;
+          },
+        );
+      }
+      return guard('extend', () => run(scripts.extend, keys, [String(token), lease]), decodeFlag);
     },
 
     async get(key): Promise<IdempotencyRecord | undefined> {
@@ -585,26 +775,31 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
 
     async delete(key) {
       // A script, not a DEL: it leaves a tombstone, so a later claim still gets a larger token.
-      return guard(
-        'delete',
-        () => run(scripts.remove, [recordKey(key), stepsKey(key)], [tokenFloorMs]),
-        decodeFlag,
-      );
+      const keys = [recordKey(key), stepsKey(key)];
+      if (replicas !== undefined) {
+        return guard(
+          'delete',
+          () => writtenRun(scripts.remove, keys, [tokenFloorMs]),
+          (acknowledged) => decodeFlag(acknowledged.reply),
+        );
+      }
+      return guard('delete', () => run(scripts.remove, keys, [tokenFloorMs]), decodeFlag);
     },
 
     async saveStep(key, token, name, value) {
       assertStepName(name, 'redisStore');
       if (!Number.isSafeInteger(token)) return false;
-      return guard(
-        'saveStep',
-        () =>
-          run(
-            scripts.saveStep,
-            [recordKey(key), stepsKey(key)],
-            [String(token), name, outcomeArg(value)],
-          ),
-        decodeFlag,
-      );
+      const keys = [recordKey(key), stepsKey(key)];
+      const args = [String(token), name, outcomeArg(value)];
+      if (replicas !== undefined) {
+        // Applied whatever the count, as a completion: the step has run.
+        return guard(
+          'saveStep',
+          () => writtenRun(scripts.saveStep, keys, args),
+          (acknowledged) => decodeFlag(acknowledged.reply),
+        );
+      }
+      return guard('saveStep', () => run(scripts.saveStep, keys, args), decodeFlag);
     },
 
     async loadSteps(key, token) {

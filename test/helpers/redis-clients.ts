@@ -105,6 +105,8 @@ export interface StormStoreArgument {
   /** Cluster root nodes, for a cluster client. */
   cluster?: Array<{ host: string; port: number }>;
   prefix: string;
+  /** The store's `waitForReplicas`, if any. */
+  waitForReplicas?: { count: number; timeoutMs: number };
 }
 
 /** The claim storm's factory: each child process connects its own client and builds its own store. */
@@ -113,5 +115,13 @@ export async function createStore(argument: StormStoreArgument): Promise<RedisSt
     argument.cluster === undefined
       ? await connectClient(argument.lib, argument.url)
       : await connectCluster(argument.lib, argument.cluster);
-  return redisStore({ client, prefix: argument.prefix, checkEvictionPolicy: false });
+  return redisStore({
+    client,
+    prefix: argument.prefix,
+    checkEvictionPolicy: false,
+    ...(argument.waitForReplicas !== undefined && {
+      timeoutMs: 20_000,
+      waitForReplicas: argument.waitForReplicas,
+    }),
+  });
 }

@@ -22,6 +22,7 @@ export const PORT_SLICES = {
   cliCluster: [7070, 7090],
   health: [7090, 7100],
   cliInterrupted: [7200, 7210],
+  replicas: [7210, 7220],
 } as const satisfies Record<string, readonly [number, number]>;
 
 function portFree(port: number): Promise<boolean> {

@@ -186,6 +186,11 @@ const store = sqliteStore({ database: ':memory:' });`,
   },
   { doc: 'docs/stores/redis.md', contains: "redisStore({ client, prefix: 'orders:' })" },
   {
+    doc: 'docs/stores/redis.md',
+    contains: 'waitForReplicas: { count: 1',
+    prelude: `import type { RedisClientLike } from 'idempotency-kit/redis';\ndeclare const client: RedisClientLike;`,
+  },
+  {
     doc: 'docs/stores/postgres.md',
     contains: "pool.on('error'",
     prelude: `declare const log: { warn(error: unknown): void };`,

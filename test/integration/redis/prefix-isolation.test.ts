@@ -14,7 +14,11 @@ const base = `idemtest:prefixes:${randomUUID().slice(0, 8)}:`;
 const client = new Redis(env.redisUrl);
 const DAY = 86_400_000;
 
+// Another application's hash-tagged keys (`{…}`), in the same database.
+const foreign = [`{${base}user}`, `{${base}job}`];
+
 afterAll(async () => {
+  await client.del(...foreign);
   const keys = await client.keys(`${base}*`);
   if (keys.length > 0) await client.del(...keys);
   client.disconnect();
@@ -51,5 +55,36 @@ describe('redis stores under prefixes that start one another', () => {
       } while (after !== undefined);
       expect(listed.sort()).toEqual(Array.from({ length: i + 1 }, (_, n) => `crashed-${n}`).sort());
     }
+  });
+
+  it("refuses an empty prefix, whose scans would take another application's `{…}` keys for records", async () => {
+    // Arrange: the other application's keys, one of them shaped like a crashed claim, and a store under a
+    // prefix beside them.
+    await client.set(foreign[0] as string, 'alice', 'PX', DAY);
+    await client.set(foreign[1] as string, 'p|1|1|1|1|fp', 'PX', DAY);
+    const store = redisStore({ client, prefix: `${base}own:` });
+    await store.claim('crashed', { fingerprint: 'fp', leaseMs: 1, reserveMs: DAY });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    // Act
+    const refused = (() => {
+      try {
+        redisStore({ client, prefix: '' });
+        return undefined;
+      } catch (error) {
+        return error;
+      }
+    })();
+    const stats = await store.stats();
+    const page = await store.listCrashed({ limit: 100 });
+    // Assert: '' is refused at creation; a prefix sees its own records only.
+    expect(refused).toMatchObject({
+      code: 'invalid_options',
+      message: expect.stringMatching(/`prefix` must not be empty/),
+    });
+    expect({ completed: stats.completed, stale: stats.staleLeases }).toEqual({
+      completed: 0,
+      stale: 1,
+    });
+    expect(page.records.map((record) => record.key)).toEqual(['crashed']);
   });
 });

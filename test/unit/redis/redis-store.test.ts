@@ -183,6 +183,10 @@ describe('redis store options are checked, never coerced', () => {
     [{ checkEvictionPolicy: 'false' }, /^redisStore: checkEvictionPolicy: .*got "false"$/],
     [{ onWarning: 'log' }, /^redisStore: onWarning: expected a function, got "log"$/],
     [{ prefix: 5 }, /^redisStore: `prefix` must be a string without `\{` or `\}`, got 5$/],
+    [
+      { prefix: '' },
+      /^redisStore: `prefix` must not be empty: .*every other `\{…\}` key of the database/,
+    ],
     [{ timeout: 500 }, /^redisStore: unknown field "timeout"; the fields are client, /],
   ])('refuses %o when created, showing the value with its type', (bad, message) => {
     // Act / Assert
