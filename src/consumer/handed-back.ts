@@ -16,6 +16,7 @@
 import type { RunRequest } from '../core/engine.js';
 import { KeyState } from '../core/inspection.js';
 import type { ResolvedConsumerOptions } from './options.js';
+import { withinStoreTimeout } from './store-deadline.js';
 
 /** The scope of consumer `name`'s records of handed-back deliveries (not under `consumer:`). */
 export function handedBackScope(name: string): string {
@@ -50,7 +51,12 @@ export async function recordHandedBack<M>(
   deliveryCount: number,
 ): Promise<void> {
   try {
-    await options.engine.run(request(options, brokerId, deliveryCount), RECORDED);
+    // Waited for at most `storeTimeout`: the delivery is handed back after it either way, and a record
+    // answering later is as good (the redelivery reads it only when a handler error would dead-letter).
+    await withinStoreTimeout(
+      options.engine.run(request(options, brokerId, deliveryCount), RECORDED),
+      options.storeTimeoutMs,
+    );
   } catch {
     // Counted as a delivery, as before records existed.
   }

@@ -4,34 +4,57 @@
  * last one settled. A timer that fired on a fixed interval without waiting would, on a hung connection,
  * start a new touch every interval for as long as the handler runs, each one held by the client until the
  * connection fails: an unbounded pile-up of commands and promises behind one slow message.
+ *
+ * A touch that has not settled an interval after it started is overdue, and reported: waiting for it
+ * ended the keep-alive without a word before (the broker's timer is no longer reset, and the broker
+ * redelivers the message once it runs out; the redelivery meets the key in the store, in progress under
+ * this delivery's lease or completed). The keep-alive still waits for it, one touch at a time, and goes
+ * on an interval after it settles, however late.
  * @module
  */
+import { MAX_TIMER_MS } from '../core/duration.js';
 import { isThenable } from '../core/thenable.js';
 
 /** A running keep-alive; {@link KeepAlive.stop} ends it (a touch already sent still settles). */
 export class KeepAlive {
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
+  private readonly intervalMs: number;
   // Bound once: each tick and each settled touch reuses them instead of allocating closures.
   private readonly tick = () => this.touchNow();
-  private readonly next = () => this.schedule();
+  private readonly next = () => {
+    clearTimeout(this.timer);
+    this.schedule();
+  };
   private readonly failed = (error: unknown) => {
     this.onError(error);
-    this.schedule();
+    this.next();
+  };
+  private readonly overdue = () => {
+    if (this.stopped) return;
+    this.onError(
+      new Error(
+        `A touch of the broker's timer has not settled within ${this.intervalMs} ms (a third of the ` +
+          'timer): the broker may redeliver the message; the next touch waits for this one',
+      ),
+    );
   };
 
   /**
    * @param touch - Resets the broker's timer; may return a promise, awaited before the next touch.
-   * @param intervalMs - Wait between one touch settling and the next one starting.
-   * @param onError - Told of a touch that threw or rejected (the keep-alive goes on).
+   * @param intervalMs - Wait between one touch settling and the next one starting, and how long a touch
+   *   may take before it is reported overdue. Capped at 2³¹−1 ms, a timer's limit (past it Node fires at
+   *   once, and the broker would be touched in a loop): a longer one only touches sooner.
+   * @param onError - Told of a touch that threw, rejected or is overdue (the keep-alive goes on).
    * @param expired - Read before each touch: true ends the keep-alive (the lease was lost, say).
    */
   constructor(
     private readonly touch: () => Promise<void> | void,
-    private readonly intervalMs: number,
+    intervalMs: number,
     private readonly onError: (error: unknown) => void,
     private readonly expired?: () => boolean,
   ) {
+    this.intervalMs = Math.min(intervalMs, MAX_TIMER_MS);
     this.schedule();
   }
 
@@ -61,8 +84,14 @@ export class KeepAlive {
       this.failed(error);
       return;
     }
-    // The next touch waits for this one: at most one in flight, however long the connection hangs.
-    if (isThenable(result)) Promise.resolve(result).then(this.next, this.failed);
-    else this.schedule();
+    if (!isThenable(result)) {
+      this.schedule();
+      return;
+    }
+    // The next touch waits for this one: at most one in flight, however long the connection hangs. One
+    // that takes longer than an interval is reported.
+    this.timer = setTimeout(this.overdue, this.intervalMs);
+    this.timer.unref();
+    Promise.resolve(result).then(this.next, this.failed);
   }
 }

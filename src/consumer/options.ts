@@ -82,9 +82,11 @@ export interface ConsumerHooks<M> {
   ): void;
   /**
    * An operation on a delivery failed, and the message was kept rather than lost. `operation` is `ack`,
-   * `retry` or `dead_letter` (a broker operation: RabbitMQ refused or returned the copy, say), `touch`, or
-   * `process`: processing itself threw (an `isPermanentError` or `backoff` that threw, or a bug), and the
-   * delivery was settled as a handler error.
+   * `retry` or `dead_letter` (a broker operation: RabbitMQ refused or returned the copy, say, or a dead
+   * letter's record that did not answer within `storeTimeout`), `touch` (a keep-alive call that failed or
+   * is overdue), `release` (a failed handler's claim whose release did not answer within `storeTimeout`),
+   * or `process`: processing itself threw (an `isPermanentError` or `backoff` that threw, or a bug), and
+   * the delivery was settled as a handler error.
    */
   onBrokerError?(event: ConsumerEvent<M> & { operation: string; error: unknown }): void;
   /**
@@ -150,6 +152,17 @@ export interface ConsumerOptions<M> {
    * @default '30s'
    */
   drainTimeout?: Duration;
+  /**
+   * The longest the consumer waits for one of its own store calls (the claim before the handler, the
+   * release after a handler error, a dead letter's record), at most 2³¹−1 ms: past it the delivery is
+   * handed back as a store-unavailable redelivery (never acked) and its handler slot freed. The
+   * completion after a handler ran is waited for the execution's lease (the engine retries it for as
+   * long) plus this. A claim that answers after it was given up is released, never run. Matters for a
+   * store without timeouts of its own, or a connection hung without a command timeout: the shipped
+   * stores time their calls out sooner (Redis `timeoutMs`, say). @default the lease (`lease`, else the
+   * engine options' `leaseMs`, else 30 s)
+   */
+  storeTimeout?: Duration;
   /** Observation callbacks. */
   hooks?: ConsumerHooks<M>;
 }
@@ -170,6 +183,7 @@ const CONSUMER_OPTION_FIELDS = {
   lease: true,
   retention: true,
   drainTimeout: true,
+  storeTimeout: true,
   hooks: true,
 } as const satisfies Record<keyof ConsumerOptions<unknown>, true>;
 
@@ -192,6 +206,12 @@ const SHARED_ONLY: ConsumerOptionNames = { who: 'idempotentConsumer', own: [] };
 
 /** The engine's `leaseMs` when its options give none (`createIdempotency`'s default). */
 const DEFAULT_ENGINE_LEASE = '30s';
+
+/**
+ * The lease assumed for an execution whose lease cannot be known: an engine instance of the user's own
+ * making, or of another copy of this package, and no `lease` on the consumer. The engine's default.
+ */
+export const UNKNOWN_LEASE_MS = 30_000;
 
 // A function option, or absent. A string where a function belongs (`key: 'x-idempotency-key'`, a header
 // name) would otherwise fail on the first message, and every message after it, as a handler error.
@@ -222,6 +242,8 @@ export interface ResolvedConsumerOptions<M> {
   settleKeepAliveMs: number | undefined;
   retentionMs: number | undefined;
   drainTimeoutMs: number;
+  /** The bound on each of the consumer's own store calls (see {@link ConsumerOptions.storeTimeout}). */
+  storeTimeoutMs: number;
   hooks: ConsumerHooks<M>;
 }
 
@@ -269,6 +291,11 @@ export function resolveConsumerOptions<M>(
   if (maxRetryDelayMs < minRetryDelayMs) {
     throw new InvalidOptionsError('maxRetryDelay: must not be shorter than minRetryDelay');
   }
+  const settleKeepAliveMs =
+    leaseMs ??
+    (isEngine(options.idempotency)
+      ? undefined
+      : toMs(options.idempotency.leaseMs ?? DEFAULT_ENGINE_LEASE, 'idempotency.leaseMs'));
   return {
     engine,
     name: options.name,
@@ -285,17 +312,20 @@ export function resolveConsumerOptions<M>(
     },
     concurrency: positiveIntegerOption(options.concurrency, 'concurrency', 10),
     leaseMs,
-    settleKeepAliveMs:
-      leaseMs ??
-      (isEngine(options.idempotency)
-        ? undefined
-        : toMs(options.idempotency.leaseMs ?? DEFAULT_ENGINE_LEASE, 'idempotency.leaseMs')),
+    settleKeepAliveMs,
     retentionMs: options.retention === undefined ? undefined : toMs(options.retention, 'retention'),
     // A timer: past MAX_TIMER_MS Node fires it at once, and close() would give up on every message in
     // flight straight away.
     drainTimeoutMs: durationOption(options.drainTimeout, 'drainTimeout', 30_000, {
       maxMs: MAX_TIMER_MS,
     }),
+    // A timer too. The default, a lease, may be longer than a timer can wait (a lease of weeks): capped.
+    storeTimeoutMs: durationOption(
+      options.storeTimeout,
+      'storeTimeout',
+      Math.min(settleKeepAliveMs ?? UNKNOWN_LEASE_MS, MAX_TIMER_MS),
+      { maxMs: MAX_TIMER_MS },
+    ),
     hooks: callbacksOption<ConsumerHooks<M>>(options.hooks, 'hooks') ?? {},
   };
 }

@@ -6,6 +6,7 @@
  */
 
 import { describeError } from '../core/describe-error.js';
+import { MAX_TIMER_MS } from '../core/duration.js';
 import type { RunContext, RunOutcome, RunRequest } from '../core/engine.js';
 import {
   isInvalidKeyError,
@@ -16,7 +17,6 @@ import {
 } from '../core/errors.js';
 import { ExecutionContext } from '../core/run-context.js';
 import { isThenable } from '../core/thenable.js';
-import type { Store } from '../store/store.js';
 import {
   type AttemptResult,
   DeadLetterReason,
@@ -28,7 +28,12 @@ import {
 import { recordedDeadLetter } from './given-up.js';
 import { handedBackBefore } from './handed-back.js';
 import { KeepAlive } from './keep-alive.js';
-import type { ConsumerContext, ConsumerHandler, ResolvedConsumerOptions } from './options.js';
+import {
+  type ConsumerContext,
+  type ConsumerHandler,
+  type ResolvedConsumerOptions,
+  UNKNOWN_LEASE_MS,
+} from './options.js';
 import {
   baseEvent,
   brokerError,
@@ -37,6 +42,7 @@ import {
   settle,
   writeDeadLetter,
 } from './settle.js';
+import { storeNameOf, storeTimeoutError, TIMED_OUT, withinStoreTimeout } from './store-deadline.js';
 
 export type { DeadLetter, Delivery } from './settle.js';
 
@@ -88,6 +94,33 @@ class HandlerContext implements ConsumerContext {
   }
 }
 
+// Where an attempt stands, for its store deadline (`storeTimeout`, see store-deadline.ts).
+/** Waiting for the claim: bounded by `storeTimeout`. */
+const CLAIMING = 0;
+/** The handler runs: unbounded here (the engine's `maxExecution` bounds it). */
+const HANDLING = 1;
+/** The handler settled; waiting for the completion (the lease plus `storeTimeout`) or release. */
+const SETTLING = 2;
+/** Given up on: the delivery was handed back, and a claim answered now must not run. */
+const GIVEN_UP = 3;
+
+/** What a deadline resolves an attempt with, told apart from `engine.run`'s outcome by its class. */
+class GaveUp {
+  constructor(readonly result: AttemptResult) {}
+}
+
+/**
+ * Thrown out of the engine's function by a claim answered after the attempt gave up on it: the engine then
+ * releases the claim (consumers run with `storeErrors: false`) instead of running the handler for a
+ * delivery already handed back to the broker, whose redelivery may be running it elsewhere.
+ */
+const LATE_CLAIM = new Error('The claim answered after the consumer gave up waiting for it');
+
+/** A deadline's timer callback: a function of the module, so that arming one allocates no closure. */
+function attemptDeadline(attempt: { deadlinePassed(): void }): void {
+  attempt.deadlinePassed();
+}
+
 /**
  * One delivery run through the engine: what `engine.run` calls, and whether the error that came out of it
  * was the handler's own. A handler may well throw a `StoreUnavailableError` of its own, which must count
@@ -107,6 +140,12 @@ class Attempt<M> {
   private keepAliveUntil = Number.POSITIVE_INFINITY;
   /** How long the broker's timer is kept alive once the handler settled (see {@link settledKeepAliveMs}). */
   private keepAliveMs = UNKNOWN_LEASE_MS;
+  /** Where the attempt stands, for its deadline. */
+  private phase = CLAIMING;
+  /** The running deadline of the phase, if it has one. */
+  private deadline: NodeJS.Timeout | undefined;
+  /** Resolves {@link outcome}'s wait for `engine.run` once a deadline passed. */
+  private giveUp: ((gaveUp: GaveUp) => void) | undefined;
 
   constructor(
     private readonly options: ResolvedConsumerOptions<M>,
@@ -135,13 +174,18 @@ class Attempt<M> {
       if (fingerprint !== undefined) request.fingerprint = fingerprint;
       if (options.leaseMs !== undefined) request.leaseMs = options.leaseMs;
       if (options.retentionMs !== undefined) request.retentionMs = options.retentionMs;
-      let outcome: RunOutcome<undefined>;
+      let outcome: RunOutcome<undefined> | GaveUp;
       try {
-        outcome = await options.engine.run(request, (context) => this.execute(context));
+        outcome = await this.bounded(
+          options.engine.run(request, (context) => this.execute(context)),
+        );
       } finally {
-        // Settled, completion included: the decision is carried out next, the broker's timer left alone.
+        // Settled, completion included (or given up on): the decision is carried out next, the broker's
+        // timer left alone.
         this.keepAlive?.stop();
+        clearTimeout(this.deadline);
       }
+      if (outcome instanceof GaveUp) return outcome.result;
       switch (outcome.status) {
         case 'executed':
           return EXECUTED;
@@ -174,10 +218,15 @@ class Attempt<M> {
    * `then` rather than a whole async frame.
    */
   private execute(context: RunContext): Promise<undefined> | undefined {
+    // A claim that answered after this attempt gave up on it: the delivery is back with the broker, and
+    // its redelivery may run elsewhere. Thrown, so the engine releases the claim; never run.
+    if (this.phase === GIVEN_UP) throw LATE_CLAIM;
+    this.phase = HANDLING;
+    clearTimeout(this.deadline);
     const { delivery } = this;
     // Stopped once `engine.run` settled (see `outcome`), not when the handler did.
     this.keepAlive = startTouching(this.options, delivery, context, this);
-    if (this.keepAlive !== undefined) this.keepAliveMs = settledKeepAliveMs(this.options, context);
+    this.keepAliveMs = settledKeepAliveMs(this.options, context);
     let result: unknown;
     try {
       result = this.handler(
@@ -185,7 +234,6 @@ class Attempt<M> {
         new HandlerContext(this.key, delivery.deliveryCount, context),
       );
     } catch (error) {
-      this.handlerSettled();
       throw this.failed(error);
     }
     if (!isThenable(result)) {
@@ -198,10 +246,90 @@ class Attempt<M> {
         return undefined;
       },
       (error: unknown) => {
-        this.handlerSettled();
         throw this.failed(error);
       },
     );
+  }
+
+  /**
+   * Wait for `running` (`engine.run`), or for the phase's deadline to pass, whichever comes first. The
+   * first deadline bounds the claim: `storeTimeout` from now until the handler starts.
+   */
+  private bounded(
+    running: Promise<RunOutcome<undefined>>,
+  ): Promise<RunOutcome<undefined> | GaveUp> {
+    return new Promise((resolve, reject) => {
+      this.giveUp = resolve;
+      running.then(resolve, reject);
+      this.arm(this.options.storeTimeoutMs);
+    });
+  }
+
+  private arm(ms: number): void {
+    this.deadline = setTimeout(attemptDeadline, ms, this);
+    // A store call nobody answers must not keep the process alive by itself.
+    this.deadline.unref();
+  }
+
+  /**
+   * The phase's deadline passed (called by its timer): give the attempt up, unless the handler is running
+   * (then the deadline was cleared; a timer already due may still call). From now on a late claim is
+   * released, not run (see {@link execute}); whatever else the engine does later, the redelivery meets it
+   * in the store.
+   */
+  deadlinePassed(): void {
+    const { phase } = this;
+    if (phase === HANDLING || phase === GIVEN_UP) return;
+    this.phase = GIVEN_UP;
+    this.giveUp?.(new GaveUp(this.givenUpResult(phase)));
+  }
+
+  private givenUpResult(phase: number): AttemptResult {
+    const { options } = this;
+    if (phase === CLAIMING) {
+      // Nothing ran: the redelivery meets no claim, or a late one, released when it answers (or, if
+      // the release is lost too, one that expires after its lease, unextended: nothing heartbeats it).
+      const error = storeTimeoutError(
+        options.engine,
+        'the claim',
+        options.storeTimeoutMs,
+        'the message is redelivered later (storeTimeout)',
+      );
+      return { kind: 'store_unavailable', error, retryAfterMs: error.retryAfterMs };
+    }
+    if (this.handlerFailed) {
+      // The handler failed and its claim's release hangs: the release is best effort anyway (a failed one
+      // leaves the claim to expire), so the handler's error decides, as it would have. The redelivery
+      // meets the claim in progress, no longer extended, until its lease ends, then takes it over.
+      brokerError(
+        options,
+        baseEvent(options, this.delivery, this.key),
+        'release',
+        storeTimeoutError(
+          options.engine,
+          "the release of the failed handler's claim",
+          options.storeTimeoutMs,
+          'the claim is left to expire after its lease (storeTimeout)',
+        ),
+      );
+      return { kind: 'handler_error', error: this.handlerError };
+    }
+    // The handler ran and its completion is not confirmed: never acked. The redelivery meets the
+    // completion if it was written after all (a duplicate, acked), else the claim, in progress until its
+    // lease ends (nothing extends it any more) and then taken over: the handler runs again, as after a
+    // crash. By now the lease is over unless the handler extended it further.
+    const ms = this.completionTimeoutMs();
+    const error = new StoreUnavailableError(
+      `Store '${storeNameOf(options.engine)}' has not confirmed the completion of this delivery ` +
+        `${ms} ms (its lease plus storeTimeout) after the handler settled: the message is redelivered, ` +
+        'never acked without a durable completion',
+    );
+    return { kind: 'store_unavailable', error, retryAfterMs: error.retryAfterMs };
+  }
+
+  /** How long after the handler succeeded its completion is waited for: the lease plus `storeTimeout`. */
+  private completionTimeoutMs(): number {
+    return Math.min(this.keepAliveMs + this.options.storeTimeoutMs, MAX_TIMER_MS);
   }
 
   /**
@@ -217,7 +345,7 @@ class Attempt<M> {
     if (performance.now() <= this.keepAliveUntil) return false;
     // Read with care: this runs in a timer, where a throw would end the process, and an engine of the
     // user's own making may lack `store`.
-    const storeName = (this.options.engine.store as Partial<Store> | undefined)?.name ?? 'unknown';
+    const storeName = storeNameOf(this.options.engine);
     emitHook(this.options.hooks, 'onBrokerError', {
       ...baseEvent(this.options, this.delivery, this.key),
       operation: 'touch',
@@ -231,16 +359,25 @@ class Attempt<M> {
     return true;
   }
 
+  /** The handler succeeded: the completion is waited for the lease plus `storeTimeout`. */
   private handlerSettled(): void {
     if (this.keepAlive !== undefined) {
       this.keepAliveUntil = performance.now() + this.keepAliveMs;
     }
+    this.phase = SETTLING;
+    this.arm(this.completionTimeoutMs());
   }
 
-  // Remember the handler's own error, to tell it apart from the engine's by identity.
+  // Remember the handler's own error, to tell it apart from the engine's by identity. The claim's release
+  // is waited for `storeTimeout`.
   private failed(error: unknown): unknown {
     this.handlerFailed = true;
     this.handlerError = error;
+    if (this.keepAlive !== undefined) {
+      this.keepAliveUntil = performance.now() + this.keepAliveMs;
+    }
+    this.phase = SETTLING;
+    this.arm(this.options.storeTimeoutMs);
     return error;
   }
 }
@@ -249,12 +386,6 @@ class Attempt<M> {
 const EXECUTED: AttemptResult = Object.freeze({ kind: 'executed' });
 const REPLAYED: AttemptResult = Object.freeze({ kind: 'replayed' });
 const MISMATCH: AttemptResult = Object.freeze({ kind: 'mismatch' });
-
-/**
- * The lease assumed for an execution whose lease cannot be known: an engine instance of the user's own
- * making, or of another copy of this package, and no `lease` on the consumer. The engine's default.
- */
-const UNKNOWN_LEASE_MS = 30_000;
 
 /**
  * How long after its handler settled a delivery is kept alive at most: the execution's own lease, for as
@@ -333,8 +464,33 @@ async function notCountingHandedBack<M>(
   if (delivery.mayHandBack !== true || brokerId === undefined || deliveryCount <= 1) {
     return decision;
   }
-  const handedBack = await handedBackBefore(options, brokerId, deliveryCount);
+  // A read that does not answer in time credits none, as one that fails: the stricter count.
+  const answer = await withinStoreTimeout(
+    handedBackBefore(options, brokerId, deliveryCount),
+    options.storeTimeoutMs,
+  );
+  const handedBack = answer === TIMED_OUT ? 0 : answer;
   return handedBack === 0 ? decision : decide(result, deliveryCount - handedBack, options.policy);
+}
+
+/** Hand `delivery` back, its dead-letter record not read in time (`storeTimeout`). */
+function handBackUnread<M>(
+  options: ResolvedConsumerOptions<M>,
+  delivery: Delivery<M>,
+): Promise<Decision> {
+  const error = storeTimeoutError(
+    options.engine,
+    'the read of its dead-letter record',
+    options.storeTimeoutMs,
+    'the message is redelivered later (storeTimeout)',
+  );
+  const decision = decide(
+    { kind: 'store_unavailable', error, retryAfterMs: error.retryAfterMs },
+    delivery.deliveryCount,
+    options.policy,
+  );
+  // Before the key is extracted: reported without one, as any delivery settled before its key.
+  return settle(options, delivery, undefined, decision);
 }
 
 /**
@@ -361,7 +517,15 @@ export async function processDelivery<M>(
     delivery.deliveryCount > 1 &&
     delivery.firstDelivery !== true
   ) {
-    pending = await recordedDeadLetter(options, delivery);
+    const recorded = await withinStoreTimeout(
+      recordedDeadLetter(options, delivery),
+      options.storeTimeoutMs,
+    );
+    // Unlike a failed read, which leaves the delivery to the claim (failing closed with the store), a read
+    // that hangs says nothing of the claim, which may well succeed and run the handler of a message given
+    // up on: handed back instead, as a store-unavailable redelivery.
+    if (recorded === TIMED_OUT) return handBackUnread(options, delivery);
+    pending = recorded;
   }
   if (pending !== undefined) {
     // A letter carried on the copy (RabbitMQ) has no brokerId, so no record to skip.

@@ -9,6 +9,7 @@ import { callHook } from '../core/hooks.js';
 import type { DeadLetterReason, Decision } from './decision.js';
 import { recordDeadLetter } from './given-up.js';
 import type { ConsumerEvent, ConsumerHooks, ResolvedConsumerOptions } from './options.js';
+import { storeTimeoutError, TIMED_OUT, withinStoreTimeout } from './store-deadline.js';
 
 /** What is recorded with a dead-lettered message. */
 export interface DeadLetter {
@@ -154,14 +155,44 @@ export async function settle<M>(
       // a crash between the Redis `XADD` and its `XACK`) brings the message back, and without the record
       // that redelivery ran the handler again, past `maxDeliveries`. A record that cannot be made leaves
       // the write to go on as before.
-      const recorded = await recordDeadLetter(options, delivery, letter).then(
-        () => delivery.brokerId !== undefined,
+      const recorded = await recordWithin(options, delivery, event, letter).then(
+        (answered) => answered && delivery.brokerId !== undefined,
         () => false,
       );
       await writeDeadLetter(options, delivery, event, letter, recorded);
       return decision;
     }
   }
+}
+
+/**
+ * Record `letter` (given-up.ts), waiting for the store at most `storeTimeout`: resolves to false, reported
+ * to `onBrokerError` (operation `dead_letter`), when it did not answer in time. A record that answers late
+ * is still made, and is as good as one made in time: its redelivery writes the letter again.
+ */
+async function recordWithin<M>(
+  options: ResolvedConsumerOptions<M>,
+  delivery: Delivery<M>,
+  event: ConsumerEvent<M>,
+  letter: DeadLetter,
+): Promise<boolean> {
+  const answer = await withinStoreTimeout(
+    recordDeadLetter(options, delivery, letter),
+    options.storeTimeoutMs,
+  );
+  if (answer !== TIMED_OUT) return true;
+  brokerError(
+    options,
+    event,
+    'dead_letter',
+    storeTimeoutError(
+      options.engine,
+      'the record of its dead letter',
+      options.storeTimeoutMs,
+      'the letter is written unrecorded (storeTimeout)',
+    ),
+  );
+  return false;
 }
 
 /**
@@ -185,7 +216,7 @@ export async function writeDeadLetter<M>(
     brokerError(options, event, 'dead_letter', error);
     if (!recorded) {
       try {
-        await recordDeadLetter(options, delivery, letter);
+        await recordWithin(options, delivery, event, letter);
       } catch (recordError) {
         brokerError(options, event, 'dead_letter', recordError);
       }

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ConsumerContext } from '../../src/consumer/index.js';
-import { createIdempotency, type Idempotency } from '../../src/index.js';
+import { createIdempotency, type Idempotency, isStoreUnavailableError } from '../../src/index.js';
 import { type RedisStore, redisStore } from '../../src/redis/index.js';
 import {
   BROKER_TIMING,
@@ -15,9 +15,11 @@ import {
   type BrokerName,
   openBrokerCase,
   type RunningConsumer,
+  type StartOptions,
 } from '../helpers/consumer-brokers.js';
 import { spawnChildConsumer } from '../helpers/consumer-process.js';
 import { env, requireService } from '../helpers/env.js';
+import { heldStore } from '../helpers/held-store.js';
 import { connectClient, deleteKeys, type TestRedisClient } from '../helpers/redis-clients.js';
 import { startRedisProxy } from '../helpers/tcp-proxy.js';
 import { waitUntil as pollUntil } from '../helpers/wait-until.js';
@@ -45,6 +47,20 @@ function tally() {
     onDeadLetter: () => void counts.deadLetter++,
   };
   return { counts, contexts, hooks };
+}
+
+/** What consumers over a store with hung calls did, by key. */
+interface HungEvents {
+  calls: string[];
+  executed: Array<string | undefined>;
+  duplicates: Array<string | undefined>;
+  retries: Array<{ key: string | undefined; reason: string; error?: unknown }>;
+  brokerErrors: Array<{ key: string | undefined; operation: string; error: unknown }>;
+  deadLetters: number;
+}
+
+function hungEvents(): HungEvents {
+  return { calls: [], executed: [], duplicates: [], retries: [], brokerErrors: [], deadLetters: 0 };
 }
 
 /** Define the suite for `broker`. */
@@ -540,6 +556,310 @@ export function defineConsumerSuite(broker: BrokerName): void {
         await proxied.close();
         await proxy.close();
       }
+    });
+
+    // Store calls that never answer (a store without timeouts of its own, a hung connection): each such
+    // delivery used to hold its handler slot until close(), and with every slot held the consumer stopped.
+    // Each consumer here runs with `lease: '1s'` and no `storeTimeout`: the default bound, the lease.
+    describe('store calls that never answer', () => {
+      function hungOptions(
+        worker: string,
+        events: HungEvents,
+        idempotency: Idempotency,
+      ): StartOptions {
+        return {
+          idempotency,
+          name: worker,
+          lease: '1s',
+          concurrency: 2,
+          drainTimeout: '5s',
+          minRetryDelay: '100ms',
+          maxRetryDelay: '300ms',
+          backoff: { initial: '100ms', max: '300ms' },
+          hooks: {
+            onExecuted: (event: { key: string | undefined }) =>
+              void events.executed.push(event.key),
+            onDuplicate: (event: { key: string | undefined }) =>
+              void events.duplicates.push(event.key),
+            onRetry: (event: { key: string | undefined; reason: string; error?: unknown }) =>
+              void events.retries.push({
+                key: event.key,
+                reason: event.reason,
+                error: event.error,
+              }),
+            onDeadLetter: () => void events.deadLetters++,
+            onBrokerError: (event: {
+              key: string | undefined;
+              operation: string;
+              error: unknown;
+            }) => void events.brokerErrors.push(event),
+          },
+        };
+      }
+
+      it('hands back a delivery whose claim never answers, freeing its slot: with every slot held, later messages still run', async () => {
+        const { brokerCase, worker } = await newCase('hung-claim');
+        const held = heldStore(store);
+        const events = hungEvents();
+        held.hold('claim', true);
+        const consumer = await start(
+          brokerCase,
+          (_message, context) => void events.calls.push(context.key),
+          hungOptions(worker, events, createIdempotency({ store: held.store, leaseMs: 1000 })),
+        );
+        // Two hung claims hold both slots (concurrency 2).
+        await brokerCase.publish('hung-claim-1', 'a');
+        await brokerCase.publish('hung-claim-2', 'b');
+        await waitUntil('both claims to be held', () => held.held('claim') >= 2, 10_000);
+        held.hold('claim', false);
+        for (const key of ['free-1', 'free-2', 'free-3']) await brokerCase.publish(key, 'c');
+
+        // Before, nothing else ever ran: both slots stayed held by claims that never answer.
+        await waitUntil('all five messages to run', () => events.executed.length === 5, 20_000);
+        expect([...events.calls].sort()).toEqual(
+          ['free-1', 'free-2', 'free-3', 'hung-claim-1', 'hung-claim-2'].sort(),
+        );
+        // Handed back as a store-unavailable redelivery, with the key and a StoreUnavailableError.
+        for (const key of ['hung-claim-1', 'hung-claim-2']) {
+          const given = events.retries.filter(
+            (r) => r.key === key && r.reason === 'store_unavailable',
+          );
+          expect(given.length).toBeGreaterThanOrEqual(1);
+          expect(isStoreUnavailableError(given[0]?.error)).toBe(true);
+        }
+        // The late replies meet the completed records: nothing runs again.
+        while (held.held('claim') > 0) await held.answerOldest('claim');
+        await sleep(300);
+        expect(events.calls).toHaveLength(5);
+        expect(events.deadLetters).toBe(0);
+        // Nothing is left in flight: close() drains at once.
+        expect(await consumer.close()).toBe(true);
+      });
+
+      it('releases a claim answered after the delivery was handed back, never running its handler', async () => {
+        const { brokerCase, worker } = await newCase('late-claim');
+        const held = heldStore(store);
+        const events = hungEvents();
+        const idempotency = createIdempotency({ store: held.store, leaseMs: 1000 });
+        const storageKey = idempotency.storageKeyFor('late-claim-1', `consumer:${worker}`);
+        held.hold('claim', true);
+        await start(
+          brokerCase,
+          (_message, context) => void events.calls.push(context.key),
+          hungOptions(worker, events, idempotency),
+        );
+        await brokerCase.publish('late-claim-1', 'a');
+        await waitUntil(
+          'the delivery to be handed back',
+          () => events.retries.some((r) => r.reason === 'store_unavailable'),
+          10_000,
+        );
+        // The first claim answers now, late: it claims the key, for a delivery already handed back.
+        const answer = (await held.answerOldest('claim')) as { claimed: boolean };
+        expect(answer.claimed).toBe(true);
+        // Released at once (best effort), not run.
+        await waitUntil(
+          'the late claim to be released',
+          async () => (await store.get(storageKey)) === undefined,
+          10_000,
+        );
+        expect(events.calls).toHaveLength(0);
+        expect(held.made('release')).toBe(1);
+
+        // The store answers again: a redelivery runs the message, once.
+        held.hold('claim', false);
+        while (held.held('claim') > 0) await held.answerOldest('claim');
+        await waitUntil('the message to run', () => events.executed.length === 1, 20_000);
+        await sleep(300);
+        expect(events.calls).toEqual(['late-claim-1']);
+        expect((await store.get(storageKey))?.status).toBe('completed');
+      });
+
+      it('hands back a delivery whose completion never answers once the lease and storeTimeout passed: never acked, its slot freed', async () => {
+        const { brokerCase, worker } = await newCase('hung-completion');
+        const held = heldStore(store);
+        const events = hungEvents();
+        const idempotency = createIdempotency({ store: held.store, leaseMs: 1000 });
+        const storageKey = idempotency.storageKeyFor('hung-completion-1', `consumer:${worker}`);
+        held.hold('complete', true);
+        await start(brokerCase, (_message, context) => void events.calls.push(context.key), {
+          ...hungOptions(worker, events, idempotency),
+          concurrency: 1,
+        });
+        await brokerCase.publish('hung-completion-1', 'a');
+        await waitUntil('the completion to be held', () => held.held('complete') === 1, 10_000);
+        held.hold('complete', false);
+        await brokerCase.publish('after-completion-1', 'b');
+
+        // Before, the one slot stayed held: the next message never ran (RabbitMQ: never redelivered).
+        await waitUntil(
+          'the next message to run',
+          () => events.executed.includes('after-completion-1'),
+          20_000,
+        );
+        const given = events.retries.filter(
+          (r) => r.key === 'hung-completion-1' && r.reason === 'store_unavailable',
+        );
+        expect(given.length).toBeGreaterThanOrEqual(1);
+        expect(isStoreUnavailableError(given[0]?.error)).toBe(true);
+        // The redelivery met the claim, its lease over and no completion written: it took the key over
+        // and ran it again, as after a crash, and only then was it acked.
+        await waitUntil(
+          'the handed-back message to run again',
+          () => events.executed.includes('hung-completion-1'),
+          20_000,
+        );
+        expect(events.calls.filter((key) => key === 'hung-completion-1')).toHaveLength(2);
+        expect((await store.get(storageKey))?.status).toBe('completed');
+        // The first completion, answered late, is fenced out: the record stays the takeover's.
+        expect(await held.answerOldest('complete')).toBe(false);
+        await sleep(300);
+        expect(events.executed.filter((key) => key === 'hung-completion-1')).toHaveLength(1);
+        expect(events.deadLetters).toBe(0);
+      });
+
+      // RabbitMQ reads and writes dead-letter records only for its own retry copies once requeued; a first
+      // delivery, and a retry copy as first delivered, have none.
+      if (broker !== 'amqp') {
+        it('hands back a redelivery whose dead-letter record cannot be read in time, and runs it once the store answers', async () => {
+          const { brokerCase, worker } = await newCase('hung-letter-read');
+          const held = heldStore(store);
+          const events = hungEvents();
+          let failures = 0;
+          await start(
+            brokerCase,
+            (_message, context) => {
+              events.calls.push(context.key);
+              if (failures++ > 0) return;
+              // The first run fails; the redelivery reads its dead-letter record, which never answers.
+              held.hold('inspect', true);
+              throw new Error('boom');
+            },
+            {
+              ...hungOptions(
+                worker,
+                events,
+                createIdempotency({ store: held.store, leaseMs: 1000 }),
+              ),
+              concurrency: 1,
+            },
+          );
+          await brokerCase.publish('hung-letter-read-1', 'a');
+          await waitUntil('the read to be held', () => held.held('inspect') >= 1, 10_000);
+          held.hold('inspect', false);
+          await brokerCase.publish('after-letter-read-1', 'b');
+
+          // Before, the one slot stayed held by the unanswered read: nothing else ran.
+          await waitUntil(
+            'the next message to run',
+            () => events.executed.includes('after-letter-read-1'),
+            20_000,
+          );
+          expect(
+            events.retries.some(
+              (r) => r.reason === 'store_unavailable' && isStoreUnavailableError(r.error),
+            ),
+          ).toBe(true);
+          await waitUntil(
+            'the handed-back message to run',
+            () => events.executed.includes('hung-letter-read-1'),
+            20_000,
+          );
+          expect(events.calls.filter((key) => key === 'hung-letter-read-1')).toHaveLength(2);
+          expect(events.deadLetters).toBe(0);
+        });
+
+        it('writes a dead letter whose record never answers, reported, and frees the slot', async () => {
+          const { brokerCase, worker } = await newCase('hung-letter-record');
+          const held = heldStore(store);
+          const events = hungEvents();
+          await start(
+            brokerCase,
+            (_message, context) => {
+              events.calls.push(context.key);
+              if (context.key !== 'hung-letter-record-1') return;
+              // Claims from now on never answer: the dead letter's record is one.
+              held.hold('claim', true);
+              throw new Error('permanent');
+            },
+            {
+              ...hungOptions(
+                worker,
+                events,
+                createIdempotency({ store: held.store, leaseMs: 1000 }),
+              ),
+              concurrency: 1,
+              isPermanentError: () => true,
+            },
+          );
+          await brokerCase.publish('hung-letter-record-1', 'a');
+          await waitUntil('the record to be held', () => held.held('claim') >= 1, 10_000);
+          held.hold('claim', false);
+          await brokerCase.publish('after-letter-record-1', 'b');
+
+          // Before, the one slot stayed held by the unanswered record: no letter, nothing else ran.
+          await waitUntil(
+            'the next message to run',
+            () => events.executed.includes('after-letter-record-1'),
+            20_000,
+          );
+          expect(events.deadLetters).toBe(1);
+          const reported = events.brokerErrors.filter(
+            (e) => e.key === 'hung-letter-record-1' && e.operation === 'dead_letter',
+          );
+          expect(reported).toHaveLength(1);
+          expect(isStoreUnavailableError(reported[0]?.error)).toBe(true);
+          const letters = await brokerCase.deadLetters();
+          expect(letters.map((letter) => letter.key)).toEqual(['hung-letter-record-1']);
+          expect(events.calls.filter((key) => key === 'hung-letter-record-1')).toHaveLength(1);
+        });
+      }
+
+      it('frees the slot of a failed handler whose release never answers, and retries the message', async () => {
+        const { brokerCase, worker } = await newCase('hung-release');
+        const held = heldStore(store);
+        const events = hungEvents();
+        held.hold('release', true);
+        let failures = 0;
+        await start(
+          brokerCase,
+          (_message, context) => {
+            events.calls.push(context.key);
+            if (context.key === 'hung-release-1' && failures++ === 0) throw new Error('boom');
+          },
+          {
+            ...hungOptions(worker, events, createIdempotency({ store: held.store, leaseMs: 1000 })),
+            concurrency: 1,
+          },
+        );
+        await brokerCase.publish('hung-release-1', 'a');
+        await waitUntil('the release to be held', () => held.held('release') === 1, 10_000);
+        held.hold('release', false);
+        await brokerCase.publish('after-release-1', 'b');
+
+        await waitUntil(
+          'the next message to run',
+          () => events.executed.includes('after-release-1'),
+          20_000,
+        );
+        // Reported with the key, and retried as the handler error it is.
+        const reported = events.brokerErrors.filter(
+          (e) => e.key === 'hung-release-1' && e.operation === 'release',
+        );
+        expect(reported).toHaveLength(1);
+        expect(isStoreUnavailableError(reported[0]?.error)).toBe(true);
+        expect(
+          events.retries.some((r) => r.key === 'hung-release-1' && r.reason === 'handler_error'),
+        ).toBe(true);
+        // The redelivery waits out the unreleased claim's lease, then runs: twice in all, once successfully.
+        await waitUntil(
+          'the retried message to run',
+          () => events.executed.includes('hung-release-1'),
+          20_000,
+        );
+        expect(events.calls.filter((key) => key === 'hung-release-1')).toHaveLength(2);
+        expect(events.deadLetters).toBe(0);
+      });
     });
 
     it('drains in-flight messages on close before resolving', async () => {

@@ -120,4 +120,47 @@ describe('touching a delivery while its handler runs', () => {
     expect(calls).toBe(2);
     expect(errors.map((error) => (error as Error).message)).toEqual(['sync', 'async']);
   });
+
+  it('reports a touch that has not settled within an interval, and goes on once it settles', async () => {
+    // Arrange: the first touch hangs until the test lets it settle.
+    const errors: unknown[] = [];
+    let calls = 0;
+    let settle = () => {};
+    const keepAlive = new KeepAlive(
+      () => {
+        calls++;
+        if (calls > 1) return;
+        return new Promise<void>((resolve) => {
+          settle = resolve;
+        });
+      },
+      100,
+      (error) => errors.push(error),
+    );
+    // Act: the touch starts at 100 ms, is overdue at 200 ms, and hangs on until 1,000 ms.
+    await vi.advanceTimersByTimeAsync(1_000);
+    const whileHung = { calls, errors: errors.length };
+    settle();
+    await vi.advanceTimersByTimeAsync(150);
+    keepAlive.stop();
+    // Assert: reported once, still one touch in flight; the next touch an interval after it settled.
+    expect(whileHung).toEqual({ calls: 1, errors: 1 });
+    expect((errors[0] as Error).message).toMatch(/has not settled within 100 ms/);
+    expect(calls).toBe(2);
+  });
+
+  it('caps its interval at a timer’s limit instead of touching in a loop', async () => {
+    // Arrange
+    let calls = 0;
+    const keepAlive = new KeepAlive(
+      () => void calls++,
+      2 ** 31 + 1_000,
+      () => {},
+    );
+    // Act
+    await vi.advanceTimersByTimeAsync(1_000);
+    keepAlive.stop();
+    // Assert: Node fires a longer timer at once (after 1 ms), and would have touched on every tick.
+    expect(calls).toBe(0);
+  });
 });

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { createBackoff, resolveConsumerOptions } from '../../../src/consumer/index.js';
-import { memoryStore } from '../../../src/index.js';
+import { createIdempotency, memoryStore } from '../../../src/index.js';
 
 const idempotency = { store: memoryStore() };
 
@@ -133,5 +133,47 @@ describe('consumer drainTimeout', () => {
     expect(resolve({ drainTimeout: '24d' }).drainTimeoutMs).toBe(24 * 86_400_000);
     expect(resolve({ drainTimeout: 2 ** 31 - 1 }).drainTimeoutMs).toBe(2 ** 31 - 1);
     expect(resolve({}).drainTimeoutMs).toBe(30_000);
+  });
+});
+
+describe('consumer storeTimeout', () => {
+  it.each([
+    ['30d', '"30d"'],
+    [2 ** 31, String(2 ** 31)],
+    [0, '0'],
+    ['5000', '"5000"'],
+    [Number.NaN, 'NaN'],
+  ])('refuses %o (a timer cannot wait that long, or it is no duration)', (value, shown) => {
+    // Act / Assert
+    expect(() => resolve({ storeTimeout: value })).toThrow(
+      refusal(
+        new RegExp(
+          `^storeTimeout: expected a positive number of ms \\(at most 2147483647 ms\\) or a duration like '500ms' or '30s', got ${shown}`,
+        ),
+      ),
+    );
+  });
+
+  it('defaults to the lease: the consumer’s, else the engine options’, else 30 s; capped at a timer’s limit', () => {
+    // Act / Assert
+    expect(resolve({ storeTimeout: '2s' }).storeTimeoutMs).toBe(2000);
+    expect(resolve({ lease: '5s' }).storeTimeoutMs).toBe(5000);
+    expect(
+      resolveConsumerOptions(
+        { idempotency: { store: memoryStore(), leaseMs: '7s' }, name: 'billing' },
+        () => 'k',
+      ).storeTimeoutMs,
+    ).toBe(7000);
+    expect(resolve({}).storeTimeoutMs).toBe(30_000);
+    expect(
+      resolveConsumerOptions(
+        {
+          idempotency: createIdempotency({ store: memoryStore(), leaseMs: '9s' }),
+          name: 'billing',
+        },
+        () => 'k',
+      ).storeTimeoutMs,
+    ).toBe(30_000);
+    expect(resolve({ lease: '60d' }).storeTimeoutMs).toBe(2 ** 31 - 1);
   });
 });
