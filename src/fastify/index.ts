@@ -5,10 +5,11 @@
  * Thin by design: the shared HTTP module decides; this file reads the request in the last `preHandler` of
  * each route it covers (after authentication, body parsing, validation and every other hook, whose replies
  * are never stored) and captures what `reply.send` produced (objects, strings, buffers and streams) in
- * `onSend`.
+ * `onSend`: a stream goes out as the handler produces it, and only its end waits for the outcome to be
+ * stored (`./relayed-body.ts`).
  * @module
  */
-import { Readable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import type {
   FastifyInstance,
   FastifyPluginCallback,
@@ -18,11 +19,9 @@ import type {
   preParsingHookHandler,
 } from 'fastify';
 import fp from 'fastify-plugin';
-import type { CollectedBody } from '../http/capture.js';
 import { keptRawBody } from '../http/fingerprint.js';
 import {
   type CapturedResponse,
-  collectBody,
   decide,
   type EngineSource,
   type Execution,
@@ -39,8 +38,11 @@ import {
   routeOptionsOf,
 } from '../http/index.js';
 import { checkAdapterOptions, scopeFunctionOption } from '../http/options.js';
+import { BodyRelay } from '../http/stream-relay.js';
 import { isRequestTooLargeError, requestTooLargeResponse } from '../http/unread-body.js';
+import { readWhole } from '../http/web.js';
 import { jsonTextOf, keepJsonText } from './json-text.js';
+import { nodeStreamSource, RelayedBody } from './relayed-body.js';
 import { requestBody } from './request-body.js';
 import { checkRouteOrder } from './route-order.js';
 import { sendAnswer } from './send.js';
@@ -179,9 +181,15 @@ async function capturePayload(reply: FastifyReply, running: Running, sent: unkno
     await finish({ status, headers, body: kept, bytes: body.byteLength });
     return payload;
   }
-  let collected: Awaited<ReturnType<typeof collectBody>>;
+  const response = { status, headers };
+  if (!isWebStream(payload)) {
+    return new RelayedBody(new BodyRelay(execution, response, nodeStreamSource(payload)));
+  }
+  // A web stream (a `Response`'s body): one made from bytes has them all at hand, and keeps the path of
+  // any body given whole (stored, then sent with its Content-Length).
+  let whole: Awaited<ReturnType<typeof readWhole>>;
   try {
-    collected = await collectBody(payload, execution.policy.maxBodyBytes);
+    whole = await readWhole(payload.getReader(), execution.policy.maxBodyBytes);
   } catch (error) {
     // The stream failed before it was complete: no valid response was produced, so the key is released
     // (as for a thrown error) and Fastify answers the error. Left alone, the claim would stay in progress,
@@ -189,48 +197,11 @@ async function capturePayload(reply: FastifyReply, running: Running, sent: unkno
     await execution.fail(error);
     throw error;
   }
-  if (collected.complete) {
-    await finish({ status, headers, body: collected.body, bytes: collected.body.byteLength });
-    return Buffer.from(collected.body);
+  if (whole instanceof Uint8Array) {
+    await finish({ status, headers, body: whole, bytes: whole.byteLength });
+    return Buffer.from(whole.buffer, whole.byteOffset, whole.byteLength);
   }
-  return Readable.from(
-    passOn(collected, running.execution, (bytes) =>
-      finish({ status, headers, body: undefined, bytes }),
-    ),
-  );
-}
-
-/**
- * A stream over `maxBodyBytes`, sent on as it is read, unbuffered. Its outcome is known only at its end,
- * so it is decided there, not when the limit was passed: a stream that ends keeps the
- * `response_too_large` marker (`marker`), stored before the end goes out; one that fails produced no
- * valid response and releases the key, as a thrown error does (a marker would refuse every retry of a
- * payment whose client got a truncated body), and its error reaches Fastify, which cuts the response.
- * The client going away (Fastify destroys this stream) does not stop completion: the marker is kept,
- * since the handler's effects are done, and the handler's stream is closed.
- */
-async function* passOn(
-  collected: Extract<CollectedBody, { complete: false }>,
-  execution: Execution,
-  marker: (bytes: number) => Promise<void>,
-): AsyncGenerator<Uint8Array> {
-  const { head, rest } = collected;
-  let { bytes } = collected;
-  let ended = false;
-  try {
-    yield* head;
-    for (let next = await rest.next(); !next.done; next = await rest.next()) {
-      bytes += next.value.byteLength;
-      yield next.value;
-    }
-    ended = true;
-  } catch (error) {
-    await execution.fail(error);
-    throw error;
-  } finally {
-    if (!ended) void rest.return?.();
-    await marker(bytes); // a no-op after `fail`
-  }
+  return new RelayedBody(new BodyRelay(execution, response, whole.source, whole.head));
 }
 
 // The plugin's own option, and those Fastify reads from any plugin's options (`register(plugin, { prefix })`).

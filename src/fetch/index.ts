@@ -102,8 +102,9 @@ export const defaultScope = (request: Request): string =>
   credentialScope(request.headers.get('authorization'), request.headers.get('cookie'));
 
 /**
- * Wrap a handler. The response body is read (up to `maxBodyBytes`) and stored before the response is
- * returned, so an immediate retry gets the replay.
+ * Wrap a handler. A response body of bytes or text is stored before the response is returned; a body
+ * still being written (a stream) goes out as the handler writes it, captured on the way (up to
+ * `maxBodyBytes`), and ends only once it is stored: either way an immediate retry gets the replay.
  * @example
  * const handler = withIdempotency(async (req) => Response.json(await createOrder(await req.json()), { status: 201 }),
  *   { store: sqliteStore({ database }), key: 'required' });

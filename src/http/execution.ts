@@ -306,11 +306,13 @@ class HttpExecution implements Execution {
   }
 
   // The handler's response went out (`undefined`: without its bytes being seen): store it, or release
-  // the key for a 5xx unless the policy stores those too.
+  // the key for a 5xx unless the policy stores those too, and for a final status below 200 always. Such a
+  // status is a handler bug that Node sends as an informational response: the client gets no final
+  // answer, and a stored one would give every retry the same (it is run again instead, as after a 5xx).
   private respond(status: number, response: CapturedResponse | undefined): Promise<void> {
     if (this.done) return this.settled;
     this.done = true;
-    if (status >= 500 && !this.policy.storeServerErrors) {
+    if (status >= 500 ? !this.policy.storeServerErrors : status < 200) {
       this.rejectHandler(new ReleaseClaim(undefined));
     } else {
       this.resolveHandler(
@@ -323,7 +325,7 @@ class HttpExecution implements Execution {
   fail(error: unknown, response?: CapturedResponse): Promise<void> {
     if (this.done) return this.settled;
     this.done = true;
-    if (this.policy.storeServerErrors && response !== undefined) {
+    if (this.policy.storeServerErrors && response !== undefined && response.status >= 200) {
       this.resolveHandler(this.toOutcome(response));
     } else {
       this.rejectHandler(new ReleaseClaim(error));

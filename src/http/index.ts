@@ -4,7 +4,7 @@
  * @module
  */
 export type { BodyCollector } from './capture.js';
-export { collectBody, createBodyCollector } from './capture.js';
+export { createBodyCollector } from './capture.js';
 export type { IdempotencyContext } from './context.js';
 export { currentIdempotency, runWithContext } from './context.js';
 export { exposedLayerHeaders } from './cors.js';

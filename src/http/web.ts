@@ -3,9 +3,10 @@
  * `fetch` and `hono` adapters.
  * @module
  */
-import type { CapturedResponse, Decision, Execution } from './execution.js';
+import type { Decision, Execution } from './execution.js';
 import { keepContentEncoding, readAllowedHeaders } from './headers.js';
 import type { HttpResponseData } from './problem.js';
+import { BodyRelay, type ChunkSource, ENDED_SOURCE } from './stream-relay.js';
 import {
   isRequestTooLargeError,
   RequestTooLargeError,
@@ -93,6 +94,11 @@ export function tooLargeDecision(error: unknown): Decision {
   return { action: 'respond', response: requestTooLargeResponse(error.limit) };
 }
 
+/** A read of a response body's stream. */
+type ReadableStreamReadResult = Awaited<
+  ReturnType<ReadableStreamDefaultReader<Uint8Array>['read']>
+>;
+
 // Statuses whose responses must have no body (the Response constructor refuses one).
 const NULL_BODY = new Set([101, 103, 204, 205, 304]);
 
@@ -135,10 +141,12 @@ function plainBody(response: Response): Uint8Array | undefined {
 }
 
 /**
- * Read the handler's response body (up to `maxBodyBytes`), hand it to the execution and wait until it is
- * stored, then return the response to send. Nothing reaches the client before the outcome is durable, so
- * an immediate retry gets the replay, not a 409. A body over the limit is streamed through unbuffered,
- * and marked as not kept once it has ended (released if it fails instead).
+ * Capture the handler's response: its status, allowed headers and body, handed to the execution, and the
+ * response to send. A body whose bytes are all at hand (plain text or bytes, a `Response` made from them)
+ * is stored before the response is returned, as it always was. A body still being produced (a stream: a
+ * Server-Sent Events route, a long generated answer) goes out chunk by chunk as the handler produces it,
+ * captured on the way up to `maxBodyBytes`, and only its end is held until the outcome is stored
+ * (`./stream-relay.ts`): either way an immediate retry gets the replay, not a 409.
  *
  * Whatever fails before the outcome is handed over releases the key and is rethrown: a body that cannot be
  * read (already read, or locked by a reader the handler took), a body stream that errors, a handler that
@@ -184,76 +192,140 @@ async function capture(response: Response, execution: Execution): Promise<Respon
     await execution.finish({ status: response.status, headers, body: new Uint8Array(0), bytes: 0 });
     return response;
   }
-  const limit = execution.policy.maxBodyBytes;
   const reader = response.body.getReader();
-  let head: Uint8Array[];
-  let bytes: number;
-  try {
-    ({ head, bytes } = await readHead(reader, limit));
-  } catch (error) {
-    reader.releaseLock();
-    // The body stream failed before it was complete: nothing valid was produced (the caller releases the
-    // key).
-    throw error;
-  }
-  if (bytes <= limit) {
-    reader.releaseLock();
-    // One chunk (the common case) is the stream's own copy of the bytes: kept as it is.
-    const body = head.length === 1 ? head[0]! : Buffer.concat(head);
-    await execution.finish({ status: response.status, headers, body, bytes });
+  const whole = await readWhole(reader, execution.policy.maxBodyBytes);
+  if (whole instanceof Uint8Array) {
+    await execution.finish({
+      status: response.status,
+      headers,
+      body: whole,
+      bytes: whole.byteLength,
+    });
     return new Response(
-      NULL_BODY.has(response.status) ? null : (body as ConstructorParameters<typeof Response>[0]),
+      NULL_BODY.has(response.status) ? null : (whole as ConstructorParameters<typeof Response>[0]),
       init,
     );
   }
-  return new Response(
-    passOn(head, bytes, reader, execution, { status: response.status, headers }),
-    init,
+  // Relayed: the head goes out now, with the handler's own headers (no Content-Length is made up for a
+  // body of unknown length), and the same status and headers are what is stored.
+  const relay = new BodyRelay(
+    execution,
+    { status: response.status, headers },
+    whole.source,
+    whole.head,
   );
+  return new Response(relayedStream(relay), init);
+}
+
+/** A body still being produced (or larger than kept): the source to relay, and the chunks read from it. */
+export interface StreamRest {
+  source: ChunkSource;
+  head: Uint8Array[];
+}
+
+/** What {@link readAvailable} read: the chunks, and whether the body ended within them. */
+interface Available {
+  head: Uint8Array[];
+  bytes: number;
+  /** The body ended (`done`), or a read is still pending (`pending`, to be read on from). */
+  done: boolean;
+  pending?: Promise<ReadableStreamReadResult>;
 }
 
 /**
- * A body over `maxBodyBytes`, sent on as it is read, unbuffered: `head` (`bytes` long) read already, the
- * rest from `reader`. Its outcome is known only at its end, so it is decided there, not when the limit
- * was passed: a stream that ends keeps the `response_too_large` marker, stored before the end goes out
- * (an immediate retry gets the 409 marker, not `in_progress`); one that fails produced no valid response
- * and releases the key, as a thrown error does (a marker would refuse every retry of a payment whose
- * client got a truncated body). The client going away (a cancel) does not stop completion: the marker
- * is kept, since the handler's effects are done.
+ * A body whose bytes are all at hand, whole (at most `limit` bytes): one chunk (the common case) is the
+ * stream's own copy of the bytes, kept as it is. Otherwise what to make the relay of.
+ * @throws (rejects with) the stream's error (the lock is released first).
  */
-function passOn(
-  head: Uint8Array[],
-  bytes: number,
+export async function readWhole(
   reader: ReadableStreamDefaultReader<Uint8Array>,
-  execution: Execution,
-  response: Pick<CapturedResponse, 'status' | 'headers'>,
-): ReadableStream<Uint8Array> {
-  const marker = () => execution.finish({ ...response, body: undefined, bytes });
-  return new ReadableStream<Uint8Array>({
-    pull: async (controller) => {
-      const chunk = head.shift();
-      if (chunk !== undefined) return controller.enqueue(chunk);
-      let next: Awaited<ReturnType<typeof reader.read>>;
-      try {
-        next = await reader.read();
-      } catch (error) {
-        await execution.fail(error);
-        throw error; // errors this stream: the server cuts the response
-      }
-      if (next.done) {
-        reader.releaseLock();
-        await marker();
-        controller.close();
-      } else {
-        bytes += next.value.byteLength;
-        controller.enqueue(next.value);
-      }
+  limit: number,
+): Promise<Uint8Array | StreamRest> {
+  let available: Available;
+  try {
+    available = await readAvailable(reader, limit);
+  } catch (error) {
+    reader.releaseLock();
+    throw error;
+  }
+  const { head, bytes, done, pending } = available;
+  if (done && bytes <= limit) {
+    reader.releaseLock();
+    return head.length === 1 ? head[0]! : Buffer.concat(head, bytes);
+  }
+  return { source: done ? ENDED_SOURCE : readerSource(reader, pending), head };
+}
+
+/**
+ * Read the chunks `reader` has at hand, without waiting for one that is not: until the body ends, a read
+ * would wait, or more than `limit` bytes were read. A `Response` made from bytes or text has them all at
+ * hand (one chunk, then its end); a stream still being written has not.
+ */
+async function readAvailable(
+  reader: ReadableStreamDefaultReader<Uint8Array>,
+  limit: number,
+): Promise<Available> {
+  const head: Uint8Array[] = [];
+  let bytes = 0;
+  for (;;) {
+    const pending = reader.read();
+    const next = await unlessWaiting(pending);
+    if (next === undefined) return { head, bytes, done: false, pending };
+    if (next.done) return { head, bytes, done: true };
+    head.push(next.value);
+    bytes += next.value.byteLength;
+    if (bytes > limit) return { head, bytes, done: false };
+  }
+}
+
+/**
+ * `read`'s result if it has one at once, else `undefined`: a read of a chunk (or an end) already queued
+ * settles within a few microtasks (a `Response` from bytes closes its stream in one), where a stream still
+ * waiting for its producer does not. The same test @hono/node-server makes before it sends a body.
+ */
+function unlessWaiting<T>(read: Promise<T>): Promise<T | undefined> {
+  return Promise.race([read, Promise.resolve().then(() => Promise.resolve(undefined))]);
+}
+
+/** A web stream's reader as a relay's source; `pending`: a read made already, to be answered first. */
+function readerSource(
+  reader: ReadableStreamDefaultReader<Uint8Array>,
+  pending: Promise<ReadableStreamReadResult> | undefined,
+): ChunkSource {
+  let first = pending;
+  return {
+    read: () => {
+      const read = first ?? reader.read();
+      first = undefined;
+      return read;
     },
-    // The client went away: tell the handler's stream, as the server would have without the layer, so
-    // that its source stops and frees what it holds (a cursor, a file, an upstream request).
-    cancel: (reason) => {
-      void marker();
-      return reader.cancel(reason);
+    stop: (reason) => {
+      reader.cancel(reason).catch(() => {});
     },
-  });
+  };
+}
+
+/**
+ * The relay as the web stream the server reads: a chunk per read asked for (no read-ahead, as a Node
+ * response takes each `write`), the end once the outcome is stored, the error of a stream that failed
+ * (the server then cuts the response), and the server's cancel when the client went away.
+ */
+function relayedStream(relay: BodyRelay): ReadableStream<Uint8Array> {
+  let cancelled = false;
+  return new ReadableStream<Uint8Array>(
+    {
+      pull: async (controller) => {
+        const chunk = await relay.next();
+        // Cancelled while the read was in flight: the chunk was captured, there is no one to send it to.
+        if (cancelled) return;
+        if (chunk === null) controller.close();
+        else controller.enqueue(chunk);
+      },
+      cancel: (reason) => {
+        cancelled = true;
+        relay.abandon(reason);
+      },
+    },
+    { highWaterMark: 0 },
+  );
 }

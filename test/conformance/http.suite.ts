@@ -3,6 +3,7 @@
  * every store. Each check drives a real server on loopback with real HTTP requests.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { gzipSync } from 'node:zlib';
@@ -16,9 +17,40 @@ import {
   type HttpStoreFactory,
   type RunningServer,
   rawRequest,
+  type TestReply,
   type TestRequest,
   type TestRoute,
 } from '../helpers/http-harness.js';
+
+/**
+ * How a test drives the `/live` event stream, whose handler writes as it goes: the first chunk, then it
+ * waits until the test's client has *received* that chunk (`received`) before it writes the second, then
+ * until the test lets it go on (`proceed`) before the third and the end (or, with `failFirst`, an error on
+ * its first run). A layer that held the body until its end would never let the client see the first chunk:
+ * the test fails on a timeout instead of hanging.
+ */
+interface LiveScript {
+  chunks: Buffer[];
+  received: ReturnType<typeof gate>;
+  proceed: ReturnType<typeof gate>;
+  failFirst: boolean;
+  /** Opened when the handler's stream has ended (or failed). */
+  finished: ReturnType<typeof gate>;
+  /** Set by the handler: resolves once its client's connection has closed. */
+  gone?: Promise<void>;
+}
+
+// Long enough for a loaded 2-core machine; the layer before streaming never sent the first chunk at all.
+const FIRST_CHUNK_TIMEOUT_MS = 10_000;
+
+/** `promise`, or a rejection with `message` after `ms`. */
+function within<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(message)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
 
 interface Sent {
   status: number;
@@ -45,6 +77,7 @@ export function describeHttpSuite(
       return n;
     };
     const ran = (tag: string) => executions.get(tag) ?? 0;
+    const scripts = new Map<string, LiveScript>();
     const gateFor = (tag: string) => {
       let g = gates.get(tag);
       if (g === undefined) {
@@ -52,6 +85,33 @@ export function describeHttpSuite(
         gates.set(tag, g);
       }
       return g;
+    };
+
+    // The event stream of `/live`, as its test scripted it (see `LiveScript`).
+    const liveReply = async (req: TestRequest, run: number): Promise<TestReply> => {
+      const script = scripts.get(req.header('x-tag') ?? '');
+      if (script === undefined) throw new Error('no script for this tag');
+      script.gone = req.gone();
+      return {
+        status: 200,
+        headers: { 'x-custom': `live-${run}` },
+        body: {
+          kind: 'live',
+          contentType: 'text/event-stream',
+          async *produce() {
+            try {
+              yield script.chunks[0]!;
+              await script.received.promise;
+              yield script.chunks[1]!;
+              await script.proceed.promise;
+              if (script.failFirst && run === 1) throw new Error('upstream broke mid-stream');
+              yield script.chunks[2]!;
+            } finally {
+              script.finished.open();
+            }
+          },
+        },
+      };
     };
 
     const jsonHandler = async (req: TestRequest) => {
@@ -146,6 +206,13 @@ export function describeHttpSuite(
           };
         },
       },
+      { method: 'POST', path: '/live', handle: (req) => liveReply(req, count(req)) },
+      {
+        method: 'POST',
+        path: '/live-big',
+        options: { maxBodyBytes: 1024 },
+        handle: (req) => liveReply(req, count(req)),
+      },
       {
         method: 'POST',
         path: '/fail',
@@ -162,6 +229,15 @@ export function describeHttpSuite(
           return n === 1
             ? { status: 503, body: { kind: 'json', value: { error: 'busy' } } }
             : { status: 201, body: { kind: 'json', value: { n } } };
+        },
+      },
+      {
+        method: 'POST',
+        path: '/informational',
+        handle: async (req) => {
+          const n = count(req);
+          // A handler bug: a final status in the 1xx range, which Node sends as an informational response.
+          return { status: n === 1 ? 150 : 201, body: { kind: 'json', value: { n } } };
         },
       },
       {
@@ -230,6 +306,10 @@ export function describeHttpSuite(
     });
     afterAll(async () => {
       for (const g of gates.values()) g.open();
+      for (const script of scripts.values()) {
+        script.received.open();
+        script.proceed.open();
+      }
       await server?.close();
       await store?.close?.();
       await storeFactory.cleanup?.();
@@ -501,6 +581,56 @@ export function describeHttpSuite(
       expect(ran(tag)).toBe(1);
     });
 
+    /**
+     * POST like `send`, through Node's client, which reports an informational response (`information`)
+     * instead of waiting for a final one that never comes: `{ informational }` then, else the final status.
+     */
+    function sendSeeing1xx(
+      path: string,
+      { key, tag }: { key: string; tag: string },
+    ): Promise<{ informational: number } | { status: number; replayed: boolean }> {
+      const body = JSON.stringify({ amount: 1, currency: 'EUR' });
+      return new Promise((resolve, reject) => {
+        const request = httpRequest(`${server.url}${path}`, {
+          method: 'POST',
+          headers: {
+            'x-tag': tag,
+            'idempotency-key': key,
+            'content-type': 'application/json',
+            'content-length': Buffer.byteLength(body),
+            connection: 'close',
+          },
+        });
+        request.once('information', (info) => {
+          resolve({ informational: info.statusCode });
+          request.destroy();
+        });
+        request.once('response', (response) => {
+          response.resume();
+          resolve({
+            status: response.statusCode ?? 0,
+            replayed: response.headers['idempotent-replayed'] === 'true',
+          });
+        });
+        request.on('error', (error) => reject(error));
+        request.end(body);
+      });
+    }
+
+    it('never stores a final 1xx status (Node sends it as an informational response, no answer at all): the key is released and the retry runs again', async () => {
+      const request = fresh();
+      const first = await sendSeeing1xx('/informational', request);
+      expect(first).toEqual({ informational: 150 });
+      let retry = await sendSeeing1xx('/informational', request);
+      for (let i = 0; i < 250 && 'status' in retry && retry.status === 409; i++) {
+        await sleep(20);
+        retry = await sendSeeing1xx('/informational', request);
+      }
+      // Stored, the retry was the replay of that 150: an informational response again, and no answer.
+      expect(retry).toEqual({ status: 201, replayed: false });
+      expect(ran(request.tag)).toBe(2);
+    });
+
     it('stores and replays a 4xx produced by the handler', async () => {
       const { key, tag } = fresh();
       const first = await send('/client-error', { key, tag });
@@ -671,6 +801,165 @@ export function describeHttpSuite(
       expect(replay.status).toBe(201);
       expect(replay.headers.get('idempotent-replayed')).toBe('true');
       expect(ran(tag)).toBe(1);
+    });
+
+    // A script for `/live` with three SSE-like chunks (`size` random bytes each, in hex).
+    const liveScript = (tag: string, options: { failFirst?: boolean; size?: number } = {}) => {
+      const size = options.size ?? 40;
+      const script: LiveScript = {
+        chunks: [1, 2, 3].map((i) =>
+          Buffer.from(`data: ${i} ${randomBytes(size).toString('hex')}\n\n`),
+        ),
+        received: gate(),
+        proceed: gate(),
+        failFirst: options.failFirst ?? false,
+        finished: gate(),
+      };
+      scripts.set(tag, script);
+      return script;
+    };
+
+    /**
+     * Send the request to a live route and read its body until the first chunk has arrived (bounded: a
+     * layer that holds the body never sends it), then tell the handler (`received`). `rest()` reads on
+     * to the end and gives the whole body.
+     */
+    async function openLive(
+      path: string,
+      { key, tag }: { key: string; tag: string },
+      script: LiveScript,
+      signal?: AbortSignal,
+    ) {
+      const response = await within(
+        fetch(`${server.url}${path}`, {
+          method: 'POST',
+          headers: { 'x-tag': tag, 'idempotency-key': key, 'content-type': 'application/json' },
+          body: JSON.stringify({ amount: 1, currency: 'EUR' }),
+          ...(signal === undefined ? {} : { signal }),
+        }),
+        FIRST_CHUNK_TIMEOUT_MS,
+        `${harness.name}: no response head while the handler's stream waits for its client`,
+      );
+      const reader = (response.body as ReadableStream<Uint8Array>).getReader();
+      const got: Buffer[] = [];
+      let bytes = 0;
+      while (bytes < script.chunks[0]!.byteLength) {
+        const next = await within(
+          reader.read(),
+          FIRST_CHUNK_TIMEOUT_MS,
+          `${harness.name}: the client received nothing of the stream while its handler waited`,
+        );
+        if (next.done) throw new Error('the body ended before its first chunk');
+        got.push(Buffer.from(next.value));
+        bytes += next.value.byteLength;
+      }
+      script.received.open();
+      return {
+        response,
+        first: Buffer.concat(got),
+        async rest(): Promise<Buffer> {
+          for (;;) {
+            const next = await reader.read();
+            if (next.done) return Buffer.concat(got);
+            got.push(Buffer.from(next.value));
+          }
+        },
+      };
+    }
+
+    // The retry of a request whose outcome is settled in the background (a client that went away, a
+    // stream that failed): retried while it answers 409 in_progress.
+    async function retryWhileInProgress(path: string, request: { key: string; tag: string }) {
+      let retry = await send(path, request);
+      for (let i = 0; i < 250 && retry.status === 409; i++) {
+        if ((retry.json() as { code?: string }).code !== 'in_progress') break;
+        await sleep(20);
+        retry = await send(path, request);
+      }
+      return retry;
+    }
+
+    it('streams a body as the handler writes it (the client gets the first chunk before the second is written) and replays it byte for byte to a retry made the moment it ends', async () => {
+      const request = fresh();
+      const script = liveScript(request.tag);
+      script.proceed.open();
+      const first = await openLive('/live', request, script);
+      expect(first.first.equals(script.chunks[0]!)).toBe(true);
+      // No Content-Length is made up for a body whose length is unknown when its head goes out.
+      expect(first.response.headers.get('content-length')).toBeNull();
+      expect(first.response.headers.get('idempotent-replayed')).toBeNull();
+      const body = await first.rest();
+      // At once: the end went out only once the outcome was stored, so this is never a 409.
+      const replay = await send('/live', request);
+      expect(first.response.status).toBe(200);
+      expect(body.equals(Buffer.concat(script.chunks))).toBe(true);
+      expect(replay.status).toBe(200);
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect(replay.bytes.equals(body)).toBe(true);
+      // The stored head is the head that went out.
+      expect(replay.headers.get('content-type')).toBe(first.response.headers.get('content-type'));
+      expect(replay.headers.get('x-custom')).toBe(first.response.headers.get('x-custom'));
+      expect(replay.headers.get('x-custom')).toBe('live-1');
+      expect(ran(request.tag)).toBe(1);
+    });
+
+    it('answers 409 in_progress to a retry while the stream runs, and the replay once it has ended', async () => {
+      const request = fresh();
+      const script = liveScript(request.tag);
+      const first = await openLive('/live', request, script);
+      const conflict = await send('/live', request);
+      expectProblem(conflict, 409, 'in_progress');
+      script.proceed.open();
+      const body = await first.rest();
+      const replay = await send('/live', request);
+      expect(replay.status).toBe(200);
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect(replay.bytes.equals(body)).toBe(true);
+      expect(ran(request.tag)).toBe(1);
+    });
+
+    it('stores the whole stream of a client that went away mid-stream: the handler runs to its end, and the retry gets all of it', async () => {
+      const request = fresh();
+      const script = liveScript(request.tag);
+      const controller = new AbortController();
+      const first = await openLive('/live', request, script, controller.signal);
+      controller.abort();
+      await first.rest().catch(() => undefined);
+      // The stream goes on only once the server has seen the client go.
+      await within(script.gone!, FIRST_CHUNK_TIMEOUT_MS, 'the server never saw the client go');
+      script.proceed.open();
+      await within(script.finished.promise, FIRST_CHUNK_TIMEOUT_MS, 'the handler was stopped');
+      const replay = await retryWhileInProgress('/live', request);
+      expect(replay.status).toBe(200);
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect(replay.bytes.equals(Buffer.concat(script.chunks))).toBe(true);
+      expect(ran(request.tag)).toBe(1);
+    });
+
+    it('streams a body over maxBodyBytes in full, and answers its retries 409 response_too_large', async () => {
+      const request = fresh();
+      // Three chunks of ~810 bytes: the route's 1024 is passed at the second, mid-stream.
+      const script = liveScript(request.tag, { size: 400 });
+      script.proceed.open();
+      const first = await openLive('/live-big', request, script);
+      const body = await first.rest();
+      expect(body.equals(Buffer.concat(script.chunks))).toBe(true);
+      const retry = await send('/live-big', request);
+      expectProblem(retry, 409, 'response_too_large');
+      expect(ran(request.tag)).toBe(1);
+    });
+
+    it('never stores a stream that fails before its end: the response is cut, the key released, and the retry runs again', async () => {
+      const request = fresh();
+      const script = liveScript(request.tag, { failFirst: true });
+      script.proceed.open();
+      const first = await openLive('/live', request, script);
+      await expect(first.rest()).rejects.toThrow();
+      const retry = await retryWhileInProgress('/live', request);
+      expect(retry.status).toBe(200);
+      expect(retry.headers.get('idempotent-replayed')).toBeNull();
+      expect(retry.bytes.equals(Buffer.concat(script.chunks))).toBe(true);
+      expect(ran(request.tag)).toBe(2);
     });
   });
 }

@@ -58,6 +58,43 @@ async function* slowChunks(chunks: Uint8Array[], delayMs: number) {
   }
 }
 
+/**
+ * A web stream that reads `source` one chunk per read asked for (no read-ahead), as a handler's own
+ * `ReadableStream` over a generator does; its cancel ends the generator.
+ */
+function webStreamOf(source: AsyncIterable<Uint8Array>): ReadableStream<Uint8Array> {
+  const iterator = source[Symbol.asyncIterator]();
+  return new ReadableStream<Uint8Array>(
+    {
+      async pull(controller) {
+        const next = await iterator.next();
+        if (next.done) controller.close();
+        else controller.enqueue(next.value);
+      },
+      async cancel() {
+        await iterator.return?.();
+      },
+    },
+    { highWaterMark: 0 },
+  );
+}
+
+/** Resolves when `res` (a Node response) has closed. */
+function closeOf(res: NodeJS.EventEmitter & { closed?: boolean }): Promise<void> {
+  return new Promise((resolve) => {
+    if (res.closed === true) resolve();
+    else res.once('close', () => resolve());
+  });
+}
+
+/** Resolves when `signal` aborts. */
+function abortOf(signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) resolve();
+    else signal.addEventListener('abort', () => resolve(), { once: true });
+  });
+}
+
 function bodyBytes(body: TestBody): Buffer | undefined {
   if (body.kind === 'json') return Buffer.from(JSON.stringify(body.value));
   if (body.kind === 'bytes') return Buffer.from(body.value);
@@ -77,6 +114,10 @@ function toResponse(reply: TestReply): Response {
   if (body.kind === 'stream') {
     const stream = Readable.toWeb(Readable.from(slowChunks(body.chunks, body.delayMs ?? 0)));
     return new Response(stream as ReadableStream, { status: reply.status, headers });
+  }
+  if (body.kind === 'live') {
+    headers.set('content-type', body.contentType);
+    return new Response(webStreamOf(body.produce()), { status: reply.status, headers });
   }
   return new Response(bodyBytes(body) ?? null, { status: reply.status, headers });
 }
@@ -124,6 +165,7 @@ async function startExpress(
         body: Buffer.isBuffer(req.body) && req.body.length === 0 ? undefined : req.body,
         header: (name) => req.get(name),
         context: agree(req.idempotency, expressContext),
+        gone: () => closeOf(res),
       });
       res.status(reply.status);
       for (const [name, value] of Object.entries(reply.headers ?? {})) res.setHeader(name, value);
@@ -131,7 +173,17 @@ async function startExpress(
       if (body.kind === 'json') res.json(body.value);
       else if (body.kind === 'bytes') res.type(body.contentType).send(Buffer.from(body.value));
       else if (body.kind === 'empty') res.end();
-      else {
+      else if (body.kind === 'live') {
+        res.type(body.contentType);
+        // Written as an app writes an event stream: each chunk as it comes, on, whether or not the client
+        // is still there (a write after it left is dropped), then the end.
+        try {
+          for await (const chunk of body.produce()) res.write(chunk);
+          res.end();
+        } catch (error) {
+          res.destroy(error as Error);
+        }
+      } else {
         res.type(body.contentType);
         Readable.from(slowChunks(body.chunks, body.delayMs ?? 0)).pipe(res);
       }
@@ -180,6 +232,7 @@ export const fastifyHarness: HttpAdapterHarness = {
             body: req.body,
             header: (name) => req.headers[name] as string | undefined,
             context: agree(req.idempotency, fastifyContext),
+            gone: () => closeOf(reply.raw),
           });
           reply.code(result.status);
           for (const [name, value] of Object.entries(result.headers ?? {}))
@@ -189,6 +242,9 @@ export const fastifyHarness: HttpAdapterHarness = {
           if (body.kind === 'bytes')
             return reply.type(body.contentType).send(Buffer.from(body.value));
           if (body.kind === 'empty') return reply.send();
+          if (body.kind === 'live') {
+            return reply.type(body.contentType).send(Readable.from(body.produce()));
+          }
           return reply
             .type(body.contentType)
             .send(Readable.from(slowChunks(body.chunks, body.delayMs ?? 0)));
@@ -233,6 +289,7 @@ export const fetchHarness: HttpAdapterHarness = {
               body: parseTestBody(request.headers.get('content-type') ?? undefined, bytes),
               header: (name) => request.headers.get(name) ?? undefined,
               context: agree(idempotencyOf(request), fetchContext),
+              gone: () => abortOf(request.signal),
             });
             return toResponse(reply);
           },
@@ -261,6 +318,7 @@ export const honoHarness: HttpAdapterHarness = {
           body: parseTestBody(c.req.header('content-type'), bytes),
           header: (name) => c.req.header(name),
           context: agree(c.get('idempotency'), honoContext),
+          gone: () => abortOf(c.req.raw.signal),
         });
         return toResponse(reply);
       });

@@ -11,7 +11,14 @@ export type TestBody =
   | { kind: 'json'; value: unknown }
   | { kind: 'bytes'; value: Uint8Array; contentType: string }
   | { kind: 'empty' }
-  | { kind: 'stream'; chunks: Uint8Array[]; contentType: string; delayMs?: number };
+  | { kind: 'stream'; chunks: Uint8Array[]; contentType: string; delayMs?: number }
+  /**
+   * A body the handler writes as it produces it (an event stream, a generated answer): each chunk
+   * `produce` yields is written as it comes (Express `res.write`, a Node stream for Fastify, a web stream
+   * for fetch and Hono), then the end; an error thrown by `produce` cuts the response (Express
+   * `res.destroy(error)`, the stream's error elsewhere).
+   */
+  | { kind: 'live'; contentType: string; produce(): AsyncIterable<Uint8Array> };
 
 /** A test handler's reply. */
 export interface TestReply {
@@ -27,6 +34,12 @@ export interface TestRequest {
   header(name: string): string | undefined;
   /** `currentIdempotency()` as seen inside the handler. */
   context: IdempotencyContext | undefined;
+  /**
+   * Resolves once the response's connection has closed (Express, Fastify: the response's `close`, also
+   * after a complete response; fetch, Hono: the request's signal, which the server aborts when the client
+   * went away before the end).
+   */
+  gone(): Promise<void>;
 }
 
 /** One route of the test app. */

@@ -1,0 +1,173 @@
+/**
+ * A response body stream relayed to the client as the handler produces it, and captured on the way (up to
+ * `maxBodyBytes`): the Fastify, fetch and Hono adapters hand each chunk on at once and hold back only the
+ * end of the stream until its outcome is stored, as the Express capture holds `res.end`. A client that
+ * retries the moment it sees the end gets the replay, never a 409; a Server-Sent Events route or a long
+ * generated answer reaches its client as it is written, not once it has ended.
+ *
+ * The outcome is decided at the stream's end, never before:
+ * - it ends: the body (or, past `maxBodyBytes`, the `response_too_large` marker) is stored, then the end
+ *   goes out;
+ * - it fails: no valid response was produced; the key is released, as for a thrown error, and the error
+ *   goes on to the server, which cuts the response;
+ * - the client goes away: the handler is not stopped and neither is the storing (releasing the key then
+ *   would let a retry run beside a handler that still runs). The relay reads the rest of the stream itself
+ *   and stores it, so the retry gets the whole body. It stops reading, and passes the cancel on to the
+ *   handler's stream, only when there is nothing left to keep: past `maxBodyBytes` (the marker is stored,
+ *   as it would be at the end) or once the execution's lease is lost (`maxExecution` passed: nothing is
+ *   stored, and a retry takes the key over after the lease, as after any hung handler).
+ * @module
+ */
+import { type BodyCollector, createBodyCollector } from './capture.js';
+import type { CapturedResponse, Execution } from './execution.js';
+
+/** One read of a body source: a web stream reader's result, or an async iterator's. */
+export interface ChunkRead {
+  done?: boolean;
+  value?: unknown;
+}
+
+/** Where the relay reads the handler's body from. */
+export interface ChunkSource {
+  /** The next chunk, or `done`. Called again only once the previous call has settled. */
+  read(): Promise<ChunkRead>;
+  /** Stop the handler's stream (a web stream is cancelled with `reason`, a Node stream destroyed). */
+  stop(reason: unknown): void;
+}
+
+/** A source already read to its end. */
+export const ENDED_SOURCE: ChunkSource = {
+  read: () => Promise.resolve({ done: true }),
+  stop: () => {},
+};
+
+// How many chunks the relay reads on its own (the client gone) before it lets the event loop turn: a
+// stream whose chunks are all at hand would otherwise be read in one run of microtasks.
+const CHUNKS_PER_TURN = 64;
+
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/** A chunk as bytes: strings as UTF-8, as Node writes them. */
+function bytesOf(value: unknown): Uint8Array {
+  if (value instanceof Uint8Array) return value;
+  if (typeof value === 'string') return Buffer.from(value, 'utf8');
+  throw new TypeError(
+    `A response body stream must produce bytes or strings, not ${value === null ? 'null' : typeof value}`,
+  );
+}
+
+/**
+ * The relay of one response body. The adapter wraps it in the stream type its server reads (a web
+ * `ReadableStream`, a Node `Readable`): `next()` for each chunk the client is to get, `abandon()` when the
+ * client went away.
+ */
+export class BodyRelay {
+  private readonly collector: BodyCollector;
+  /** Chunks read before the relay was made (the adapter's look-ahead), not yet handed on. */
+  private readonly head: Uint8Array[];
+  /** The read in flight, if any: the relay reads the rest only once it has settled. */
+  private reading: Promise<Uint8Array | null> | undefined;
+  /** The outcome was handed to the execution, or the source was stopped: nothing more is read. */
+  private over = false;
+  /** The source was stopped: what it answers now (a cancel's `done`, a destroy's error) is no outcome. */
+  private stopped = false;
+  private abandoned = false;
+
+  /**
+   * @param response - The status and headers that went out with the head.
+   * @param head - Chunks already read from `source`, to hand on first.
+   */
+  constructor(
+    private readonly execution: Execution,
+    private readonly response: Pick<CapturedResponse, 'status' | 'headers'>,
+    private readonly source: ChunkSource,
+    head: Uint8Array[] = [],
+  ) {
+    this.collector = createBodyCollector(execution.policy.maxBodyBytes);
+    for (const chunk of head) this.collector.add(chunk, true);
+    this.head = head;
+  }
+
+  /**
+   * The next chunk for the client, or `null` at the end: only once the outcome is stored. Rejects with the
+   * source's error once the key is released.
+   */
+  next(): Promise<Uint8Array | null> {
+    const chunk = this.head.shift();
+    if (chunk !== undefined) return Promise.resolve(chunk);
+    if (this.over) return Promise.resolve(null);
+    const reading = this.read();
+    this.reading = reading;
+    return reading;
+  }
+
+  private async read(): Promise<Uint8Array | null> {
+    let chunk: Uint8Array | undefined;
+    try {
+      const next = await this.source.read();
+      if (this.stopped) return null;
+      if (next.done !== true) chunk = bytesOf(next.value);
+    } catch (error) {
+      if (this.stopped) return null;
+      // The stream failed before its end: no valid response was produced.
+      this.over = true;
+      await this.execution.fail(error);
+      throw error;
+    }
+    if (chunk === undefined) {
+      this.over = true;
+      await this.complete(this.collector.body());
+      return null;
+    }
+    // The chunk goes to the client untouched: no copy (the old whole-body read kept them as they were).
+    this.collector.add(chunk, true);
+    return chunk;
+  }
+
+  // `body` undefined: over `maxBodyBytes`, the marker is kept.
+  private complete(body: Uint8Array | undefined): Promise<void> {
+    return this.execution.finish({ ...this.response, body, bytes: this.collector.bytes });
+  }
+
+  /**
+   * The client went away (`reason`: the cancel's). The rest of the stream is read and stored all the same;
+   * see the module's comment for when the relay stops instead.
+   */
+  abandon(reason: unknown): void {
+    if (this.over || this.abandoned) return;
+    this.abandoned = true;
+    void this.drain(reason);
+  }
+
+  private async drain(reason: unknown): Promise<void> {
+    // Made on first use by the engine: only a relay whose client left pays for it.
+    const { signal } = this.execution.context;
+    const lost = () => this.stop(signal.reason);
+    if (signal.aborted) return lost();
+    signal.addEventListener('abort', lost, { once: true });
+    try {
+      await this.reading?.catch(() => {});
+      for (let read = 1; !this.over; read++) {
+        if (this.collector.bytes > this.execution.policy.maxBodyBytes) {
+          // Nothing more to keep and no one to send it to: the marker, as at the end, and the handler's
+          // stream is told, so that it frees what it holds (a cursor, a file, an upstream request).
+          this.stop(reason);
+          await this.complete(undefined);
+          return;
+        }
+        // A failure has released the key already.
+        if ((await this.next().catch(() => null)) === null) return;
+        if (read % CHUNKS_PER_TURN === 0) await nextTurn();
+      }
+    } finally {
+      signal.removeEventListener('abort', lost);
+    }
+  }
+
+  private stop(reason: unknown): void {
+    if (this.over) return;
+    this.over = true;
+    this.stopped = true;
+    this.source.stop(reason);
+  }
+}
