@@ -3,16 +3,11 @@
  * numbered migrations applied under a transaction-level advisory lock.
  * @module
  */
-import {
-  checkDerivedNames,
-  namesToLookUp,
-  POSTGRES_FAMILIES,
-  POSTGRES_OUTBOX_OBJECTS,
-} from '../core/derived-names.js';
+import { POSTGRES_OUTBOX_OBJECTS } from '../core/derived-names.js';
 import { InvalidOptionsError } from '../core/errors.js';
 import { checkMigrationsOwner, type MigrationRow } from '../core/migrations-owner.js';
 import { createSchemaIfMissing } from '../postgres/schema.js';
-import { takenNames } from '../postgres/taken-names.js';
+import { postgresNamesCheck } from '../postgres/taken-names.js';
 import { isPgPool, type PgPoolClient, type PgQueryable } from './clients.js';
 import { outboxStoreError } from './errors.js';
 import type { EnqueueResult, PreparedMessage } from './message.js';
@@ -148,20 +143,14 @@ export async function migratePostgresOutbox(
     // Shared with the records table's migrate(): the schema may be created by either, at the same time.
     await createSchemaIfMissing(client, names.schema);
     // Names taken by a records table's or another outbox's objects: refused before anything is created.
-    const family = POSTGRES_OUTBOX_OBJECTS;
-    const check = {
-      operation: 'migrateOutbox',
-      table: names.tableName,
-      family,
-      families: POSTGRES_FAMILIES,
-      existing: await takenNames(
-        client,
-        names.schemaName,
-        namesToLookUp(names.tableName, family, POSTGRES_FAMILIES),
-      ),
-      qualify: (name: string) => `${names.schemaName}.${name}`,
-    };
-    checkDerivedNames({ ...check, creating: false });
+    const checkNames = await postgresNamesCheck(
+      client,
+      'migrateOutbox',
+      names.schemaName,
+      names.tableName,
+      POSTGRES_OUTBOX_OBJECTS,
+    );
+    checkNames(false);
     await client.query(renderOutboxSql(sql.postgresCreateMigrationsTable, names));
     const { rows } = await client.query(`SELECT id, name FROM ${names.migrationsTable}`);
     checkMigrationsOwner(
@@ -171,7 +160,7 @@ export async function migratePostgresOutbox(
       `${names.schemaName}.${names.tableName}_migrations`,
     );
     const done = new Set((rows as Array<{ id: number }>).map((row) => row.id));
-    checkDerivedNames({ ...check, creating: !done.has(1) });
+    checkNames(!done.has(1));
     const applied: string[] = [];
     for (const migration of postgresMigrations) {
       if (done.has(migration.id)) continue;

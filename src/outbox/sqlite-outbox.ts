@@ -4,15 +4,10 @@
  * @module
  */
 import type { Clock } from '../core/clock.js';
-import {
-  checkDerivedNames,
-  namesToLookUp,
-  SQLITE_FAMILIES,
-  SQLITE_OUTBOX_OBJECTS,
-} from '../core/derived-names.js';
+import { SQLITE_OUTBOX_OBJECTS } from '../core/derived-names.js';
 import { InvalidOptionsError } from '../core/errors.js';
 import { checkMigrationsOwner, type MigrationRow } from '../core/migrations-owner.js';
-import { takenNames } from '../sqlite/taken-names.js';
+import { sqliteNamesCheck } from '../sqlite/taken-names.js';
 import type { SqliteDatabaseLike } from './clients.js';
 import { outboxStoreError } from './errors.js';
 import { signalLocalEnqueue } from './local-wake.js';
@@ -83,17 +78,13 @@ export function migrateSqliteOutbox(
 ): MigrateOutboxResult {
   const run = () => {
     // Names taken by a records table's or another outbox's objects: refused before anything is created.
-    const family = SQLITE_OUTBOX_OBJECTS;
-    const check = {
-      operation: 'migrateOutbox',
-      table: names.tableName,
-      family,
-      families: SQLITE_FAMILIES,
-      existing: takenNames(db, namesToLookUp(names.tableName, family, SQLITE_FAMILIES)),
-      qualify: (name: string) => name,
-      caseInsensitive: true,
-    };
-    checkDerivedNames({ ...check, creating: false });
+    const checkNames = sqliteNamesCheck(
+      db,
+      'migrateOutbox',
+      names.tableName,
+      SQLITE_OUTBOX_OBJECTS,
+    );
+    checkNames(false);
     db.exec(renderOutboxSql(sql.sqliteCreateMigrationsTable, names));
     const rows = db.prepare(`SELECT id, name FROM ${names.migrationsTable}`).all() as Array<
       MigrationRow & { id: number }
@@ -105,7 +96,7 @@ export function migrateSqliteOutbox(
       `${names.tableName}_migrations`,
     );
     const done = new Set(rows.map((row) => Number(row.id)));
-    checkDerivedNames({ ...check, creating: !done.has(1) });
+    checkNames(!done.has(1));
     const insert = db.prepare(
       `INSERT INTO ${names.migrationsTable} (id, name, applied_at) VALUES (@id, @name, @applied_at)`,
     );

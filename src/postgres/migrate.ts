@@ -6,12 +6,7 @@
  * winner's. DDL is transactional in PostgreSQL, so a failed migration leaves nothing half-done.
  * @module
  */
-import {
-  checkDerivedNames,
-  namesToLookUp,
-  POSTGRES_FAMILIES,
-  POSTGRES_STORE_OBJECTS,
-} from '../core/derived-names.js';
+import { POSTGRES_STORE_OBJECTS } from '../core/derived-names.js';
 import { InvalidOptionsError } from '../core/errors.js';
 import { checkMigrationsOwner, type MigrationRow } from '../core/migrations-owner.js';
 import {
@@ -25,7 +20,7 @@ import { DEFAULT_SCHEMA, DEFAULT_TABLE, renderSql, tableNames } from './identifi
 import { migrations } from './migrations.gen.js';
 import { createSchemaIfMissing } from './schema.js';
 import { createMigrationsTable } from './sql.gen.js';
-import { takenNames } from './taken-names.js';
+import { postgresNamesCheck } from './taken-names.js';
 
 /** Options of {@link migrate}. */
 export interface MigrateOptions {
@@ -83,20 +78,14 @@ export async function migrate(
     await createSchemaIfMissing(client, names.schema);
     // Before anything is created: the migrations table's name first (taken by another kind of object, it
     // cannot even be read), then, on a first migration, every object's.
-    const family = POSTGRES_STORE_OBJECTS;
-    const check = {
-      operation: 'migrate',
-      table: names.tableName,
-      family,
-      families: POSTGRES_FAMILIES,
-      existing: await takenNames(
-        client,
-        names.schemaName,
-        namesToLookUp(names.tableName, family, POSTGRES_FAMILIES),
-      ),
-      qualify: (name: string) => `${names.schemaName}.${name}`,
-    };
-    checkDerivedNames({ ...check, creating: false });
+    const checkNames = await postgresNamesCheck(
+      client,
+      'migrate',
+      names.schemaName,
+      names.tableName,
+      POSTGRES_STORE_OBJECTS,
+    );
+    checkNames(false);
     await client.query(renderSql(createMigrationsTable, names));
     const { rows } = await client.query(`SELECT id, name FROM ${names.migrationsTable}`);
     checkMigrationsOwner(
@@ -106,7 +95,7 @@ export async function migrate(
       `${names.schemaName}.${names.tableName}_migrations`,
     );
     const done = new Set((rows as Array<{ id: number }>).map((row) => row.id));
-    checkDerivedNames({ ...check, creating: !done.has(1) });
+    checkNames(!done.has(1));
     const applied: string[] = [];
     for (const migration of migrations) {
       if (done.has(migration.id)) continue;

@@ -3,7 +3,13 @@
  * a records table or an outbox is not named after another one's objects (see `core/derived-names.ts`).
  * @module
  */
-import type { ExistingObject } from '../core/derived-names.js';
+import {
+  checkDerivedNames,
+  type ExistingObject,
+  namesToLookUp,
+  type ObjectFamily,
+  POSTGRES_FAMILIES,
+} from '../core/derived-names.js';
 
 /** What the read needs of a connection. */
 interface Queryable {
@@ -35,4 +41,34 @@ export async function takenNames(
       { type: row.type, migrationsShaped: row.migrations_shaped },
     ]),
   );
+}
+
+/**
+ * The derived-names check of `table` (of `family`) in `schema`, its catalog read now: call it with
+ * `creating: false` before the migrations table is created, then with whether migration 1 is still to
+ * apply (see `checkDerivedNames`).
+ */
+export async function postgresNamesCheck(
+  client: Queryable,
+  operation: string,
+  schema: string,
+  table: string,
+  family: ObjectFamily,
+): Promise<(creating: boolean) => void> {
+  const existing = await takenNames(
+    client,
+    schema,
+    namesToLookUp(table, family, POSTGRES_FAMILIES),
+  );
+  const qualify = (name: string) => `${schema}.${name}`;
+  return (creating) =>
+    checkDerivedNames({
+      operation,
+      table,
+      family,
+      families: POSTGRES_FAMILIES,
+      existing,
+      creating,
+      qualify,
+    });
 }

@@ -3,12 +3,7 @@
  * recorded in a per-table `<table>_migrations` table.
  * @module
  */
-import {
-  checkDerivedNames,
-  namesToLookUp,
-  SQLITE_FAMILIES,
-  SQLITE_STORE_OBJECTS,
-} from '../core/derived-names.js';
+import { SQLITE_STORE_OBJECTS } from '../core/derived-names.js';
 import type { Duration } from '../core/duration.js';
 import { isIdempotencyError } from '../core/errors.js';
 import { checkMigrationsOwner, type MigrationRow } from '../core/migrations-owner.js';
@@ -17,7 +12,7 @@ import { busyTimeoutOption, openDatabase, type SqliteDatabase, unavailable } fro
 import { migrations } from './migrations.gen.js';
 import * as sql from './sql.gen.js';
 import { checkTableName, DEFAULT_TABLE, forTable } from './statements.js';
-import { takenNames } from './taken-names.js';
+import { sqliteNamesCheck } from './taken-names.js';
 
 /** Options of {@link migrate}. */
 export interface MigrateOptions {
@@ -71,24 +66,15 @@ export function migrate(
 function applyPending(db: SqliteDatabase, table: string): MigrateResult {
   // Before anything is created: the migrations table's name first (taken by another kind of object, it
   // cannot even be read), then, on a first migration, every object's.
-  const family = SQLITE_STORE_OBJECTS;
-  const check = {
-    operation: 'migrate',
-    table,
-    family,
-    families: SQLITE_FAMILIES,
-    existing: takenNames(db, namesToLookUp(table, family, SQLITE_FAMILIES)),
-    qualify: (name: string) => name,
-    caseInsensitive: true,
-  };
-  checkDerivedNames({ ...check, creating: false });
+  const checkNames = sqliteNamesCheck(db, 'migrate', table, SQLITE_STORE_OBJECTS);
+  checkNames(false);
   db.exec(forTable(sql.createMigrationsTable, table));
   const rows = db.prepare(forTable(sql.selectMigrations, table)).safeIntegers(false).all() as Array<
     MigrationRow & { id: number }
   >;
   checkMigrationsOwner(rows, migrations[0]!.name, 'migrate', `${table}_migrations`);
   const done = new Set(rows.map((row) => row.id));
-  checkDerivedNames({ ...check, creating: !done.has(1) });
+  checkNames(!done.has(1));
   const insert = db.prepare(forTable(sql.insertMigration, table));
   const applied: string[] = [];
   for (const migration of migrations) {

@@ -3,7 +3,13 @@
  * a records table or an outbox is not named after another one's objects (see `core/derived-names.ts`).
  * @module
  */
-import type { ExistingObject } from '../core/derived-names.js';
+import {
+  checkDerivedNames,
+  type ExistingObject,
+  namesToLookUp,
+  type ObjectFamily,
+  SQLITE_FAMILIES,
+} from '../core/derived-names.js';
 
 /** What the read needs of a connection (better-sqlite3's `Database`). */
 interface Preparable {
@@ -31,4 +37,29 @@ export function takenNames(db: Preparable, names: readonly string[]): Map<string
       return [row.name.toLowerCase(), { type: row.type, migrationsShaped }];
     }),
   );
+}
+
+/**
+ * The derived-names check of `table` (of `family`) in the main database, its catalog read now: call it
+ * with `creating: false` before the migrations table is created, then with whether migration 1 is still
+ * to apply (see `checkDerivedNames`). Names compared without case, as SQLite does.
+ */
+export function sqliteNamesCheck(
+  db: Preparable,
+  operation: string,
+  table: string,
+  family: ObjectFamily,
+): (creating: boolean) => void {
+  const existing = takenNames(db, namesToLookUp(table, family, SQLITE_FAMILIES));
+  return (creating) =>
+    checkDerivedNames({
+      operation,
+      table,
+      family,
+      families: SQLITE_FAMILIES,
+      existing,
+      creating,
+      qualify: (name) => name,
+      caseInsensitive: true,
+    });
 }
