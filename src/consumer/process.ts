@@ -42,7 +42,14 @@ import {
   settle,
   writeDeadLetter,
 } from './settle.js';
-import { storeNameOf, storeTimeoutError, TIMED_OUT, withinStoreTimeout } from './store-deadline.js';
+import {
+  type DeadlineWatch,
+  deadlineWatchFor,
+  storeNameOf,
+  storeTimeoutError,
+  TIMED_OUT,
+  withinStoreTimeout,
+} from './store-deadline.js';
 
 export type { DeadLetter, Delivery } from './settle.js';
 
@@ -116,11 +123,6 @@ class GaveUp {
  */
 const LATE_CLAIM = new Error('The claim answered after the consumer gave up waiting for it');
 
-/** A deadline's timer callback: a function of the module, so that arming one allocates no closure. */
-function attemptDeadline(attempt: { deadlinePassed(): void }): void {
-  attempt.deadlinePassed();
-}
-
 /**
  * One delivery run through the engine: what `engine.run` calls, and whether the error that came out of it
  * was the handler's own. A handler may well throw a `StoreUnavailableError` of its own, which must count
@@ -142,8 +144,10 @@ class Attempt<M> {
   private keepAliveMs = UNKNOWN_LEASE_MS;
   /** Where the attempt stands, for its deadline. */
   private phase = CLAIMING;
-  /** The running deadline of the phase, if it has one. */
-  private deadline: NodeJS.Timeout | undefined;
+  /** When the phase's deadline passes (`performance.now()`), while {@link deadlines} watches it. */
+  deadlineAt = Number.POSITIVE_INFINITY;
+  /** The watch that tells this attempt its deadline passed (one timer for every delivery in flight). */
+  private readonly deadlines: DeadlineWatch;
   /** Resolves {@link outcome}'s wait for `engine.run` once a deadline passed. */
   private giveUp: ((gaveUp: GaveUp) => void) | undefined;
 
@@ -153,7 +157,9 @@ class Attempt<M> {
     private readonly delivery: Delivery<M>,
     /** The delivery's idempotency key, as the hooks report it. */
     readonly key: string,
-  ) {}
+  ) {
+    this.deadlines = deadlineWatchFor(options.storeTimeoutMs);
+  }
 
   /** Classify what happened. Never rejects. */
   async outcome(): Promise<AttemptResult> {
@@ -183,7 +189,7 @@ class Attempt<M> {
         // Settled, completion included (or given up on): the decision is carried out next, the broker's
         // timer left alone.
         this.keepAlive?.stop();
-        clearTimeout(this.deadline);
+        this.deadlines.unwatch(this);
       }
       if (outcome instanceof GaveUp) return outcome.result;
       switch (outcome.status) {
@@ -222,7 +228,7 @@ class Attempt<M> {
     // its redelivery may run elsewhere. Thrown, so the engine releases the claim; never run.
     if (this.phase === GIVEN_UP) throw LATE_CLAIM;
     this.phase = HANDLING;
-    clearTimeout(this.deadline);
+    this.deadlines.unwatch(this);
     const { delivery } = this;
     // Stopped once `engine.run` settled (see `outcome`), not when the handler did.
     this.keepAlive = startTouching(this.options, delivery, context, this);
@@ -266,14 +272,12 @@ class Attempt<M> {
   }
 
   private arm(ms: number): void {
-    this.deadline = setTimeout(attemptDeadline, ms, this);
-    // A store call nobody answers must not keep the process alive by itself.
-    this.deadline.unref();
+    this.deadlines.watch(this, ms);
   }
 
   /**
-   * The phase's deadline passed (called by its timer): give the attempt up, unless the handler is running
-   * (then the deadline was cleared; a timer already due may still call). From now on a late claim is
+   * The phase's deadline passed (told by the deadline watch): give the attempt up, unless the handler is
+   * running (then it is no longer watched; checked anyway). From now on a late claim is
    * released, not run (see {@link execute}); whatever else the engine does later, the redelivery meets it
    * in the store.
    */
