@@ -42,7 +42,7 @@ import { BodyRelay } from '../http/stream-relay.js';
 import { isRequestTooLargeError, requestTooLargeResponse } from '../http/unread-body.js';
 import { readWhole } from '../http/web.js';
 import { jsonTextOf, keepJsonText } from './json-text.js';
-import { nodeStreamSource, RelayedBody } from './relayed-body.js';
+import { nodeStreamSource, relayedBody } from './relayed-body.js';
 import { requestBody } from './request-body.js';
 import { checkRouteOrder } from './route-order.js';
 import { sendAnswer } from './send.js';
@@ -183,7 +183,7 @@ async function capturePayload(reply: FastifyReply, running: Running, sent: unkno
   }
   const response = { status, headers };
   if (!isWebStream(payload)) {
-    return new RelayedBody(new BodyRelay(execution, response, nodeStreamSource(payload)));
+    return relayedBody(new BodyRelay(execution, response, nodeStreamSource(payload)), reply.raw);
   }
   // A web stream (a `Response`'s body): one made from bytes has them all at hand, and keeps the path of
   // any body given whole (stored, then sent with its Content-Length).
@@ -201,7 +201,7 @@ async function capturePayload(reply: FastifyReply, running: Running, sent: unkno
     await finish({ status, headers, body: whole, bytes: whole.byteLength });
     return Buffer.from(whole.buffer, whole.byteOffset, whole.byteLength);
   }
-  return new RelayedBody(new BodyRelay(execution, response, whole.source, whole.head));
+  return relayedBody(new BodyRelay(execution, response, whole.source, whole.head), reply.raw);
 }
 
 // The plugin's own option, and those Fastify reads from any plugin's options (`register(plugin, { prefix })`).

@@ -59,7 +59,7 @@ function bytesOf(value: unknown): Uint8Array {
 /**
  * The relay of one response body. The adapter wraps it in the stream type its server reads (a web
  * `ReadableStream`, a Node `Readable`): `next()` for each chunk the client is to get, `abandon()` when the
- * client went away.
+ * client went away, or when the stream made of it was thrown away unread.
  */
 export class BodyRelay {
   private readonly collector: BodyCollector;

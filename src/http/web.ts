@@ -306,26 +306,51 @@ function readerSource(
 }
 
 /**
+ * Relays whose stream was garbage-collected: thrown away unread by something after the layer (an outer
+ * fetch wrapper or Hono middleware that answered another `Response`), the server never read it to its end.
+ * Abandoned as for a client that left, so that the relay reads the handler's stream itself and stores it;
+ * left alone, the key would stay in progress until `maxExecution`. Best effort: when (and whether) the
+ * collector runs is up to the engine. The relay must never reference its stream, or the stream would never
+ * be collected. Holds the relay only while its stream lives; a no-op for a relay that is over. A runtime
+ * without `FinalizationRegistry` (none of those the adapters name) only goes without this net.
+ */
+const unreadRelays =
+  typeof FinalizationRegistry === 'function'
+    ? new FinalizationRegistry<BodyRelay>((relay) => relay.abandon(undefined))
+    : undefined;
+
+/**
  * The relay as the web stream the server reads: a chunk per read asked for (no read-ahead, as a Node
  * response takes each `write`), the end once the outcome is stored, the error of a stream that failed
  * (the server then cuts the response), and the server's cancel when the client went away.
  */
 function relayedStream(relay: BodyRelay): ReadableStream<Uint8Array> {
   let cancelled = false;
-  return new ReadableStream<Uint8Array>(
+  const stream = new ReadableStream<Uint8Array>(
     {
       pull: async (controller) => {
-        const chunk = await relay.next();
+        let chunk: Uint8Array | null;
+        try {
+          chunk = await relay.next();
+        } catch (error) {
+          unreadRelays?.unregister(relay);
+          throw error;
+        }
         // Cancelled while the read was in flight: the chunk was captured, there is no one to send it to.
         if (cancelled) return;
-        if (chunk === null) controller.close();
-        else controller.enqueue(chunk);
+        if (chunk === null) {
+          unreadRelays?.unregister(relay);
+          controller.close();
+        } else controller.enqueue(chunk);
       },
       cancel: (reason) => {
         cancelled = true;
+        unreadRelays?.unregister(relay);
         relay.abandon(reason);
       },
     },
     { highWaterMark: 0 },
   );
+  unreadRelays?.register(stream, relay, relay);
+  return stream;
 }
