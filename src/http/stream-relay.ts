@@ -15,7 +15,8 @@
  *   and stores it, so the retry gets the whole body. It stops reading, and passes the cancel on to the
  *   handler's stream, only when there is nothing left to keep: past `maxBodyBytes` (the marker is stored,
  *   as it would be at the end) or once the execution's lease is lost (`maxExecution` passed: nothing is
- *   stored, and a retry takes the key over after the lease, as after any hung handler).
+ *   stored; the execution fails, as a handler that stopped on its aborted signal, so the key is released
+ *   if no retry has taken it over yet).
  * @module
  */
 import { type BodyCollector, createBodyCollector } from './capture.js';
@@ -142,7 +143,15 @@ export class BodyRelay {
   private async drain(reason: unknown): Promise<void> {
     // Made on first use by the engine: only a relay whose client left pays for it.
     const { signal } = this.execution.context;
-    const lost = () => this.stop(signal.reason);
+    const lost = () => {
+      if (this.over) return;
+      this.stop(signal.reason);
+      // Settled as a handler that stopped on its aborted signal would be: without it, the run (and the
+      // body captured so far, up to `maxBodyBytes`) stayed pending for as long as the process lived, for
+      // every such stream (an event stream bounded by `maxExecution` whose client left). The engine's
+      // release is fenced: after a takeover it changes nothing.
+      void this.execution.fail(signal.reason);
+    };
     if (signal.aborted) return lost();
     signal.addEventListener('abort', lost, { once: true });
     try {

@@ -22,12 +22,20 @@ import { withIdempotency } from '../../../src/fetch/index.js';
 import { idempotency as honoIdempotency } from '../../../src/hono/index.js';
 import { createIdempotency, memoryStore } from '../../../src/index.js';
 
+/** Runs the engine saw end without an outcome (a stream stopped past maxExecution must be one). */
+let failedRuns = 0;
+
 // One short lease and execution bound: the stream outlives both.
 const engine = createIdempotency({
   store: memoryStore(),
   namespace: `stream-bounds-${randomUUID()}`,
   leaseMs: '1s',
   maxExecution: '1s',
+  hooks: {
+    onFailed: () => {
+      failedRuns++;
+    },
+  },
 });
 
 /** What the tests watch of each run of a handler: the key it ran for, and whether its stream was stopped. */
@@ -193,8 +201,11 @@ describe.each(['fastify', 'fetch', 'hono'])('%s', (name) => {
     const during = await post(url, key);
     expect(during).toEqual({ status: 409, code: 'in_progress' });
     expect(runsOf(key)[0]!.stopped).toBe(false);
+    const failedBefore = failedRuns;
     // Past maxExecution (1 s) the lease is lost within half a lease: the layer stops the stream.
     await until(() => runsOf(key)[0]!.stopped, 'the stream is stopped');
+    // And the run ends: it does not stay pending, holding what it captured, for as long as the process.
+    await until(() => failedRuns > failedBefore, 'the stopped run settles');
     // A retry takes the key over once the lease has passed (never a replay of a cut body).
     let retry = await post(url, key);
     for (let i = 0; i < 250 && retry.status === 409 && retry.code === 'in_progress'; i++) {
