@@ -42,14 +42,7 @@ import {
   settle,
   writeDeadLetter,
 } from './settle.js';
-import {
-  type DeadlineWatch,
-  deadlineWatchFor,
-  storeNameOf,
-  storeTimeoutError,
-  TIMED_OUT,
-  withinStoreTimeout,
-} from './store-deadline.js';
+import { storeNameOf, storeTimeoutError, TIMED_OUT, withinStoreTimeout } from './store-deadline.js';
 
 export type { DeadLetter, Delivery } from './settle.js';
 
@@ -123,6 +116,11 @@ class GaveUp {
  */
 const LATE_CLAIM = new Error('The claim answered after the consumer gave up waiting for it');
 
+/** A deadline's timer callback: a function of the module, so that arming one allocates no closure. */
+function attemptDeadline(attempt: { deadlinePassed(): void }): void {
+  attempt.deadlinePassed();
+}
+
 /**
  * One delivery run through the engine: what `engine.run` calls, and whether the error that came out of it
  * was the handler's own. A handler may well throw a `StoreUnavailableError` of its own, which must count
@@ -144,10 +142,8 @@ class Attempt<M> {
   private keepAliveMs = UNKNOWN_LEASE_MS;
   /** Where the attempt stands, for its deadline. */
   private phase = CLAIMING;
-  /** When the phase's deadline passes (`performance.now()`), while {@link deadlines} watches it. */
-  deadlineAt = Number.POSITIVE_INFINITY;
-  /** The watch that tells this attempt its deadline passed (one timer for every delivery in flight). */
-  private readonly deadlines: DeadlineWatch;
+  /** The running deadline of the phase, if it has one. */
+  private deadline: NodeJS.Timeout | undefined;
   /** Resolves {@link outcome}'s wait for `engine.run` once a deadline passed. */
   private giveUp: ((gaveUp: GaveUp) => void) | undefined;
 
@@ -157,9 +153,7 @@ class Attempt<M> {
     private readonly delivery: Delivery<M>,
     /** The delivery's idempotency key, as the hooks report it. */
     readonly key: string,
-  ) {
-    this.deadlines = deadlineWatchFor(options.storeTimeoutMs);
-  }
+  ) {}
 
   /** Classify what happened. Never rejects. */
   async outcome(): Promise<AttemptResult> {
@@ -189,7 +183,7 @@ class Attempt<M> {
         // Settled, completion included (or given up on): the decision is carried out next, the broker's
         // timer left alone.
         this.keepAlive?.stop();
-        this.deadlines.unwatch(this);
+        clearTimeout(this.deadline);
       }
       if (outcome instanceof GaveUp) return outcome.result;
       switch (outcome.status) {
@@ -228,7 +222,7 @@ class Attempt<M> {
     // its redelivery may run elsewhere. Thrown, so the engine releases the claim; never run.
     if (this.phase === GIVEN_UP) throw LATE_CLAIM;
     this.phase = HANDLING;
-    this.deadlines.unwatch(this);
+    clearTimeout(this.deadline);
     const { delivery } = this;
     // Stopped once `engine.run` settled (see `outcome`), not when the handler did.
     this.keepAlive = startTouching(this.options, delivery, context, this);
@@ -272,12 +266,14 @@ class Attempt<M> {
   }
 
   private arm(ms: number): void {
-    this.deadlines.watch(this, ms);
+    this.deadline = setTimeout(attemptDeadline, ms, this);
+    // A store call nobody answers must not keep the process alive by itself.
+    this.deadline.unref();
   }
 
   /**
-   * The phase's deadline passed (told by the deadline watch): give the attempt up, unless the handler is
-   * running (then it is no longer watched; checked anyway). From now on a late claim is
+   * The phase's deadline passed (called by its timer): give the attempt up, unless the handler is running
+   * (then the deadline was cleared; a timer already due may still call). From now on a late claim is
    * released, not run (see {@link execute}); whatever else the engine does later, the redelivery meets it
    * in the store.
    */
