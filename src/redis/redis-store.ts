@@ -84,6 +84,7 @@ import {
   type LoadedScript,
   loadScript,
   runScript,
+  scriptCall,
   scriptCommand,
   sendScript,
 } from './script-runner.js';
@@ -448,12 +449,8 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
   /** A script call followed by `WAIT` (only with `waitForReplicas`): its reply and the replicas' count. */
   const written = (script: LoadedScript, command: RedisArg[]): Promise<Acknowledged> =>
     (waiter as ReplicaWaiter).sendScript(script, command);
-  const writtenRun = (script: LoadedScript, keys: string[], args: RedisArg[]) => {
-    const command = scriptCommand(script, keys.length);
-    for (const key of keys) command.push(key);
-    for (const arg of args) command.push(arg);
-    return written(script, command);
-  };
+  const writtenRun = (script: LoadedScript, keys: string[], args: RedisArg[]) =>
+    written(script, scriptCall(script, keys, args));
 
   /**
    * A won claim whose write the replicas did not acknowledge is not handed out (`acknowledgedClaim`,

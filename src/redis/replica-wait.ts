@@ -23,7 +23,7 @@ import {
 } from '../core/option-checks.js';
 import type { RedisArg, RedisCommander } from './client.js';
 import { replyNumber } from './replies.js';
-import { isNoScriptError, type LoadedScript } from './script-runner.js';
+import { asEval, isNoScriptError, type LoadedScript } from './script-runner.js';
 
 /** `RedisStoreOptions.waitForReplicas`: how many replicas must acknowledge each write, and how long to wait. */
 export interface WaitForReplicasOptions {
@@ -139,10 +139,7 @@ export class ReplicaWaiter {
     const key = command[3] as string | undefined;
     return this.sendAndWait(key, command).catch((error: unknown) => {
       if (!isNoScriptError(error)) throw error;
-      const again = command.slice();
-      again[0] = 'EVAL';
-      again[1] = script.source;
-      return this.sendAndWait(key, again);
+      return this.sendAndWait(key, asEval(script, command));
     });
   }
 

@@ -54,11 +54,31 @@ export function sendScript(
   const key = command[3] as string | undefined;
   return commander.send(key, command).catch((error: unknown) => {
     if (!isNoScriptError(error)) throw error;
-    const again = command.slice();
-    again[0] = 'EVAL';
-    again[1] = script.source;
-    return commander.send(key, again);
+    return commander.send(key, asEval(script, command));
   });
+}
+
+/**
+ * `command` (an `EVALSHA` built by {@link scriptCommand}) as the `EVAL` of the script's source, to send
+ * again after `NOSCRIPT`: the server lost its script cache, and the script did not run.
+ */
+export function asEval(script: LoadedScript, command: ReadonlyArray<RedisArg>): RedisArg[] {
+  const again = command.slice();
+  again[0] = 'EVAL';
+  again[1] = script.source;
+  return again;
+}
+
+/** {@link scriptCommand} with `keys` and `args` pushed: the whole call of `script`. */
+export function scriptCall(
+  script: LoadedScript,
+  keys: ReadonlyArray<string>,
+  args: ReadonlyArray<RedisArg>,
+): RedisArg[] {
+  const command = scriptCommand(script, keys.length);
+  for (const key of keys) command.push(key);
+  for (const arg of args) command.push(arg);
+  return command;
 }
 
 /** Run `script` with its keys and arguments: {@link scriptCommand} and {@link sendScript} in one. */
@@ -68,8 +88,5 @@ export function runScript(
   keys: ReadonlyArray<string>,
   args: ReadonlyArray<RedisArg>,
 ): Promise<unknown> {
-  const command = scriptCommand(script, keys.length);
-  for (const key of keys) command.push(key);
-  for (const arg of args) command.push(arg);
-  return sendScript(commander, script, command);
+  return sendScript(commander, script, scriptCall(script, keys, args));
 }
