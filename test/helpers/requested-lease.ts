@@ -9,7 +9,10 @@ import { createIdempotency, type RunOutcome, type Store } from '../../src/index.
 
 /** What the scenario saw. */
 export interface RequestedLeaseRun {
-  /** `Date.now()` just before `extendLease('2s')`, plus 2 s. */
+  /**
+   * `Date.now()` just before `extendLease('2s')`, plus 2 s: no later than the end the holder counts on (the
+   * engine counts from its ask).
+   */
   requestedEnd: number;
   /** The record's `leaseUntil` once `extendLease('2s')` resolved (the store's clock). */
   leaseUntilAsked: number;
