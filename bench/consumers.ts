@@ -57,6 +57,7 @@ import { type CoreLibrary, libraryModule, loadCoreLibrary } from './lib/library.
 import { processCpu } from './lib/proc-cpu.js';
 import { type BenchRow, median, roundColumns } from './lib/report.js';
 import { ResultsFile } from './lib/results.js';
+import { inRoundOrder } from './lib/round-order.js';
 
 const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 5000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -327,22 +328,11 @@ if (pgAt !== undefined && schemaAt !== undefined) {
 const selected = cases
   .map((c, index) => [c, index] as const)
   .filter(([, index]) => index === 0 || ONLY === undefined || ONLY.includes(index));
-/**
- * The rows in the order `round` measures them: rotated by one place each round (`BENCH_ORDER=fixed`: the
- * order of `cases`), so that every row takes every place in a round. In a fixed order the same tree
- * measured 18,742 msgs/s as the second Redis row of each round and 21,221 as the fourth (2026-11-27):
- * rows later in a round ran faster, which flattered a `COMPARE` row named last.
- */
-function inRoundOrder<T>(rows: readonly T[], round: number): readonly T[] {
-  if (process.env.BENCH_ORDER === 'fixed' || rows.length < 2) return rows;
-  const shift = (((round + WARMUP) % rows.length) + rows.length) % rows.length;
-  return [...rows.slice(shift), ...rows.slice(0, shift)];
-}
 const rates = cases.map((): number[] => []);
 const cpu = cases.map((): Record<string, number> => ({}));
 try {
   for (let round = -WARMUP; round < ROUNDS; round++) {
-    for (const [[, measure], index] of inRoundOrder(selected, round)) {
+    for (const [[, measure], index] of inRoundOrder(selected, round + WARMUP)) {
       const queue = `ik-bench.${run}.${round}.${index}`;
       const count = round < 0 ? WARMUP_MESSAGES : MESSAGES;
       await fill(filler, queue, count);

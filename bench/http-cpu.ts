@@ -42,6 +42,7 @@ import { compareVariants, libraryBuilder, repoRoot } from './lib/build-lib.js';
 import type { BenchCpuReport, BenchServerConfig } from './lib/http-server.js';
 import { type BenchRow, median } from './lib/report.js';
 import { ResultsFile } from './lib/results.js';
+import { inRoundOrder, roundOrderNote } from './lib/round-order.js';
 
 type Adapter = NonNullable<BenchServerConfig['adapter']>;
 type StoreName = BenchServerConfig['store'];
@@ -173,7 +174,7 @@ const command = `npx tsx bench/http-cpu.ts${
   process.env.ADAPTERS || process.env.STORES || process.env.REQUESTS || process.env.ROUNDS
     ? ` (ADAPTERS=${adapters.join(',')} STORES=${stores.join(',')} REQUESTS=${requests} ROUNDS=${rounds})`
     : ''
-}`;
+}${roundOrderNote()}`;
 const resultsFile = new ResultsFile('http-cpu');
 try {
   for (const adapter of adapters) {
@@ -225,10 +226,11 @@ try {
         }
         const cpuUs = rows.map(() => [] as number[]);
         const rps = rows.map(() => [] as number[]);
-        // Round -1 is a second warm-up, in the same interleaved order as the measured rounds (the first
-        // measured round otherwise still runs high), and is not recorded.
+        // Round -1 is a second warm-up, interleaved as the measured rounds are (the first measured round
+        // otherwise still runs high), and is not recorded. Each round's order is rotated by one place
+        // (see lib/round-order.ts).
         for (let round = -1; round < rounds; round++) {
-          for (const [index, server] of servers.entries()) {
+          for (const [index, server] of inRoundOrder([...servers.entries()], round + 1)) {
             const keyOf = scenario.replay
               ? (n: number) => `${prefix}-${n % 100}`
               : (n: number) => `${prefix}-${round}-${index}-${n}`;

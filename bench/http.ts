@@ -42,6 +42,7 @@ import { load, ORDER_BODY, selectedScenarios } from './lib/http-load.js';
 import type { BenchServerConfig } from './lib/http-server.js';
 import { type BenchRow, median, roundColumns } from './lib/report.js';
 import { ResultsFile } from './lib/results.js';
+import { inRoundOrder, roundOrderNote } from './lib/round-order.js';
 
 const duration = Number(process.env.DURATION ?? 3);
 const rounds = Number(process.env.ROUNDS ?? 3);
@@ -105,7 +106,7 @@ if (pgAt !== undefined && stores.includes('postgres')) {
 }
 await prepareBenchStores(benchStores);
 for (const variantStore of variantStores) await prepareBenchStores(variantStore);
-const command = `DURATION=${duration} ROUNDS=${rounds}${useTsx ? ' TSX=1' : ''}${
+const command = `DURATION=${duration} ROUNDS=${rounds}${roundOrderNote()}${useTsx ? ' TSX=1' : ''}${
   pgAt === undefined ? '' : ` PG_AT=${pgAt}`
 }${
   compare.length > 0 ? ` COMPARE=${compare.map((variant) => variant.name).join(',')}` : ''
@@ -163,7 +164,8 @@ try {
     // A replay needs one round trip at most (none from the engine's local cache): no floor for S3.
     const scenarioRows = rows.filter((row) => !(scenario.replay && row.store === 'redis-floor'));
     // One server per row for the whole scenario; rows are measured in interleaved rounds so that the
-    // drift of a shared, noisy machine hits every row alike. Each row reports the median of its rounds.
+    // drift of a shared, noisy machine hits every row alike, each round in an order rotated by one place
+    // (see lib/round-order.ts). Each row reports the median of its rounds.
     const servers = await Promise.all(
       scenarioRows.map((row) =>
         startServer({
@@ -196,7 +198,7 @@ try {
         await load(server.url, 1, (n) => `warm-${prefix}-${index}-${n}`);
       }
       for (let round = 0; round < rounds; round++) {
-        for (const [index, server] of servers.entries()) {
+        for (const [index, server] of inRoundOrder([...servers.entries()], round)) {
           // The baseline gets the same headers (and the same client-side work); it just ignores them.
           const keyOf = scenario.replay
             ? (n: number) => `${prefix}-${n % 100}`
