@@ -23,15 +23,17 @@
  */
 import type { RunRequest } from '../core/engine.js';
 import { KeyState } from '../core/inspection.js';
+import { ReservedScopePrefix } from '../core/reserved-scopes.js';
 import type { ResolvedConsumerOptions } from './options.js';
 import type { DeadLetter, Delivery } from './settle.js';
 
 /**
  * The scope of consumer `name`'s records of dead letters not yet written. Not under `consumer:`, so no
- * consumer's name can make its keys' scope collide with it.
+ * consumer's name can make its keys' scope collide with it; reserved, so no HTTP scope can either
+ * (core/reserved-scopes.ts).
  */
 export function deadLetterScope(name: string): string {
-  return `dead-letter:${name}`;
+  return `${ReservedScopePrefix.DeadLetter}${name}`;
 }
 
 /** Thrown by the lookup's function, which must never complete: nothing is recorded by a lookup. */

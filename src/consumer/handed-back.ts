@@ -15,12 +15,16 @@
  */
 import type { RunRequest } from '../core/engine.js';
 import { KeyState } from '../core/inspection.js';
+import { ReservedScopePrefix } from '../core/reserved-scopes.js';
 import type { ResolvedConsumerOptions } from './options.js';
 import { withinStoreTimeout } from './store-deadline.js';
 
-/** The scope of consumer `name`'s records of handed-back deliveries (not under `consumer:`). */
+/**
+ * The scope of consumer `name`'s records of handed-back deliveries: not under `consumer:`, and reserved,
+ * so no HTTP scope can address it (core/reserved-scopes.ts).
+ */
 export function handedBackScope(name: string): string {
-  return `handed-back:${name}`;
+  return `${ReservedScopePrefix.HandedBack}${name}`;
 }
 
 function request<M>(

@@ -19,6 +19,7 @@ import {
   positiveIntegerOption,
   shownValue,
 } from '../core/option-checks.js';
+import { ReservedScopePrefix } from '../core/reserved-scopes.js';
 import { type Backoff, type BackoffOptions, createBackoff } from './backoff.js';
 import type { DeadLetterReason, DecisionPolicy, RetryReason } from './decision.js';
 
@@ -252,9 +253,12 @@ function isEngine(value: Idempotency | IdempotencyOptions): value is Idempotency
   return typeof (value as Partial<Idempotency>).run === 'function';
 }
 
-/** The scope every key of consumer `name` is stored under. */
+/**
+ * The scope every key of consumer `name` is stored under. Reserved: no HTTP scope can address it
+ * (core/reserved-scopes.ts).
+ */
 export function consumerScope(name: string): string {
-  return `consumer:${name}`;
+  return `${ReservedScopePrefix.Consumer}${name}`;
 }
 
 /**

@@ -40,6 +40,7 @@ import {
   type OutcomeCodec,
 } from './outcome.js';
 import { type IdempotencyRecord, RecordStatus } from './record.js';
+import { runStorageKey } from './reserved-scopes.js';
 import { ExecutionContext } from './run-context.js';
 import { settleRecord } from './settle.js';
 import { type StepContext, type StepOptions, unrecordedSteps } from './steps.js';
@@ -431,7 +432,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     fn: (context: RunContext) => Promise<T> | T,
   ): Promise<RunOutcome<T>> {
     validateKey(request.key);
-    const storageKey = toStorageKey(namespace, scopeOption(request.scope), request.key);
+    const storageKey = runStorageKey(namespace, request);
     const fingerprint =
       request.fingerprint ??
       (request.payload === undefined ? '' : createFingerprint(request.payload));

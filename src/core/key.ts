@@ -38,6 +38,20 @@ export function storageKey(namespace: string, scope: string, key: string): strin
   return hash('sha256', `${arrayPrefix(namespace, scope)}${JSON.stringify(key)}]`, 'hex');
 }
 
+/**
+ * The storage key of a scope kept apart from the components' own (see `reserved-scopes.ts`): a SHA-256
+ * over `[namespace, [source, scope], key]`. The scope's place holds an array, never a string or a number,
+ * so no `(namespace, scope, key)` of {@link storageKey} can give the same bytes to hash.
+ */
+export function separatedStorageKey(
+  namespace: string,
+  source: string,
+  scope: string,
+  key: string,
+): string {
+  return hash('sha256', JSON.stringify([namespace, [source, scope], key]), 'hex');
+}
+
 // `JSON.stringify([namespace, scope, key])` is `["<namespace>","<scope>",` + the key's JSON + `]`. The
 // prefix is remembered for the last (namespace, scope): an engine or a consumer uses one namespace and
 // usually one scope, and this saves two of the three encodings on every run.

@@ -8,6 +8,7 @@
  */
 import type { Idempotency, RunContext, RunOutcome, RunRequest } from '../core/engine.js';
 import { isInvalidKeyError, isStoreUnavailableError } from '../core/errors.js';
+import { SCOPE_SOURCE, type ScopeSourced } from '../core/reserved-scopes.js';
 import { isThenable } from '../core/thenable.js';
 import { type IdempotencyContext, runWithContext } from './context.js';
 import { isCorsPreflight } from './cors.js';
@@ -17,7 +18,7 @@ import { parseKeyHeader } from './key-header.js';
 import { policyCovers, type RoutePolicy } from './options.js';
 import { type HttpResponseData, problemResponse } from './problem.js';
 import { type HttpOutcome, httpResponseCodec } from './response-codec.js';
-import { credentialScope, warnUnscopedCredentials } from './scope.js';
+import { credentialScope, HTTP_SCOPE_SOURCE, warnUnscopedCredentials } from './scope.js';
 
 /** What the layer needs to know about a request. */
 export interface RequestFacts {
@@ -353,13 +354,16 @@ function begin(
   fingerprint: string,
 ): Promise<Decision> {
   const execution = new HttpExecution(policy);
-  const request: RunRequest = {
+  const request: RunRequest & ScopeSourced = {
     key,
     scope,
     fingerprint,
     codec: httpResponseCodec,
     storeErrors: false,
     failOpen: policy.failOpen,
+    // The scope function may return anything, `consumer:orders` included: such a scope is keyed apart
+    // from the components' own (core/reserved-scopes.ts), every other exactly as before.
+    [SCOPE_SOURCE]: HTTP_SCOPE_SOURCE,
   };
   if (policy.leaseMs !== undefined) request.leaseMs = policy.leaseMs;
   if (policy.retentionMs !== undefined) request.retentionMs = policy.retentionMs;

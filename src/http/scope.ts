@@ -6,6 +6,12 @@
 import { createHash } from 'node:crypto';
 
 /**
+ * Where an HTTP request's scope comes from, for the engine: a scope under a component's reserved prefix
+ * (`consumer:orders`, from a `scope` function) is then keyed apart from that component's records.
+ */
+export const HTTP_SCOPE_SOURCE = 'http';
+
+/**
  * A digest of the `Authorization` header, the cookies and the values of `headers`; `''` when the request
  * carries none of them.
  *

@@ -11,6 +11,7 @@
 import type { RunOutcome } from '../core/engine.js';
 import { InvalidOptionsError, isInvalidKeyError, isStoreUnavailableError } from '../core/errors.js';
 import { scopeOption } from '../core/option-checks.js';
+import { SCOPE_SOURCE, type ScopeSourced } from '../core/reserved-scopes.js';
 import { isThenable } from '../core/thenable.js';
 import { conflictResponse, defaultScope, replayResponse } from './execution.js';
 import { httpFingerprint } from './fingerprint.js';
@@ -18,6 +19,7 @@ import { parseKeyHeader } from './key-header.js';
 import type { RoutePolicy } from './options.js';
 import { type HttpResponseData, problemResponse } from './problem.js';
 import { type HttpOutcome, httpResponseCodec, type StoredResponse } from './response-codec.js';
+import { HTTP_SCOPE_SOURCE } from './scope.js';
 import type { TransactionalPolicy, TransactionalRequest } from './transactional-policy.js';
 
 /** What a transactional route's handler answers; it is stored with the record, in the same transaction. */
@@ -129,11 +131,13 @@ export async function answerTransactionalRequest<Runner extends TransactionalRun
   const { route } = policy;
   const read = requiredKey(request.header(route.headerName), route);
   if ('problem' in read) return read.problem;
-  const claim: TransactionalClaim = {
+  const claim: TransactionalClaim & ScopeSourced = {
     key: read.key,
     scope: await scopeOf(policy, request),
     fingerprint: fingerprintOf(route, request),
     codec: httpResponseCodec,
+    // As the middleware's: a scope under a component's reserved prefix is keyed apart from its records.
+    [SCOPE_SOURCE]: HTTP_SCOPE_SOURCE,
   };
   if (route.retentionMs !== undefined) claim.retentionMs = route.retentionMs;
   let outcome: RunOutcome<unknown>;

@@ -26,6 +26,7 @@ import {
 } from '../core/option-checks.js';
 import { defaultCodec, encodeValueOutcome, type OutcomeCodec } from '../core/outcome.js';
 import type { IdempotencyRecord } from '../core/record.js';
+import { runStorageKey } from '../core/reserved-scopes.js';
 import { settleRecord } from '../core/settle.js';
 import { isThenable } from '../core/thenable.js';
 import {
@@ -423,7 +424,7 @@ export function postgresTransactional(
     runOptions: { beforeCommit?: (tx: TransactionContext) => Promise<void> | void } = {},
   ): Promise<RunOutcome<T>> {
     validateKey(request.key);
-    const storageKey = toStorageKey(namespace, scopeOption(request.scope), request.key);
+    const storageKey = runStorageKey(namespace, request);
     const fingerprint =
       request.fingerprint ??
       (request.payload === undefined ? '' : createFingerprint(request.payload));

@@ -28,6 +28,7 @@ import {
 } from '../core/option-checks.js';
 import { defaultCodec, encodeValueOutcome, type OutcomeCodec } from '../core/outcome.js';
 import type { IdempotencyRecord } from '../core/record.js';
+import { runStorageKey } from '../core/reserved-scopes.js';
 import { settleRecord } from '../core/settle.js';
 import { isThenable } from '../core/thenable.js';
 import { driverCode, type SqliteDatabase, unavailable } from './client.js';
@@ -252,7 +253,7 @@ export function sqliteTransactional(options: SqliteTransactionalOptions): Sqlite
     if (typeof fn !== 'function') {
       throw new InvalidOptionsError('runInTransaction: the handler must be a function');
     }
-    const storageKey = toStorageKey(namespace, scopeOption(request.scope), request.key);
+    const storageKey = runStorageKey(namespace, request);
     const fingerprint =
       request.fingerprint ??
       (request.payload === undefined ? '' : createFingerprint(request.payload));
