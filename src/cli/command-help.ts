@@ -1,10 +1,12 @@
 /**
  * The help of one command (`idempotency-kit purge --help`, `idempotency-kit help purge`): its usage, the
- * options it takes and an example. The global help (`HELP` in `args.ts`) lists every command and every
- * option at once; an operator about to run one command wants only what applies to it.
+ * options it takes and an example. The global help (`HELP` in `global-help.ts`) lists every command and
+ * every option at once, its command list made from the entries here ({@link commandList}); an operator
+ * about to run one command wants only what applies to it.
  * @module
  */
 import {
+  CLI_COMMANDS,
   type CliCommandName,
   DEFAULT_CONNECT_TIMEOUT_MS,
   DEFAULT_HEALTH_TIMEOUT_MS,
@@ -16,8 +18,13 @@ import { DEFAULT_PROGRESS_INTERVAL_MS } from './purge-progress.js';
 /** One option as a command's help shows it: `--limit <n>` and what it does for that command. */
 type OptionLine = readonly [flag: string, meaning: string];
 
+/** One entry of the global help's command list: how the command is called, and what it does. */
+type ListingLine = readonly [call: string, meaning: string];
+
 /** What a command's help says. */
 interface CommandHelpText {
+  /** Its entries in the global help's command list (two for `inspect`'s two forms). */
+  listing: readonly ListingLine[];
   /** The usage lines, after `idempotency-kit `. */
   usage: readonly string[];
   /** What the command does, a few lines. */
@@ -72,6 +79,12 @@ const readStore: readonly OptionLine[] = [
 /** Each command's help, by name. */
 const TEXTS: Readonly<Record<CliCommandName, CommandHelpText>> = {
   migrate: {
+    listing: [
+      [
+        'migrate',
+        'Create or upgrade the records table (PostgreSQL, SQLite; safe from several processes at once)',
+      ],
+    ],
     usage: ['migrate (--database-url <url> | --sqlite <file>) [options]'],
     summary:
       'Create or upgrade the records table: applies the pending migrations in one transaction (PostgreSQL:\n' +
@@ -95,13 +108,19 @@ const TEXTS: Readonly<Record<CliCommandName, CommandHelpText>> = {
     ],
   },
   purge: {
+    listing: [
+      [
+        'purge',
+        'Delete expired records in bounded batches, never a live lease (PostgreSQL, SQLite)',
+      ],
+    ],
     usage: ['purge (--database-url <url> | --sqlite <file>) [options]'],
     summary:
       'Delete expired records (completed records past their retention, leases that expired without a\n' +
       'takeover) in batches of --limit rows, each its own short transaction, until a batch comes back short\n' +
       "or --batches ran. Never a live lease, nor a crashed request's reserved lease. Prints its progress on\n" +
-      'stderr while it runs and the total on stdout at the end; SIGINT or SIGTERM stops it between batches\n' +
-      '(exit 130 or 143, what it deleted is printed).',
+      'stderr while it runs (on a terminal, or anywhere with --progress-interval) and the total on stdout\n' +
+      'at the end; SIGINT or SIGTERM stops it between batches (exit 130 or 143, what it deleted is printed).',
     options: [
       postgres,
       ['--sqlite <file>', 'SQLite database file (must exist)'],
@@ -111,7 +130,7 @@ const TEXTS: Readonly<Record<CliCommandName, CommandHelpText>> = {
       ['--batches <n>', 'Stop after this many batches (default: until nothing is left)'],
       [
         '--progress-interval <duration>',
-        `How often to print the progress (records deleted, rate) on stderr (default: ${DEFAULT_PROGRESS_INTERVAL_MS / 1000}s)`,
+        `How often to print the progress (records deleted, rate) on stderr (default:\n${DEFAULT_PROGRESS_INTERVAL_MS / 1000}s on a terminal, none when stderr is a file or a pipe; given, also there)`,
       ],
       ['-q, --quiet', 'Print no progress (the result line on stdout stays)'],
       timeout,
@@ -121,6 +140,18 @@ const TEXTS: Readonly<Record<CliCommandName, CommandHelpText>> = {
     examples: ['purge --database-url "$DATABASE_URL" --limit 5000'],
   },
   inspect: {
+    listing: [
+      [
+        'inspect <key>',
+        "Show a storage key's record and what the next request with that key meets (the key is\n" +
+          "the 64-hex-digit storage key: a trace's idempotency.key_hash, or storageKeyFor())",
+      ],
+      [
+        'inspect --key <client key> [--namespace <ns>] [--scope <scope>]',
+        "The same, for the record the engine keeps for a client's own key (Idempotency-Key, a\n" +
+          'message id) in that namespace (default: default) and scope (default: empty)',
+      ],
+    ],
     usage: [
       'inspect <storage key> [options]',
       'inspect --key <client key> [--namespace <ns>] [--scope <scope>] [options]',
@@ -151,6 +182,7 @@ const TEXTS: Readonly<Record<CliCommandName, CommandHelpText>> = {
     ],
   },
   stats: {
+    listing: [['stats', 'Count records by state, and the age of the oldest live lease']],
     usage: ['stats [options]'],
     summary:
       'Count the records by state, and the age of the oldest live lease (one aggregate query on SQL; on\n' +
@@ -159,6 +191,13 @@ const TEXTS: Readonly<Record<CliCommandName, CommandHelpText>> = {
     examples: ['stats --redis-url redis://127.0.0.1:6379 --prefix orders:'],
   },
   list: {
+    listing: [
+      [
+        'list --crashed',
+        'List the keys whose request crashed and that stay reserved for it (another request\n' +
+          'gets 422), a page of --limit at a time, each explained as inspect does',
+      ],
+    ],
     usage: ['list --crashed [--limit <n>] [--after <next>] [options]'],
     summary:
       'List the keys whose request crashed and that stay reserved for it (another request gets 422), a\n' +
@@ -179,6 +218,13 @@ const TEXTS: Readonly<Record<CliCommandName, CommandHelpText>> = {
     examples: ['list --crashed --database-url "$DATABASE_URL" --limit 50'],
   },
   health: {
+    listing: [
+      [
+        'health',
+        'Connect and read one key no request can have, each within --timeout: exit 0 when\n' +
+          'the store answered (a readiness check for the processes that use it), 1 when not',
+      ],
+    ],
     usage: ['health [options]'],
     summary:
       'Connect and read one key no request can have, each within --timeout: exit 0 when the store answered\n' +
@@ -206,6 +252,26 @@ function optionLines([flag, meaning]: OptionLine): string {
       ? `  ${flag.padEnd(COLUMN - 2)}${first}`
       : `  ${flag}\n${' '.repeat(COLUMN)}${first}`;
   return [head, ...rest.map((line) => `${' '.repeat(COLUMN)}${line}`)].join('\n');
+}
+
+// The global help's command column: calls padded to it, longer ones on a line of their own.
+const COMMAND_COLUMN = 19;
+
+function listingLines([call, meaning]: ListingLine): string {
+  const [first = '', ...rest] = meaning.split('\n');
+  const head =
+    call.length <= COMMAND_COLUMN - 4
+      ? `  ${call.padEnd(COMMAND_COLUMN - 2)}${first}`
+      : `  ${call}\n${' '.repeat(COMMAND_COLUMN)}${first}`;
+  return [head, ...rest.map((line) => `${' '.repeat(COMMAND_COLUMN)}${line}`)].join('\n');
+}
+
+/**
+ * The global help's command list: every command's {@link CommandHelpText.listing}, in the order of
+ * `CLI_COMMANDS`, so that it cannot drift from the commands the parser takes and the helps describe.
+ */
+export function commandList(): string {
+  return CLI_COMMANDS.flatMap((command) => TEXTS[command].listing.map(listingLines)).join('\n');
 }
 
 /** The help `idempotency-kit <command> --help` prints: usage, what it does, its options, an example. */

@@ -7,8 +7,9 @@
  */
 import type { EventEmitter } from 'node:events';
 
-/** The part of `process.stdout` an {@link Output} uses. */
-export type WritableLike = Pick<NodeJS.WritableStream, 'write'> & Pick<EventEmitter, 'on'>;
+/** The part of `process.stdout` an {@link Output} uses (`isTTY`: set on a terminal's stream only). */
+export type WritableLike = Pick<NodeJS.WritableStream, 'write'> &
+  Pick<EventEmitter, 'on'> & { readonly isTTY?: boolean };
 
 /** One of the CLI's streams. */
 export interface Output {
@@ -19,6 +20,8 @@ export interface Output {
    * under a redirection, say, which the command must report rather than claim success.
    */
   readonly failure: Error | undefined;
+  /** True when the stream is a terminal (someone is watching), not a file or a pipe. */
+  readonly isTerminal: boolean;
 }
 
 // EPIPE: the reader closed the pipe. ERR_STREAM_DESTROYED: a write after that, in the same tick.
@@ -39,5 +42,6 @@ export function output(stream: WritableLike): Output {
     get failure() {
       return failure;
     },
+    isTerminal: stream.isTTY === true,
   };
 }

@@ -3,11 +3,30 @@
  * Every interval (checked after each batch, so never more often than one line a batch) it says on stderr
  * how many records it has deleted and at what rate. Stderr, because stdout is the result a script reads:
  * the one `purged N expired records in B batches` line.
+ *
+ * By default only when stderr is a terminal: someone is watching. A cron job or a CI step captures stderr
+ * into a log or a mail, where a line every 5 s of a long purge is noise, and a non-empty stderr often
+ * reads as a failure. `--progress-interval` given explicitly asks for the lines wherever stderr goes (a
+ * supervised job that wants a heartbeat in its log); `--quiet` never prints them.
  * @module
  */
 
-/** How often `purge` reports its progress without `--progress-interval`. */
+/** How often `purge` reports its progress on a terminal without `--progress-interval`. */
 export const DEFAULT_PROGRESS_INTERVAL_MS = 5_000;
+
+/**
+ * How often `purge` prints its progress, or `undefined` for never: `--quiet` never, an explicit
+ * `--progress-interval` always at that interval, else every {@link DEFAULT_PROGRESS_INTERVAL_MS} when
+ * stderr is a terminal and never when it is not (a file, a pipe, a cron job's mail).
+ */
+export function progressIntervalMs(
+  args: { quiet?: true; progressIntervalMs?: number },
+  stderrIsTerminal: boolean,
+): number | undefined {
+  if (args.quiet === true) return undefined;
+  if (args.progressIntervalMs !== undefined) return args.progressIntervalMs;
+  return stderrIsTerminal ? DEFAULT_PROGRESS_INTERVAL_MS : undefined;
+}
 
 /** Told of each batch as it ends; prints a progress line when the interval has passed since the last. */
 export interface PurgeProgress {

@@ -12,7 +12,6 @@ import {
   DEFAULT_HEALTH_TIMEOUT_MS,
   DEFAULT_STATEMENT_TIMEOUT_MS,
   ExitCode,
-  HELP,
   parseCli,
   UsageError,
 } from './args.js';
@@ -26,9 +25,10 @@ import {
   purgeCommand,
   statsCommand,
 } from './commands.js';
+import { HELP } from './global-help.js';
 import { healthCommand } from './health-command.js';
 import { type Output, output } from './output.js';
-import { DEFAULT_PROGRESS_INTERVAL_MS, purgeProgress, SILENT_PROGRESS } from './purge-progress.js';
+import { progressIntervalMs, purgeProgress, SILENT_PROGRESS } from './purge-progress.js';
 import { openRedis } from './redis-target.js';
 import { listenForStop, signalExitCode } from './stop-signals.js';
 import {
@@ -103,12 +103,11 @@ async function purgeUntilStopped(
   stderr: Output,
 ): Promise<number> {
   const stop = listenForStop();
+  const intervalMs = progressIntervalMs(args, stderr.isTerminal);
   const progress =
-    args.quiet === true
+    intervalMs === undefined
       ? SILENT_PROGRESS
-      : purgeProgress(args.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS, (line) =>
-          stderr.write(`${line}\n`),
-        );
+      : purgeProgress(intervalMs, (line) => stderr.write(`${line}\n`));
   try {
     const result = await purgeCommand(
       store,

@@ -27,7 +27,7 @@ let bundle: Promise<string> | undefined;
  * processes share it, a source edit gives a new one, and none is deleted under another process's feet
  * (a killed worker would leave nothing half-written either: the file is renamed into place whole).
  */
-function cliBundle(): Promise<string> {
+export function cliBundle(): Promise<string> {
   bundle ??= (async () => {
     const result = await build({
       entryPoints: [main],

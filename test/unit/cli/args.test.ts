@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { HELP, parseCli, UsageError } from '../../../src/cli/args.js';
+import { parseCli, UsageError } from '../../../src/cli/args.js';
+import { HELP } from '../../../src/cli/global-help.js';
 import { storageKey } from '../../../src/core/key.js';
 
 const url = 'postgres://u@h/db';

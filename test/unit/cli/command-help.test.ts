@@ -5,8 +5,9 @@
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { CLI_COMMANDS, HELP, parseCli, UsageError } from '../../../src/cli/args.js';
-import { commandHelp, commandHelpFlags } from '../../../src/cli/command-help.js';
+import { CLI_COMMANDS, parseCli, UsageError } from '../../../src/cli/args.js';
+import { commandHelp, commandHelpFlags, commandList } from '../../../src/cli/command-help.js';
+import { HELP } from '../../../src/cli/global-help.js';
 
 const docs = readFileSync(new URL('../../../docs/cli.md', import.meta.url), 'utf8');
 const url = 'postgres://u@h/db';
@@ -166,5 +167,52 @@ describe('per-command help', () => {
       // Act / Assert
       expect(parseCli(exampleArgv(example), { DATABASE_URL: url }).command, example).toBe(command);
     }
+  });
+});
+
+describe('global help', () => {
+  /** The lines of HELP's section that starts with `heading`, up to the blank line that ends it. */
+  function section(heading: string): string {
+    const start = HELP.indexOf(`\n${heading}\n`) + heading.length + 2;
+    return HELP.slice(start, HELP.indexOf('\n\n', start));
+  }
+
+  it("lists the commands from each command's own help, in the parser's order", () => {
+    // Act
+    const commands = section('Commands:');
+    // Assert: made from the per-command texts, one entry or more per command the parser takes
+    expect(commands).toBe(commandList());
+    const named = [...commands.matchAll(/^ {2}([a-z]+)/gm)].map((match) => match[1]);
+    expect([...new Set(named)]).toEqual([...CLI_COMMANDS]);
+  });
+
+  it('keeps the command list as it was printed', () => {
+    expect(section('Commands:')).toBe(
+      [
+        '  migrate          Create or upgrade the records table (PostgreSQL, SQLite; safe from several processes at once)',
+        '  purge            Delete expired records in bounded batches, never a live lease (PostgreSQL, SQLite)',
+        "  inspect <key>    Show a storage key's record and what the next request with that key meets (the key is",
+        "                   the 64-hex-digit storage key: a trace's idempotency.key_hash, or storageKeyFor())",
+        '  inspect --key <client key> [--namespace <ns>] [--scope <scope>]',
+        "                   The same, for the record the engine keeps for a client's own key (Idempotency-Key, a",
+        '                   message id) in that namespace (default: default) and scope (default: empty)',
+        '  stats            Count records by state, and the age of the oldest live lease',
+        '  list --crashed   List the keys whose request crashed and that stay reserved for it (another request',
+        '                   gets 422), a page of --limit at a time, each explained as inspect does',
+        '  health           Connect and read one key no request can have, each within --timeout: exit 0 when',
+        '                   the store answered (a readiness check for the processes that use it), 1 when not',
+      ].join('\n'),
+    );
+  });
+
+  it('shows exactly the options the per-command helps show, no more and no fewer', () => {
+    // Arrange
+    const shown = `${section('The store (one of):')}\n${section('Options:')}`;
+    const flags = [...shown.matchAll(/^ {2}(-[^ ,]+(?:, -[^ ,]+)?)/gm)].flatMap((match) =>
+      (match[1] as string).split(', '),
+    );
+    const perCommand = new Set(CLI_COMMANDS.flatMap((command) => commandHelpFlags(command)));
+    // Assert
+    expect(new Set(flags)).toEqual(perCommand);
   });
 });

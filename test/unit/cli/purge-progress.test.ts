@@ -1,7 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { parseCli, UsageError } from '../../../src/cli/args.js';
 import { purgeCommand } from '../../../src/cli/commands.js';
-import { purgeProgress } from '../../../src/cli/purge-progress.js';
+import { output } from '../../../src/cli/output.js';
+import {
+  DEFAULT_PROGRESS_INTERVAL_MS,
+  progressIntervalMs,
+  purgeProgress,
+} from '../../../src/cli/purge-progress.js';
 import type { Store } from '../../../src/store/store.js';
 
 const url = 'postgres://u@h/db';
@@ -111,5 +116,25 @@ describe('purge progress', () => {
     // Assert
     expect(attempt).toThrow(UsageError);
     expect(attempt).toThrow(message);
+  });
+
+  it.each([
+    ['a terminal, by default', {}, true, DEFAULT_PROGRESS_INTERVAL_MS],
+    ['a file or a pipe (a cron job), by default', {}, false, undefined],
+    ['a file or a pipe, with --progress-interval', { progressIntervalMs: 2_000 }, false, 2_000],
+    ['a terminal, with --progress-interval', { progressIntervalMs: 2_000 }, true, 2_000],
+    ['a terminal, with --quiet', { quiet: true as const }, true, undefined],
+  ])('decides how often to print progress on %s', (_where, args, terminal, expected) => {
+    // Act / Assert
+    expect(progressIntervalMs(args, terminal)).toBe(expected);
+  });
+
+  it("tells a terminal's stream from a file's or a pipe's", () => {
+    // Arrange
+    const stream = (isTTY?: boolean) => ({ write: () => true, on: () => undefined, isTTY });
+    // Act / Assert
+    expect(output(stream(true) as never).isTerminal).toBe(true);
+    expect(output(stream(undefined) as never).isTerminal).toBe(false);
+    expect(output(stream(false) as never).isTerminal).toBe(false);
   });
 });
