@@ -31,15 +31,22 @@ export {
   isLeaseLostError,
   isOutcomeEncodingError,
   isReplayedError,
+  isReplicationShortError,
   isStoreUnavailableError,
   LeaseLostError,
   OutcomeEncodingError,
   ReplayedError,
+  ReplicationShortError,
   StoreUnavailableError,
 } from './core/errors.js';
 export type { FingerprintInput } from './core/fingerprint.js';
 export { createFingerprint } from './core/fingerprint.js';
-export type { HookEvent, IdempotencyHooks, StepHookEvent } from './core/hooks.js';
+export type {
+  HookEvent,
+  IdempotencyHooks,
+  ReplicationShortHookEvent,
+  StepHookEvent,
+} from './core/hooks.js';
 export { combineHooks, RunOutcomeName } from './core/hooks.js';
 export type { KeyInspection } from './core/inspection.js';
 export { inspectKey, KeyState } from './core/inspection.js';

@@ -11,6 +11,7 @@ import { CompletedCache, DEFAULT_CACHE_MAX_BYTES } from './completed-cache.js';
 import { type Duration, toMs } from './duration.js';
 import {
   InvalidOptionsError,
+  isReplicationShortError,
   isStoreUnavailableError,
   LeaseLostError,
   OutcomeEncodingError,
@@ -410,6 +411,9 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     const realEnd = performance.now() + remainingMs;
     let error = firstError;
     for (let attempt = 1; ; attempt++) {
+      // Applied but short of its replicas: an answer, not a failure, so nothing to send again (a retry
+      // could not confirm it sooner, and would hold the connection for another wait).
+      if (isReplicationShortError(error)) return checkedCompletion(lease.replicationShort(error));
       emit(hooks, 'onStoreError', { ...event, operation: 'complete', error });
       const pause = Math.min(COMPLETE_BACKOFF_MS * attempt, COMPLETE_BACKOFF_MAX_MS);
       const leaseOver = clock.now() + pause >= end || performance.now() + pause >= realEnd;
@@ -559,9 +563,11 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       }
       await store.release(storageKey, token);
     } catch (storeError) {
-      // `complete` has reported each of its own failures already.
+      // `complete` has reported each of its own failures already. A release applied but short of its
+      // replicas is reported as such: a failover that loses it only keeps the key until the lease ends.
       if (!keepError) {
-        emit(hooks, 'onStoreError', { ...event, operation: 'release', error: storeError });
+        if (isReplicationShortError(storeError)) lease.replicationShort(storeError);
+        else emit(hooks, 'onStoreError', { ...event, operation: 'release', error: storeError });
       }
     }
     return false;

@@ -16,6 +16,11 @@ export const ErrorCode = {
   ReplayedError: 'replayed_error',
   /** The handler ran but the codec could not encode its result; stored as the key's outcome. */
   OutcomeNotEncodable: 'outcome_not_encodable',
+  /**
+   * A store applied a write but fewer replicas than it was asked for confirmed it (the Redis store's
+   * `waitForReplicas`); the engine reports it through `onReplicationShort` and never throws it.
+   */
+  ReplicationShort: 'replication_short',
   /** HTTP: a route that requires an `Idempotency-Key` got a request without one (400). */
   MissingKey: 'missing_key',
   /** HTTP: the key was already used for a different request (422). */
@@ -153,6 +158,39 @@ export class OutcomeEncodingError extends IdempotencyError {
   }
 }
 
+/**
+ * A store **applied** a write, but fewer replicas than it was asked to wait for confirmed it in time (the
+ * Redis store's `waitForReplicas`): a completion, a release or a step's result, written after the handler
+ * ran, which the store neither fails (that could not undo the handler's effect, and the client would retry
+ * a request that succeeded) nor answers as if it were safe (after a failover to a replica that never got
+ * it, a retry finds no record and runs the handler again). Not a failure: {@link result} is the write's
+ * answer. The engine takes it as that answer and reports the shortfall through the `onReplicationShort`
+ * hook; it never throws this error. A direct caller of the store gets it as the rejection of the write.
+ */
+export class ReplicationShortError extends IdempotencyError {
+  /** The store operation whose write is unconfirmed: `complete`, `release` or `saveStep`. */
+  readonly operation: string;
+  /** What the operation answered (it was applied): `true` for a completion, a release or a step saved. */
+  readonly result: boolean;
+  /** Replicas that confirmed the write in time; `-1` when the confirmation itself failed (see `cause`). */
+  readonly acknowledged: number;
+  /** Replicas the store was asked to wait for. */
+  readonly required: number;
+
+  constructor(
+    details: { operation: string; result: boolean; acknowledged: number; required: number },
+    message: string,
+    options?: ErrorOptions,
+  ) {
+    super(ErrorCode.ReplicationShort, message, options);
+    this.name = 'ReplicationShortError';
+    this.operation = details.operation;
+    this.result = details.result;
+    this.acknowledged = details.acknowledged;
+    this.required = details.required;
+  }
+}
+
 function hasCode(error: unknown, code: ErrorCode): boolean {
   return isIdempotencyError(error) && error.code === code;
 }
@@ -190,4 +228,9 @@ export function isReplayedError(error: unknown): error is ReplayedError {
 /** True for {@link OutcomeEncodingError}. */
 export function isOutcomeEncodingError(error: unknown): error is OutcomeEncodingError {
   return hasCode(error, ErrorCode.OutcomeNotEncodable);
+}
+
+/** True for {@link ReplicationShortError}. */
+export function isReplicationShortError(error: unknown): error is ReplicationShortError {
+  return hasCode(error, ErrorCode.ReplicationShort);
 }

@@ -75,6 +75,26 @@ export interface IdempotencyHooks {
    * crash was resumed from this step on. A count of these is how often recovery points save a repeat.
    */
   onStepReplayed?(event: StepHookEvent): void;
+  /**
+   * A write made after `fn` ran (its completion, a stored error, a release, a step's result) was applied,
+   * but fewer replicas than the store waits for confirmed it in time (the Redis store's
+   * `waitForReplicas`). The run's answer is unchanged: the write is on the primary. Until the replicas
+   * have it, a failover can lose it, and a lost completion (or step) means a retry runs `fn` (or the step)
+   * again: watch for these, and after a failover inspect the keys they name.
+   */
+  onReplicationShort?(event: ReplicationShortHookEvent): void;
+}
+
+/** What `onReplicationShort` receives: the run's identity, the unconfirmed write and the replicas' count. */
+export interface ReplicationShortHookEvent extends HookEvent {
+  /** The execution's fencing token. */
+  token: number;
+  /** The store operation whose write is unconfirmed: `complete`, `release` or `saveStep`. */
+  operation: string;
+  /** Replicas that confirmed the write in time; `-1` when the confirmation itself failed. */
+  acknowledged: number;
+  /** Replicas the store waits for (`waitForReplicas.count`). */
+  required: number;
 }
 
 /** What the step hooks receive: the run's identity, and which step. */

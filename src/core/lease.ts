@@ -7,7 +7,7 @@
 import { AsyncResource } from 'node:async_hooks';
 import type { Store } from '../store/store.js';
 import type { Clock } from './clock.js';
-import { LeaseLostError, StoreUnavailableError } from './errors.js';
+import { LeaseLostError, type ReplicationShortError, StoreUnavailableError } from './errors.js';
 import type { Beating, Heartbeats } from './heartbeat.js';
 import { emit, type HookEvent, type IdempotencyHooks } from './hooks.js';
 import { malformedAnswerError } from './store-answers.js';
@@ -120,6 +120,23 @@ export class LeaseKeeper implements Beating {
       operation,
       error,
     });
+  }
+
+  /**
+   * Report a write of this execution that the store applied but could not confirm on enough replicas
+   * (`onReplicationShort`), in its async context. Returns the write's answer, which the caller goes on
+   * with: the write is applied, and failing it could not undo what the handler did.
+   */
+  replicationShort(short: ReplicationShortError): boolean {
+    this.report('onReplicationShort', {
+      namespace: this.env.namespace,
+      storageKey: this.storageKey,
+      token: this.token,
+      operation: short.operation,
+      acknowledged: short.acknowledged,
+      required: short.required,
+    });
+    return short.result;
   }
 
   /**
@@ -307,10 +324,14 @@ export class LeaseKeeper implements Beating {
   }
 
   /** Call a hook in the run's own async context (see `runScope`). */
-  private report<K extends 'onLeaseLost' | 'onStoreError' | 'onStepRecorded' | 'onStepReplayed'>(
-    name: K,
-    event: Parameters<NonNullable<IdempotencyHooks[K]>>[0] & HookEvent,
-  ): void {
+  private report<
+    K extends
+      | 'onLeaseLost'
+      | 'onStoreError'
+      | 'onStepRecorded'
+      | 'onStepReplayed'
+      | 'onReplicationShort',
+  >(name: K, event: Parameters<NonNullable<IdempotencyHooks[K]>>[0] & HookEvent): void {
     const { hooks } = this.env;
     if (this.runScope === undefined) emit(hooks, name, event);
     else this.runScope.runInAsyncScope(emit, undefined, hooks, name, event);

@@ -8,6 +8,7 @@
  */
 import {
   InvalidOptionsError,
+  isReplicationShortError,
   OutcomeEncodingError,
   ReplayedError,
   StoreUnavailableError,
@@ -192,10 +193,15 @@ export class StepRecorder {
     try {
       saved = await store.saveStep(lease.storageKey, lease.token, name, bytes);
     } catch (error) {
-      lease.reportStoreError('saveStep', error);
-      throw new StoreUnavailableError(`Store '${store.name}' failed to record step '${name}'`, {
-        cause: error,
-      });
+      // Recorded, but short of its replicas: the step ran, so the handler goes on (reported).
+      if (isReplicationShortError(error)) {
+        saved = lease.replicationShort(error);
+      } else {
+        lease.reportStoreError('saveStep', error);
+        throw new StoreUnavailableError(`Store '${store.name}' failed to record step '${name}'`, {
+          cause: error,
+        });
+      }
     }
     if (!saved) throw lease.fencedOut();
     lease.reportStep(name, this.#attempt, durationMs);

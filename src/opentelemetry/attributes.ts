@@ -30,6 +30,10 @@ export const IdempotencyAttribute = {
   StepReplayed: 'idempotency.step.replayed',
   /** On a recorded step's event: how long its function ran, in ms. */
   StepDurationMs: 'idempotency.step.duration_ms',
+  /** On a replication-short event: the replicas that confirmed the write in time (`-1`: the wait failed). */
+  ReplicasAcknowledged: 'idempotency.replicas.acknowledged',
+  /** On a replication-short event: the replicas the store waits for. */
+  ReplicasRequired: 'idempotency.replicas.required',
 } as const;
 
 /** Attributes set on the active span of a delivery by the consumer hooks. */
@@ -73,6 +77,11 @@ export const IdempotencyEvent = {
   Step: 'idempotency.step',
   /** A store call failed (also when a retry of it succeeded later). */
   StoreError: 'idempotency.store_error',
+  /**
+   * A write made after the handler ran was applied but confirmed by fewer replicas than required (the
+   * Redis store's `waitForReplicas`; see the engine's `onReplicationShort`).
+   */
+  ReplicationShort: 'idempotency.replication_short',
   /** A consumer dead-lettered the delivery, with the error it recorded. */
   DeadLetter: 'idempotency.dead_letter',
   /** A consumer's broker operation (ack, redelivery, dead-letter publish) failed. */

@@ -1,10 +1,9 @@
 /**
  * Engine hooks that annotate the active OpenTelemetry span with each run's outcome: the trace attribute of
- * the design's observability checklist, plus span events for takeovers, lost leases, store errors and
- * steps. It
- * uses only `@opentelemetry/api`, so it writes to whatever SDK and instrumentations the application set
- * up (the HTTP server span of `@opentelemetry/instrumentation-http`, a consumer span, your own), and
- * does nothing when there is none.
+ * the design's observability checklist, plus span events for takeovers, lost leases, store errors,
+ * steps and writes short of their replicas. It uses only `@opentelemetry/api`, so it writes to whatever
+ * SDK and instrumentations the application set up (the HTTP server span of
+ * `@opentelemetry/instrumentation-http`, a consumer span, your own), and does nothing when there is none.
  * @module
  */
 import { type Attributes, type Span, trace } from '@opentelemetry/api';
@@ -30,8 +29,8 @@ const OPEN_TELEMETRY_HOOKS_FIELDS = Object.keys({
 
 /**
  * Hooks that set `idempotency.*` attributes on the active span of each run (the outcome, the hashed key,
- * the attempt) and add span events for takeovers, lost leases, store errors and steps (recorded or
- * replayed, with the step's name). Pass them as `hooks`,
+ * the attempt) and add span events for takeovers, lost leases, store errors, steps (recorded or
+ * replayed, with the step's name) and writes short of their replicas. Pass them as `hooks`,
  * alone or with others through `combineHooks`.
  *
  * @param options.spanOf which span to annotate (default: the active span)
@@ -117,6 +116,14 @@ export function openTelemetryHooks(options: OpenTelemetryHooksOptions = {}): Ide
         [IdempotencyAttribute.StepName]: event.step,
         [IdempotencyAttribute.StepReplayed]: true,
         [IdempotencyAttribute.Attempt]: event.attempt,
+      });
+    },
+    onReplicationShort(event) {
+      annotateRun(event, undefined, {})?.addEvent(IdempotencyEvent.ReplicationShort, {
+        [IdempotencyAttribute.Operation]: event.operation,
+        [IdempotencyAttribute.Token]: event.token,
+        [IdempotencyAttribute.ReplicasAcknowledged]: event.acknowledged,
+        [IdempotencyAttribute.ReplicasRequired]: event.required,
       });
     },
   };

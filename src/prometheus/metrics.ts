@@ -27,6 +27,12 @@ export interface IdempotencyMetrics {
    * name label: names may be built from data, and a label per name could grow without bound.
    */
   steps: Counter<'namespace' | 'result'>;
+  /**
+   * `<prefix>replication_short_total{namespace, operation}`: writes made after the handler ran (`complete`,
+   * `release`, `saveStep`) that the store applied but fewer replicas than it waits for confirmed in time
+   * (the Redis store's `waitForReplicas`): a failover before the replicas catch up can lose them.
+   */
+  replicationShort: Counter<'namespace' | 'operation'>;
 }
 
 /** The `result` label of `<prefix>steps_total`. */
@@ -210,6 +216,11 @@ export function idempotencyMetrics(
       'steps_total',
       "Steps of executions: recorded (ran and recorded) or replayed (a crashed attempt's result returned).",
       ['namespace', 'result'],
+    ),
+    replicationShort: counter(
+      'replication_short_total',
+      'Writes made after the handler ran (complete, release, saveStep) that the store applied but fewer replicas than required confirmed in time (Redis waitForReplicas), by operation.',
+      ['namespace', 'operation'],
     ),
   };
 }

@@ -1,7 +1,7 @@
 /**
  * Engine hooks that count every run in Prometheus metrics (prom-client): the counters of the design's
- * observability checklist (new, replayed, conflict, mismatch, takeover, store error) and how long the
- * protected function ran. Only hashed storage keys reach the hooks; no metric carries a key at all, so
+ * observability checklist (new, replayed, conflict, mismatch, takeover, store error, write short of its
+ * replicas) and how long the protected function ran. Only hashed storage keys reach the hooks; no metric carries a key at all, so
  * the series stay few whatever the traffic.
  * @module
  */
@@ -56,6 +56,7 @@ const PROMETHEUS_HOOKS_FIELDS = Object.keys({
  * | `idempotency_store_errors_total` | `namespace`, `operation` | failed store calls |
  * | `idempotency_execution_seconds` | `namespace`, `outcome` | histogram of `fn`'s duration (`executed`, `failed`) |
  * | `idempotency_steps_total` | `namespace`, `result` | steps (`ctx.step`): `recorded`, or `replayed` after a crash |
+ * | `idempotency_replication_short_total` | `namespace`, `operation` | writes after the handler ran that fewer replicas than required confirmed (Redis `waitForReplicas`) |
  *
  * @param options.registry where to register the metrics (default: prom-client's global `register`)
  * @param options.prefix prepended to every metric name (default `'idempotency_'`)
@@ -77,8 +78,16 @@ export function prometheusHooks(options: PrometheusHooksOptions = {}): Prometheu
   const prefix = metricPrefix(options.prefix, 'idempotency_', 'prometheusHooks');
   const buckets = histogramBuckets(options.buckets, DEFAULT_EXECUTION_BUCKETS, 'prometheusHooks');
   const metrics = idempotencyMetrics(options.registry ?? register, prefix, buckets);
-  const { runs, cacheReplays, takeovers, leasesLost, storeErrors, executionSeconds, steps } =
-    metrics;
+  const {
+    runs,
+    cacheReplays,
+    takeovers,
+    leasesLost,
+    storeErrors,
+    executionSeconds,
+    steps,
+    replicationShort,
+  } = metrics;
 
   return {
     metrics,
@@ -117,6 +126,9 @@ export function prometheusHooks(options: PrometheusHooksOptions = {}): Prometheu
     },
     onStepReplayed({ namespace }) {
       steps.inc({ namespace, result: StepResultName.Replayed });
+    },
+    onReplicationShort({ namespace, operation }) {
+      replicationShort.inc({ namespace, operation });
     },
   };
 }

@@ -1,10 +1,12 @@
 /**
  * The bound on every Redis call: a call that gets no answer within `timeoutMs` rejects with
- * `StoreUnavailableError` (fail closed, never a hang), and every failure is wrapped in that error.
+ * `StoreUnavailableError` (fail closed, never a hang), and every failure is wrapped in that error. A
+ * `ReplicationShortError` (a write applied but not confirmed by enough replicas) is not a failure, and is
+ * passed on as it is, for the engine to recognise.
  * @module
  */
 import { AsyncResource } from 'node:async_hooks';
-import { StoreUnavailableError } from '../core/errors.js';
+import { isReplicationShortError, StoreUnavailableError } from '../core/errors.js';
 
 /**
  * Wraps one command in the store's timeout and error mapping; `decode` (when given) turns the reply into
@@ -25,6 +27,7 @@ export type Guard = <R, T = R>(
 export function createGuard(timeoutMs: number): Guard {
   const deadlines = new Deadlines(timeoutMs);
   const fail = (operation: string, error: unknown) => {
+    if (isReplicationShortError(error)) return error;
     const message = error instanceof Error ? error.message : String(error);
     return new StoreUnavailableError(`Redis store: ${operation} failed: ${message}`, {
       cause: error,

@@ -63,10 +63,12 @@ import { outcomeArg } from './outcome-arg.js';
 import {
   type Acknowledged,
   fellShort,
+  markShortItems,
   type ReplicaWait,
   ReplicaWaiter,
   replicasShortError,
   replicasShortReason,
+  replicationShortError,
   type WaitForReplicasOptions,
   waitForReplicasOption,
 } from './replica-wait.js';
@@ -143,9 +145,12 @@ export interface RedisStoreOptions {
    * `timeoutMs` (sent on the same connection after the call; the calls of one turn of the event loop
    * share one). A claim that won but was not
    * acknowledged in time fails with `StoreUnavailableError` (nothing runs; a fresh claim is released), and
-   * so does a lease extension; a completion, a step, a release and a delete are applied whatever the
-   * count (see docs/stores/redis.md, "Durability limits"). Narrows the window in which a failover loses a
-   * claim or an outcome; **not a guarantee**. Single node only (refused with a cluster client).
+   * so does a lease extension. A completion, a step and a release are applied whatever the count, and one
+   * that fell short rejects with `ReplicationShortError` (its `result` is the answer), which the engine
+   * takes as that answer and reports through its `onReplicationShort` hook; a delete is applied and
+   * answered as usual (see docs/stores/redis.md, "Durability limits"). Narrows the window in which a
+   * failover loses a claim or an outcome; **not a guarantee**. Single node only (refused with a cluster
+   * client).
    * @default absent: no `WAIT`
    */
   waitForReplicas?: WaitForReplicasOptions;
@@ -470,6 +475,20 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     }
   }
 
+  /**
+   * The answer of a write made after the handler ran (a completion, a release, a step's result), once its
+   * `WAIT` has answered: applied whatever the replicas' count (failing it could not undo the handler's
+   * effect), but one that fell short rejects with `ReplicationShortError` carrying the answer, which the
+   * guard passes on as it is, so that the engine goes on with the answer and reports the shortfall.
+   */
+  function appliedFlag(operation: string, acknowledged: Acknowledged): boolean {
+    const flag = decodeFlag(acknowledged.reply);
+    if (flag && fellShort(acknowledged, replicas as ReplicaWait)) {
+      throw replicationShortError(operation, acknowledged, replicas as ReplicaWait, flag);
+    }
+    return flag;
+  }
+
   /** A single claim's answer, once its `WAIT` has answered (the guard wraps the refusal). */
   function acknowledgedClaim(key: string, result: ClaimResult, acknowledged: Acknowledged) {
     if (result.claimed && fellShort(acknowledged, replicas as ReplicaWait)) {
@@ -541,7 +560,7 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
       return guard(
         'complete',
         () => writtenRun(scripts.complete, [recordKey(request.key)], args),
-        (acknowledged) => decodeFlag(acknowledged.reply),
+        (acknowledged) => appliedFlag('complete', acknowledged),
       );
     }
     return guard(
@@ -607,7 +626,15 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
       return guard(
         'completeMany',
         () => written(scripts.completeMany, command),
-        (acknowledged) => decodeFlags(acknowledged.reply, count),
+        (acknowledged) => {
+          const decode = () => decodeFlags(acknowledged.reply, count);
+          if (!fellShort(acknowledged, replicas)) return decode();
+          // Each applied completion is told apart as unconfirmed (see `appliedFlag`).
+          const items: Array<boolean | Error> = itemsOf(decode);
+          const errors = markShortItems('complete', items, acknowledged, replicas);
+          if (errors > 0) throw new PartialBatchError(items, errors);
+          return items as boolean[];
+        },
       );
     }
     return guard(
@@ -684,13 +711,14 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
           const decode = () =>
             decodeCompleteAndClaim(acknowledged.reply, completeCount, durations.leases);
           if (!fellShort(acknowledged, replicas)) return decode();
-          // The completions keep their answers (the handlers have run); the won claims are refused.
+          // The completions are applied (the handlers have run) and told apart as unconfirmed; the won
+          // claims are refused.
           const results: {
             completed: Array<boolean | Error>;
             claimed: Array<ClaimResult | Error>;
           } = itemsOf(decode);
           let failed = refuseWonClaims(claims, results.claimed, acknowledged);
-          for (const item of results.completed) if (item instanceof Error) failed++;
+          failed += markShortItems('complete', results.completed, acknowledged, replicas);
           if (failed > 0) throw new PartialBatchError(results, failed);
           return results as CompleteAndClaimResults;
         },
@@ -729,11 +757,12 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
       const keys = [recordKey(key), stepsKey(key)];
       const args = [String(token), tokenFloorMs];
       if (replicas !== undefined) {
-        // Applied whatever the count: a lost release only keeps the key until the lease ends.
+        // Applied whatever the count (told apart as unconfirmed): a lost release only keeps the key
+        // until the lease ends.
         return guard(
           'release',
           () => writtenRun(scripts.release, keys, args),
-          (acknowledged) => decodeFlag(acknowledged.reply),
+          (acknowledged) => appliedFlag('release', acknowledged),
         );
       }
       return guard('release', () => run(scripts.release, keys, args), decodeFlag);
@@ -793,7 +822,7 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
         return guard(
           'saveStep',
           () => writtenRun(scripts.saveStep, keys, args),
-          (acknowledged) => decodeFlag(acknowledged.reply),
+          (acknowledged) => appliedFlag('saveStep', acknowledged),
         );
       }
       return guard('saveStep', () => run(scripts.saveStep, keys, args), decodeFlag);

@@ -14,7 +14,11 @@
  * @module
  */
 import { type Duration, MAX_TIMER_MS } from '../core/duration.js';
-import { InvalidOptionsError, StoreUnavailableError } from '../core/errors.js';
+import {
+  InvalidOptionsError,
+  ReplicationShortError,
+  StoreUnavailableError,
+} from '../core/errors.js';
 import {
   durationOption,
   knownFields,
@@ -198,6 +202,14 @@ function waitBehind(commander: RedisCommander, wait: ReplicaWait): Promise<WaitA
   }, failed);
 }
 
+/** How a `WAIT` fell short, for the messages: the replicas' count, or the `WAIT`'s own failure. */
+function shortfall(acknowledged: WaitAnswer, wait: ReplicaWait): string {
+  const { waitError } = acknowledged;
+  return waitError === undefined
+    ? `acknowledged by ${acknowledged.replicas} of ${wait.count} replica(s) within ${wait.timeoutMs} ms`
+    : `not confirmed by replicas: WAIT failed (${waitError instanceof Error ? waitError.message : String(waitError)})`;
+}
+
 /** True when fewer replicas than asked acknowledged the call (or the `WAIT` failed). */
 export function fellShort(acknowledged: WaitAnswer, wait: ReplicaWait): boolean {
   return acknowledged.replicas < wait.count;
@@ -210,12 +222,8 @@ export function fellShort(acknowledged: WaitAnswer, wait: ReplicaWait): boolean 
  */
 export function replicasShortReason(acknowledged: WaitAnswer, wait: ReplicaWait): Error {
   const { waitError } = acknowledged;
-  const what =
-    waitError === undefined
-      ? `acknowledged by ${acknowledged.replicas} of ${wait.count} replica(s) within ${wait.timeoutMs} ms`
-      : `not confirmed by replicas: WAIT failed (${waitError instanceof Error ? waitError.message : String(waitError)})`;
   return new Error(
-    `it was written on the primary but ${what}, so it is not used (waitForReplicas)`,
+    `it was written on the primary but ${shortfall(acknowledged, wait)}, so it is not used (waitForReplicas)`,
     waitError === undefined ? undefined : { cause: waitError },
   );
 }
@@ -233,4 +241,44 @@ export function replicasShortError(
   return new StoreUnavailableError(`Redis store: ${operation} failed: ${reason.message}`, {
     cause: reason,
   });
+}
+
+/**
+ * What a write the handler's effect depends on (a completion, a release, a step's result) is answered
+ * with when fewer replicas than asked acknowledged it: it is applied, so it is neither failed nor refused,
+ * but its caller is told (the engine reports it through `onReplicationShort` and goes on with `result`).
+ * @param result - the write's answer (true: it was applied; a write that changed nothing is never short).
+ */
+export function replicationShortError(
+  operation: string,
+  acknowledged: WaitAnswer,
+  wait: ReplicaWait,
+  result: boolean,
+): ReplicationShortError {
+  const { waitError } = acknowledged;
+  return new ReplicationShortError(
+    { operation, result, acknowledged: acknowledged.replicas, required: wait.count },
+    `Redis store: ${operation} was applied on the primary but ${shortfall(acknowledged, wait)} (waitForReplicas): a failover before the replicas have it can lose it`,
+    waitError === undefined ? undefined : { cause: waitError },
+  );
+}
+
+/**
+ * A batch of such writes whose `WAIT` fell short: each applied item (`true`) replaced by its
+ * {@link replicationShortError}, the others kept (`false`: fenced out, nothing written). Returns how many
+ * items are errors now.
+ */
+export function markShortItems(
+  operation: string,
+  items: Array<boolean | Error>,
+  acknowledged: WaitAnswer,
+  wait: ReplicaWait,
+): number {
+  let errors = 0;
+  for (let i = 0; i < items.length; i++) {
+    const item = items[i];
+    if (item === true) items[i] = replicationShortError(operation, acknowledged, wait, true);
+    if (item !== false) errors++;
+  }
+  return errors;
 }

@@ -126,6 +126,12 @@ export type BatchWindow = 'tick' | 'turn';
  * `retentionMs` not a positive finite number, `reserveMs` not a non-negative finite one, or any of them
  * over 100 years) reject with `InvalidOptionsError` before anything is written; a batch with one is
  * refused whole.
+ *
+ * A store that waits for replicas to confirm its writes (the Redis store's `waitForReplicas`) may answer
+ * a `complete`, `release` or `saveStep` it **applied** but could not confirm with a `ReplicationShortError`
+ * rejection whose `result` is the answer (for a batch, that error in place of the item's result in a
+ * `PartialBatchError`). The engine takes `result` as the answer and reports the shortfall
+ * (`onReplicationShort`); no other store needs to, and the conformance suite never expects it.
  */
 export interface Store {
   /** Short name used in logs and errors, e.g. `'redis'`. */

@@ -191,6 +191,11 @@ const store = sqliteStore({ database: ':memory:' });`,
     prelude: `import type { RedisClientLike } from 'idempotency-kit/redis';\ndeclare const client: RedisClientLike;`,
   },
   {
+    doc: 'docs/stores/redis.md',
+    contains: 'onReplicationShort: (event) =>',
+    prelude: `${STORE}\ndeclare const logger: { warn(fields: object, message: string): void };`,
+  },
+  {
     doc: 'docs/stores/postgres.md',
     contains: "pool.on('error'",
     prelude: `declare const log: { warn(error: unknown): void };`,

@@ -2,14 +2,27 @@
  * `waitForReplicas` against a real primary and a real replica, both private servers this file starts: with
  * the replica up, every answered claim and completion is already on the replica; with it down, a won
  * claim fails (StoreUnavailableError, the handler never runs) within about the `WAIT` timeout, while a
- * completion is still applied; without the option, no `WAIT` is sent and the round trips are unchanged.
+ * completion, a release and a step's result are still applied and reported (`ReplicationShortError` from
+ * the store, the engine's `onReplicationShort` hook); without the option, no `WAIT` is sent and the round
+ * trips are unchanged.
  */
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isStoreUnavailableError } from '../../../src/core/errors.js';
-import { createIdempotency } from '../../../src/index.js';
+import {
+  isReplicationShortError,
+  isStoreUnavailableError,
+  type ReplicationShortError,
+} from '../../../src/core/errors.js';
+import type { ReplicationShortHookEvent } from '../../../src/core/hooks.js';
+import {
+  type ClaimResult,
+  createIdempotency,
+  type RunContext,
+  type RunOutcome,
+} from '../../../src/index.js';
 import { type RedisClientLike, redisStore } from '../../../src/redis/index.js';
 import { defineStoreSuite } from '../../../src/testing/index.js';
+import { deferred } from '../../helpers/deferred.js';
 import { env, requireService } from '../../helpers/env.js';
 import { connectClient, type RedisLib } from '../../helpers/redis-clients.js';
 import { freePorts, PORT_SLICES, PrivateRedis } from '../../helpers/redis-servers.js';
@@ -282,7 +295,7 @@ describe.each<RedisLib>(['node-redis', 'ioredis'])('redis store waitForReplicas 
     }
   }, 120_000);
 
-  it('with the replica down, still applies a completion (the handler has run) but refuses an extension', async () => {
+  it('with the replica down, still applies a completion, a release and a step (the handler has run), each rejecting with ReplicationShortError, but refuses an extension', async () => {
     // Arrange: claims made while the replica is up, by a store without the option.
     const connection = await connectClient(lib, primary.url);
     const storeOptions = {
@@ -296,31 +309,76 @@ describe.each<RedisLib>(['node-redis', 'ioredis'])('redis store waitForReplicas 
     const toComplete = await plain.claim('c', { fingerprint: 'fp', leaseMs: 60_000 });
     const toExtend = await plain.claim('e', { fingerprint: 'fp', leaseMs: 60_000 });
     const inBatch = await plain.claim('b', { fingerprint: 'fp', leaseMs: 60_000 });
-    if (!toComplete.claimed || !toExtend.claimed || !inBatch.claimed) {
-      throw new Error('fresh keys must be claimed');
-    }
+    const toRelease = await plain.claim('r', { fingerprint: 'fp', leaseMs: 60_000 });
+    const withStep = await plain.claim('s', { fingerprint: 'fp', leaseMs: 60_000 });
+    const many = [
+      await plain.claim('m1', { fingerprint: 'fp', leaseMs: 60_000 }),
+      await plain.claim('m2', { fingerprint: 'fp', leaseMs: 60_000 }),
+    ];
+    const claims = [toComplete, toExtend, inBatch, toRelease, withStep, ...many];
+    if (!claims.every((claim) => claim.claimed)) throw new Error('fresh keys must be claimed');
+    const tokenOf = (claim: ClaimResult) => (claim.claimed ? claim.token : -1);
     await stopReplica();
     try {
       // Act
-      const completed = await waiting.complete('c', toComplete.token, Buffer.from('"ok"'), DAY);
-      const extended = await failure(waiting.extend('e', toExtend.token, 60_000));
+      const completed = await failure(
+        waiting.complete('c', tokenOf(toComplete), Buffer.from('"ok"'), DAY),
+      );
+      const extended = await failure(waiting.extend('e', tokenOf(toExtend), 60_000));
+      const released = await failure(waiting.release('r', tokenOf(toRelease)));
+      const saved = await failure(
+        waiting.saveStep('s', tokenOf(withStep), 'charge', Buffer.from('"ch_1"')),
+      );
+      // A fenced-out completion wrote nothing: answered false, as without the option.
+      const fenced = await waiting.complete('m1', tokenOf(many[0]!) + 1, Buffer.from('"x"'), DAY);
+      // One completeMany: the applied item and the fenced-out one keep apart.
+      const batch = await failure(
+        waiting.completeMany([
+          { key: 'm1', token: tokenOf(many[0]!), outcome: Buffer.from('"1"'), retentionMs: DAY },
+          {
+            key: 'm2',
+            token: tokenOf(many[1]!) + 1,
+            outcome: Buffer.from('"2"'),
+            retentionMs: DAY,
+          },
+        ]),
+      );
       // One script call completing 'b' and claiming a new key and the completed 'c' (a replay).
       const combined = await failure(
         waiting.completeAndClaimMany(
-          [{ key: 'b', token: inBatch.token, outcome: Buffer.from('"b"'), retentionMs: DAY }],
+          [{ key: 'b', token: tokenOf(inBatch), outcome: Buffer.from('"b"'), retentionMs: DAY }],
           [
             { key: 'new', fingerprint: 'fp', leaseMs: 60_000 },
             { key: 'c', fingerprint: 'fp', leaseMs: 60_000 },
           ],
         ),
       );
-      // Assert
-      expect(completed).toBe(true);
+      // Assert: each applied write rejects with its answer and the replicas' count, never as a failure.
+      const short = { result: true, acknowledged: 0, required: 1 };
+      expect(isReplicationShortError(completed)).toBe(true);
+      expect(completed).toMatchObject({ ...short, operation: 'complete' });
+      expect((completed as Error).message).toBe(
+        'Redis store: complete was applied on the primary but acknowledged by 0 of 1 replica(s) within 300 ms (waitForReplicas): a failover before the replicas have it can lose it',
+      );
+      expect(released).toMatchObject({ ...short, operation: 'release' });
+      expect(isReplicationShortError(released)).toBe(true);
+      expect(saved).toMatchObject({ ...short, operation: 'saveStep' });
+      expect(isReplicationShortError(saved)).toBe(true);
+      expect(fenced).toBe(false);
+      const batchItems = ((batch as Error).cause as { results: unknown[] }).results;
+      expect(isReplicationShortError(batchItems[0])).toBe(true);
+      expect(batchItems[0]).toMatchObject({ ...short, operation: 'complete' });
+      expect(batchItems[1]).toBe(false);
       expect(isStoreUnavailableError(combined)).toBe(true);
       const partial = (combined as Error).cause as {
         results: { completed: unknown[]; claimed: unknown[] };
       };
-      expect(partial.results.completed).toEqual([true]);
+      expect(partial.results.completed).toHaveLength(1);
+      expect(isReplicationShortError(partial.results.completed[0])).toBe(true);
+      expect(partial.results.completed[0] as ReplicationShortError).toMatchObject({
+        ...short,
+        operation: 'complete',
+      });
       expect(isStoreUnavailableError(partial.results.claimed[0])).toBe(true);
       expect(partial.results.claimed[1]).toMatchObject({
         claimed: false,
@@ -328,11 +386,188 @@ describe.each<RedisLib>(['node-redis', 'ioredis'])('redis store waitForReplicas 
       });
       expect((await valuesOn(primary.url, `${prefix}complete:{b}`))[0]).toMatch(/^c\|/);
       expect((await valuesOn(primary.url, `${prefix}complete:{c}`))[0]).toMatch(/^c\|/);
+      expect((await valuesOn(primary.url, `${prefix}complete:{m1}`))[0]).toMatch(/^c\|/);
+      expect((await valuesOn(primary.url, `${prefix}complete:{r}`))[0]).toMatch(/^r\|/);
+      const admin = new Redis(primary.url);
+      try {
+        expect(await admin.hget(`${prefix}complete:{s}:s`, 'charge')).not.toBeNull();
+      } finally {
+        admin.disconnect();
+      }
       expect(isStoreUnavailableError(extended)).toBe(true);
     } finally {
       await connection.close();
       await startReplica();
     }
+  }, 120_000);
+
+  /**
+   * Runs whose claims are made with the replica up and whose handlers then wait at a gate: a charge that
+   * records a step and completes, a declined card (a release), a refusal kept as the key's outcome
+   * (`storeErrors`, a completion of the error) and a burst completing together (a batch). With `stop`, the
+   * replica is stopped before the gate opens, so every write after the handlers ran falls short of it.
+   */
+  async function settleAfterClaims(namespace: string, stop: boolean) {
+    const connection = await connectClient(lib, primary.url);
+    const storePrefix = `${prefix}${namespace}:`;
+    const store = redisStore({
+      client: connection.client,
+      prefix: storePrefix,
+      timeoutMs: 20_000,
+      waitForReplicas: { count: 1, timeoutMs: 300 },
+      checkEvictionPolicy: false,
+    });
+    const shorts: ReplicationShortHookEvent[] = [];
+    const storeErrors: unknown[] = [];
+    const idempotency = createIdempotency({
+      store,
+      namespace,
+      cache: false,
+      // No extension falls in the test (an extension short of the replica is refused).
+      leaseMs: '5m',
+      hooks: {
+        onReplicationShort: (event) => shorts.push(event),
+        onStoreError: (event) => storeErrors.push(event),
+      },
+    });
+    const gate = deferred();
+    const started: string[] = [];
+    const handled: string[] = [];
+    const handler =
+      <T>(name: string, body: (ctx: RunContext) => T) =>
+      async (ctx: RunContext) => {
+        started.push(name);
+        await gate.promise;
+        handled.push(name);
+        return body(ctx);
+      };
+    const runs = [
+      idempotency.run(
+        { key: 'charge' },
+        handler('charge', (ctx) => ctx.step('provider', () => 'ch_1')),
+      ),
+      idempotency.run(
+        { key: 'declined' },
+        handler('declined', () => {
+          throw new Error('card declined');
+        }),
+      ),
+      idempotency.run(
+        { key: 'refused', storeErrors: true },
+        handler('refused', () => {
+          throw new Error('insufficient funds');
+        }),
+      ),
+      ...Array.from({ length: 5 }, (_, i) =>
+        idempotency.run(
+          { key: `burst-${i}` },
+          handler(`burst-${i}`, () => i),
+        ),
+      ),
+    ];
+    try {
+      await until('every handler to hold its claim', async () => started.length === runs.length);
+      if (stop) await stopReplica();
+      gate.resolve();
+      const settled = await Promise.allSettled(runs);
+      const replay = await idempotency.run({ key: 'charge' }, () => 'again');
+      const admin = new Redis(primary.url);
+      let values: Record<string, string>;
+      try {
+        values = Object.fromEntries(
+          await Promise.all(
+            ['charge', 'declined', 'refused', 'burst-0', 'burst-4'].map(
+              async (key) =>
+                [
+                  key,
+                  (await admin.get(`${storePrefix}{${idempotency.storageKeyFor(key)}}`)) ?? '',
+                ] as const,
+            ),
+          ),
+        );
+      } finally {
+        admin.disconnect();
+      }
+      return { idempotency, settled, replay, shorts, storeErrors, handled, values };
+    } finally {
+      await connection.close();
+      if (stop) await startReplica();
+    }
+  }
+
+  it('with the replica down after the claims, applies each write made after a handler ran and reports it through onReplicationShort, with the key, the namespace and the replicas that acknowledged', async () => {
+    // Arrange, Act
+    const namespace = `short-${lib}`;
+    const { idempotency, settled, replay, shorts, storeErrors, handled, values } =
+      await settleAfterClaims(namespace, true);
+
+    // Assert: every run answered as it would have with the replica up; each handler ran once.
+    const [charge, declined, refused, ...burst] = settled;
+    expect(charge).toMatchObject({
+      status: 'fulfilled',
+      value: { status: 'executed', value: 'ch_1' },
+    });
+    expect(declined).toMatchObject({ status: 'rejected', reason: { message: 'card declined' } });
+    expect(refused).toMatchObject({
+      status: 'rejected',
+      reason: { message: 'insufficient funds' },
+    });
+    expect(burst.map((run) => run.status === 'fulfilled' && run.value.status)).toEqual(
+      burst.map(() => 'executed'),
+    );
+    expect(replay).toEqual({ status: 'replayed', value: 'ch_1' });
+    expect([...handled].sort()).toEqual(
+      ['charge', 'declined', 'refused', ...burst.map((_, i) => `burst-${i}`)].sort(),
+    );
+    // Each write is on the primary: the completions, the stored error, the release's tombstone.
+    expect(values).toMatchObject({
+      charge: expect.stringMatching(/^c\|/),
+      declined: expect.stringMatching(/^r\|/),
+      refused: expect.stringMatching(/^c\|/),
+      'burst-0': expect.stringMatching(/^c\|/),
+      'burst-4': expect.stringMatching(/^c\|/),
+    });
+    // One report per write short of the replica, none of them a store error.
+    const tokenOf = (run: PromiseSettledResult<RunOutcome<unknown>> | undefined) =>
+      run?.status === 'fulfilled' && run.value.status === 'executed'
+        ? run.value.token
+        : expect.any(Number);
+    const expected = [
+      { key: 'charge', operation: 'saveStep', token: tokenOf(charge) },
+      { key: 'charge', operation: 'complete', token: tokenOf(charge) },
+      { key: 'declined', operation: 'release', token: expect.any(Number) },
+      { key: 'refused', operation: 'complete', token: expect.any(Number) },
+      ...burst.map((run, i) => ({ key: `burst-${i}`, operation: 'complete', token: tokenOf(run) })),
+    ].map(({ key, operation, token }) => ({
+      namespace,
+      storageKey: idempotency.storageKeyFor(key),
+      operation,
+      token,
+      acknowledged: 0,
+      required: 1,
+    }));
+    const order = (event: { storageKey: string; operation: string }) =>
+      `${event.storageKey}:${event.operation}`;
+    const sorted = <E extends { storageKey: string; operation: string }>(events: E[]) =>
+      [...events].sort((a, b) => order(a).localeCompare(order(b)));
+    expect(sorted(shorts)).toEqual(sorted(expected));
+    expect(storeErrors).toEqual([]);
+  }, 120_000);
+
+  it('with the replica up, reports nothing for the same writes', async () => {
+    // Arrange, Act
+    const { settled, shorts, storeErrors, values } = await settleAfterClaims(`up-${lib}`, false);
+    // Assert
+    expect(settled.map((run) => run.status)).toEqual([
+      'fulfilled',
+      'rejected',
+      'rejected',
+      ...Array.from({ length: 5 }, () => 'fulfilled'),
+    ]);
+    expect(values.charge).toMatch(/^c\|/);
+    expect(values.declined).toMatch(/^r\|/);
+    expect(shorts).toEqual([]);
+    expect(storeErrors).toEqual([]);
   }, 120_000);
 });
 

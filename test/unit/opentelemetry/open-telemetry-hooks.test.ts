@@ -9,6 +9,7 @@ import {
 import { unreachableClaimStore } from '../../helpers/broken-store.js';
 import { ManualClock } from '../../helpers/clock.js';
 import { crashAfterCharge, manualEngine } from '../../helpers/crashed-step.js';
+import { replicationShortStore } from '../../helpers/replication-short-store.js';
 import { startTracing } from '../../helpers/tracing.js';
 
 let tracing: ReturnType<typeof startTracing>;
@@ -192,6 +193,24 @@ describe('openTelemetryHooks', () => {
         [IdempotencyAttribute.Operation]: 'claim',
         'exception.message': 'connection refused',
       },
+    });
+  });
+
+  it('records a write short of its replicas as an event with its operation and the replicas', async () => {
+    // Arrange
+    const { store } = replicationShortStore();
+    const idempotency = createIdempotency({ store, hooks: openTelemetryHooks() });
+    // Act
+    const outcome = await inSpan('short', () => idempotency.run({ key: 'k' }, () => 1));
+    // Assert
+    const [span] = tracing.spans('short');
+    expect(span?.attributes[IdempotencyAttribute.Outcome]).toBe('executed');
+    expect(span?.events.map((event) => event.name)).toEqual([IdempotencyEvent.ReplicationShort]);
+    expect(span?.events[0]?.attributes).toEqual({
+      [IdempotencyAttribute.Operation]: 'complete',
+      [IdempotencyAttribute.Token]: outcome.status === 'executed' ? outcome.token : -1,
+      [IdempotencyAttribute.ReplicasAcknowledged]: 0,
+      [IdempotencyAttribute.ReplicasRequired]: 1,
     });
   });
 

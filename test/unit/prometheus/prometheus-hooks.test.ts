@@ -5,6 +5,7 @@ import { prometheusHooks } from '../../../src/prometheus/index.js';
 import { unreachableClaimStore } from '../../helpers/broken-store.js';
 import { ManualClock } from '../../helpers/clock.js';
 import { crashAfterCharge, manualEngine } from '../../helpers/crashed-step.js';
+import { replicationShortStore } from '../../helpers/replication-short-store.js';
 
 /** Each series of `name` in the registry, as `{labels}` → value (histograms: their `_count`). */
 async function series(registry: Registry, name: string): Promise<Record<string, number>> {
@@ -127,6 +128,28 @@ describe('prometheusHooks', () => {
     expect(await series(registry, 'idempotency_runs_total')).toEqual({
       [runs('default', 'fail_open')]: 1,
     });
+  });
+
+  it('counts writes short of their replicas by operation, apart from store errors', async () => {
+    // Arrange
+    const registry = new Registry();
+    const { store } = replicationShortStore();
+    const idempotency = createIdempotency({ store, hooks: prometheusHooks({ registry }) });
+    // Act: a step and a completion, then a release
+    await idempotency.run({ key: 'a' }, (ctx) => ctx.step('charge', () => 1));
+    await expect(
+      idempotency.run({ key: 'b' }, () => {
+        throw new Error('declined');
+      }),
+    ).rejects.toThrow('declined');
+    // Assert
+    const short = (operation: string) => JSON.stringify({ namespace: 'default', operation });
+    expect(await series(registry, 'idempotency_replication_short_total')).toEqual({
+      [short('saveStep')]: 1,
+      [short('complete')]: 1,
+      [short('release')]: 1,
+    });
+    expect(await series(registry, 'idempotency_store_errors_total')).toEqual({});
   });
 
   it('lets engines share one registry, their series told apart by namespace', async () => {

@@ -4,7 +4,7 @@
  * real replica is in test/integration/redis/replicas.test.ts.
  */
 import { describe, expect, it } from 'vitest';
-import { isStoreUnavailableError } from '../../../src/core/errors.js';
+import { isReplicationShortError, isStoreUnavailableError } from '../../../src/core/errors.js';
 import { type RedisStoreOptions, redisStore } from '../../../src/redis/index.js';
 
 type Args = ReadonlyArray<string | Buffer>;
@@ -151,5 +151,49 @@ describe('redisStore waitForReplicas option', () => {
     expect(isStoreUnavailableError(error)).toBe(true);
     expect((error as Error).message).toMatch(/WAIT failed \(ERR WAIT cannot be used/);
     expect(sent).toEqual(['EVALSHA', 'WAIT', 'EVALSHA']);
+  });
+
+  it('applies a completion when WAIT itself fails, and rejects with ReplicationShortError carrying its answer and the WAIT error', async () => {
+    // Arrange: the completion script answers 1 (applied); WAIT is refused.
+    const waitError = new Error('ERR WAIT cannot be used with replica instances');
+    const store = redisStore({
+      client: client(async (args) => {
+        if (args[0] === 'WAIT') throw waitError;
+        return 1;
+      }),
+      ...quiet,
+      waitForReplicas: { count: 1, timeoutMs: 100 },
+    });
+    // Act
+    const error = await store.complete('k', 1, Uint8Array.of(1), 1000).catch((e) => e);
+    // Assert
+    expect(isReplicationShortError(error)).toBe(true);
+    expect(error).toMatchObject({
+      operation: 'complete',
+      result: true,
+      acknowledged: -1,
+      required: 1,
+      cause: waitError,
+    });
+    expect((error as Error).message).toMatch(
+      /^Redis store: complete was applied on the primary but not confirmed by replicas: WAIT failed \(ERR WAIT cannot be used/,
+    );
+  });
+
+  it('answers a fenced-out completion, release or step false whatever the count: nothing was written', async () => {
+    // Arrange: every script answers 0 (fenced out); no replica acknowledges.
+    const store = redisStore({
+      client: client(async () => 0),
+      ...quiet,
+      waitForReplicas: { count: 1, timeoutMs: 100 },
+    });
+    // Act
+    const answers = await Promise.all([
+      store.complete('k', 1, Uint8Array.of(1), 1000),
+      store.release('k', 1),
+      store.saveStep('k', 1, 'charge', Uint8Array.of(1)),
+    ]);
+    // Assert
+    expect(answers).toEqual([false, false, false]);
   });
 });
