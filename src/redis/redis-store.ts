@@ -37,7 +37,6 @@ import { booleanOption, durationOption, knownFields, shownValue } from '../core/
 import type { ClaimResult, IdempotencyRecord } from '../core/record.js';
 import { assertStepName } from '../core/steps.js';
 import { assertPositiveMs, assertReserveMs } from '../store/durations.js';
-import { PartialBatchError } from '../store/partial-batch.js';
 import type {
   ClaimOptions,
   ClaimRequest,
@@ -60,15 +59,12 @@ import { completeClaimMany } from './complete-claim-script.js';
 import { createGuard } from './guard.js';
 import { listCrashedRecords } from './list-crashed.js';
 import { outcomeArg } from './outcome-arg.js';
+import { type OnShort, type ShortfallHandlers, shortfallHandlers } from './replica-shortfalls.js';
 import {
   type Acknowledged,
   fellShort,
-  markShortItems,
   type ReplicaWait,
   ReplicaWaiter,
-  replicasShortError,
-  replicasShortReason,
-  replicationShortError,
   type WaitForReplicasOptions,
   waitForReplicasOption,
 } from './replica-wait.js';
@@ -86,7 +82,6 @@ import {
   type LoadedScript,
   loadScript,
   runScript,
-  scriptCall,
   scriptCommand,
   sendScript,
 } from './script-runner.js';
@@ -339,19 +334,6 @@ async function eachInKeyOrder<Req extends { key: string }, Res>(
 }
 
 /**
- * A batch reply's items, an `Error` in place of each item that failed (a {@link PartialBatchError}'s
- * results), from `decode`, which throws that error when an item failed.
- */
-function itemsOf<R>(decode: () => R): R {
-  try {
-    return decode();
-  } catch (error) {
-    if (error instanceof PartialBatchError) return error.results as R;
-    throw error;
-  }
-}
-
-/**
  * A key prefix `redisStore` accepts: a non-empty string without `{` or `}`, which would change the record
  * keys' hash tag (and so their Cluster slot). Not empty: the record keys would be `{<storage key>}`, and the
  * `SCAN` pattern of `stats()`, `listCrashed()` and the CLI, `<prefix>{*}`, would be `{*}`, which matches
@@ -451,75 +433,61 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
   // bad argument still rejects (never throws), through `rejected`.
   const rejected = (error: unknown) => Promise.reject(error);
 
-  /** A script call followed by `WAIT` (only with `waitForReplicas`): its reply and the replicas' count. */
-  const written = (script: LoadedScript, command: RedisArg[]): Promise<Acknowledged> =>
-    (waiter as ReplicaWaiter).sendScript(script, command);
-  const writtenRun = (script: LoadedScript, keys: string[], args: RedisArg[]) =>
-    written(script, scriptCall(script, keys, args));
-
   /**
-   * A won claim whose write the replicas did not acknowledge is not handed out (`acknowledgedClaim`,
-   * `refuseWonClaims`): its caller gets `StoreUnavailableError`, so no handler runs on it. A fresh claim
-   * (attempt 1) is then released here, best effort, so a retry need not wait out its lease (its token is
-   * this call's alone, and nothing ran under it). A takeover is left to its lease instead: a release would
-   * delete the steps the crashed attempt recorded and end its reservation, and the next takeover by the same
-   * request keeps both.
+   * A won claim whose write the replicas did not acknowledge is not handed out (`replica-shortfalls.ts`):
+   * its caller gets `StoreUnavailableError`, so no handler runs on it. A fresh claim (attempt 1) is then
+   * released here, best effort, so a retry need not wait out its lease (its token is this call's alone, and
+   * nothing ran under it). A takeover is left to its lease instead: a release would delete the steps the
+   * crashed attempt recorded and end its reservation, and the next takeover by the same request keeps both.
    */
-  function releaseRefused(key: string, result: ClaimResult): void {
+  function releaseRefused(claimKey: string, result: ClaimResult): void {
     if (result.claimed && result.attempt === 1) {
-      run(
-        scripts.release,
-        [recordKey(key), stepsKey(key)],
-        [String(result.token), tokenFloorMs],
-      ).catch(() => undefined);
+      // `claimKey` is the record key (the script call's first key); the steps key is it with `:s`, as
+      // `stepsKey` makes it.
+      run(scripts.release, [claimKey, `${claimKey}:s`], [String(result.token), tokenFloorMs]).catch(
+        () => undefined,
+      );
     }
   }
+
+  /** What each write call does when its `WAIT` fell short (only with `waitForReplicas`). */
+  const shortfalls: ShortfallHandlers | undefined =
+    replicas === undefined ? undefined : shortfallHandlers(replicas, releaseRefused);
 
   /**
-   * The answer of a write made after the handler ran (a completion, a release, a step's result), once its
-   * `WAIT` has answered: applied whatever the replicas' count (failing it could not undo the handler's
-   * effect), but one that fell short rejects with `ReplicationShortError` carrying the answer, which the
-   * guard passes on as it is, so that the engine goes on with the answer and reports the shortfall.
+   * Send a script call that writes (its `command` built by `scriptCommand`) and decode its reply: the one
+   * path of every write, chosen once per store, so that it pays no test and no allocation of its own per
+   * call. Without `waitForReplicas`, the call as is. With it, the call followed by its `WAIT` (see
+   * {@link ReplicaWaiter}): the reply decoded as usual when enough replicas acknowledged it, else handed to
+   * `onShort` (`replica-shortfalls.ts`; absent: the answer stands whatever the count).
    */
-  function appliedFlag(operation: string, acknowledged: Acknowledged): boolean {
-    const flag = decodeFlag(acknowledged.reply);
-    if (flag && fellShort(acknowledged, replicas as ReplicaWait)) {
-      throw replicationShortError(operation, acknowledged, replicas as ReplicaWait, flag);
-    }
-    return flag;
-  }
+  const write: <T>(
+    operation: string,
+    script: LoadedScript,
+    command: RedisArg[],
+    decode: (reply: unknown) => T,
+    onShort: OnShort<T> | undefined,
+  ) => Promise<T> =
+    waiter === undefined
+      ? (operation, script, command, decode) =>
+          guard(operation, () => sendScript(commander, script, command), decode)
+      : (operation, script, command, decode, onShort) =>
+          guard(
+            operation,
+            () => waiter.sendScript(script, command),
+            (acknowledged: Acknowledged) =>
+              onShort !== undefined && fellShort(acknowledged, waiter.wait)
+                ? onShort(acknowledged, decode, command)
+                : decode(acknowledged.reply),
+          );
 
-  /** A single claim's answer, once its `WAIT` has answered (the guard wraps the refusal). */
-  function acknowledgedClaim(key: string, result: ClaimResult, acknowledged: Acknowledged) {
-    if (result.claimed && fellShort(acknowledged, replicas as ReplicaWait)) {
-      releaseRefused(key, result);
-      throw replicasShortReason(acknowledged, replicas as ReplicaWait);
-    }
-    return result;
-  }
-
-  /**
-   * A batch's claims whose `WAIT` fell short: each won claim replaced by its refusal, as
-   * {@link acknowledgedClaim} refuses one; the other items keep their answers (a replay, a conflict or a
-   * mismatch runs nothing). Returns how many items are errors now.
-   */
-  function refuseWonClaims(
-    requests: readonly ClaimRequest[],
-    items: Array<ClaimResult | Error>,
-    acknowledged: Acknowledged,
-  ): number {
-    let failed = 0;
-    for (let i = 0; i < items.length; i++) {
-      const item = items[i] as ClaimResult | Error;
-      if (item instanceof Error) failed++;
-      else if (item.claimed) {
-        releaseRefused((requests[i] as ClaimRequest).key, item);
-        items[i] = replicasShortError('claim', acknowledged, replicas as ReplicaWait);
-        failed++;
-      }
-    }
-    return failed;
-  }
+  /** The command of a single-record script call with its record key (and steps key) pushed. */
+  const commandFor = (script: LoadedScript, key: string, withSteps: boolean): RedisArg[] => {
+    const command = scriptCommand(script, withSteps ? 2 : 1);
+    command.push(recordKey(key));
+    if (withSteps) command.push(stepsKey(key));
+    return command;
+  };
 
   function claimOne(key: string, claimOptions: ClaimOptions): Promise<ClaimResult> {
     let leaseMs: number;
@@ -530,19 +498,14 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     } catch (error) {
       return rejected(error);
     }
-    const args = [claimOptions.fingerprint, String(leaseMs), String(reserveMs)];
-    if (replicas !== undefined) {
-      return guard(
-        'claim',
-        () => writtenRun(scripts.claim, [recordKey(key)], args),
-        (acknowledged) =>
-          acknowledgedClaim(key, decodeClaim(acknowledged.reply, leaseMs), acknowledged),
-      );
-    }
-    return guard(
+    const command = commandFor(scripts.claim, key, false);
+    command.push(claimOptions.fingerprint, String(leaseMs), String(reserveMs));
+    return write(
       'claim',
-      () => run(scripts.claim, [recordKey(key)], args),
+      scripts.claim,
+      command,
       (reply) => decodeClaim(reply, leaseMs),
+      shortfalls?.claim,
     );
   }
 
@@ -554,20 +517,9 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
       return rejected(error);
     }
     if (!Number.isSafeInteger(request.token)) return Promise.resolve(false);
-    const args = [String(request.token), outcomeArg(request.outcome), retention];
-    if (replicas !== undefined) {
-      // Applied whatever the replicas' count: the handler has run (see docs/stores/redis.md).
-      return guard(
-        'complete',
-        () => writtenRun(scripts.complete, [recordKey(request.key)], args),
-        (acknowledged) => appliedFlag('complete', acknowledged),
-      );
-    }
-    return guard(
-      'complete',
-      () => run(scripts.complete, [recordKey(request.key)], args),
-      decodeFlag,
-    );
+    const command = commandFor(scripts.complete, request.key, false);
+    command.push(String(request.token), outcomeArg(request.outcome), retention);
+    return write('complete', scripts.complete, command, decodeFlag, shortfalls?.complete);
   }
 
   // The batch paths below use indexed loops and build the script's command in place: per item, every
@@ -589,24 +541,12 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     const command = scriptCommand(scripts.claimMany, count);
     pushRecordKeys(command, requests);
     pushClaimArgs(command, requests, durations);
-    if (replicas !== undefined) {
-      return guard(
-        'claimMany',
-        () => written(scripts.claimMany, command),
-        (acknowledged) => {
-          const decode = () => decodeClaims(acknowledged.reply, durations.leases);
-          if (!fellShort(acknowledged, replicas)) return decode();
-          const items: Array<ClaimResult | Error> = itemsOf(decode);
-          const failed = refuseWonClaims(requests, items, acknowledged);
-          if (failed > 0) throw new PartialBatchError(items, failed);
-          return items as ClaimResult[];
-        },
-      );
-    }
-    return guard(
+    return write(
       'claimMany',
-      () => sendScript(commander, scripts.claimMany, command),
+      scripts.claimMany,
+      command,
       (reply) => decodeClaims(reply, durations.leases),
+      shortfalls?.claims,
     );
   }
 
@@ -622,25 +562,12 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     const command = scriptCommand(scripts.completeMany, count);
     pushRecordKeys(command, items);
     pushCompleteArgs(command, items, retentions);
-    if (replicas !== undefined) {
-      return guard(
-        'completeMany',
-        () => written(scripts.completeMany, command),
-        (acknowledged) => {
-          const decode = () => decodeFlags(acknowledged.reply, count);
-          if (!fellShort(acknowledged, replicas)) return decode();
-          // Each applied completion is told apart as unconfirmed (see `appliedFlag`).
-          const items: Array<boolean | Error> = itemsOf(decode);
-          const errors = markShortItems('complete', items, acknowledged, replicas);
-          if (errors > 0) throw new PartialBatchError(items, errors);
-          return items as boolean[];
-        },
-      );
-    }
-    return guard(
+    return write(
       'completeMany',
-      () => sendScript(commander, scripts.completeMany, command),
+      scripts.completeMany,
+      command,
       (reply) => decodeFlags(reply, count),
+      shortfalls?.completes,
     );
   }
 
@@ -703,31 +630,12 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     command[split] = String(completeCount);
     command[split + 1] = String(command.length - split - 2);
     pushClaimArgs(command, claims, durations);
-    if (replicas !== undefined) {
-      return guard(
-        'completeAndClaimMany',
-        () => written(scripts.completeClaimMany, command),
-        (acknowledged) => {
-          const decode = () =>
-            decodeCompleteAndClaim(acknowledged.reply, completeCount, durations.leases);
-          if (!fellShort(acknowledged, replicas)) return decode();
-          // The completions are applied (the handlers have run) and told apart as unconfirmed; the won
-          // claims are refused.
-          const results: {
-            completed: Array<boolean | Error>;
-            claimed: Array<ClaimResult | Error>;
-          } = itemsOf(decode);
-          let failed = refuseWonClaims(claims, results.claimed, acknowledged);
-          failed += markShortItems('complete', results.completed, acknowledged, replicas);
-          if (failed > 0) throw new PartialBatchError(results, failed);
-          return results as CompleteAndClaimResults;
-        },
-      );
-    }
-    return guard(
+    return write(
       'completeAndClaimMany',
-      () => sendScript(commander, scripts.completeClaimMany, command),
+      scripts.completeClaimMany,
+      command,
       (reply) => decodeCompleteAndClaim(reply, completeCount, durations.leases),
+      shortfalls?.completesAndClaims,
     );
   }
 
@@ -754,40 +662,17 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
 
     async release(key, token) {
       if (!Number.isSafeInteger(token)) return false;
-      const keys = [recordKey(key), stepsKey(key)];
-      const args = [String(token), tokenFloorMs];
-      if (replicas !== undefined) {
-        // Applied whatever the count (told apart as unconfirmed): a lost release only keeps the key
-        // until the lease ends.
-        return guard(
-          'release',
-          () => writtenRun(scripts.release, keys, args),
-          (acknowledged) => appliedFlag('release', acknowledged),
-        );
-      }
-      return guard('release', () => run(scripts.release, keys, args), decodeFlag);
+      const command = commandFor(scripts.release, key, true);
+      command.push(String(token), tokenFloorMs);
+      return write('release', scripts.release, command, decodeFlag, shortfalls?.release);
     },
 
     async extend(key, token, leaseMs) {
       const lease = String(wholeMs(leaseMs, 'leaseMs'));
       if (!Number.isSafeInteger(token)) return false;
-      const keys = [recordKey(key), stepsKey(key)];
-      if (replicas !== undefined) {
-        // An extension a failover could lose would end the lease sooner than its holder counts on: the
-        // engine treats a refused one as failed, and stops the handler if none succeeds in time.
-        return guard(
-          'extend',
-          () => writtenRun(scripts.extend, keys, [String(token), lease]),
-          (acknowledged) => {
-            const held = decodeFlag(acknowledged.reply);
-            if (held && fellShort(acknowledged, replicas)) {
-              throw replicasShortReason(acknowledged, replicas);
-            }
-            return held;
-          },
-        );
-      }
-      return guard('extend', () => run(scripts.extend, keys, [String(token), lease]), decodeFlag);
+      const command = commandFor(scripts.extend, key, true);
+      command.push(String(token), lease);
+      return write('extend', scripts.extend, command, decodeFlag, shortfalls?.extend);
     },
 
     async get(key): Promise<IdempotencyRecord | undefined> {
@@ -800,32 +685,19 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
       listCrashedRecords({ commander, prefix, guard, inspect: inspectRecord }, listOptions),
 
     async delete(key) {
-      // A script, not a DEL: it leaves a tombstone, so a later claim still gets a larger token.
-      const keys = [recordKey(key), stepsKey(key)];
-      if (replicas !== undefined) {
-        return guard(
-          'delete',
-          () => writtenRun(scripts.remove, keys, [tokenFloorMs]),
-          (acknowledged) => decodeFlag(acknowledged.reply),
-        );
-      }
-      return guard('delete', () => run(scripts.remove, keys, [tokenFloorMs]), decodeFlag);
+      // A script, not a DEL: it leaves a tombstone, so a later claim still gets a larger token. Answered
+      // whatever the replicas' count (an admin call: no engine to report to).
+      const command = commandFor(scripts.remove, key, true);
+      command.push(tokenFloorMs);
+      return write('delete', scripts.remove, command, decodeFlag, undefined);
     },
 
     async saveStep(key, token, name, value) {
       assertStepName(name, 'redisStore');
       if (!Number.isSafeInteger(token)) return false;
-      const keys = [recordKey(key), stepsKey(key)];
-      const args = [String(token), name, outcomeArg(value)];
-      if (replicas !== undefined) {
-        // Applied whatever the count, as a completion: the step has run.
-        return guard(
-          'saveStep',
-          () => writtenRun(scripts.saveStep, keys, args),
-          (acknowledged) => appliedFlag('saveStep', acknowledged),
-        );
-      }
-      return guard('saveStep', () => run(scripts.saveStep, keys, args), decodeFlag);
+      const command = commandFor(scripts.saveStep, key, true);
+      command.push(String(token), name, outcomeArg(value));
+      return write('saveStep', scripts.saveStep, command, decodeFlag, shortfalls?.saveStep);
     },
 
     async loadSteps(key, token) {
