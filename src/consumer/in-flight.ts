@@ -3,6 +3,7 @@
  * waits for the ones in flight before a consumer closes.
  * @module
  */
+import { TIMED_OUT, within } from './timer-race.js';
 
 /** Tracks in-flight deliveries, bounded by `limit`. */
 export class InFlight {
@@ -83,16 +84,9 @@ export class InFlight {
   /** Resolve once nothing is in flight, or after `timeoutMs`; resolves to whether it drained. */
   async drain(timeoutMs: number): Promise<boolean> {
     if (this.active === 0) return true;
-    let timer: NodeJS.Timeout | undefined;
-    const drained = new Promise<boolean>((resolve) => this.idle.push(() => resolve(true)));
-    const timedOut = new Promise<boolean>((resolve) => {
-      timer = setTimeout(() => resolve(false), timeoutMs);
-    });
-    try {
-      return await Promise.race([drained, timedOut]);
-    } finally {
-      clearTimeout(timer);
-    }
+    const drained = new Promise<void>((resolve) => this.idle.push(resolve));
+    // A ref'd timer: a process must not exit in the middle of close().
+    return (await within(drained, timeoutMs, false)) !== TIMED_OUT;
   }
 
   /**
@@ -128,17 +122,10 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
 }
 
 /**
- * Whether `promise` settles within `ms` (the timer is cleared either way): a pull loop's end awaited for
- * at most a consumer's `drainTimeout`.
+ * Whether `promise` settles within `ms` (the timer is cleared either way; a rejection is passed on): a
+ * pull loop's end awaited for at most a consumer's `drainTimeout`. The timer is ref'd: a process must not
+ * exit in the middle of close().
  */
 export async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const timedOut = new Promise<false>((resolve) => {
-    timer = setTimeout(() => resolve(false), ms);
-  });
-  try {
-    return await Promise.race([promise.then(() => true), timedOut]);
-  } finally {
-    clearTimeout(timer);
-  }
+  return (await within(promise, ms, false)) !== TIMED_OUT;
 }

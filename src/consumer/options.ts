@@ -83,8 +83,9 @@ export interface ConsumerHooks<M> {
   ): void;
   /**
    * An operation on a delivery failed, and the message was kept rather than lost. `operation` is `ack`,
-   * `retry` or `dead_letter` (a broker operation: RabbitMQ refused or returned the copy, say, or a dead
-   * letter's record that did not answer within `storeTimeout`), `touch` (a keep-alive call that failed or
+   * `retry` or `dead_letter` (a broker operation: RabbitMQ refused or returned the copy, say, or one that
+   * did not answer within `brokerTimeout`, or a dead letter's record that did not answer within
+   * `storeTimeout`), `touch` (a keep-alive call that failed or
    * is overdue), `release` (a failed handler's claim whose release did not answer within `storeTimeout`),
    * or `process`: processing itself threw (an `isPermanentError` or `backoff` that threw, or a bug), and
    * the delivery was settled as a handler error.
@@ -164,6 +165,18 @@ export interface ConsumerOptions<M> {
    * engine options' `leaseMs`, else 30 s)
    */
   storeTimeout?: Duration;
+  /**
+   * The longest the consumer waits for one of the broker calls that settle a delivery (a Redis Streams
+   * `XACK`, `XCLAIM` or dead letter's `XADD`, a RabbitMQ retry or dead-letter copy's confirm, a NATS
+   * dead letter's PubAck), at most 2³¹−1 ms: past it the call is reported to `onBrokerError` (operation
+   * `ack`, `retry` or `dead_letter`) and the delivery's handler slot freed. Nothing is acked that was not
+   * settled: the call goes on, and what it does if it answers later (a copy confirmed, then its original
+   * acked) is what the redelivery meets; a dead letter given up on is not written a second way (see the
+   * docs). Matters for a connection hung without a command timeout (ioredis's default, node-redis with
+   * `commandOptions.timeout: 0`), a confirm that never comes, or a publisher with a long request timeout.
+   * @default `storeTimeout`
+   */
+  brokerTimeout?: Duration;
   /** Observation callbacks. */
   hooks?: ConsumerHooks<M>;
 }
@@ -185,6 +198,7 @@ const CONSUMER_OPTION_FIELDS = {
   retention: true,
   drainTimeout: true,
   storeTimeout: true,
+  brokerTimeout: true,
   hooks: true,
 } as const satisfies Record<keyof ConsumerOptions<unknown>, true>;
 
@@ -245,6 +259,8 @@ export interface ResolvedConsumerOptions<M> {
   drainTimeoutMs: number;
   /** The bound on each of the consumer's own store calls (see {@link ConsumerOptions.storeTimeout}). */
   storeTimeoutMs: number;
+  /** The bound on each broker call settling a delivery (see {@link ConsumerOptions.brokerTimeout}). */
+  brokerTimeoutMs: number;
   hooks: ConsumerHooks<M>;
 }
 
@@ -300,6 +316,13 @@ export function resolveConsumerOptions<M>(
     (isEngine(options.idempotency)
       ? undefined
       : toMs(options.idempotency.leaseMs ?? DEFAULT_ENGINE_LEASE, 'idempotency.leaseMs'));
+  // A timer too. The default, a lease, may be longer than a timer can wait (a lease of weeks): capped.
+  const storeTimeoutMs = durationOption(
+    options.storeTimeout,
+    'storeTimeout',
+    Math.min(settleKeepAliveMs ?? UNKNOWN_LEASE_MS, MAX_TIMER_MS),
+    { maxMs: MAX_TIMER_MS },
+  );
   return {
     engine,
     name: options.name,
@@ -323,13 +346,12 @@ export function resolveConsumerOptions<M>(
     drainTimeoutMs: durationOption(options.drainTimeout, 'drainTimeout', 30_000, {
       maxMs: MAX_TIMER_MS,
     }),
-    // A timer too. The default, a lease, may be longer than a timer can wait (a lease of weeks): capped.
-    storeTimeoutMs: durationOption(
-      options.storeTimeout,
-      'storeTimeout',
-      Math.min(settleKeepAliveMs ?? UNKNOWN_LEASE_MS, MAX_TIMER_MS),
-      { maxMs: MAX_TIMER_MS },
-    ),
+    storeTimeoutMs,
+    // A timer too. A settle normally answers in milliseconds; one that has not within what a store call
+    // gets is hung, not slow.
+    brokerTimeoutMs: durationOption(options.brokerTimeout, 'brokerTimeout', storeTimeoutMs, {
+      maxMs: MAX_TIMER_MS,
+    }),
     hooks: callbacksOption<ConsumerHooks<M>>(options.hooks, 'hooks') ?? {},
   };
 }

@@ -5,6 +5,7 @@
  * @module
  */
 
+import { AbandonedClaimError } from '../core/abandoned-claim.js';
 import { describeError } from '../core/describe-error.js';
 import { MAX_TIMER_MS } from '../core/duration.js';
 import type { RunContext, RunOutcome, RunRequest } from '../core/engine.js';
@@ -111,10 +112,18 @@ class GaveUp {
 
 /**
  * Thrown out of the engine's function by a claim answered after the attempt gave up on it: the engine then
- * releases the claim (consumers run with `storeErrors: false`) instead of running the handler for a
- * delivery already handed back to the broker, whose redelivery may be running it elsewhere.
+ * releases the claim instead of running the handler for a delivery already handed back to the broker,
+ * whose redelivery may be running it elsewhere, and reports it to its `onStoreError` (operation `claim`),
+ * not to `onFailed`: no handler ran (abandoned-claim.ts). Made when a late claim answers, which is rare: it
+ * names its store.
  */
-const LATE_CLAIM = new Error('The claim answered after the consumer gave up waiting for it');
+function lateClaim(engine: ResolvedConsumerOptions<unknown>['engine'], ms: number) {
+  return new AbandonedClaimError(
+    `Store '${storeNameOf(engine)}' answered the claim of this delivery after the consumer gave up ` +
+      `waiting for it (storeTimeout, ${ms} ms): released, never run; the message was handed back for ` +
+      'redelivery',
+  );
+}
 
 /** A deadline's timer callback: a function of the module, so that arming one allocates no closure. */
 function attemptDeadline(attempt: { deadlinePassed(): void }): void {
@@ -220,7 +229,9 @@ class Attempt<M> {
   private execute(context: RunContext): Promise<undefined> | undefined {
     // A claim that answered after this attempt gave up on it: the delivery is back with the broker, and
     // its redelivery may run elsewhere. Thrown, so the engine releases the claim; never run.
-    if (this.phase === GIVEN_UP) throw LATE_CLAIM;
+    if (this.phase === GIVEN_UP) {
+      throw lateClaim(this.options.engine, this.options.storeTimeoutMs);
+    }
     this.phase = HANDLING;
     clearTimeout(this.deadline);
     const { delivery } = this;

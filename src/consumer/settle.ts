@@ -6,6 +6,7 @@
  */
 import type { StoredErrorInfo } from '../core/errors.js';
 import { callHook } from '../core/hooks.js';
+import { brokerTimeoutError, withinBrokerTimeout } from './broker-deadline.js';
 import type { DeadLetterReason, Decision } from './decision.js';
 import { recordDeadLetter } from './given-up.js';
 import type { ConsumerEvent, ConsumerHooks, ResolvedConsumerOptions } from './options.js';
@@ -135,11 +136,7 @@ export async function settle<M>(
         delayMs: decision.delayMs,
         ...(decision.error === undefined ? {} : { error: decision.error }),
       });
-      try {
-        await delivery.retry(decision.delayMs);
-      } catch (error) {
-        brokerError(options, event, 'retry', error);
-      }
+      await retryWithin(options, delivery, event, decision.delayMs);
       return decision;
     case 'dead_letter': {
       const letter: DeadLetter = {
@@ -162,6 +159,39 @@ export async function settle<M>(
       await writeDeadLetter(options, delivery, event, letter, recorded);
       return decision;
     }
+  }
+}
+
+/**
+ * Have `delivery` redelivered after `delayMs`, waiting for the broker at most `brokerTimeout`: a failure,
+ * or a call that did not answer in time, is reported to `onBrokerError` (operation `retry`). Never rejects,
+ * never acks: a retry given up on leaves the message with the broker, unacked (RabbitMQ: its original is
+ * acked once the copy's confirm comes, if it does; Redis Streams: the entry stays pending, reclaimed after
+ * `minIdle`).
+ */
+async function retryWithin<M>(
+  options: ResolvedConsumerOptions<M>,
+  delivery: Delivery<M>,
+  event: ConsumerEvent<M>,
+  delayMs: number,
+  letter?: DeadLetter,
+): Promise<void> {
+  try {
+    const bounded = withinBrokerTimeout(delivery.retry(delayMs, letter), options.brokerTimeoutMs);
+    if (bounded !== undefined && (await bounded) === TIMED_OUT) {
+      brokerError(
+        options,
+        event,
+        'retry',
+        brokerTimeoutError(
+          'the retry',
+          options.brokerTimeoutMs,
+          'its handler slot is freed, the message left unacked with the broker, which redelivers it',
+        ),
+      );
+    }
+  } catch (error) {
+    brokerError(options, event, 'retry', error);
   }
 }
 
@@ -206,8 +236,9 @@ export async function writeDeadLetter<M>(
   letter: DeadLetter,
   recorded = false,
 ): Promise<void> {
+  let written: unknown;
   try {
-    await delivery.deadLetter(letter);
+    written = await withinBrokerTimeout(delivery.deadLetter(letter), options.brokerTimeoutMs);
   } catch (error) {
     // The dead letter could not be written: keep the message and try again later rather than lose it. The
     // letter goes with the copy (or, where the copy cannot carry it, into the store: given-up.ts), so that
@@ -221,11 +252,25 @@ export async function writeDeadLetter<M>(
         brokerError(options, event, 'dead_letter', recordError);
       }
     }
-    try {
-      await delivery.retry(options.policy.maxRetryDelayMs, letter);
-    } catch (retryError) {
-      brokerError(options, event, 'retry', retryError);
-    }
+    await retryWithin(options, delivery, event, options.policy.maxRetryDelayMs, letter);
+    return;
+  }
+  if (written === TIMED_OUT) {
+    // Neither written nor failed: the write goes on and may yet land (then its settle follows: the
+    // original acked, the entry acked, the message terminated). So it is not carried on a retry copy nor
+    // recorded now, which would be a second way of writing it: the message stays unacked, and its
+    // redelivery meets the record made before the write (NATS, Redis Streams, a RabbitMQ retry copy) and
+    // writes the letter then, or, without one, runs as any redelivery.
+    brokerError(
+      options,
+      event,
+      'dead_letter',
+      brokerTimeoutError(
+        'the dead letter',
+        options.brokerTimeoutMs,
+        'its handler slot is freed, the message left unacked with the broker, which redelivers it',
+      ),
+    );
     return;
   }
   emitHook(options.hooks, 'onDeadLetter', { ...event, reason: letter.reason, error: letter.error });

@@ -14,28 +14,16 @@
 import type { Idempotency } from '../core/engine.js';
 import { StoreUnavailableError } from '../core/errors.js';
 import type { Store } from '../store/store.js';
+import { type TIMED_OUT, within } from './timer-race.js';
 
-/** What {@link withinStoreTimeout} resolves to when the call did not answer in time. */
-export const TIMED_OUT: unique symbol = Symbol('store call timed out');
+export { TIMED_OUT } from './timer-race.js';
 
 /**
  * `call`'s answer, or {@link TIMED_OUT} once `ms` passed without one (the timer is cleared either way). A
  * rejection is passed on. The timer is unref'd: a call nobody answers must not keep a process alive.
  */
-export async function withinStoreTimeout<T>(
-  call: Promise<T>,
-  ms: number,
-): Promise<T | typeof TIMED_OUT> {
-  let timer: NodeJS.Timeout | undefined;
-  const timedOut = new Promise<typeof TIMED_OUT>((resolve) => {
-    timer = setTimeout(resolve, ms, TIMED_OUT);
-    timer.unref();
-  });
-  try {
-    return await Promise.race([call, timedOut]);
-  } finally {
-    clearTimeout(timer);
-  }
+export function withinStoreTimeout<T>(call: Promise<T>, ms: number): Promise<T | typeof TIMED_OUT> {
+  return within(call, ms, true);
 }
 
 /** The name of `engine`'s store, read with care: an engine of the user's own making may lack `store`. */

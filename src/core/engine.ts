@@ -5,6 +5,7 @@
  */
 import { type BatchingOptions, withBatching } from '../store/batching.js';
 import type { Store } from '../store/store.js';
+import { isAbandonedClaimError } from './abandoned-claim.js';
 import { type Clock, monotonicClock, systemClock } from './clock.js';
 import { isClosedClientError } from './closed-client.js';
 import { CompletedCache, DEFAULT_CACHE_MAX_BYTES } from './completed-cache.js';
@@ -495,8 +496,18 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       value = await fn(context);
     } catch (error) {
       lease.stop();
-      const stored = await settleFailure(error, lease, retentionMs, storeErrors, event);
-      if (hooks.onFailed !== undefined) {
+      // A claim its caller gave up waiting for (abandoned-claim.ts): `fn` did nothing. Released, never
+      // stored whatever `storeErrors`, and reported as the slow claim it was, not as a failed execution.
+      const abandoned = isAbandonedClaimError(error);
+      const stored = await settleFailure(
+        error,
+        lease,
+        retentionMs,
+        abandoned ? false : storeErrors,
+        event,
+      );
+      if (abandoned) emit(hooks, 'onStoreError', { ...event, operation: 'claim', error });
+      else if (hooks.onFailed !== undefined) {
         const durationMs = clock.now() - startedAt;
         emit(hooks, 'onFailed', { ...event, token, attempt, durationMs, stored });
       }

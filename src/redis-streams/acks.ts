@@ -7,8 +7,26 @@
  * a store batch's messages in one burst, so their acks can share one command. Nothing is acked earlier than
  * before: an id is only handed to {@link AckBatcher.ack} once its completion is durable (or its dead letter
  * is written), and the flush happens in the same turn of the event loop.
+ *
+ * An `XACK` that Redis never answers (a connection hung without a command timeout: ioredis's default) is
+ * waited for at most `timeoutMs` (the consumer's `brokerTimeout`), with one timer per command, not per
+ * entry: its callers are then rejected, and their handler slots freed, rather than held for as long as
+ * the connection hangs. Their entries stay pending, unless the command lands later; either way their
+ * completions are durable, so a redelivery is acked as a duplicate.
  * @module
  */
+import { brokerTimeoutError } from '../consumer/broker-deadline.js';
+
+/** Rejects the callers of an `XACK` not answered within `ms` (a timer callback: no closure per burst). */
+function timedOut(reject: (error: unknown) => void, count: number, ms: number): void {
+  reject(
+    brokerTimeoutError(
+      `the XACK of ${count} entries`,
+      ms,
+      'unless it lands later, its entries stay pending, to be reclaimed after minIdle and acked as duplicates',
+    ),
+  );
+}
 
 /** Sends one `XACK` for `ids`; its promise settles with Redis's reply. */
 export type SendAcks = (ids: string[]) => Promise<unknown>;
@@ -23,7 +41,14 @@ export class AckBatcher {
   private ids: string[] = [];
   private flushed: Promise<void> | undefined;
 
-  constructor(private readonly send: SendAcks) {}
+  /**
+   * @param send - Sends one `XACK`.
+   * @param timeoutMs - How long an `XACK` is waited for before its callers are rejected.
+   */
+  constructor(
+    private readonly send: SendAcks,
+    private readonly timeoutMs: number,
+  ) {}
 
   /** Ack `id` with the others of this burst; settles when that `XACK`'s reply comes back. */
   ack(id: string): Promise<void> {
@@ -46,6 +71,19 @@ export class AckBatcher {
     } catch (error) {
       sent = Promise.reject(error);
     }
-    sent.then(() => resolve(), reject);
+    // The error is made only if the timer fires: a stack captured per XACK would cost every burst.
+    const timer = setTimeout(timedOut, this.timeoutMs, reject, ids.length, this.timeoutMs);
+    // A command nobody answers must not keep the process alive.
+    timer.unref();
+    sent.then(
+      () => {
+        clearTimeout(timer);
+        resolve();
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        reject(error);
+      },
+    );
   }
 }

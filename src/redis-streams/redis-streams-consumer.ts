@@ -232,7 +232,10 @@ export async function idempotentConsumer(
   let lastRead: string | undefined;
 
   // The acks of one burst share one XACK (see acks.ts); each caller still waits for that command's reply.
-  const acks = new AckBatcher((ids) => command(client, ['XACK', stream, group, ...ids]));
+  const acks = new AckBatcher(
+    (ids) => command(client, ['XACK', stream, group, ...ids]),
+    resolved.brokerTimeoutMs,
+  );
   const ack = (id: string) => acks.ack(id);
   // Re-own the entry and set its idle time: XAUTOCLAIM takes it once idle reaches `minIdle`. JUSTID keeps
   // the delivery count as it is.

@@ -640,7 +640,19 @@ export function defineConsumerSuite(broker: BrokerName): void {
         const { brokerCase, worker } = await newCase('late-claim');
         const held = heldStore(store);
         const events = hungEvents();
-        const idempotency = createIdempotency({ store: held.store, leaseMs: 1000 });
+        // What the engine's own hooks (metrics) see of the late claim.
+        const engineEvents = {
+          failed: 0,
+          storeErrors: [] as Array<{ operation: string; error: unknown }>,
+        };
+        const idempotency = createIdempotency({
+          store: held.store,
+          leaseMs: 1000,
+          hooks: {
+            onFailed: () => void engineEvents.failed++,
+            onStoreError: (event) => void engineEvents.storeErrors.push(event),
+          },
+        });
         const storageKey = idempotency.storageKeyFor('late-claim-1', `consumer:${worker}`);
         held.hold('claim', true);
         await start(
@@ -665,6 +677,11 @@ export function defineConsumerSuite(broker: BrokerName): void {
         );
         expect(events.calls).toHaveLength(0);
         expect(held.made('release')).toBe(1);
+        // Reported as the slow claim it was, not as a handler that failed (before: onFailed, counted by
+        // metrics users alerting on handler failures, for a handler that never ran).
+        expect(engineEvents.failed).toBe(0);
+        expect(engineEvents.storeErrors.map((event) => event.operation)).toEqual(['claim']);
+        expect(isStoreUnavailableError(engineEvents.storeErrors[0]?.error)).toBe(true);
 
         // The store answers again: a redelivery runs the message, once.
         held.hold('claim', false);

@@ -2,6 +2,8 @@
  * A TCP proxy in front of RabbitMQ that reads the server's AMQP 0-9-1 frames and can drop the connection
  * right before a chosen one reaches the client: to lose a link between two frames the broker sends back to
  * back (a `basic.return` and the `basic.ack` of the same publish), which a byte-level cut cannot split.
+ * It can also withhold every frame of one method from then on (the publisher confirms, say), the link
+ * otherwise working: a confirm that never comes, while deliveries still arrive.
  */
 import net from 'node:net';
 
@@ -25,6 +27,15 @@ export interface AmqpFrameProxy {
    * `after` frame on the same connection; once.
    */
   dropBefore(method: AmqpMethod, after: AmqpMethod): void;
+  /** Never forward a `method` frame from now on, on any connection; every other frame goes through. */
+  withhold(method: AmqpMethod): void;
+  /**
+   * Hold back every `method` frame from now on, on any connection, every other frame going through;
+   * {@link AmqpFrameProxy.release} delivers them late, in order.
+   */
+  holdBack(method: AmqpMethod): void;
+  /** Deliver the frames held back, in order, and forward every frame again. */
+  release(): void;
   /** Close the proxy and every connection. */
   close(): Promise<void>;
 }
@@ -43,6 +54,9 @@ export async function startAmqpFrameProxy(amqpUrl: string): Promise<AmqpFramePro
   const target = new URL(amqpUrl);
   const sockets = new Set<net.Socket>();
   let armed: { method: AmqpMethod; after: AmqpMethod } | undefined;
+  let withheld: AmqpMethod | undefined;
+  let heldBack: AmqpMethod | undefined;
+  const held: Array<{ client: net.Socket; frame: Buffer }> = [];
 
   const server = net.createServer((client) => {
     const upstream = net.connect(Number(target.port || 5672), target.hostname);
@@ -75,6 +89,11 @@ export async function startAmqpFrameProxy(amqpUrl: string): Promise<AmqpFramePro
           destroy();
           return;
         }
+        if (withheld !== undefined && isMethod(frame, withheld)) continue;
+        if (heldBack !== undefined && isMethod(frame, heldBack)) {
+          held.push({ client, frame: Buffer.from(frame) });
+          continue;
+        }
         client.write(frame);
       }
     });
@@ -88,6 +107,16 @@ export async function startAmqpFrameProxy(amqpUrl: string): Promise<AmqpFramePro
     url: through.href,
     dropBefore: (method, after) => {
       armed = { method, after };
+    },
+    withhold: (method) => {
+      withheld = method;
+    },
+    holdBack: (method) => {
+      heldBack = method;
+    },
+    release: () => {
+      heldBack = undefined;
+      for (const { client, frame } of held.splice(0)) if (!client.destroyed) client.write(frame);
     },
     close: async () => {
       for (const socket of sockets) socket.destroy();

@@ -14,6 +14,13 @@ export interface TcpProxy {
   cut(): void;
   /** Close the connections open during the cut and forward again. */
   restore(): void;
+  /**
+   * Hold every byte, both ways, on open and new connections, without dropping any: a link that stalls.
+   * {@link TcpProxy.resume} delivers them late, in order, as a link that recovers does.
+   */
+  pause(): void;
+  /** Deliver what {@link TcpProxy.pause} held, in order, and forward again. */
+  resume(): void;
   /** Close every open connection at once, as a server that restarts or fails over does; new ones go on. */
   drop(): void;
   /** Close the proxy and every connection. */
@@ -33,6 +40,8 @@ export interface TcpProxyOptions {
 interface Pair {
   client: net.Socket;
   upstream: net.Socket | undefined;
+  /** Bytes held by pause(), to the server and to the client, in arrival order. */
+  held: Array<{ toServer: boolean; chunk: Buffer }>;
 }
 
 /** Start a proxy to `target` (`host:port` of a real server on loopback). */
@@ -42,6 +51,7 @@ export async function startTcpProxy(
 ): Promise<TcpProxy> {
   const pairs = new Set<Pair>();
   let cut = false;
+  let paused = false;
 
   const destroy = (pair: Pair) => {
     pairs.delete(pair);
@@ -50,19 +60,24 @@ export async function startTcpProxy(
   };
 
   const server = net.createServer((client) => {
-    const pair: Pair = { client, upstream: undefined };
+    const pair: Pair = { client, upstream: undefined, held: [] };
     pairs.add(pair);
     client.on('error', () => destroy(pair));
     client.on('close', () => destroy(pair));
     // What a client sends while the link is cut is dropped, never delivered late.
-    client.on('data', (chunk) => {
-      if (!cut) pair.upstream?.write(chunk);
+    client.on('data', (chunk: Buffer) => {
+      if (paused) pair.held.push({ toServer: true, chunk });
+      else if (!cut) pair.upstream?.write(chunk);
     });
     if (cut) return; // connected to nothing until restore() closes it
     const upstream = net.connect(target.port, target.host);
     pair.upstream = upstream;
     let replied = 0;
-    upstream.on('data', (chunk) => {
+    upstream.on('data', (chunk: Buffer) => {
+      if (paused) {
+        pair.held.push({ toServer: false, chunk });
+        return;
+      }
       if (cut) return;
       client.write(chunk);
       replied += chunk.length;
@@ -83,6 +98,18 @@ export async function startTcpProxy(
     restore: () => {
       cut = false;
       for (const pair of [...pairs]) destroy(pair);
+    },
+    pause: () => {
+      paused = true;
+    },
+    resume: () => {
+      paused = false;
+      for (const pair of pairs) {
+        for (const { toServer, chunk } of pair.held.splice(0)) {
+          if (toServer) pair.upstream?.write(chunk);
+          else pair.client.write(chunk);
+        }
+      }
     },
     drop: () => {
       for (const pair of [...pairs]) destroy(pair);

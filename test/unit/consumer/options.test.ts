@@ -177,3 +177,30 @@ describe('consumer storeTimeout', () => {
     expect(resolve({ lease: '60d' }).storeTimeoutMs).toBe(2 ** 31 - 1);
   });
 });
+
+describe('consumer brokerTimeout', () => {
+  it.each([
+    ['30d', '"30d"'],
+    [2 ** 31, String(2 ** 31)],
+    [0, '0'],
+    ['5000', '"5000"'],
+  ])('refuses %o (a timer cannot wait that long, or it is no duration)', (value, shown) => {
+    // Act / Assert
+    expect(() => resolve({ brokerTimeout: value })).toThrow(
+      refusal(
+        new RegExp(
+          `^brokerTimeout: expected a positive number of ms \\(at most 2147483647 ms\\) or a duration like '500ms' or '30s', got ${shown}`,
+        ),
+      ),
+    );
+  });
+
+  it('defaults to storeTimeout, itself the lease by default', () => {
+    // Act / Assert
+    expect(resolve({ brokerTimeout: '3s' }).brokerTimeoutMs).toBe(3000);
+    expect(resolve({ storeTimeout: '2s' }).brokerTimeoutMs).toBe(2000);
+    expect(resolve({ lease: '5s' }).brokerTimeoutMs).toBe(5000);
+    expect(resolve({}).brokerTimeoutMs).toBe(30_000);
+    expect(resolve({ lease: '60d' }).brokerTimeoutMs).toBe(2 ** 31 - 1);
+  });
+});

@@ -34,7 +34,7 @@ describe('AckBatcher (Redis Streams)', () => {
   it('sends the acks of one burst as one XACK and resolves each caller only once its reply is back', async () => {
     // Arrange
     const { send, sent } = fakeSender();
-    const batcher = new AckBatcher(send);
+    const batcher = new AckBatcher(send, 60_000);
     // Act: acks decided in one burst of microtasks, as a store batch settles its messages.
     const acks = await Promise.resolve().then(() =>
       ['1-0', '2-0', '3-0'].map((id) => batcher.ack(id)),
@@ -52,7 +52,7 @@ describe('AckBatcher (Redis Streams)', () => {
   it('sends acks of later turns in their own XACK', async () => {
     // Arrange
     const { send, sent } = fakeSender();
-    const batcher = new AckBatcher(send);
+    const batcher = new AckBatcher(send, 60_000);
     // Act
     const first = batcher.ack('1-0');
     await nextTurn();
@@ -70,7 +70,7 @@ describe('AckBatcher (Redis Streams)', () => {
   it('rejects every caller of a failed XACK, and sends the next burst as usual', async () => {
     // Arrange
     const { send, sent } = fakeSender();
-    const batcher = new AckBatcher(send);
+    const batcher = new AckBatcher(send, 60_000);
     // Each caller awaits its ack at once, as processDelivery does.
     const failed = [batcher.ack('1-0'), batcher.ack('2-0')].map((ack) =>
       ack.then(
@@ -94,10 +94,28 @@ describe('AckBatcher (Redis Streams)', () => {
     // Arrange
     const batcher = new AckBatcher(() => {
       throw new TypeError('client: neither node-redis sendCommand nor ioredis call found');
-    });
+    }, 60_000);
     // Act
     const acks = [batcher.ack('1-0'), batcher.ack('2-0')];
     // Assert
     for (const ack of acks) await expect(ack).rejects.toThrow(TypeError);
+  });
+
+  it('rejects every caller of an XACK not answered within its timeout, and only then', async () => {
+    // Arrange: a reply that never comes (a connection hung without a command timeout).
+    const { send, sent } = fakeSender();
+    const batcher = new AckBatcher(send, 30);
+    // Act
+    const acks = [batcher.ack('1-0'), batcher.ack('2-0')];
+    await nextTurn();
+    // Assert
+    expect(sent.map((s) => s.ids)).toEqual([['1-0', '2-0']]);
+    expect(await state(acks[0]!)).toBe('pending');
+    for (const ack of acks) {
+      await expect(ack).rejects.toMatchObject({
+        name: 'BrokerTimeoutError',
+        message: expect.stringContaining('the XACK of 2 entries'),
+      });
+    }
   });
 });
