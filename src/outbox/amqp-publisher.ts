@@ -19,6 +19,12 @@ export interface AmqpConfirmChannelLike extends ReturningChannel {
     options: Record<string, unknown>,
     callback: (error: unknown, ok?: unknown) => void,
   ): boolean;
+  /**
+   * Resolve once every outstanding publish is confirmed. The publisher never calls it: only a confirm
+   * channel has it, and a plain `createChannel()` channel, which takes `publish`'s callback and never
+   * calls it, must be told apart (see {@link amqpPublisher}).
+   */
+  waitForConfirms(): Promise<void>;
 }
 
 /**
@@ -37,7 +43,8 @@ export interface AmqpPublisherOptions {
    * A confirm channel, or a function called before each publish that gives the current one (see
    * {@link AmqpChannelSource}): the same channel object until it closes, not a new one per call. While a
    * publish awaits its confirm, the channel has one `return` listener, shared by every publisher on it.
-   * A plain channel never calls the confirm callback and is refused.
+   * A plain channel (`createChannel()`) never calls the confirm callback and is refused (it has no
+   * `waitForConfirms`), here or when the function returns one.
    */
   channel: AmqpChannelSource;
   /** Exchange to publish to; `''` is the default exchange (routing key = queue name). @default '' */
@@ -78,7 +85,7 @@ export function amqpPublisher(options: AmqpPublisherOptions): Publisher {
   const source = options?.channel;
   if (typeof source !== 'function' && !isConfirmChannel(source)) {
     throw new InvalidOptionsError(
-      'amqpPublisher: `channel` must be an amqplib confirm channel, or a function returning one',
+      `amqpPublisher: \`channel\` must be an amqplib confirm channel, or a function returning one; ${PLAIN_CHANNEL}`,
     );
   }
   knownFields(options, 'amqpPublisher', PUBLISHER_FIELDS);
@@ -99,7 +106,7 @@ export function amqpPublisher(options: AmqpPublisherOptions): Publisher {
     const channel = await source();
     if (!isConfirmChannel(channel)) {
       throw new InvalidOptionsError(
-        'amqpPublisher: the `channel` function must return an amqplib confirm channel',
+        `amqpPublisher: the \`channel\` function must return an amqplib confirm channel; ${PLAIN_CHANNEL}`,
       );
     }
     return channel;
@@ -158,7 +165,18 @@ export function amqpPublisher(options: AmqpPublisherOptions): Publisher {
   };
 }
 
+const PLAIN_CHANNEL =
+  'a plain channel (createChannel()) never confirms: each attempt would put another copy on the queue, ' +
+  'time out, and the row would be published again forever without being marked sent';
+
+// A plain amqplib channel has `publish` and `on` too, and its publish ignores the callback: the message
+// is delivered but never confirmed. Only a confirm channel (amqplib's, or a reconnecting wrapper's) has
+// `waitForConfirms`, so that is what tells them apart.
 function isConfirmChannel(value: unknown): value is AmqpConfirmChannelLike {
   const channel = value as Partial<AmqpConfirmChannelLike> | null | undefined;
-  return typeof channel?.publish === 'function' && typeof channel.on === 'function';
+  return (
+    typeof channel?.publish === 'function' &&
+    typeof channel.on === 'function' &&
+    typeof channel.waitForConfirms === 'function'
+  );
 }

@@ -73,7 +73,9 @@ export function exponentialBackoff(
   }
   return (attempt) => {
     const exponent = Math.max(0, Math.floor(attempt) - 1);
-    const base = Math.min(maxMs, initialMs * multiplier ** exponent);
+    // multiplier ** exponent reaches Infinity near attempt 1025; 0 × Infinity is NaN, which the relay
+    // reported as a broken backoff (and replaced by the default) although a zero delay was asked for.
+    const base = initialMs === 0 ? 0 : Math.min(maxMs, initialMs * multiplier ** exponent);
     return Math.round(base * (1 - jitter * random()));
   };
 }

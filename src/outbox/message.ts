@@ -154,16 +154,30 @@ const MAX_ID_LENGTH = 255;
 // biome-ignore lint/suspicious/noControlCharactersInRegex: matching this character is the point.
 const NUL = /\u0000/;
 
+// A lone surrogate (half of an emoji, typically from cutting a string by length: `name.slice(0, 40)`) has
+// no UTF-8 form. The driver silently stores U+FFFD instead in a text column, so a retried enqueue of the
+// same message no longer matches its own row ("already enqueued with a different … key"); in the jsonb
+// headers PostgreSQL refuses it, as 22P02, which reads as "store unavailable". With the `u` flag a valid
+// pair is one code point, so only a lone half matches.
+const LONE_SURROGATE = /\p{Cs}/u;
+
 function checkText(field: string, value: string): void {
   if (NUL.test(value)) {
     throw new InvalidOptionsError(`enqueue: ${field} must not contain a NUL character`);
+  }
+  if (LONE_SURROGATE.test(value)) {
+    throw new InvalidOptionsError(
+      `enqueue: ${field} must be well-formed Unicode: it contains a lone surrogate (half of a character ` +
+        'such as an emoji, often from cutting a string by length), which cannot be stored as UTF-8',
+    );
   }
 }
 
 /**
  * Validate an {@link EnqueueMessage} and encode its payload and headers.
  * @throws InvalidOptionsError on an empty topic, a bad message id, a header without a string value, a NUL
- * in a text field (PostgreSQL cannot store it), or a payload that cannot be encoded.
+ * or a lone surrogate in a text field (PostgreSQL cannot store the one, UTF-8 the other), or a payload that
+ * cannot be encoded.
  */
 export function prepareMessage(message: EnqueueMessage): PreparedMessage {
   if (message === null || typeof message !== 'object') {

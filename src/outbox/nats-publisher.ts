@@ -39,7 +39,10 @@ export interface JetStreamClientLike {
 
 /** Options of {@link natsPublisher}. */
 export interface NatsPublisherOptions {
-  /** A JetStream client. A stream must capture the subjects published to. */
+  /**
+   * A JetStream client (`jetstream(nc)`). A stream must capture the subjects published to. The connection
+   * itself is refused: its publish waits for no PubAck and sends no `Nats-Msg-Id`.
+   */
   js: JetStreamClientLike;
   /** Subject of a message. @default (message) => message.topic */
   subject?: (message: OutboxMessage) => string;
@@ -98,6 +101,15 @@ export function natsPublisher(options: NatsPublisherOptions): Publisher {
   if (typeof js?.publish !== 'function') {
     throw new InvalidOptionsError('natsPublisher: `js` must be a JetStream client');
   }
+  // The connection has a publish() too, which the stream also stores, but it returns no PubAck and drops
+  // `msgID`: every attempt failed on the missing ack and stored another copy, never deduplicated, forever.
+  if (isCoreConnection(js)) {
+    throw new InvalidOptionsError(
+      'natsPublisher: `js` is a NATS connection, not a JetStream client: pass jetstream(nc). The ' +
+        "connection's publish neither waits for the stream's PubAck nor sends Nats-Msg-Id, so each attempt " +
+        'would store another copy and the row would never be marked sent',
+    );
+  }
   knownFields(options, 'natsPublisher', PUBLISHER_FIELDS);
   const subject = options.subject ?? ((message: OutboxMessage) => message.topic);
   if (typeof subject !== 'function') {
@@ -139,6 +151,12 @@ export function natsPublisher(options: NatsPublisherOptions): Publisher {
         headers,
         ...(timeoutMs === undefined ? {} : { timeout: timeoutMs }),
       });
+      // Not a PubAck (a client whose publish does not wait for the stream): the publish is not confirmed.
+      if (typeof ack !== 'object' || ack === null || typeof ack.seq !== 'number') {
+        throw new Error(
+          `publishing message ${message.id}: the JetStream client's publish resolved without a PubAck`,
+        );
+      }
       if (ack.duplicate) {
         try {
           ignoreRejection(options.onDuplicate?.(message, ack));
@@ -148,4 +166,11 @@ export function natsPublisher(options: NatsPublisherOptions): Publisher {
       }
     },
   };
+}
+
+// A core NatsConnection (`connect()`), told from a JetStream client (`jetstream(nc)`, or nats.js v2's
+// `nc.jetstream()`) by the request/flush pair only a connection has.
+function isCoreConnection(js: object): boolean {
+  const candidate = js as { request?: unknown; flush?: unknown };
+  return typeof candidate.request === 'function' && typeof candidate.flush === 'function';
 }

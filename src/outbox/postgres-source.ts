@@ -103,6 +103,7 @@ export function postgresOutboxSource(options: PostgresOutboxSourceOptions): Outb
     claim: renderOutboxSql(sql.postgresClaim, names),
     markSent: renderOutboxSql(sql.postgresMarkSent, names),
     markFailed: renderOutboxSql(sql.postgresMarkFailed, names),
+    release: renderOutboxSql(sql.postgresRelease, names),
     purgeSent: renderOutboxSql(sql.postgresPurgeSent, names),
     stats: renderOutboxSql(sql.postgresStats, names),
   };
@@ -131,6 +132,13 @@ export function postgresOutboxSource(options: PostgresOutboxSourceOptions): Outb
         Math.ceil(retryInMs),
         error,
         attempt ?? null,
+      ]);
+    },
+    async release(rows) {
+      if (rows.length === 0) return;
+      await run('release', text.release, [
+        rows.map((row) => row.rowId),
+        rows.map((row) => row.attempt),
       ]);
     },
     async purgeSent(retentionMs, limit) {

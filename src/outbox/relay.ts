@@ -78,7 +78,10 @@ export interface RelayRoundResult {
   published: number;
   /** Rows whose publish failed (kept, retried after the backoff). */
   failed: number;
-  /** Rows claimed but not attempted because the lease was running out (retried after the lease). */
+  /**
+   * Rows claimed but not attempted: the lease was running out (retried after the lease), or the relay was
+   * stopping (handed back at once when the source can, else retried after the lease).
+   */
   deferred: number;
 }
 
@@ -90,15 +93,19 @@ export interface Relay {
    */
   start(): void;
   /**
-   * Stop gracefully: no new round starts, the round in flight finishes (publishes confirmed and marked sent),
-   * the notification subscription ends. Resolves when all of that is done.
+   * Stop gracefully: no new round starts, and the round in flight starts no new publish: its publishes in
+   * flight end (confirmed or timed out, at most `publishTimeoutMs`) and are marked, its rows not yet
+   * started are handed back to be claimed at once, the notification subscription ends. Resolves when all of
+   * that is done.
    */
   stop(): Promise<void>;
   /** Run one round now: claim, publish, mark. For tests and custom schedulers. */
   runOnce(): Promise<RelayRoundResult>;
   /**
    * Run rounds until a round claims nothing, and return the totals. Rows waiting out a backoff or a lease are
-   * not waited for.
+   * not waited for, and neither are rows that keep failing: drain also ends after a round that published
+   * nothing and claimed only rows it had claimed before (with a zero backoff, a row that always fails
+   * would otherwise be claimed again at once, for ever).
    */
   drain(): Promise<RelayRoundResult>;
   /** Delete sent rows older than the retention, in batches; never an unsent row. Resolves to the count. */
@@ -218,6 +225,9 @@ export function createRelay(options: RelayOptions): Relay {
 
   let loop: Promise<void> | undefined;
   let stopping = false;
+  // Counts stop() calls: a round that sees it change stops starting publishes. (`stopping` alone would
+  // also stop a runOnce() called after the relay was stopped.)
+  let stopRequests = 0;
   let pendingWake = false;
   let wakeWaiter: (() => void) | undefined;
   let lastPurge = performance.now();
@@ -259,16 +269,31 @@ export function createRelay(options: RelayOptions): Relay {
     }
   }
 
-  async function round(): Promise<RelayRoundResult> {
+  /** A round's result, and the rows it claimed (for {@link Relay.drain}). */
+  interface RoundOutcome {
+    result: RelayRoundResult;
+    rowIds: string[];
+  }
+
+  async function round(): Promise<RoundOutcome> {
     const claimedAt = performance.now();
+    const stopsBefore = stopRequests;
     const messages = await source.claim(batchSize, leaseMs);
     const sent: string[] = [];
     const failures: Array<{ message: OutboxMessage; error: unknown }> = [];
+    const unstarted: OutboxMessage[] = [];
     let deferred = 0;
     let next = 0;
     const worker = async () => {
       while (next < messages.length) {
         const message = messages[next++]!;
+        // Stopping: no new publish. Going through the batch would make stop() wait a publishTimeoutMs per
+        // wave when the broker does not answer, up to nearly the lease (a process killed meanwhile leaves
+        // its confirmed rows unmarked); the rows are handed back below instead.
+        if (stopRequests !== stopsBefore) {
+          unstarted.push(message);
+          continue;
+        }
         // Only start a publish that is sure to end (confirm or timeout) before the lease does, with time
         // left for the mark; otherwise another relay could claim the row while it is still being published,
         // or re-publish the batch's confirmed rows before they are marked.
@@ -302,6 +327,7 @@ export function createRelay(options: RelayOptions): Relay {
         // Monitoring hooks never change the outcome.
       }
     }
+    if (unstarted.length > 0) await releaseUnstarted(unstarted);
     if (deferred > 0 && deferred === messages.length) {
       // Nothing could start: the claim alone ate the lease's slack. Rows come back after the lease only to
       // be deferred again, so say so rather than look idle.
@@ -311,7 +337,15 @@ export function createRelay(options: RelayOptions): Relay {
         ),
       );
     }
-    return { claimed: messages.length, published: sent.length, failed: failures.length, deferred };
+    return {
+      result: {
+        claimed: messages.length,
+        published: sent.length,
+        failed: failures.length,
+        deferred: deferred + unstarted.length,
+      },
+      rowIds: messages.map((message) => message.rowId),
+    };
   }
 
   // The rows were confirmed: left unmarked, every one of them is published again once the lease ends. A
@@ -330,6 +364,19 @@ export function createRelay(options: RelayOptions): Relay {
         report(error);
         await new Promise((resolve) => setTimeout(resolve, delayMs));
       }
+    }
+  }
+
+  // Rows a stopping relay did not start go back at once, for another relay or the next start. A source
+  // without release(), or one that fails (reported), leaves them to come back after the lease.
+  async function releaseUnstarted(messages: OutboxMessage[]): Promise<void> {
+    if (source.release === undefined) return;
+    try {
+      await source.release(
+        messages.map((message) => ({ rowId: message.rowId, attempt: message.attempt })),
+      );
+    } catch (error) {
+      report(error);
     }
   }
 
@@ -353,12 +400,17 @@ export function createRelay(options: RelayOptions): Relay {
     return defaultBackoff(attempt);
   }
 
-  function runOnce(): Promise<RelayRoundResult> {
+  // Rounds are tracked so that stop() waits for the ones started by runOnce() and drain() too.
+  function trackedRound(): Promise<RoundOutcome> {
     const promise = round();
     inFlight.add(promise);
     const forget = () => inFlight.delete(promise);
     promise.then(forget, forget);
     return promise;
+  }
+
+  async function runOnce(): Promise<RelayRoundResult> {
+    return (await trackedRound()).result;
   }
 
   // The background loop gives up between batches when asked to stop; an explicit purge() runs to the end.
@@ -423,6 +475,7 @@ export function createRelay(options: RelayOptions): Relay {
     async stop() {
       wanted = false;
       stopping = true;
+      stopRequests++;
       wakeWaiter?.();
       await loop;
       await Promise.allSettled([...inFlight]);
@@ -430,13 +483,19 @@ export function createRelay(options: RelayOptions): Relay {
     runOnce,
     async drain() {
       const total: RelayRoundResult = { claimed: 0, published: 0, failed: 0, deferred: 0 };
+      const seen = new Set<string>();
       for (;;) {
-        const result = await runOnce();
+        const { result, rowIds } = await trackedRound();
         total.claimed += result.claimed;
         total.published += result.published;
         total.failed += result.failed;
         total.deferred += result.deferred;
         if (result.claimed === 0) return total;
+        // Only rows this drain already tried, none published: with a backoff of 0 they are claimable
+        // again at once and would fail again, and drain() never returned. New rows still go on.
+        const fresh = rowIds.filter((rowId) => !seen.has(rowId)).length;
+        if (result.published === 0 && fresh === 0) return total;
+        for (const rowId of rowIds) seen.add(rowId);
       }
     },
     purge: () => purge(),

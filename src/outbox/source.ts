@@ -35,6 +35,12 @@ export interface OutboxSource {
    * took the row over, or a third one would publish the row while that one still is.
    */
   markFailed(rowId: string, retryInMs: number, error: string, attempt?: number): Promise<void>;
+  /**
+   * Optional: hand claimed rows back unpublished, claimable again at once, each only while no claim came
+   * since (`attempt` is the claim's `message.attempt`, as for {@link OutboxSource.markFailed}). A stopping
+   * relay calls it for the rows of its batch it had not started: without it they wait for the lease.
+   */
+  release?(rows: ReadonlyArray<{ rowId: string; attempt: number }>): Promise<void>;
   /** Delete up to `limit` rows sent more than `retentionMs` ago; never an unsent row. Resolves to the count. */
   purgeSent(retentionMs: number, limit: number): Promise<number>;
   /** Backlog figures. */

@@ -71,6 +71,7 @@ export function sqliteOutboxSource(options: SqliteOutboxSourceOptions): OutboxSo
     claim: renderOutboxSql(sql.sqliteClaim, names),
     markSent: renderOutboxSql(sql.sqliteMarkSent, names),
     markFailed: renderOutboxSql(sql.sqliteMarkFailed, names),
+    release: renderOutboxSql(sql.sqliteRelease, names),
     purgeSent: renderOutboxSql(sql.sqlitePurgeSent, names),
     stats: renderOutboxSql(sql.sqliteStats, names),
   };
@@ -131,6 +132,18 @@ export function sqliteOutboxSource(options: SqliteOutboxSourceOptions): OutboxSo
           error,
           attempt: attempt ?? null,
         });
+      }),
+    // Inside an application's transaction held open on this connection, the hand-back joins it: a rollback
+    // undoes it, and the rows then simply wait for their lease, as without a release.
+    release: (rows) =>
+      run('release', () => {
+        if (rows.length === 0) return;
+        const now = clock.now();
+        const statement = prepared(db, text.release);
+        db.transaction(() => {
+          for (const row of rows)
+            statement.run({ id: Number(row.rowId), attempt: row.attempt, now });
+        })();
       }),
     purgeSent: (retentionMs, limit) =>
       run('purgeSent', () => {

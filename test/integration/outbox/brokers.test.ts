@@ -139,6 +139,33 @@ describe('amqpPublisher (RabbitMQ confirm channel)', () => {
       /confirm channel, or a function returning one/,
     );
   });
+
+  it('refuses a plain channel, given or returned, so that no unconfirmed copy reaches the queue', async () => {
+    // Arrange: createChannel() instead of createConfirmChannel(), an easy slip. Its publish delivers the
+    // message and never calls the callback: before, every attempt timed out in the relay and put another
+    // copy on the queue, forever, and the row was never marked sent.
+    const plain = await connection.createChannel();
+    const target = `outbox-plain-${run}`;
+    await plain.assertQueue(target, { durable: false });
+    const plainChannel = plain as unknown as amqp.ConfirmChannel;
+    try {
+      // Act / Assert: refused when given; a function returning it rejects every publish, sending nothing.
+      expect(() => amqpPublisher({ channel: plainChannel, routingKey: () => target })).toThrow(
+        expect.objectContaining({
+          code: 'invalid_options',
+          message: expect.stringMatching(/plain channel \(createChannel\(\)\) never confirms/),
+        }),
+      );
+      const viaFunction = amqpPublisher({ channel: () => plainChannel, routingKey: () => target });
+      await expect(viaFunction.publish(message())).rejects.toThrow(
+        /must return an amqplib confirm channel; a plain channel/,
+      );
+      expect((await plain.checkQueue(target)).messageCount).toBe(0);
+    } finally {
+      await plain.deleteQueue(target).catch(() => {});
+      await plain.close().catch(() => {});
+    }
+  });
 });
 
 describe('natsPublisher (JetStream)', () => {
@@ -188,6 +215,26 @@ describe('natsPublisher (JetStream)', () => {
   it('loads the headers factory itself when none is passed', async () => {
     const publisher = natsPublisher({ js: jetstream(nc), subject: () => subject });
     await expect(publisher.publish(message())).resolves.toBeUndefined();
+  });
+
+  it('refuses the connection in place of jetstream(nc), so that no copy without Nats-Msg-Id is stored', async () => {
+    // Arrange: `js: nc`, an easy slip. Before, it was taken: each attempt stored a copy in the stream
+    // (no Nats-Msg-Id, so never deduplicated), then failed reading the PubAck the connection never gives,
+    // and the relay retried the row forever.
+    const jsm = await jetstreamManager(nc);
+    const before = (await jsm.streams.info(stream)).state.messages;
+
+    // Act / Assert
+    expect(() => natsPublisher({ js: nc as never, headers, subject: () => subject })).toThrow(
+      expect.objectContaining({
+        code: 'invalid_options',
+        message: expect.stringMatching(
+          /is a NATS connection, not a JetStream client: pass jetstream\(nc\)/,
+        ),
+      }),
+    );
+    await nc.flush();
+    expect((await jsm.streams.info(stream)).state.messages).toBe(before);
   });
 });
 

@@ -132,6 +132,38 @@ describe('enqueue (PostgreSQL): bad input is the caller’s error, not an outage
     }
     expect((await db.rows()).length).toBe(before);
   });
+
+  it('refuses a lone surrogate (an emoji cut in half) instead of storing U+FFFD or failing as 22P02; whole emoji pass', async () => {
+    // Arrange: a display name cut by UTF-16 length keeps half of the emoji. Before, the key was stored
+    // as "Zoë \uFFFD", so the retried enqueue of the same message was refused as a different message,
+    // and in a header PostgreSQL's jsonb refused it (22P02), reported as StoreUnavailableError.
+    const half = 'Zoë 🎉 party'.slice(0, 5);
+    const whole = 'Zoë 🎉 party'.slice(0, 6);
+    const run = Math.random().toString(36).slice(2);
+    const before = (await db.rows()).length;
+    const enqueueOnce = (message: Parameters<typeof enqueue>[1]) =>
+      db.transaction((tx) => enqueue(tx, message, { schema: db.schema }));
+
+    // Act / Assert: each field with half an emoji is refused as the caller's error, nothing inserted.
+    for (const message of [
+      { topic: 'guest.invited', payload: 1, key: half, messageId: `invite-${run}` },
+      { topic: `guest.${half}`, payload: 1 },
+      { topic: 't', payload: 1, headers: { name: half } },
+      { topic: 't', payload: 1, headers: { [half]: 'v' } },
+      { topic: 't', payload: 1, messageId: `m-${half}` },
+    ]) {
+      await expect(enqueueOnce(message)).rejects.toSatisfy(
+        (error: unknown) =>
+          isInvalidOptionsErrorLike(error) && /lone surrogate/.test((error as Error).message),
+      );
+    }
+    expect((await db.rows()).length).toBe(before);
+    // A whole emoji is stored as it is, and the retry of the same message is the duplicate it is.
+    const message = { topic: 'guest.invited', payload: 1, key: whole, messageId: `invite-${run}` };
+    const first = await enqueueOnce(message);
+    const retry = await enqueueOnce(message);
+    expect(retry).toEqual({ ...first, duplicate: true });
+  });
 });
 
 describe('postgresOutboxSource with a pool of one connection', () => {

@@ -106,6 +106,51 @@ describe('outbox on SQLite', () => {
     );
   });
 
+  it('refuses a key with half an emoji, which SQLite would store as U+FFFD so that a retry no longer matched', () => {
+    // Arrange: a key cut by UTF-16 length. Before, it was stored replaced, and the retried enqueue of the
+    // same message id was refused as "a different topic, key or payload".
+    const message = {
+      topic: 'guest.invited',
+      key: 'Zoë 🎉 party'.slice(0, 5),
+      payload: 1,
+      messageId: `invite-sqlite-${Date.now()}`,
+    };
+    const before = rows().length;
+    const enqueueOnce = () => db.transaction(() => enqueue(db, message))();
+
+    // Act / Assert: the caller's error, naming the cause, and nothing stored.
+    expect(enqueueOnce).toThrow(
+      expect.objectContaining({
+        code: 'invalid_options',
+        message: expect.stringMatching(
+          /key must be well-formed Unicode: it contains a lone surrogate/,
+        ),
+      }),
+    );
+    expect(rows().length).toBe(before);
+  });
+
+  it('hands claimed rows back for a stopping relay, only while no other claim took them since', async () => {
+    // Arrange: a row claimed by a relay whose lease then ran out, and claimed again by another.
+    const { messageId } = db.transaction(() => enqueue(db, { topic: 'handed.back', payload: 1 }))();
+    let now = Date.now();
+    const clock = { now: () => now };
+    const first = sqliteOutboxSource({ database: db, clock });
+    const second = sqliteOutboxSource({ database: db, clock });
+    const [mine] = (await first.claim(100, 1000)).filter((m) => m.id === messageId);
+    now += 2000;
+    const [theirs] = (await second.claim(100, 1000)).filter((m) => m.id === messageId);
+
+    // Act / Assert: the first relay's hand-back changes nothing (its attempt is stale)…
+    await first.release?.([{ rowId: mine!.rowId, attempt: mine!.attempt }]);
+    expect((await first.claim(100, 1000)).map((m) => m.id)).not.toContain(messageId);
+    // …while the current claimer's makes the row claimable at once, its attempt still counted.
+    await second.release?.([{ rowId: theirs!.rowId, attempt: theirs!.attempt }]);
+    const [again] = (await first.claim(100, 1000)).filter((m) => m.id === messageId);
+    expect(again?.attempt).toBe(3);
+    await first.markSent([again!.rowId]);
+  });
+
   it('wakes an embedded relay on the same connection at once, and the in-process bus delivers to the worker', async () => {
     const bus = createInProcessBus();
     const seen: unknown[] = [];

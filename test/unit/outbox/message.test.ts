@@ -138,6 +138,15 @@ describe('exponentialBackoff', () => {
       expect.toSatisfy(isInvalidOptionsError),
     );
   });
+
+  it('stays at 0 with initialMs 0 however many attempts (0 × Infinity was NaN from attempt 1025)', () => {
+    // Arrange
+    const none = exponentialBackoff({ initialMs: 0, maxMs: 0 });
+
+    // Act / Assert
+    expect([1, 1024, 1025, 5000].map(none)).toEqual([0, 0, 0, 0]);
+    expect(exponentialBackoff({ initialMs: 1, maxMs: 5000, jitter: 0 })(5000)).toBe(5000);
+  });
 });
 
 describe('outbox names', () => {

@@ -9,7 +9,11 @@ import {
 
 // Stand-ins with the methods the factories look for; nothing is published in these tests.
 const js = { publish: async () => ({ duplicate: false, seq: 1, stream: 's' }) } as never;
-const channel = { publish: () => true, on: () => undefined } as never;
+const channel = {
+  publish: () => true,
+  on: () => undefined,
+  waitForConfirms: async () => {},
+} as never;
 
 describe('publisher options are checked, not coerced', () => {
   it.each([
@@ -39,6 +43,32 @@ describe('publisher options are checked, not coerced', () => {
     expect(() =>
       amqpPublisher({ channel, exchange: 'events', mandatory: false, persistent: true }),
     ).not.toThrow();
+  });
+});
+
+describe('natsPublisher confirms only on a PubAck', () => {
+  it('fails a publish whose client resolved without a PubAck, instead of a TypeError on reading it', async () => {
+    // Arrange: a client whose publish does not wait for the stream (a wrapper around core publish).
+    const publisher = natsPublisher({
+      js: { publish: async () => undefined } as never,
+      headers: () => ({ set: () => undefined }),
+    });
+    const message: OutboxMessage = {
+      id: 'm-1',
+      topic: 't',
+      key: null,
+      payload: new Uint8Array(),
+      contentType: 'text/plain',
+      headers: {},
+      rowId: '1',
+      attempt: 1,
+      createdAt: 0,
+    };
+
+    // Act / Assert
+    await expect(publisher.publish(message)).rejects.toThrow(
+      /message m-1: the JetStream client's publish resolved without a PubAck/,
+    );
   });
 });
 

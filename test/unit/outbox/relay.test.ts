@@ -46,6 +46,38 @@ describe('createRelay', () => {
     expect([...publisher.counts.values()].every((count) => count === 1)).toBe(true);
   });
 
+  it('drain() ends when only rows it already tried come back, none published (a zero backoff used to spin for ever)', async () => {
+    // Arrange: a row that always fails, a backoff of 0 (usual in tests), and good rows around it.
+    const source = memorySource();
+    for (const id of ['good-1', 'bad', 'good-2', 'good-3']) source.add(id);
+    const attempts = new Map<string, number>();
+    const publisher = {
+      async publish(message: OutboxMessage) {
+        attempts.set(message.id, (attempts.get(message.id) ?? 0) + 1);
+        // A broker round trip: lets timers run even while drain() loops.
+        await new Promise((resolve) => setImmediate(resolve));
+        if (message.id === 'bad') throw new Error('poison');
+      },
+    };
+    const relay = createRelay({ source, publisher, batchSize: 2, backoff: () => 0 });
+
+    // Act: before, drain() claimed the failing row again and again and never resolved.
+    const total = await Promise.race([
+      relay.drain(),
+      new Promise<'hung'>((resolve) => setTimeout(() => resolve('hung'), 2000)),
+    ]);
+
+    // Assert: every good row published once; the bad one tried again only while new rows came with it
+    // (three rounds with a new row, then one with only the bad row: the end).
+    expect(total).not.toBe('hung');
+    expect(total).toMatchObject({ published: 3 });
+    expect([attempts.get('good-1'), attempts.get('good-2'), attempts.get('good-3')]).toEqual([
+      1, 1, 1,
+    ]);
+    expect(attempts.get('bad')).toBe(4);
+    expect(source.rows.find((row) => row.message.id === 'bad')?.sentAt).toBeNull();
+  });
+
   it('counts a publish that is not confirmed within publishTimeoutMs as failed', async () => {
     // Arrange
     const source = memorySource();
