@@ -145,8 +145,14 @@ export function emit<K extends keyof IdempotencyHooks>(
  * One set of hooks that calls each of `list` in turn, so metrics, traces and your own logging can all
  * observe one engine (or one consumer: it combines consumer hooks alike). Each hook is isolated: one that
  * throws (or rejects) neither stops the others nor changes an outcome. Only the hooks some member defines are set, so
- * an unobserved event stays free. For consumer hooks that read the message, give the hook type
- * (`combineHooks<ConsumerHooks<AmqpMessage>>(…)`): it is otherwise inferred from the first member.
+ * an unobserved event stays free.
+ *
+ * The hook type `H` comes from where the result goes (the `hooks` option of an engine, an HTTP adapter or a
+ * consumer, so a consumer's events carry its broker's message type), else it is `IdempotencyHooks`; it is
+ * never inferred from the members. Each member is checked against it, so a plain object beside
+ * `prometheusHooks()` is typed by the hooks it may define (a misspelt hook is an error) rather than refused
+ * for lacking the `metrics` of the first member. Give it when nothing else does, for consumer hooks kept in
+ * a variable first: `combineHooks<ConsumerHooks<AmqpMessage>>(…)`.
  * @example
  * import { combineHooks, createIdempotency } from 'idempotency-kit';
  * import { prometheusHooks } from 'idempotency-kit/prometheus';
@@ -157,11 +163,17 @@ export function emit<K extends keyof IdempotencyHooks>(
  *   hooks: combineHooks(prometheusHooks(), openTelemetryHooks(), { onLeaseLost: (e) => log.warn(e) }),
  * });
  */
-export function combineHooks<H extends object = IdempotencyHooks>(...list: (H | undefined)[]): H {
+export function combineHooks<H = IdempotencyHooks>(
+  // `NoInfer`: inferred from the members, `H` was the first one's own type (`PrometheusHooks`, with its
+  // `metrics`), which refused a plain hooks object beside it. `H` is unconstrained so that the contextual
+  // type of an optional `hooks` option (`IdempotencyHooks | undefined`) is taken as it is: failing an
+  // `object` constraint, it would fall back to `object` and type the members' parameters as `any`.
+  ...list: (NoInfer<H> | undefined)[]
+): NonNullable<H> {
   const members = new Map<string, Array<(event: unknown) => void>>();
   for (const hooks of list) {
     if (hooks === undefined) continue;
-    for (const [name, hook] of Object.entries(hooks)) {
+    for (const [name, hook] of Object.entries(hooks as object)) {
       // Only the `on…` callbacks: hook sets may carry other members (prometheusHooks' `metrics`).
       if (typeof hook !== 'function' || !name.startsWith('on')) continue;
       const bound = (hook as (event: unknown) => void).bind(hooks);
@@ -177,5 +189,5 @@ export function combineHooks<H extends object = IdempotencyHooks>(...list: (H | 
       for (const hook of hooks) callHook(hook, event);
     };
   }
-  return combined as H;
+  return combined as NonNullable<H>;
 }
