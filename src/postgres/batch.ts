@@ -104,7 +104,7 @@ async function settle<Q extends { key: string }, R>(
   await oneByOne(repeats);
   if (failed === 0) return results as R[];
   if (failed === requests.length) throw failure;
-  throw new PartialBatchError(results, failed);
+  throw new PartialBatchError(results);
 }
 
 /**
@@ -185,7 +185,7 @@ async function twoBatches(
   }
   const failed = completed.failed + claimed.failed;
   const results = { completed: completed.results, claimed: claimed.results };
-  if (failed > 0) throw new PartialBatchError(results, failed);
+  if (failed > 0) throw new PartialBatchError(results);
   return results as CompleteAndClaimResults;
 }
 
@@ -240,6 +240,6 @@ export async function completeAndClaimMany(
     completed: completes.map((request) => completed.has(request.key)),
     claimed: results,
   };
-  if (failed > 0) throw new PartialBatchError(all, failed);
+  if (failed > 0) throw new PartialBatchError(all);
   return all as CompleteAndClaimResults;
 }

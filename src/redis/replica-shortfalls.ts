@@ -120,7 +120,7 @@ export function shortfallHandlers(
     claims: (acknowledged, decode, command) => {
       const items: Array<ClaimResult | Error> = itemsOf(() => decode(acknowledged.reply));
       const failed = refuseWonClaims(command, 3, items, acknowledged);
-      if (failed > 0) throw new PartialBatchError(items, failed);
+      if (failed > 0) throw new PartialBatchError(items);
       return items as ClaimResult[];
     },
     // An extension a failover could lose would end the lease sooner than its holder counts on: the engine
@@ -134,21 +134,22 @@ export function shortfallHandlers(
     completes: (acknowledged, decode) => {
       const items: Array<boolean | Error> = itemsOf(() => decode(acknowledged.reply));
       const errors = markShortItems('complete', items, acknowledged, wait);
-      if (errors > 0) throw new PartialBatchError(items, errors);
+      if (errors > 0) throw new PartialBatchError(items);
       return items as boolean[];
     },
     completesAndClaims: (acknowledged, decode, command) => {
       const results: { completed: Array<boolean | Error>; claimed: Array<ClaimResult | Error> } =
         itemsOf(() => decode(acknowledged.reply));
-      // The claims' record keys follow the completions'.
-      let failed = refuseWonClaims(
+      // The claims' record keys follow the completions'. Errors, not failures: an applied completion is
+      // one too (unconfirmed), which PartialBatchError counts apart.
+      let errors = refuseWonClaims(
         command,
         3 + results.completed.length,
         results.claimed,
         acknowledged,
       );
-      failed += markShortItems('complete', results.completed, acknowledged, wait);
-      if (failed > 0) throw new PartialBatchError(results, failed);
+      errors += markShortItems('complete', results.completed, acknowledged, wait);
+      if (errors > 0) throw new PartialBatchError(results);
       return results as CompleteAndClaimResults;
     },
     // A lost release only keeps the key until the lease ends; reported all the same.

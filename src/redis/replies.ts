@@ -184,7 +184,7 @@ export function decodeClaims(reply: unknown, leases: readonly number[]): ClaimRe
   const { results, failed } = decodeItems(reply, leases.length, (item, i) =>
     decodeClaim(item, leases[i] as number),
   );
-  if (failed > 0) throw new PartialBatchError(results, failed);
+  if (failed > 0) throw new PartialBatchError(results);
   return results as ClaimResult[];
 }
 
@@ -194,7 +194,7 @@ export function decodeClaims(reply: unknown, leases: readonly number[]): ClaimRe
  */
 export function decodeFlags(reply: unknown, count: number): boolean[] {
   const { results, failed } = decodeItems(reply, count, decodeFlag);
-  if (failed > 0) throw new PartialBatchError(results, failed);
+  if (failed > 0) throw new PartialBatchError(results);
   return results as boolean[];
 }
 
@@ -215,7 +215,7 @@ export function decodeCompleteAndClaim(
   );
   const failed = completed.failed + claimed.failed;
   const results = { completed: completed.results, claimed: claimed.results };
-  if (failed > 0) throw new PartialBatchError(results, failed);
+  if (failed > 0) throw new PartialBatchError(results);
   return results as CompleteAndClaimResults;
 }
 

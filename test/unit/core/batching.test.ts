@@ -313,7 +313,7 @@ describe('batching of claims and completions', () => {
     store.claimMany = async (requests) => {
       const results: unknown[] = await claimMany(requests.filter((r) => r.key !== 'bad'));
       const all = requests.map((r) => (r.key === 'bad' ? itemError : results.shift()));
-      throw new Error('store unavailable', { cause: new PartialBatchError(all, 1) });
+      throw new Error('store unavailable', { cause: new PartialBatchError(all) });
     };
     store.completeAndClaimMany = async (completes, claims) => {
       const { completed, claimed } = await completeAndClaimMany(
@@ -321,7 +321,7 @@ describe('batching of claims and completions', () => {
         claims.filter((r) => r.key !== 'bad'),
       );
       const all = claims.map((r) => (r.key === 'bad' ? itemError : claimed.shift()));
-      throw new PartialBatchError({ completed, claimed: all }, 1);
+      throw new PartialBatchError({ completed, claimed: all });
     };
     const batched = withBatching(store, { maxInFlight: 1 });
     const claim = (key: string) => batched.claim(key, { fingerprint: '', leaseMs: 60_000 });
