@@ -15,6 +15,7 @@ export type {
   RunContext,
   RunOutcome,
   RunRequest,
+  StorageKeyOptions,
   StoreErrorsPolicy,
 } from './core/engine.js';
 export { createIdempotency } from './core/engine.js';

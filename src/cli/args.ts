@@ -169,8 +169,12 @@ export function parseCli(
   const [storageKey, ...extra] = command === 'inspect' ? rest : [undefined, ...rest];
   if (extra.length > 0) throw new UsageError(`unexpected argument '${extra[0]}'`);
   const { key, namespace, scope } = values;
+  const http = values.http === true ? true : undefined;
   if (command !== 'inspect' && [key, namespace, scope].some((value) => value !== undefined)) {
     throw new UsageError('--key, --namespace and --scope apply to inspect only');
+  }
+  if (command !== 'inspect' && http !== undefined) {
+    throw new UsageError('--http applies to inspect --key only');
   }
   const database = storeTarget(command, values, environment);
   if (command !== 'purge' && values.batches !== undefined) {
@@ -205,7 +209,12 @@ export function parseCli(
   }
   if (command === 'migrate') return { command, ...database };
   if (command === 'inspect') {
-    return { command, ...database, ...inspectTarget(storageKey, { key, namespace, scope }), json };
+    return {
+      command,
+      ...database,
+      ...inspectTarget(storageKey, { key, namespace, scope, http }),
+      json,
+    };
   }
   if (command === 'stats' || command === 'health') return { command, ...database, json };
   return {
@@ -359,6 +368,7 @@ function parse(argv: readonly string[]) {
       key: { type: 'string' },
       namespace: { type: 'string' },
       scope: { type: 'string' },
+      http: { type: 'boolean' },
       'statement-timeout': { type: 'string' },
       quiet: { type: 'boolean', short: 'q' },
       'progress-interval': { type: 'string' },

@@ -154,7 +154,7 @@ const TEXTS: Readonly<Record<CliCommandName, CommandHelpText>> = {
     ],
     usage: [
       'inspect <storage key> [options]',
-      'inspect --key <client key> [--namespace <ns>] [--scope <scope>] [options]',
+      'inspect --key <client key> [--namespace <ns>] [--scope <scope>] [--http] [options]',
     ],
     summary:
       "Show one key's record and what the next request with that key meets (one read; nothing changes).\n" +
@@ -171,6 +171,10 @@ const TEXTS: Readonly<Record<CliCommandName, CommandHelpText>> = {
         '--scope <scope>',
         "With --key: the request's scope (default: empty; HTTP's default scope is a\ndigest of the request's credentials, a consumer's is consumer:<name>)",
       ],
+      [
+        '--http',
+        "With --key: the scope is an HTTP route's, not a consumer's (one starting consumer:,\nhanded-back: or dead-letter: is keyed apart from those components' records)",
+      ],
       json,
       timeout,
       statementTimeout,
@@ -179,6 +183,7 @@ const TEXTS: Readonly<Record<CliCommandName, CommandHelpText>> = {
     examples: [
       'inspect 3f9a6c0e57d1b2a48e0c9f1d2b3a4c5d6e7f8091a2b3c4d5e6f708192a3b4ce1 --sqlite ./idempotency.db',
       'inspect --key order-42 --namespace payments --scope user_1234 --database-url "$DATABASE_URL"',
+      'inspect --key order-42 --namespace payments --scope consumer:acme --http --sqlite ./idempotency.db',
     ],
   },
   stats: {

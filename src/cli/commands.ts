@@ -8,6 +8,7 @@
 import { listCrashedKeys } from '../core/crashed-keys.js';
 import { InvalidOptionsError } from '../core/errors.js';
 import { inspectKey, KeyState } from '../core/inspection.js';
+import { isReservedScope } from '../core/reserved-scopes.js';
 import type { PgQueryable } from '../postgres/client.js';
 import { migrate } from '../postgres/migrate.js';
 import { migrate as migrateSqlite } from '../sqlite/migrate.js';
@@ -134,12 +135,21 @@ export async function inspectCommand(
   // "Absent" answers "was it executed?" only for the namespace and scope given: the same client key in
   // another scope (an HTTP request's credentials digest) is another record.
   if (args.derived !== undefined && inspection.state === KeyState.Absent) {
-    const { namespace, scope } = args.derived;
+    const { namespace, scope, http } = args.derived;
+    const from = http === true ? " (an HTTP route's, --http)" : '';
     print(
-      `  derived from --key in namespace ${JSON.stringify(namespace)} and scope ${JSON.stringify(scope)}: ` +
+      `  derived from --key in namespace ${JSON.stringify(namespace)} and scope ${JSON.stringify(scope)}${from}: ` +
         'a request in another scope (HTTP: a digest of its credentials, unless the middleware sets scope) ' +
         'is stored under another key',
     );
+    // An HTTP route's scope under a consumer's prefix is keyed apart from the consumer's records: the
+    // key derived as a consumer's is not where the middleware put it.
+    if (http !== true && isReservedScope(scope)) {
+      print(
+        `  if ${JSON.stringify(scope)} came from an HTTP route's scope, not a consumer's, add --http: ` +
+          'the HTTP middleware keys a scope starting consumer:, handed-back: or dead-letter: apart',
+      );
+    }
   }
   return inspection.state;
 }

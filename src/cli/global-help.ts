@@ -53,6 +53,8 @@ Options:
   --namespace <ns>      inspect --key: the engine's namespace (default: default)
   --scope <scope>       inspect --key: the request's scope (default: empty; HTTP's default scope is a digest
                         of the request's credentials, consumers' is consumer:<name>)
+  --http                inspect --key: the scope is an HTTP route's (one starting consumer:, handed-back:
+                        or dead-letter: is keyed apart from those components' records)
   --json                inspect, stats, list, health: print one JSON object instead of text
   -h, --help            Show this help (so does the command help); after a command (purge --help, or
                         help purge), that command's usage, options and an example

@@ -22,7 +22,7 @@ import { createFingerprint } from './fingerprint.js';
 import { Heartbeats } from './heartbeat.js';
 import { emit, type HookEvent, type IdempotencyHooks } from './hooks.js';
 import { inspectKey, type KeyInspection } from './inspection.js';
-import { deriveDownstreamKey, storageKey as toStorageKey, validateKey } from './key.js';
+import { deriveDownstreamKey, validateKey } from './key.js';
 import { type LeaseEnvironment, LeaseKeeper } from './lease.js';
 import {
   booleanOption,
@@ -42,7 +42,7 @@ import {
   type OutcomeCodec,
 } from './outcome.js';
 import { type IdempotencyRecord, RecordStatus } from './record.js';
-import { runStorageKey } from './reserved-scopes.js';
+import { runStorageKey, ScopeSource, sourcedStorageKey } from './reserved-scopes.js';
 import { ExecutionContext } from './run-context.js';
 import { settleRecord } from './settle.js';
 import { type StepContext, type StepOptions, unrecordedSteps } from './steps.js';
@@ -225,16 +225,62 @@ export interface Idempotency {
    * released, or stored as final).
    */
   run<T>(request: RunRequest, fn: (context: RunContext) => Promise<T> | T): Promise<RunOutcome<T>>;
-  /** The storage key that `run` would use for (scope, key). */
-  storageKeyFor(key: string, scope?: string): string;
+  /**
+   * The storage key that `run` would use for (scope, key). For a request that ran through an HTTP adapter
+   * (or a transactional route), pass `{ http: true }`: a scope it got that starts `consumer:`,
+   * `handed-back:` or `dead-letter:` is keyed apart from those components' records.
+   */
+  storageKeyFor(key: string, scope?: string, options?: StorageKeyOptions): string;
   /**
    * What the next `run` with (scope, key) would meet, and the record behind it: an admin call (one store
    * read) for questions such as "why does this key answer 422?". With only a storage key (from a trace's
    * `idempotency.key_hash` or a log), call {@link inspectKey} on the store.
+   * `options` as for {@link Idempotency.storageKeyFor}.
    * @throws InvalidKeyError for a key `run` would refuse.
+   * @throws InvalidOptionsError for `options` that are not {@link StorageKeyOptions}.
    * @throws StoreUnavailableError when the store cannot be read.
    */
-  inspect(key: string, scope?: string): Promise<KeyInspection>;
+  inspect(key: string, scope?: string, options?: StorageKeyOptions): Promise<KeyInspection>;
+}
+
+/** Where the scope given to `storageKeyFor` or `inspect` came from. */
+export interface StorageKeyOptions {
+  /**
+   * The scope is an HTTP route's (its `scope` function's answer, or the credentials' digest): derive the
+   * key as the HTTP adapters do, which key a scope starting `consumer:`, `handed-back:` or `dead-letter:`
+   * apart from the consumers' own records (see docs/http.md, "Scope"). Any other scope gives the same
+   * key either way. @default false: the scope is a consumer's or a `run()` caller's
+   */
+  http?: boolean;
+}
+
+// Every key of StorageKeyOptions, checked by the compiler both ways.
+const STORAGE_KEY_FIELDS = Object.keys({ http: true } as const satisfies Record<
+  keyof StorageKeyOptions,
+  true
+>);
+
+/** The storage key `run` uses for (scope, key), the scope from where `options` says. */
+function lookupKey(
+  namespace: string,
+  key: string,
+  scope: string,
+  options: StorageKeyOptions | undefined,
+  caller: string,
+): string {
+  validateKey(key);
+  let http = false;
+  // `null` as absent, as for the engine's other options; a string or number would list its characters.
+  if (options !== undefined && options !== null) {
+    if (typeof options !== 'object') {
+      throw new InvalidOptionsError(
+        `${caller}: expected options { http }, got ${shownValue(options)}`,
+      );
+    }
+    knownFields(options, caller, STORAGE_KEY_FIELDS);
+    http = booleanOption(options.http, `${caller}: http`);
+  }
+  return sourcedStorageKey(namespace, scopeOption(scope), key, http ? ScopeSource.Http : undefined);
 }
 
 // Completion is retried on store errors for as long as the lease lasts: the side effect already happened,
@@ -632,15 +678,11 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     store: options.store,
     namespace,
     run,
-    storageKeyFor: (key, scope = '') => {
-      validateKey(key);
-      return toStorageKey(namespace, scopeOption(scope), key);
-    },
-    inspect: async (key, scope = '') => {
-      validateKey(key);
-      return inspectKey(options.store, toStorageKey(namespace, scopeOption(scope), key), () =>
+    storageKeyFor: (key, scope = '', keyOptions) =>
+      lookupKey(namespace, key, scope, keyOptions, 'storageKeyFor'),
+    inspect: async (key, scope = '', keyOptions) =>
+      inspectKey(options.store, lookupKey(namespace, key, scope, keyOptions, 'inspect'), () =>
         clock.now(),
-      );
-    },
+      ),
   };
 }

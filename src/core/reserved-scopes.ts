@@ -41,9 +41,15 @@ export function isReservedScope(scope: unknown): boolean {
   return false;
 }
 
+/** Where a scope from outside the library comes from, as {@link SCOPE_SOURCE} names it. */
+export const ScopeSource = {
+  /** An HTTP route's scope (its `scope` function, or the credentials' digest). */
+  Http: 'http',
+} as const;
+
 /**
  * Set on a run request (the engine's, a transactional mode's) whose scope came from outside the library;
- * its value names where (`'http'`). A symbol, registered so that two copies of the package agree: no
+ * its value names where ({@link ScopeSource}). A symbol, registered so that two copies of the package agree: no
  * public option, and no string field a caller could set by accident.
  */
 export const SCOPE_SOURCE: unique symbol = Symbol.for('idempotency-kit.scope-source');
@@ -62,9 +68,27 @@ export function runStorageKey(
   namespace: string,
   request: { key: string; scope?: unknown } & ScopeSourced,
 ): string {
-  const scope = scopeOption(request.scope);
-  const source = request[SCOPE_SOURCE];
+  return sourcedStorageKey(
+    namespace,
+    scopeOption(request.scope),
+    request.key,
+    request[SCOPE_SOURCE],
+  );
+}
+
+/**
+ * The storage key of (namespace, scope, key) for a scope that came from `source` (`undefined`: the
+ * library's own, or a `run()` caller's): the separated shape for a reserved-looking scope from outside,
+ * else the plain one. For whoever derives a key to look a record up (`storageKeyFor`, `inspect`, the CLI's
+ * `inspect --key --http`), so that it finds the record where the run put it.
+ */
+export function sourcedStorageKey(
+  namespace: string,
+  scope: string,
+  key: string,
+  source: string | undefined,
+): string {
   return source !== undefined && isReservedScope(scope)
-    ? separatedStorageKey(namespace, source, scope, request.key)
-    : storageKey(namespace, scope, request.key);
+    ? separatedStorageKey(namespace, source, scope, key)
+    : storageKey(namespace, scope, key);
 }

@@ -4,12 +4,13 @@
  * @module
  */
 import { createHash } from 'node:crypto';
+import { ScopeSource } from '../core/reserved-scopes.js';
 
 /**
  * Where an HTTP request's scope comes from, for the engine: a scope under a component's reserved prefix
  * (`consumer:orders`, from a `scope` function) is then keyed apart from that component's records.
  */
-export const HTTP_SCOPE_SOURCE = 'http';
+export const HTTP_SCOPE_SOURCE = ScopeSource.Http;
 
 /**
  * A digest of the `Authorization` header, the cookies and the values of `headers`; `''` when the request

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseCli, UsageError } from '../../../src/cli/args.js';
 import { HELP } from '../../../src/cli/global-help.js';
-import { storageKey } from '../../../src/core/key.js';
+import { separatedStorageKey, storageKey } from '../../../src/core/key.js';
 
 const url = 'postgres://u@h/db';
 /** A storage key as `inspect` takes it: 64 lowercase hex digits. */
@@ -190,6 +190,52 @@ describe('parseCli', () => {
       storageKey: storageKey('default', '', 'order-42'),
       derived: { namespace: 'default', scope: '' },
     });
+  });
+
+  it("derives an HTTP route's key with --http, as the middleware keys a reserved-looking scope", () => {
+    // Act
+    const http = parseCli(
+      [
+        'inspect',
+        '--key',
+        'order-42',
+        '--namespace',
+        'payments',
+        '--scope',
+        'consumer:acme',
+        '--http',
+      ],
+      { DATABASE_URL: url },
+    );
+    const plainScope = parseCli(
+      ['inspect', '--key', 'order-42', '--scope', 'acme', '--http', '--sqlite', 'x.db'],
+      {},
+    );
+    // Assert: apart from consumer acme's records; any other scope keyed as without --http.
+    expect(http).toEqual({
+      command: 'inspect',
+      databaseUrl: url,
+      storageKey: separatedStorageKey('payments', 'http', 'consumer:acme', 'order-42'),
+      derived: { namespace: 'payments', scope: 'consumer:acme', http: true },
+      json: false,
+    });
+    expect(http).not.toMatchObject({
+      storageKey: storageKey('payments', 'consumer:acme', 'order-42'),
+    });
+    expect(plainScope).toMatchObject({
+      storageKey: storageKey('default', 'acme', 'order-42'),
+      derived: { namespace: 'default', scope: 'acme', http: true },
+    });
+  });
+
+  it.each([
+    [['inspect', key, '--http', '--sqlite', 'x.db'], /--http applies with --key only/],
+    [['stats', '--http', '--sqlite', 'x.db'], /--http applies to inspect --key only/],
+    [['inspect', '--key', 'k', '--http=yes', '--sqlite', 'x.db'], /http/],
+  ])('refuses %j', (argv, message) => {
+    // Act / Assert
+    expect(() => parseCli(argv, {})).toThrow(UsageError);
+    expect(() => parseCli(argv, {})).toThrow(message);
   });
 
   it('parses --statement-timeout on the PostgreSQL commands but health', () => {

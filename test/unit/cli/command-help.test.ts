@@ -28,6 +28,7 @@ function argvWith(command: string, flag: string, store: string[]): string[] {
     '--key': ['k'],
     '--namespace': ['n', '--key', 'k'],
     '--scope': ['s', '--key', 'k'],
+    '--http': ['--key', 'k'],
     '--progress-interval': ['1s'],
   };
   const option = [flag, ...(values[flag] ?? [])];
