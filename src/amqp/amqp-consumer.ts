@@ -185,15 +185,19 @@ export async function idempotentConsumer(
   };
   channel.on('return', settler.returns.listener);
   // The channel may outlive this consumer (the application's, reused for the next one): once every delivery
-  // has settled, so that no copy of ours awaits its confirm, the channel keeps nothing of this consumer.
-  // Not before: a copy still awaiting its confirm may yet be returned (a return comes before the confirm).
+  // has settled and no copy of ours awaits its confirm, the channel keeps nothing of this consumer.
+  // Not before: a copy still awaiting its confirm may yet be returned (a return comes before the confirm),
+  // also one given up on after brokerTimeout, whose delivery no longer holds a slot (returns.ts).
   let released = false;
   const releaseChannel = () => {
     if (released) return;
     released = true;
-    void slots.idle().then(() => {
-      channel.removeListener('return', settler.returns.listener);
-    });
+    void slots
+      .idle()
+      .then(() => settler.returns.idle())
+      .then(() => {
+        channel.removeListener('return', settler.returns.listener);
+      });
   };
   // Ends once: by close(), or by the broker (reported). Without it, a cancelled consumer or a closed
   // channel would leave the service running and receiving nothing, with nothing said.

@@ -45,6 +45,7 @@ export class UnroutableCopyError extends Error {
 export class ReturnedCopies {
   private readonly awaiting = new Set<string>();
   private readonly returned = new Map<string, AmqpReturnedMessage>();
+  private idleWaiters: Array<() => void> = [];
 
   /** The channel's `'return'` listener. Returns of publishes that are not this consumer's are ignored. */
   readonly listener = (message: AmqpReturnedMessage): void => {
@@ -65,6 +66,21 @@ export class ReturnedCopies {
     this.awaiting.delete(id);
     const returned = this.returned.get(id);
     if (returned !== undefined) this.returned.delete(id);
+    if (this.awaiting.size === 0 && this.idleWaiters.length > 0) {
+      for (const resolve of this.idleWaiters.splice(0)) resolve();
+    }
     return returned;
+  }
+
+  /**
+   * Resolves once no copy awaits its confirm. A copy given up on (`brokerTimeout`) holds no handler slot
+   * but still awaits it: were the `return` listener taken off before, its late return would go unseen and
+   * its late confirm taken for a routed copy, its original acked and the message lost. The channel's
+   * close settles every confirm still awaited (amqplib fails them), so this ends with the channel at the
+   * latest.
+   */
+  idle(): Promise<void> {
+    if (this.awaiting.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 }

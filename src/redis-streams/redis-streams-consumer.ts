@@ -21,6 +21,7 @@ import { InvalidOptionsError } from '../core/errors.js';
 import { callHook } from '../core/hooks.js';
 import { callbacksOption, durationOption, stringOption } from '../core/option-checks.js';
 import { AckBatcher } from './acks.js';
+import { ABANDONED, awaitLoopCommand } from './loop-command.js';
 import {
   type CommandArgument,
   command,
@@ -32,6 +33,7 @@ import {
   readCommand,
   type StreamEntry,
 } from './redis-client.js';
+import { deadLetter as deadLetterScript } from './scripts.gen.js';
 
 /** The default key field. */
 export const KEY_FIELD = 'x-idempotency-key';
@@ -43,13 +45,21 @@ export const KEY_FIELD = 'x-idempotency-key';
  */
 export const MIN_IDLE_FLOOR_MS = 100;
 
+/**
+ * Most letter fields (names and values) sent through the dead-letter script: Lua's `unpack` of its
+ * arguments fails past ~8,000 values, so a letter of an entry with more fields goes as two commands.
+ */
+const MAX_SCRIPT_FIELDS = 7_000;
+
 /** A failure of the consumer as a whole rather than of one message. */
 export interface RedisStreamsConsumerErrorEvent {
   /** The consumer's name. */
   consumer: string;
   /**
-   * What failed: `read` (an `XREADGROUP` or `XAUTOCLAIM`; the loop waits and tries again) or `create-group`
-   * (re-creating a group found missing).
+   * What failed: `read` (an `XREADGROUP` or `XAUTOCLAIM`; the loop waits and tries again; or one of the
+   * loop's commands unanswered past `brokerTimeout`, `block` more for a blocking read: a
+   * `BrokerTimeoutError`, and the loop waits for its answer) or `create-group` (re-creating a group found
+   * missing).
    */
   operation: 'read' | 'create-group';
   /** The error (a lost connection, `NOGROUP`, …). */
@@ -131,7 +141,9 @@ export interface RedisStreamsConsumer {
    * Stop reading, then wait for the current read to return and for in-flight entries to settle, up to
    * `drainTimeout` in all; resolves to whether both happened in time. A read still unanswered then (a Redis
    * that hangs without closing the connection) is abandoned: entries a late reply brings stay pending, for
-   * `XAUTOCLAIM` to hand to a live consumer after `minIdle`.
+   * `XAUTOCLAIM` to hand to a live consumer after `minIdle`. A loop command already past its bound
+   * (`brokerTimeout`, plus `block` for a blocking read) is abandoned at once: `close()` then resolves
+   * `false` as soon as in-flight entries settled.
    */
   close(): Promise<boolean>;
   /** Resolves when the read loop ends. */
@@ -242,6 +254,9 @@ export async function idempotentConsumer(
   const setIdle = (id: string, idleMs: number) =>
     command(client, ['XCLAIM', stream, group, consumer, '0', id, 'IDLE', String(idleMs), 'JUSTID']);
 
+  // Whether a dead letter's XADD and its entry's XACK go as one script: until Redis refuses to run it
+  // (isScriptRefused), then two commands, as before the script.
+  let atomicLetters = true;
   const deadLetter = async (entry: StreamEntry, letter: DeadLetter) => {
     const fields: CommandArgument[] = [];
     // The values as stored, byte for byte: a binary payload must not be copied through its UTF-8 text.
@@ -260,6 +275,27 @@ export async function idempotentConsumer(
       'x-idempotency-entry-id',
       entry.id,
     );
+    if (atomicLetters && fields.length <= MAX_SCRIPT_FIELDS) {
+      try {
+        // One operation, and only for an entry still pending: a second write of the same letter (a
+        // redelivery's, or a late one given up on) writes nothing (scripts/dead-letter-2.lua).
+        await command(client, [
+          'EVAL',
+          deadLetterScript.source,
+          '2',
+          stream,
+          deadLetterStream,
+          group,
+          entry.id,
+          ...fields,
+        ]);
+        return;
+      } catch (error) {
+        if (!isScriptRefused(error)) throw error;
+        atomicLetters = false;
+      }
+    }
+    // At least once: a process that dies between the two, or a late XADD, writes a second letter.
     await command(client, ['XADD', deadLetterStream, '*', ...fields]);
     await ack(entry.id);
   };
@@ -288,34 +324,58 @@ export async function idempotentConsumer(
   };
 
   const stop = new AbortController();
+  const closed = new Promise<void>((resolve) =>
+    stop.signal.addEventListener('abort', () => resolve(), { once: true }),
+  );
   // Set when close() stopped waiting for the read loop (a command a hung Redis never answers): entries a late
   // reply brings are then left pending for XAUTOCLAIM, never started behind a close() that has returned.
   let abandoned = false;
+  // Each of the loop's commands is waited for at most `ms`, then reported and still waited for
+  // (loop-command.ts); close() abandons one past its bound at once, ending the loop without its answer.
+  const loopCommand = async <T>(sent: Promise<T>, what: string, ms = resolved.brokerTimeoutMs) => {
+    const answer = await awaitLoopCommand(sent, {
+      ms,
+      what,
+      report: (error) => reportError('read', error),
+      closed,
+    });
+    if (answer === ABANDONED) abandoned = true;
+    return answer;
+  };
   let cursor = '0-0';
   let nextClaimAt = 0;
 
   async function reclaim(count: number): Promise<void> {
-    const reply = await readCommand(client, [
+    const reply = await loopCommand(
+      readCommand(client, [
+        'XAUTOCLAIM',
+        stream,
+        group,
+        consumer,
+        String(minIdleMs),
+        cursor,
+        'COUNT',
+        String(count),
+      ]),
       'XAUTOCLAIM',
-      stream,
-      group,
-      consumer,
-      String(minIdleMs),
-      cursor,
-      'COUNT',
-      String(count),
-    ]);
+    );
+    if (reply === ABANDONED) return;
     const claimed = parseAutoClaim(stream, reply);
     cursor = claimed.cursor;
-    // Trimmed while pending: nothing left to deliver.
+    // Trimmed while pending: nothing left to deliver. Each XACK is bounded by the batcher.
     await Promise.all(claimed.deleted.map(ack));
-    const counts = await Promise.all(
-      claimed.entries.map(async (entry) =>
-        parsePendingCounts(
-          await command(client, ['XPENDING', stream, group, entry.id, entry.id, '1']),
+    const counts = await loopCommand(
+      Promise.all(
+        claimed.entries.map(async (entry) =>
+          parsePendingCounts(
+            await command(client, ['XPENDING', stream, group, entry.id, entry.id, '1']),
+          ),
         ),
       ),
+      'XPENDING',
     );
+    // The claimed entries stay pending, to be reclaimed after minIdle.
+    if (counts === ABANDONED) return;
     for (const [index, entry] of claimed.entries.entries()) {
       if (abandoned) return;
       await start(entry, counts[index]?.get(entry.id) ?? 2);
@@ -339,18 +399,27 @@ export async function idempotentConsumer(
         const count = inFlight.free;
         if (count === 0) continue;
         const reader = blockingClient ?? client;
-        const reply = await readCommand(reader, [
+        const reply = await loopCommand(
+          readCommand(reader, [
+            'XREADGROUP',
+            'GROUP',
+            group,
+            consumer,
+            'COUNT',
+            String(count),
+            ...(blockingClient === undefined ? [] : ['BLOCK', String(blockMs)]),
+            'STREAMS',
+            stream,
+            '>',
+          ]),
           'XREADGROUP',
-          'GROUP',
-          group,
-          consumer,
-          'COUNT',
-          String(count),
-          ...(blockingClient === undefined ? [] : ['BLOCK', String(blockMs)]),
-          'STREAMS',
-          stream,
-          '>',
-        ]);
+          // A blocking read legitimately takes up to `block` when nothing comes. At most a timer's limit.
+          Math.min(
+            resolved.brokerTimeoutMs + (blockingClient === undefined ? 0 : blockMs),
+            MAX_TIMER_MS,
+          ),
+        );
+        if (reply === ABANDONED) break;
         const read = parseReadGroup(stream, reply);
         if (abandoned) break;
         const newest = read.entries.at(-1)?.id;
@@ -394,11 +463,24 @@ export async function idempotentConsumer(
         const loopEnded = await settlesWithin(done, resolved.drainTimeoutMs);
         if (!loopEnded) abandoned = true;
         const drained = await inFlight.drain(Math.max(deadline - performance.now(), 0));
-        return loopEnded && drained;
+        // `abandoned` also when the loop ended by abandoning a command known hung (loop-command.ts).
+        return !abandoned && drained;
       })();
       return closing;
     },
   };
+}
+
+/**
+ * Whether `error` says Redis refused the dead-letter script before running any of it: Redis Cluster with
+ * `stream` and `deadLetterStream` in different slots (`CROSSSLOT`; a shared hash tag avoids it), or a user
+ * whose ACL denies `EVAL` (`NOPERM … 'eval'`), or a server or proxy without it (`unknown command`). Not an
+ * error raised inside the script (an `XADD` to a key of another type): the script writes nothing before
+ * that can fail, and such an error is the letter's failure, as an `XADD`'s would be.
+ */
+function isScriptRefused(error: unknown): boolean {
+  const message = String((error as Error | undefined)?.message);
+  return message.startsWith('CROSSSLOT') || /^NOPERM.*'eval'|unknown command 'eval'/i.test(message);
 }
 
 /**

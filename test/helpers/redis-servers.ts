@@ -23,6 +23,7 @@ export const PORT_SLICES = {
   health: [7090, 7100],
   cliInterrupted: [7200, 7210],
   replicas: [7210, 7220],
+  streamsCluster: [7220, 7240],
 } as const satisfies Record<string, readonly [number, number]>;
 
 function portFree(port: number): Promise<boolean> {

@@ -1,0 +1,127 @@
+/**
+ * A dead letter written once, against a real Redis: the letter's `XADD` and the entry's `XACK` are one
+ * script that writes only for an entry still pending. The case that wrote two letters: consumer A's write
+ * stalls on its link (a TCP proxy holds it) and is given up on (`brokerTimeout`); consumer B reclaims the
+ * entry, finds the letter recorded and writes it, acking the entry; then A's link recovers and its held
+ * write lands, late: a second letter. Now A's late script finds the entry acked and writes nothing.
+ */
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { createClient } from 'redis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createIdempotency, memoryStore } from '../../../src/index.js';
+import { idempotentConsumer } from '../../../src/redis-streams/index.js';
+import { env, requireService } from '../../helpers/env.js';
+import { startRedisProxy } from '../../helpers/tcp-proxy.js';
+import { waitUntil } from '../../helpers/wait-until.js';
+
+type Client = ReturnType<typeof createClient>;
+
+describe('Redis Streams consumer: dead letters written once', () => {
+  const run = randomUUID().slice(0, 8);
+  const streams: string[] = [];
+  const cleanups: Array<() => Promise<unknown> | unknown> = [];
+  let admin: Client;
+
+  beforeAll(async () => {
+    await requireService('Redis', env.redisUrl);
+    admin = createClient({ url: env.redisUrl });
+    await admin.connect();
+  });
+
+  afterAll(async () => {
+    for (const cleanup of cleanups.reverse()) await Promise.resolve(cleanup()).catch(() => {});
+    if (admin === undefined) return;
+    if (streams.length > 0) await admin.sendCommand(['DEL', ...streams]);
+    admin.destroy();
+  });
+
+  /** The dead letters' keys, in order. */
+  async function letters(stream: string): Promise<string[]> {
+    const reply = (await admin.sendCommand(['XRANGE', `${stream}:dlq`, '-', '+'])) as Array<
+      [string, string[]]
+    >;
+    return reply.map(([, fields]) => fields[fields.indexOf('x-idempotency-key') + 1] ?? '');
+  }
+
+  const pending = async (stream: string) =>
+    Number(((await admin.sendCommand(['XPENDING', stream, 'workers'])) as [number])[0]);
+
+  it('writes no second letter when a write given up on lands after a redelivery wrote it', async () => {
+    // Arrange: consumer A, its `client` through a proxy; one store shared with consumer B.
+    const stream = `ik-test:streams-dead-letter-once:${run}`;
+    streams.push(stream, `${stream}:dlq`);
+    const engine = createIdempotency({ store: memoryStore() });
+    const proxy = await startRedisProxy(env.redisUrl);
+    const client = new Redis(proxy.url, { lazyConnect: true });
+    client.on('error', () => {});
+    await client.connect();
+    const blocking = createClient({ url: env.redisUrl });
+    await blocking.connect();
+    cleanups.push(
+      () => proxy.close(),
+      () => client.disconnect(),
+      () => blocking.destroy(),
+    );
+    const calls: string[] = [];
+    const given: string[] = [];
+    const a = await idempotentConsumer(
+      client,
+      (_entry, context) => {
+        calls.push(context.key);
+        // The link stalls just as the letter is about to be written.
+        proxy.pause();
+        throw new Error('boom');
+      },
+      {
+        stream,
+        group: 'workers',
+        name: `dead-letter-once-${run}`,
+        consumer: 'a',
+        idempotency: engine,
+        maxDeliveries: 1,
+        brokerTimeout: '300ms',
+        drainTimeout: '1s',
+        blockingClient: blocking,
+        block: '100ms',
+        claimInterval: '1h',
+        minIdle: '1h',
+        hooks: { onBrokerError: (event) => void given.push(event.operation) },
+      },
+    );
+    cleanups.push(() => a.close());
+    await admin.sendCommand(['XADD', stream, '*', 'x-idempotency-key', 'dead-1']);
+    await waitUntil('the dead letter to be given up', () => given.length === 1, 10_000);
+    expect(given).toEqual(['dead_letter']);
+    await a.close();
+
+    // B reclaims the entry, finds the letter recorded, writes it and acks the entry.
+    const other = createClient({ url: env.redisUrl });
+    await other.connect();
+    cleanups.push(() => other.destroy());
+    const written: Array<string | undefined> = [];
+    const b = await idempotentConsumer(other, (_entry, context) => void calls.push(context.key), {
+      stream,
+      group: 'workers',
+      name: `dead-letter-once-${run}`,
+      consumer: 'b',
+      idempotency: engine,
+      maxDeliveries: 1,
+      minIdle: '100ms',
+      claimInterval: '100ms',
+      hooks: { onDeadLetter: (event) => void written.push(event.key) },
+    });
+    cleanups.push(() => b.close());
+    await waitUntil('B to write the letter', () => written.length === 1, 10_000);
+    expect(await pending(stream)).toBe(0);
+
+    // Act: A's link recovers; its held write reaches Redis, late.
+    proxy.resume();
+    await new Promise((resolve) => setTimeout(resolve, 500));
+
+    // Assert: one letter (before: two), the handler run once.
+    expect(await letters(stream)).toEqual(['dead-1']);
+    expect(calls).toEqual(['dead-1']);
+    expect(await pending(stream)).toBe(0);
+  });
+});
