@@ -24,12 +24,12 @@ import { emit, type HookEvent, type IdempotencyHooks } from './hooks.js';
 import { inspectKey, type KeyInspection } from './inspection.js';
 import { deriveDownstreamKey, validateKey } from './key.js';
 import { type LeaseEnvironment, LeaseKeeper } from './lease.js';
+import { lookupKey, type StorageKeyOptions } from './lookup-key.js';
 import {
   booleanOption,
   callbacksOption,
   codecOption,
   knownFields,
-  scopeOption,
   shownValue,
   storeErrorsOption,
   stringOption,
@@ -42,11 +42,13 @@ import {
   type OutcomeCodec,
 } from './outcome.js';
 import { type IdempotencyRecord, RecordStatus } from './record.js';
-import { runStorageKey, ScopeSource, sourcedStorageKey } from './reserved-scopes.js';
+import { runStorageKey } from './reserved-scopes.js';
 import { ExecutionContext } from './run-context.js';
 import { settleRecord } from './settle.js';
 import { type StepContext, type StepOptions, unrecordedSteps } from './steps.js';
 import { isClaimResult, malformedAnswerError } from './store-answers.js';
+
+export type { StorageKeyOptions } from './lookup-key.js';
 
 /**
  * Decides whether a thrown error is a final outcome (stored and replayed) or releases the claim. A
@@ -241,46 +243,6 @@ export interface Idempotency {
    * @throws StoreUnavailableError when the store cannot be read.
    */
   inspect(key: string, scope?: string, options?: StorageKeyOptions): Promise<KeyInspection>;
-}
-
-/** Where the scope given to `storageKeyFor` or `inspect` came from. */
-export interface StorageKeyOptions {
-  /**
-   * The scope is an HTTP route's (its `scope` function's answer, or the credentials' digest): derive the
-   * key as the HTTP adapters do, which key a scope starting `consumer:`, `handed-back:` or `dead-letter:`
-   * apart from the consumers' own records (see docs/http.md, "Scope"). Any other scope gives the same
-   * key either way. @default false: the scope is a consumer's or a `run()` caller's
-   */
-  http?: boolean;
-}
-
-// Every key of StorageKeyOptions, checked by the compiler both ways.
-const STORAGE_KEY_FIELDS = Object.keys({ http: true } as const satisfies Record<
-  keyof StorageKeyOptions,
-  true
->);
-
-/** The storage key `run` uses for (scope, key), the scope from where `options` says. */
-function lookupKey(
-  namespace: string,
-  key: string,
-  scope: string,
-  options: StorageKeyOptions | undefined,
-  caller: string,
-): string {
-  validateKey(key);
-  let http = false;
-  // `null` as absent, as for the engine's other options; a string or number would list its characters.
-  if (options !== undefined && options !== null) {
-    if (typeof options !== 'object') {
-      throw new InvalidOptionsError(
-        `${caller}: expected options { http }, got ${shownValue(options)}`,
-      );
-    }
-    knownFields(options, caller, STORAGE_KEY_FIELDS);
-    http = booleanOption(options.http, `${caller}: http`);
-  }
-  return sourcedStorageKey(namespace, scopeOption(scope), key, http ? ScopeSource.Http : undefined);
 }
 
 // Completion is retried on store errors for as long as the lease lasts: the side effect already happened,
