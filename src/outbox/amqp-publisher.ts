@@ -113,7 +113,7 @@ export function amqpPublisher(options: AmqpPublisherOptions): Publisher {
   };
 
   return {
-    async publish(message) {
+    async publish(message, options) {
       const headers: Record<string, unknown> = { ...message.headers };
       if (message.key !== null) headers[AMQP_KEY_HEADER] = message.key;
       const properties = {
@@ -136,11 +136,34 @@ export function amqpPublisher(options: AmqpPublisherOptions): Publisher {
       // return and its confirm fails the publish with the close, and the row's next publish, on a new
       // channel, is judged on its own.
       const returns = mandatory ? channelReturns(channel) : undefined;
+      const signal = options?.signal;
       return new Promise<void>((resolve, reject) => {
+        // The watch ends once: with the confirm, a synchronous throw, or when the relay gave up (signal).
+        // Kept until the confirm, a publish that timed out on a channel that hangs without closing held
+        // its entry, and the channel's `return` listener, for as long as the channel lived.
+        let watching = true;
+        const unwatch = (): boolean => {
+          if (!watching) return false;
+          watching = false;
+          signal?.removeEventListener('abort', onGivenUp);
+          return returns?.settled(message.id) ?? false;
+        };
+        const onGivenUp = () => {
+          unwatch();
+          reject(signal?.reason ?? new Error(`publish of message ${message.id} abandoned`));
+        };
+        if (signal?.aborted) {
+          reject(signal.reason);
+          return;
+        }
         returns?.watch(message.id);
+        signal?.addEventListener('abort', onGivenUp, { once: true });
         try {
           channel.publish(exchange, key, content, properties, (error) => {
-            const returned = returns?.settled(message.id) ?? false;
+            // A confirm after the relay gave up: the publish already failed, and a new one may watch
+            // the id now; this one's return (if any) was counted for nothing.
+            if (!watching) return;
+            const returned = unwatch();
             if (error !== null && error !== undefined) {
               reject(
                 error instanceof Error ? error : new Error(`broker nacked message ${message.id}`),
@@ -157,7 +180,7 @@ export function amqpPublisher(options: AmqpPublisherOptions): Publisher {
           });
         } catch (error) {
           // A closed channel throws synchronously.
-          returns?.settled(message.id);
+          unwatch();
           reject(error);
         }
       });

@@ -51,7 +51,7 @@ class ChannelReturns {
   }
 
   /**
-   * The publish of `id` was confirmed, nacked or failed: whether the broker returned it. RabbitMQ sends a
+   * The publish of `id` was confirmed, nacked, failed or given up on: whether the broker returned it. RabbitMQ sends a
    * message's `basic.return` before its confirm, so a return for it has arrived by now.
    */
   settled(id: string): boolean {

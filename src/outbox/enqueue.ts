@@ -12,8 +12,14 @@ import {
   type PgQueryable,
   type SqliteDatabaseLike,
 } from './clients.js';
-import { type EnqueueMessage, type EnqueueResult, prepareMessage } from './message.js';
+import {
+  type EnqueueMessage,
+  type EnqueueResult,
+  type PreparedMessage,
+  prepareMessage,
+} from './message.js';
 import { postgresOutboxNames, sqliteOutboxNames } from './names.js';
+import { checkPayloadSize, maxPayloadBytesOption } from './payload-size.js';
 import {
   enqueuePostgres,
   type MigrateOutboxResult,
@@ -37,24 +43,60 @@ export interface OutboxTableOptions {
   verifyTransaction?: boolean;
 }
 
-// Every key of OutboxTableOptions, checked by the compiler both ways: a misspelt `tabel` would write the
-// default table while the relay reads another, and the message would never be published.
+/** Options of {@link enqueue}: where the table is, and the largest payload it takes. */
+export interface EnqueueOptions extends OutboxTableOptions {
+  /**
+   * The largest payload, in bytes, `enqueue` stores; a larger one is refused (`InvalidOptionsError`
+   * naming both sizes) inside your transaction. Set it to what your broker takes (NATS: its
+   * `max_payload`, 1 MiB by default), so that a message it would refuse on every retry is never
+   * committed. On PostgreSQL nothing over 268,435,443 bytes is stored, whatever this says: the relay
+   * could not read it back. @default 134217728 (128 MiB, RabbitMQ's default `max_message_size`)
+   */
+  maxPayloadBytes?: number;
+}
+
+// Every key of OutboxTableOptions (and, for enqueue, EnqueueOptions), checked by the compiler both ways: a
+// misspelt `tabel` would write the default table while the relay reads another, and the message would
+// never be published.
 const TABLE_FIELDS = Object.keys({
   schema: true,
   table: true,
   clock: true,
   verifyTransaction: true,
 } as const satisfies Record<keyof OutboxTableOptions, true>);
+const ENQUEUE_FIELDS = Object.keys({
+  schema: true,
+  table: true,
+  clock: true,
+  verifyTransaction: true,
+  maxPayloadBytes: true,
+} as const satisfies Record<keyof EnqueueOptions, true>);
 
 // The options of one enqueue or migration, checked; the empty default skips the check (the common call).
-const NO_OPTIONS: OutboxTableOptions = Object.freeze({});
-function checkedTableOptions(options: OutboxTableOptions, who: string): OutboxTableOptions {
+const NO_OPTIONS: EnqueueOptions = Object.freeze({});
+function checkedTableOptions<T extends OutboxTableOptions>(
+  options: T,
+  who: string,
+  fields: readonly string[] = TABLE_FIELDS,
+): T {
   if (options === NO_OPTIONS) return options;
   if (typeof options !== 'object' || options === null) {
     throw new InvalidOptionsError(`${who}: expected an object of options`);
   }
-  knownFields(options, who, TABLE_FIELDS);
+  knownFields(options, who, fields);
   return options;
+}
+
+// The message, validated and encoded, its payload no larger than the limit (see EnqueueOptions).
+function preparedWithin(
+  message: EnqueueMessage,
+  options: EnqueueOptions,
+  postgres: boolean,
+): PreparedMessage {
+  const limit = maxPayloadBytesOption(options.maxPayloadBytes);
+  const prepared = prepareMessage(message);
+  checkPayloadSize(prepared.payload.byteLength, limit, postgres);
+  return prepared;
 }
 
 /**
@@ -67,8 +109,8 @@ function checkedTableOptions(options: OutboxTableOptions, who: string): OutboxTa
  * - SQLite: pass the better-sqlite3 `Database` from inside `db.transaction(fn)`. Synchronous (better-sqlite3
  *   transactions cannot await). Refused when no transaction is open.
  *
- * @throws InvalidOptionsError on a bad message, outside a transaction, or for a `messageId` already used by a
- * different message.
+ * @throws InvalidOptionsError on a bad message, a payload over `maxPayloadBytes`, outside a transaction, or
+ * for a `messageId` already used by a different message.
  * @throws StoreUnavailableError when the database fails (the caller's transaction should roll back).
  * @example
  * // PostgreSQL
@@ -86,32 +128,33 @@ function checkedTableOptions(options: OutboxTableOptions, who: string): OutboxTa
 export function enqueue(
   tx: SqliteDatabaseLike,
   message: EnqueueMessage,
-  options?: OutboxTableOptions,
+  options?: EnqueueOptions,
 ): EnqueueResult;
 export function enqueue(
   tx: PgQueryable,
   message: EnqueueMessage,
-  options?: OutboxTableOptions,
+  options?: EnqueueOptions,
 ): Promise<EnqueueResult>;
 export function enqueue(
   tx: SqliteDatabaseLike | PgQueryable,
   message: EnqueueMessage,
-  given: OutboxTableOptions = NO_OPTIONS,
+  given: EnqueueOptions = NO_OPTIONS,
 ): EnqueueResult | Promise<EnqueueResult> {
   if (isSqliteDatabase(tx)) {
-    const options = checkedTableOptions(given, 'enqueue');
+    const options = checkedTableOptions(given, 'enqueue', ENQUEUE_FIELDS);
     const names = sqliteOutboxNames(options.table);
-    return enqueueSqlite(tx, prepareMessage(message), names, options.clock ?? systemClock);
+    const prepared = preparedWithin(message, options, false);
+    return enqueueSqlite(tx, prepared, names, options.clock ?? systemClock);
   }
   if (isPgQueryable(tx)) {
     // Validation errors reject the promise rather than throwing synchronously, like every async API.
     return (async () => {
-      const options = checkedTableOptions(given, 'enqueue');
+      const options = checkedTableOptions(given, 'enqueue', ENQUEUE_FIELDS);
       const names = postgresOutboxNames(options.schema, options.table);
       // Checked, not coerced: `verifyTransaction: 0` (falsy) would skip the check that keeps a message from
       // committing apart from the business writes.
       const verify = booleanOption(options.verifyTransaction, 'enqueue: verifyTransaction', true);
-      return enqueuePostgres(tx, prepareMessage(message), names, verify);
+      return enqueuePostgres(tx, preparedWithin(message, options, true), names, verify);
     })();
   }
   throw new InvalidOptionsError(

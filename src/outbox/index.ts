@@ -26,7 +26,12 @@ export type {
   SqliteStatementLike,
   SqliteTransactionLike,
 } from './clients.js';
-export { enqueue, migrateOutbox, type OutboxTableOptions } from './enqueue.js';
+export {
+  type EnqueueOptions,
+  enqueue,
+  migrateOutbox,
+  type OutboxTableOptions,
+} from './enqueue.js';
 export {
   type BusHandler,
   createInProcessBus,

@@ -10,6 +10,7 @@ import { isPgPool, isPgQueryable, type PgPoolClient, type PgQueryable } from './
 import { outboxStoreError } from './errors.js';
 import { type OutboxMessage, parseHeaders } from './message.js';
 import { postgresOutboxNames, renderOutboxSql } from './names.js';
+import { MAX_POSTGRES_PAYLOAD_BYTES } from './payload-size.js';
 import type { OutboxSource, OutboxStats } from './source.js';
 import * as sql from './sql.gen.js';
 
@@ -39,7 +40,8 @@ interface ClaimedRow {
   message_id: string;
   topic: string;
   message_key: string | null;
-  payload: Buffer;
+  /** `null` when over what node-postgres can read (see postgres-claim.sql). */
+  payload: Buffer | null;
   content_type: string;
   headers: unknown;
   attempts: number;
@@ -117,9 +119,19 @@ export function postgresOutboxSource(options: PostgresOutboxSourceOptions): Outb
   }
 
   const source: OutboxSource = {
-    async claim(limit, leaseMs) {
-      const { rows } = await run('claim', text.claim, [limit, Math.ceil(leaseMs)]);
-      return (rows as ClaimedRow[]).map(toMessage).sort(byRowId);
+    async claim(limit, leaseMs, maxBytes) {
+      const { rows } = await run('claim', text.claim, [
+        limit,
+        Math.ceil(leaseMs),
+        maxBytes ?? null,
+        MAX_POSTGRES_PAYLOAD_BYTES,
+      ]);
+      // A row whose payload the claim did not send cannot be published: it waits out its lease, the
+      // reason in its last_error (counted as `failing` by stats()), instead of failing the whole claim.
+      return (rows as ClaimedRow[])
+        .filter((row) => row.payload !== null)
+        .map(toMessage)
+        .sort(byRowId);
     },
     async markSent(rowIds) {
       if (rowIds.length === 0) return 0;
@@ -176,7 +188,7 @@ function toMessage(row: ClaimedRow): OutboxMessage {
     id: row.message_id,
     topic: row.topic,
     key: row.message_key,
-    payload: row.payload,
+    payload: row.payload ?? Buffer.alloc(0),
     contentType: row.content_type,
     headers: parseHeaders(row.headers),
     rowId: String(row.row_id),

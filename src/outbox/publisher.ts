@@ -13,6 +13,11 @@ import type { OutboxMessage } from './message.js';
  * (and broker-side dedup, where the broker has it) can read it.
  */
 export interface Publisher {
-  /** Publish `message`; resolve when the broker confirmed it. */
-  publish(message: OutboxMessage): Promise<void>;
+  /**
+   * Publish `message`; resolve when the broker confirmed it. `options.signal` (passed by the relay) is
+   * aborted when the relay stops waiting (the publish was not confirmed within `publishTimeoutMs`): the
+   * publish has failed for the relay, whatever comes later, so free what it holds for the confirm.
+   * Publishers that hold nothing may ignore it.
+   */
+  publish(message: OutboxMessage, options?: { signal?: AbortSignal }): Promise<void>;
 }

@@ -28,6 +28,13 @@ export interface RelayOptions {
   publisher: Publisher;
   /** Rows claimed per round. @default 100 */
   batchSize?: number;
+  /**
+   * Payload bytes claimed per round, besides `batchSize`: a row is claimed only while the rows before it in
+   * the claim total less, so a round holds less than this plus one payload in memory (and always claims one
+   * row, however large). A round that reaches it is followed by the next at once, like a full batch.
+   * @default 67108864 (64 MiB)
+   */
+  maxBatchBytes?: number;
   /** Publishes in flight at once within a batch. @default 10 */
   concurrency?: number;
   /**
@@ -142,6 +149,7 @@ const RELAY_FIELDS = Object.keys({
   source: true,
   publisher: true,
   batchSize: true,
+  maxBatchBytes: true,
   concurrency: true,
   pollIntervalMs: true,
   leaseMs: true,
@@ -187,14 +195,17 @@ export function createRelay(options: RelayOptions): Relay {
   }
   // Counts are not rounded: flooring 0.5 to 0 would claim nothing in a loop that never sleeps
   // (batchSize), claim rows and never publish them (concurrency), or purge forever (purgeBatchSize).
-  const count = (name: 'batchSize' | 'concurrency' | 'purgeBatchSize', fallback: number) =>
-    positiveIntegerOption(options[name], `createRelay: ${name}`, fallback);
+  const count = (
+    name: 'batchSize' | 'maxBatchBytes' | 'concurrency' | 'purgeBatchSize',
+    fallback: number,
+  ) => positiveIntegerOption(options[name], `createRelay: ${name}`, fallback);
   const duration = (name: DurationOption, fallback: number, bounds?: DurationBounds) =>
     durationMs(options[name], `createRelay: ${name}`, fallback, bounds);
   // setTimeout fires at once (with a warning) above 2^31-1 ms: a timeout would fail every publish, a poll
   // interval would spin. The lease and the retention are not timers.
   const timer = { maxMs: MAX_TIMER_MS };
   const batchSize = count('batchSize', 100);
+  const maxBatchBytes = count('maxBatchBytes', 64 * 1024 * 1024);
   const concurrency = count('concurrency', 10);
   const pollIntervalMs = duration('pollIntervalMs', 1000, timer);
   const leaseMs = duration('leaseMs', 30_000);
@@ -253,14 +264,18 @@ export function createRelay(options: RelayOptions): Relay {
 
   async function publishOne(message: OutboxMessage): Promise<unknown> {
     let timer: NodeJS.Timeout | undefined;
+    // Aborted when the relay gives up on the publish, so the publisher can free what it keeps for the
+    // confirm (the AMQP publisher's return watch): on a channel that hangs without closing, none comes.
+    const givenUp = new AbortController();
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => reject(new Error(`publish not confirmed within ${publishTimeoutMs} ms`)),
-        publishTimeoutMs,
-      );
+      timer = setTimeout(() => {
+        const error = new Error(`publish not confirmed within ${publishTimeoutMs} ms`);
+        givenUp.abort(error);
+        reject(error);
+      }, publishTimeoutMs);
     });
     try {
-      await Promise.race([publisher.publish(message), timeout]);
+      await Promise.race([publisher.publish(message, { signal: givenUp.signal }), timeout]);
       return undefined;
     } catch (error) {
       return error ?? new Error('publish rejected');
@@ -269,16 +284,25 @@ export function createRelay(options: RelayOptions): Relay {
     }
   }
 
-  /** A round's result, and the rows it claimed (for {@link Relay.drain}). */
+  /**
+   * A round's result, the rows it claimed (for {@link Relay.drain}), and whether its claim was cut by
+   * `batchSize` or `maxBatchBytes` (more rows may be waiting: the loop claims again without sleeping).
+   */
   interface RoundOutcome {
     result: RelayRoundResult;
     rowIds: string[];
+    full: boolean;
   }
 
   async function round(): Promise<RoundOutcome> {
     const claimedAt = performance.now();
     const stopsBefore = stopRequests;
-    const messages = await source.claim(batchSize, leaseMs);
+    const messages = await source.claim(batchSize, leaseMs, maxBatchBytes);
+    // A claim cut by the byte budget holds less than batchSize rows but at least maxBatchBytes of payload
+    // (it takes rows until the total reaches it).
+    let claimedBytes = 0;
+    for (const message of messages) claimedBytes += message.payload.byteLength;
+    const full = messages.length >= batchSize || claimedBytes >= maxBatchBytes;
     const sent: string[] = [];
     const failures: Array<{ message: OutboxMessage; error: unknown }> = [];
     const unstarted: OutboxMessage[] = [];
@@ -315,12 +339,27 @@ export function createRelay(options: RelayOptions): Relay {
       }
     };
     await Promise.all(Array.from({ length: Math.min(concurrency, messages.length) }, worker));
+    // Every step below runs whatever the ones before did: a mark that failed for good, or one failure
+    // record that threw, used to end the round there, so the round's other failures were neither recorded
+    // nor reported (back after the lease, not the backoff, and unseen by onPublishFailed). The first
+    // database error still fails the round (onError, or runOnce() rejects); any later one is reported.
+    const storeErrors: unknown[] = [];
     // Marked by id: exactly the rows this round published, whatever their ids relative to others.
-    await markSentWithinLease(sent, claimedAt);
+    await markSentWithinLease(sent, claimedAt).catch((error: unknown) => storeErrors.push(error));
     for (const { message, error } of failures) {
       const retryInMs = retryDelay(message.attempt);
-      // With its attempt: a record landing after the lease ran out (a slow database) changes nothing.
-      await source.markFailed(message.rowId, retryInMs, describeError(error), message.attempt);
+      // With the database failing, records are tried only while the lease lasts: past it the rows are
+      // claimable anyway, and a round of 100 failures × a connection timeout would hold stop() for minutes.
+      const worthTrying = storeErrors.length === 0 || performance.now() - claimedAt < leaseMs;
+      try {
+        // With its attempt: a record landing after the lease ran out (a slow database) changes nothing.
+        if (worthTrying) {
+          await source.markFailed(message.rowId, retryInMs, describeError(error), message.attempt);
+        }
+      } catch (storeError) {
+        // Not recorded: the row comes back after the lease. The failure is reported all the same.
+        storeErrors.push(storeError);
+      }
       try {
         ignoreRejection(options.onPublishFailed?.(message, error, retryInMs));
       } catch {
@@ -328,6 +367,10 @@ export function createRelay(options: RelayOptions): Relay {
       }
     }
     if (unstarted.length > 0) await releaseUnstarted(unstarted);
+    if (storeErrors.length > 0) {
+      for (const storeError of storeErrors.slice(1)) report(storeError);
+      throw storeErrors[0];
+    }
     if (deferred > 0 && deferred === messages.length) {
       // Nothing could start: the claim alone ate the lease's slack. Rows come back after the lease only to
       // be deferred again, so say so rather than look idle.
@@ -345,6 +388,7 @@ export function createRelay(options: RelayOptions): Relay {
         deferred: deferred + unstarted.length,
       },
       rowIds: messages.map((message) => message.rowId),
+      full,
     };
   }
 
@@ -435,20 +479,20 @@ export function createRelay(options: RelayOptions): Relay {
     try {
       while (!stopping) {
         pendingWake = false;
-        let result: RelayRoundResult;
+        let full: boolean;
         try {
           if (purgeIntervalMs > 0 && performance.now() - lastPurge >= purgeIntervalMs) {
             lastPurge = performance.now();
             await purge(true);
           }
-          result = await runOnce();
+          full = (await trackedRound()).full;
         } catch (error) {
           report(error);
           await pause(errorDelayMs);
           continue;
         }
-        // A full batch means more may be waiting: go again without sleeping.
-        if (result.claimed >= batchSize) continue;
+        // A full batch (by count or by bytes) means more may be waiting: go again without sleeping.
+        if (full) continue;
         await pause(pollIntervalMs);
       }
     } finally {

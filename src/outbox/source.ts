@@ -24,8 +24,11 @@ export interface OutboxSource {
   /**
    * Claim up to `limit` unsent rows that are available now and make them unavailable to other relays for
    * `leaseMs` (the lease), counting one attempt each. Never two relays the same row while its lease runs.
+   * With `maxBytes` (the relay's `maxBatchBytes`), take a row only while the payloads of the rows before it
+   * in this claim total less than `maxBytes`, so the first row always: a claim's result is held in memory
+   * whole. A source that ignores it claims by count alone.
    */
-  claim(limit: number, leaseMs: number): Promise<OutboxMessage[]>;
+  claim(limit: number, leaseMs: number, maxBytes?: number): Promise<OutboxMessage[]>;
   /** Mark these rows sent, by row id. Resolves to the number of rows newly marked. */
   markSent(rowIds: readonly string[]): Promise<number>;
   /**

@@ -93,7 +93,7 @@ export function sqliteOutboxSource(options: SqliteOutboxSourceOptions): OutboxSo
   const markedInForeignTransaction = new Set<number>();
 
   return {
-    claim: (limit, leaseMs) =>
+    claim: (limit, leaseMs, maxBytes) =>
       run('claim', () => {
         // Someone holds a transaction open on this connection across an await: claiming now would nest
         // in it (a savepoint) and vanish with its rollback. Try again on the next round.
@@ -109,6 +109,7 @@ export function sqliteOutboxSource(options: SqliteOutboxSourceOptions): OutboxSo
             now,
             lease_until: now + Math.ceil(leaseMs),
             limit,
+            max_bytes: maxBytes ?? null,
           }) as ClaimedRow[];
         });
         return claim

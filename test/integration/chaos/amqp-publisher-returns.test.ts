@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import amqp from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { amqpPublisher, type OutboxMessage } from '../../../src/outbox/index.js';
+import { amqpPublisher, createRelay, type OutboxMessage } from '../../../src/outbox/index.js';
 import {
   type AmqpFrameProxy,
   BASIC_ACK,
@@ -14,6 +14,7 @@ import {
   startAmqpFrameProxy,
 } from '../../helpers/amqp-frame-proxy.js';
 import { env, requireService } from '../../helpers/env.js';
+import { memorySource } from '../../helpers/outbox-memory-source.js';
 
 const run = randomBytes(4).toString('hex');
 
@@ -92,5 +93,53 @@ describe('amqpPublisher: a channel lost between a return and its confirm', () =>
     } finally {
       for (const connection of connections) await connection.close().catch(() => {});
     }
+  });
+});
+
+describe('amqpPublisher: a channel that hangs without closing (no confirm ever comes)', () => {
+  let proxy: AmqpFrameProxy;
+  let connection: amqp.ChannelModel | undefined;
+
+  beforeAll(async () => {
+    await requireService('RabbitMQ', env.amqpUrl);
+    proxy = await startAmqpFrameProxy(env.amqpUrl);
+  });
+
+  afterAll(async () => {
+    await connection?.close().catch(() => {});
+    await proxy?.close();
+  });
+
+  it('forgets a publish the relay gave up on: no return watch, no listener left on the channel', async () => {
+    // Arrange: a real confirm channel whose confirms the proxy withholds from now on; the channel
+    // stays open. A relay whose publishes time out after 300 ms.
+    connection = await amqp.connect(proxy.url);
+    connection.on('error', () => {});
+    const channel = await connection.createConfirmChannel();
+    channel.on('error', () => {});
+    proxy.withhold(BASIC_ACK);
+    const source = memorySource();
+    for (const id of [`hung-1-${run}`, `hung-2-${run}`]) source.add(id, `no-such-queue-${run}`);
+    const failures: string[] = [];
+    const relay = createRelay({
+      source,
+      publisher: amqpPublisher({ channel }),
+      publishTimeoutMs: 300,
+      leaseMs: 1000,
+      backoff: () => 0,
+      onPublishFailed: (_message, error) => failures.push(String(error)),
+    });
+
+    // Act: before, each timed-out publish kept its entry (and with it the channel's `return` listener)
+    // until its confirm: on this channel, for good.
+    const result = await relay.runOnce();
+
+    // Assert
+    expect(result).toMatchObject({ claimed: 2, failed: 2 });
+    expect(failures).toEqual([
+      'Error: publish not confirmed within 300 ms',
+      'Error: publish not confirmed within 300 ms',
+    ]);
+    expect(channel.listenerCount('return')).toBe(0);
   });
 });

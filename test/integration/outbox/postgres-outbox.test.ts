@@ -1,6 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { postgresOutboxNames, renderOutboxSql } from '../../../src/outbox/names.js';
+import { postgresClaim } from '../../../src/outbox/sql.gen.js';
 import { env } from '../../helpers/env.js';
 import { type OutboxDatabase, openOutboxDatabase } from '../../helpers/outbox-postgres.js';
 import { recordingPublisher, waitFor } from '../../helpers/outbox-recorder.js';
@@ -163,6 +165,221 @@ describe('enqueue (PostgreSQL): bad input is the caller’s error, not an outage
     const first = await enqueueOnce(message);
     const retry = await enqueueOnce(message);
     expect(retry).toEqual({ ...first, duplicate: true });
+  });
+});
+
+describe('enqueue (PostgreSQL): payload size', () => {
+  it('refuses a payload over maxPayloadBytes, or over what a relay can read back, naming the size and the limit', async () => {
+    // Arrange: before, any size was committed. A row whose bytea hex text is past V8's string limit
+    // (~268 MB) failed every claim after the claim had committed, its batch stuck with it; a row a
+    // broker refuses (NATS: max_payload) failed every publish, for ever.
+    const before = (await db.rows()).length;
+    const enqueueOnce = (payload: Buffer, options: { maxPayloadBytes?: number } = {}) =>
+      db.transaction((tx) =>
+        enqueue(tx, { topic: 'big', payload }, { schema: db.schema, ...options }),
+      );
+    const refusal = (pattern: RegExp) => (error: unknown) =>
+      isInvalidOptionsErrorLike(error) && pattern.test((error as Error).message);
+
+    // Act / Assert: over the caller's limit (NATS's default max_payload here).
+    await expect(
+      enqueueOnce(Buffer.alloc(1024 * 1024 + 1), { maxPayloadBytes: 1024 * 1024 }),
+    ).rejects.toSatisfy(refusal(/payload is 1048577 bytes, over maxPayloadBytes \(1048576\)/));
+    // Over the default, 128 MiB (RabbitMQ's default max_message_size). Never written, so never touched.
+    await expect(enqueueOnce(Buffer.allocUnsafe(128 * 1024 * 1024 + 1))).rejects.toSatisfy(
+      refusal(/payload is 134217729 bytes, over maxPayloadBytes \(134217728\)/),
+    );
+    // Over what node-postgres can read back as hex text, whatever maxPayloadBytes says.
+    await expect(
+      enqueueOnce(Buffer.allocUnsafe(268_435_444), { maxPayloadBytes: 512 * 1024 * 1024 }),
+    ).rejects.toSatisfy(
+      refusal(
+        /payload is 268435444 bytes, over the 268435443 bytes a PostgreSQL relay can read back/,
+      ),
+    );
+    await expect(enqueueOnce(Buffer.alloc(1), { maxPayloadBytes: 0 })).rejects.toSatisfy(
+      refusal(/^enqueue: maxPayloadBytes: must be a positive integer, got 0$/),
+    );
+    expect((await db.rows()).length).toBe(before);
+
+    // A payload at the limit is stored whole.
+    const { messageId } = await enqueueOnce(Buffer.alloc(1024 * 1024, 7), {
+      maxPayloadBytes: 1024 * 1024,
+    });
+    const stored = await db.pool.query(
+      `SELECT octet_length(payload) AS bytes FROM "${db.schema}".idempotency_outbox WHERE message_id = $1`,
+      [messageId],
+    );
+    expect(stored.rows).toEqual([{ bytes: 1024 * 1024 }]);
+  });
+});
+
+describe('relay (PostgreSQL): bytes per claim', () => {
+  it('claims rows only while the batch holds less than maxBatchBytes, and claims the rest at once, not after a poll', async () => {
+    // Arrange: twelve rows of 1 MiB in a table of their own. Before, one claim took all of them (up to
+    // batchSize): the result is held in memory whole, so 100 rows of 20 MB were gigabytes per claim.
+    const table = 'outbox_batch_bytes';
+    await migrateOutbox(db.pool, { schema: db.schema, table });
+    const MiB = 1024 * 1024;
+    await db.transaction(async (tx) => {
+      for (let i = 0; i < 12; i++) {
+        await enqueue(
+          tx,
+          { topic: 'bytes', payload: Buffer.alloc(MiB, i) },
+          { schema: db.schema, table },
+        );
+      }
+    });
+    const source = postgresOutboxSource({ pool: db.pool, schema: db.schema, table, listen: false });
+    const claimedBytes: number[] = [];
+    const claim = source.claim.bind(source);
+    source.claim = async (...args) => {
+      const messages = await claim(...args);
+      claimedBytes.push(messages.reduce((sum, message) => sum + message.payload.byteLength, 0));
+      return messages;
+    };
+    const publisher = recordingPublisher();
+    const relay = createRelay({
+      source,
+      publisher,
+      maxBatchBytes: 3 * MiB,
+      pollIntervalMs: 60_000, // a claim cut by bytes must not wait for it
+      purgeIntervalMs: 0,
+    });
+    relays.push(relay);
+
+    // Act
+    relay.start();
+    await waitFor('twelve publishes', () => publisher.messages.length === 12, 5000);
+    await relay.stop();
+
+    // Assert: four claims of 3 MiB, one after the other (the poll interval is a minute), then at most
+    // claims that found nothing (stop() may come first); each row published once, whole.
+    expect(claimedBytes.slice(0, 4)).toEqual([3 * MiB, 3 * MiB, 3 * MiB, 3 * MiB]);
+    expect(claimedBytes.slice(4).every((bytes) => bytes === 0)).toBe(true);
+    expect([...publisher.counts.values()]).toEqual(Array(12).fill(1));
+    expect(publisher.messages.every((message) => message.payload.byteLength === MiB)).toBe(true);
+  });
+
+  it('ends a claim with the row that reaches maxBatchBytes, however large, and skips no row', async () => {
+    // Arrange
+    const table = 'outbox_batch_bytes_one';
+    await migrateOutbox(db.pool, { schema: db.schema, table });
+    await db.transaction(async (tx) => {
+      for (const size of [10, 5000, 10]) {
+        await enqueue(
+          tx,
+          { topic: 'bytes', payload: Buffer.alloc(size) },
+          { schema: db.schema, table },
+        );
+      }
+    });
+    const source = postgresOutboxSource({ pool: db.pool, schema: db.schema, table, listen: false });
+
+    // Act
+    const sizes = [];
+    for (let i = 0; i < 3; i++) {
+      sizes.push((await source.claim(100, 60_000, 1000)).map((m) => m.payload.byteLength));
+    }
+
+    // Assert: the 5000-byte row starts under the budget, so it is taken, and ends the claim.
+    expect(sizes).toEqual([[10, 5000], [10], []]);
+  });
+});
+
+describe('relay (PostgreSQL): a row too large for node-postgres to read', () => {
+  it('is claimed without its payload, the reason in last_error, and the rows around it are published', async () => {
+    // Arrange: the real limit is 268,435,443 bytes (hex text past V8's string limit), too much for a
+    // shared test machine; the claim statement takes the limit as $4, here 1000 bytes. Before, such a row
+    // failed the whole claim after it had committed: its batch stayed claimed, and failed again after
+    // every lease.
+    const table = 'outbox_unreadable';
+    await migrateOutbox(db.pool, { schema: db.schema, table });
+    const ids = await db.transaction(async (tx) => {
+      const out: string[] = [];
+      for (const size of [10, 5000, 10]) {
+        const { rowId } = await enqueue(
+          tx,
+          { topic: 'bytes', payload: Buffer.alloc(size) },
+          { schema: db.schema, table },
+        );
+        out.push(rowId);
+      }
+      return out;
+    });
+    const claim = renderOutboxSql(postgresClaim, postgresOutboxNames(db.schema, table));
+
+    // Act
+    const { rows } = await db.pool.query(claim, [100, 60_000, null, 1000]);
+    const stored = await db.pool.query(
+      `SELECT id::text, attempts, last_error FROM "${db.schema}".${table} ORDER BY id`,
+    );
+
+    // Assert: every row claimed; the large one without its payload, and why in last_error.
+    expect(
+      rows
+        .map((row) => [row.row_id, row.payload === null ? null : row.payload.length])
+        .sort((a, b) => Number(a[0]) - Number(b[0])),
+    ).toEqual([
+      [ids[0], 10],
+      [ids[1], null],
+      [ids[2], 10],
+    ]);
+    expect(stored.rows.map((row) => [row.attempts, row.last_error])).toEqual([
+      [1, null],
+      [
+        1,
+        'payload of 5000 bytes, over the 1000 bytes node-postgres can read (bytea arrives as hex text): the relay cannot publish it; move the data elsewhere and delete the row',
+      ],
+      [1, null],
+    ]);
+  });
+});
+
+describe('relay (PostgreSQL): a mark that fails for good', () => {
+  it('still records the round’s failed publishes with their backoff and reports them', async () => {
+    // Arrange: every markSent statement fails (the database drops it), other statements go through.
+    const table = 'outbox_mark_fails';
+    await migrateOutbox(db.pool, { schema: db.schema, table });
+    await db.transaction(async (tx) => {
+      for (const topic of ['ok', 'bad']) {
+        await enqueue(tx, { topic, payload: {} }, { schema: db.schema, table });
+      }
+    });
+    const pool = {
+      query: (text: string, values?: unknown[]) =>
+        /SET sent_at = now\(\)/.test(text)
+          ? Promise.reject(new Error('Connection terminated unexpectedly'))
+          : db.pool.query(text, values),
+    };
+    const failed: string[] = [];
+    const relay = createRelay({
+      source: postgresOutboxSource({ pool, schema: db.schema, table, listen: false }),
+      publisher: {
+        async publish(message) {
+          if (message.topic === 'bad') throw new Error('refused');
+        },
+      },
+      backoff: () => 3_600_000,
+      purgeIntervalMs: 0,
+      onPublishFailed: (message) => failed.push(message.topic),
+    });
+
+    // Act: before, the round ended with the mark's error: the failure was neither recorded nor
+    // reported, and the row came back after the 30 s lease instead of the hour's backoff.
+    const round = relay.runOnce();
+
+    // Assert
+    await expect(round).rejects.toThrow(/markSent failed: Connection terminated unexpectedly/);
+    expect(failed).toEqual(['bad']);
+    const { rows } = await db.pool.query(
+      `SELECT topic, last_error, available_at > now() + interval '30 minutes' AS backed_off
+       FROM "${db.schema}".${table} ORDER BY id`,
+    );
+    expect(rows).toEqual([
+      { topic: 'ok', last_error: null, backed_off: false },
+      { topic: 'bad', last_error: 'Error: refused', backed_off: true },
+    ]);
   });
 });
 

@@ -130,6 +130,54 @@ describe('outbox on SQLite', () => {
     expect(rows().length).toBe(before);
   });
 
+  it('refuses a payload over maxPayloadBytes (128 MiB by default) inside the transaction, naming the size and the limit', () => {
+    // Arrange: before, any size was committed, and a row the broker refuses (NATS: max_payload) failed
+    // every publish for ever. SQLite reads blobs as bytes, so only the option limits it here.
+    const before = rows().length;
+    const enqueueOnce = (payload: Buffer, options: { maxPayloadBytes?: number } = {}) =>
+      db.transaction(() => enqueue(db, { topic: 'big', payload }, options))();
+
+    // Act / Assert
+    expect(() => enqueueOnce(Buffer.alloc(1025), { maxPayloadBytes: 1024 })).toThrow(
+      expect.objectContaining({
+        code: 'invalid_options',
+        message: expect.stringMatching(/payload is 1025 bytes, over maxPayloadBytes \(1024\)/),
+      }),
+    );
+    expect(() => enqueueOnce(Buffer.allocUnsafe(128 * 1024 * 1024 + 1))).toThrow(
+      expect.objectContaining({
+        code: 'invalid_options',
+        message: expect.stringMatching(
+          /payload is 134217729 bytes, over maxPayloadBytes \(134217728\)/,
+        ),
+      }),
+    );
+    expect(rows().length).toBe(before);
+    enqueueOnce(Buffer.alloc(1024), { maxPayloadBytes: 1024 });
+    expect(rows().length).toBe(before + 1);
+  });
+
+  it('ends a claim with the row that reaches the byte budget (maxBatchBytes), skipping no row', async () => {
+    // Arrange: before, a claim took every available row up to batchSize, whatever their size.
+    const table = 'outbox_batch_bytes';
+    migrateOutbox(db, { table });
+    db.transaction(() => {
+      for (const size of [600, 600, 5000, 10, 10]) {
+        enqueue(db, { topic: 'bytes', payload: Buffer.alloc(size) }, { table });
+      }
+    })();
+    const source = sqliteOutboxSource({ database: db, table });
+
+    // Act
+    const sizes: number[][] = [];
+    for (let i = 0; i < 4; i++) {
+      sizes.push((await source.claim(100, 60_000, 1000)).map((m) => m.payload.byteLength));
+    }
+
+    // Assert: 600 + 600 reaches 1000; then 5000 alone (it starts the claim); then the rest.
+    expect(sizes).toEqual([[600, 600], [5000], [10, 10], []]);
+  });
+
   it('hands claimed rows back for a stopping relay, only while no other claim took them since', async () => {
     // Arrange: a row claimed by a relay whose lease then ran out, and claimed again by another.
     const { messageId } = db.transaction(() => enqueue(db, { topic: 'handed.back', payload: 1 }))();

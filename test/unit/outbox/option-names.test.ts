@@ -94,7 +94,7 @@ describe('outbox option names', () => {
     // Assert
     await expect(enqueued).rejects.toThrow(
       refusal(
-        /^enqueue: unknown field "tabel"; the fields are schema, table, clock, verifyTransaction$/,
+        /^enqueue: unknown field "tabel"; the fields are schema, table, clock, verifyTransaction, maxPayloadBytes$/,
       ),
     );
     expect(sent).toEqual([]);

@@ -378,4 +378,86 @@ describe('createRelay', () => {
     expect(errors.map(String)).toEqual(['Error: Connection terminated unexpectedly']);
     expect(source.rows.every((row) => row.sentAt !== null)).toBe(true);
   });
+
+  it('records and reports every failure of the round although the mark failed for good', async () => {
+    // Arrange: the mark fails on every try; two rows of the batch failed to publish.
+    const source = memorySource();
+    for (const id of ['ok', 'bad-1', 'bad-2']) source.add(id);
+    source.markSent = async () => {
+      throw new Error('Connection terminated unexpectedly');
+    };
+    const publisher = {
+      async publish(message: OutboxMessage) {
+        if (message.id.startsWith('bad')) throw new Error(`refused ${message.id}`);
+      },
+    };
+    const reported: Array<[string, number]> = [];
+    const relay = createRelay({
+      source,
+      publisher,
+      backoff: () => 5000,
+      leaseMs: 1000,
+      publishTimeoutMs: 500,
+      onPublishFailed: (message, _error, retryInMs) => reported.push([message.id, retryInMs]),
+    });
+
+    // Act: before, the round ended with the mark's error: neither failure was recorded or reported,
+    // and both rows came back after the lease instead of the backoff.
+    const round = relay.runOnce();
+
+    // Assert: the round still fails with the mark's error, after recording both failures.
+    await expect(round).rejects.toThrow('Connection terminated unexpectedly');
+    expect(reported).toEqual([
+      ['bad-1', 5000],
+      ['bad-2', 5000],
+    ]);
+    expect(source.calls.filter((call) => call.startsWith('markFailed'))).toEqual([
+      'markFailed 2 5000',
+      'markFailed 3 5000',
+    ]);
+    expect(source.rows.map((row) => row.lastError)).toEqual([
+      null,
+      'Error: refused bad-1',
+      'Error: refused bad-2',
+    ]);
+  });
+
+  it('records and reports the other failures of the round when recording one of them throws', async () => {
+    // Arrange: the record of the first failure throws (a dropped connection); three rows failed.
+    const source = memorySource();
+    for (const id of ['bad-1', 'bad-2', 'bad-3']) source.add(id);
+    const markFailed = source.markFailed;
+    let records = 0;
+    source.markFailed = async (...args) => {
+      records++;
+      if (records === 1) throw new Error('Connection terminated unexpectedly');
+      return markFailed(...args);
+    };
+    const publisher = {
+      async publish(message: OutboxMessage) {
+        throw new Error(`refused ${message.id}`);
+      },
+    };
+    const reported: string[] = [];
+    const relay = createRelay({
+      source,
+      publisher,
+      backoff: () => 5000,
+      onPublishFailed: (message) => reported.push(message.id),
+    });
+
+    // Act: before, the round ended at the first record: bad-2 and bad-3 were neither recorded nor
+    // reported, and bad-1's failure was not reported either.
+    const round = relay.runOnce();
+
+    // Assert: the round fails with the record's error, every failure reported, the others recorded.
+    await expect(round).rejects.toThrow('Connection terminated unexpectedly');
+    expect(reported).toEqual(['bad-1', 'bad-2', 'bad-3']);
+    expect(records).toBe(3);
+    expect(source.rows.map((row) => row.lastError)).toEqual([
+      null,
+      'Error: refused bad-2',
+      'Error: refused bad-3',
+    ]);
+  });
 });
