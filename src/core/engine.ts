@@ -506,14 +506,14 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       lease.stop();
       // A claim its caller gave up waiting for (abandoned-claim.ts): `fn` did nothing. Released, never
       // stored whatever `storeErrors`, and reported as the slow claim it was, not as a failed execution.
+      // A takeover is left to its lease instead: its release would delete the steps the crashed attempt
+      // recorded (a charge made, run again by the next attempt) and end its reservation, as the Redis
+      // store's refused claims leave one (redis-store.ts, releaseRefused).
       const abandoned = isAbandonedClaimError(error);
-      const stored = await settleFailure(
-        error,
-        lease,
-        retentionMs,
-        abandoned ? false : storeErrors,
-        event,
-      );
+      const stored =
+        abandoned && attempt > 1
+          ? false
+          : await settleFailure(error, lease, retentionMs, abandoned ? false : storeErrors, event);
       if (abandoned) emit(hooks, 'onStoreError', { ...event, operation: 'claim', error });
       else if (hooks.onFailed !== undefined) {
         const durationMs = clock.now() - startedAt;
