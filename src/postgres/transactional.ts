@@ -15,12 +15,12 @@ import type { RunOutcome, RunRequest } from '../core/engine.js';
 import { InvalidOptionsError, isLeaseLostError, LeaseLostError } from '../core/errors.js';
 import { createFingerprint } from '../core/fingerprint.js';
 import { emit, type HookEvent, type IdempotencyHooks, ignoreRejection } from '../core/hooks.js';
-import { deriveDownstreamKey, storageKey as toStorageKey, validateKey } from '../core/key.js';
+import { deriveDownstreamKey, validateKey } from '../core/key.js';
+import { lookupKey, type StorageKeyOptions } from '../core/lookup-key.js';
 import {
   callbacksOption,
   codecOption,
   knownFields,
-  scopeOption,
   shownValue,
   stringOption,
 } from '../core/option-checks.js';
@@ -161,8 +161,12 @@ export interface PostgresTransactional {
     fn: (tx: TransactionContext) => Promise<T> | T,
     options?: { beforeCommit?: (tx: TransactionContext) => Promise<void> | void },
   ): Promise<RunOutcome<T>>;
-  /** The storage key `runInTransaction` uses for (scope, key). */
-  storageKeyFor(key: string, scope?: string): string;
+  /**
+   * The storage key `runInTransaction` uses for (scope, key). For a transactional HTTP route's request,
+   * pass `{ http: true }`: a scope it got that starts `consumer:`, `handed-back:` or `dead-letter:` is
+   * keyed apart from those components' records (as the engine's `storageKeyFor`).
+   */
+  storageKeyFor(key: string, scope?: string, options?: StorageKeyOptions): string;
 }
 
 // The record is invisible to others until COMMIT, and by then it is completed: the lease never governs
@@ -609,10 +613,8 @@ export function postgresTransactional(
 
   return {
     runInTransaction,
-    storageKeyFor: (key, scope = '') => {
-      validateKey(key);
-      return toStorageKey(namespace, scopeOption(scope), key);
-    },
+    storageKeyFor: (key, scope = '', keyOptions) =>
+      lookupKey(namespace, key, scope, keyOptions, 'storageKeyFor'),
   };
 }
 

@@ -17,13 +17,13 @@ import type { RunOutcome, RunRequest } from '../core/engine.js';
 import { InvalidOptionsError, isIdempotencyError } from '../core/errors.js';
 import { createFingerprint } from '../core/fingerprint.js';
 import { emit, type HookEvent, type IdempotencyHooks } from '../core/hooks.js';
-import { deriveDownstreamKey, storageKey as toStorageKey, validateKey } from '../core/key.js';
+import { deriveDownstreamKey, validateKey } from '../core/key.js';
+import { lookupKey, type StorageKeyOptions } from '../core/lookup-key.js';
 import {
   booleanOption,
   callbacksOption,
   codecOption,
   knownFields,
-  scopeOption,
   stringOption,
 } from '../core/option-checks.js';
 import { defaultCodec, encodeValueOutcome, type OutcomeCodec } from '../core/outcome.js';
@@ -134,8 +134,12 @@ export interface SqliteTransactional {
     fn: (tx: SqliteTransactionContext) => SyncResult<T>,
     options?: SqliteRunInTransactionOptions,
   ): RunOutcome<T>;
-  /** The storage key `runInTransaction` uses for (scope, key). */
-  storageKeyFor(key: string, scope?: string): string;
+  /**
+   * The storage key `runInTransaction` uses for (scope, key). For a transactional HTTP route's request,
+   * pass `{ http: true }`: a scope it got that starts `consumer:`, `handed-back:` or `dead-letter:` is
+   * keyed apart from those components' records (as the engine's `storageKeyFor`).
+   */
+  storageKeyFor(key: string, scope?: string, options?: StorageKeyOptions): string;
 }
 
 // Every key of SqliteTransactionalOptions, checked by the compiler both ways: a misspelt option
@@ -395,9 +399,7 @@ export function sqliteTransactional(options: SqliteTransactionalOptions): Sqlite
     async runInTransaction(request, fn, runOptions) {
       return runInTransactionSync(request, fn, runOptions);
     },
-    storageKeyFor: (key, scope = '') => {
-      validateKey(key);
-      return toStorageKey(namespace, scopeOption(scope), key);
-    },
+    storageKeyFor: (key, scope = '', keyOptions) =>
+      lookupKey(namespace, key, scope, keyOptions, 'storageKeyFor'),
   };
 }
