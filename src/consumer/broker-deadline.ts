@@ -22,10 +22,7 @@ import { within } from './timer-race.js';
  * when it did not answer in time, passes a rejection on. A call that returned synchronously (NATS `ack()`) costs no
  * timer. The timer is unref'd: a hung settle must not keep a process alive.
  */
-export function withinBrokerTimeout(
-  result: Promise<void> | void,
-  ms: number,
-): Promise<unknown> | undefined {
+export function withinBrokerTimeout(result: unknown, ms: number): Promise<unknown> | undefined {
   return isThenable(result) ? within(Promise.resolve(result), ms, true) : undefined;
 }
 

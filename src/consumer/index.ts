@@ -29,4 +29,4 @@ export type {
 } from './options.js';
 export { consumerScope, resolveConsumerOptions } from './options.js';
 export type { DeadLetter, Delivery } from './process.js';
-export { processDelivery } from './process.js';
+export { NOT_WRITTEN, processDelivery } from './process.js';

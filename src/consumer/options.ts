@@ -71,13 +71,19 @@ export interface ConsumerEvent<M> {
 export interface ConsumerHooks<M> {
   /** The handler ran, its completion is durable, and the message was acked. */
   onExecuted?(event: ConsumerEvent<M>): void;
-  /** A duplicate of a completed message was acked without running the handler. */
+  /**
+   * A duplicate of a completed message was acked without running the handler; or (Redis Streams) a dead
+   * letter's write found the message settled by another delivery, and wrote nothing.
+   */
   onDuplicate?(event: ConsumerEvent<M>): void;
   /** The message will be redelivered after `delayMs`. */
   onRetry?(
     event: ConsumerEvent<M> & { reason: RetryReason; delayMs: number; error?: unknown },
   ): void;
-  /** The message was dead-lettered with `error` recorded. */
+  /**
+   * The message was dead-lettered with `error` recorded: once per letter written, also late, for a write
+   * given up on after `brokerTimeout` (reported to `onBrokerError` then) that lands after all.
+   */
   onDeadLetter?(
     event: ConsumerEvent<M> & { reason: DeadLetterReason; error: StoredErrorInfo },
   ): void;

@@ -46,6 +46,7 @@ import {
 import { storeNameOf, storeTimeoutError, TIMED_OUT, withinStoreTimeout } from './store-deadline.js';
 
 export type { DeadLetter, Delivery } from './settle.js';
+export { NOT_WRITTEN } from './settle.js';
 
 // Why a message has no usable key; a class so that the common outcome, a key, is a bare string.
 class MissingKey {

@@ -6,6 +6,7 @@
  */
 import type { StoredErrorInfo } from '../core/errors.js';
 import { callHook } from '../core/hooks.js';
+import { isThenable } from '../core/thenable.js';
 import { brokerTimeoutError, withinBrokerTimeout } from './broker-deadline.js';
 import type { DeadLetterReason, Decision } from './decision.js';
 import { recordDeadLetter } from './given-up.js';
@@ -67,13 +68,26 @@ export interface Delivery<M> {
    * reports it back as `pendingDeadLetter`, so the handler is not run again for a message it gave up on.
    */
   retry(delayMs: number, deadLetter?: DeadLetter): Promise<void> | void;
-  /** Move the message to the dead-letter destination with `letter` recorded, then settle it. */
-  deadLetter(letter: DeadLetter): Promise<void> | void;
+  /**
+   * Move the message to the dead-letter destination with `letter` recorded, then settle it. Resolves to
+   * {@link NOT_WRITTEN} when the broker wrote nothing because the message was settled before (Redis
+   * Streams: the entry no longer pending, its letter written or the entry acked by another delivery):
+   * the delivery is then reported as a duplicate, not as a letter written. Anything else is a letter
+   * written.
+   */
+  deadLetter(letter: DeadLetter): Promise<typeof NOT_WRITTEN | undefined> | Promise<void> | void;
   /** Reset the broker's own redelivery timer while the handler runs (JetStream `working()`). */
   touch?(): Promise<void> | void;
   /** How often to call `touch`. */
   touchIntervalMs?: number;
 }
+
+/**
+ * What `Delivery.deadLetter` resolves to when it wrote nothing, the message having been settled before by
+ * another delivery. A value of its own: an adapter that resolves to nothing (RabbitMQ, NATS) has written
+ * its letter, as before.
+ */
+export const NOT_WRITTEN: unique symbol = Symbol('not written');
 
 /** Call hook `name`; a hook that throws is ignored. */
 export function emitHook<M, K extends keyof ConsumerHooks<M>>(
@@ -236,9 +250,13 @@ export async function writeDeadLetter<M>(
   letter: DeadLetter,
   recorded = false,
 ): Promise<void> {
+  let write: Promise<unknown> | undefined;
   let written: unknown;
   try {
-    written = await withinBrokerTimeout(delivery.deadLetter(letter), options.brokerTimeoutMs);
+    const result = delivery.deadLetter(letter);
+    // Kept: a write given up on may land later, and is reported then (reportLateLetter).
+    write = isThenable(result) ? Promise.resolve(result) : undefined;
+    written = await withinBrokerTimeout(write, options.brokerTimeoutMs);
   } catch (error) {
     // The dead letter could not be written: keep the message and try again later rather than lose it. The
     // letter goes with the copy (or, where the copy cannot carry it, into the store: given-up.ts), so that
@@ -271,7 +289,42 @@ export async function writeDeadLetter<M>(
         'its handler slot is freed, the message left unacked with the broker, which redelivers it',
       ),
     );
+    if (write !== undefined) reportLateLetter(options, event, letter, write);
+    return;
+  }
+  if (written === NOT_WRITTEN) {
+    // Another delivery of this message settled it first (wrote its letter, or acked it): this one is a
+    // duplicate of it, reported as one. Reported as a letter, it counted one letter twice (metrics,
+    // alerts), once per consumer that tried to write it.
+    emitHook(options.hooks, 'onDuplicate', event);
     return;
   }
   emitHook(options.hooks, 'onDeadLetter', { ...event, reason: letter.reason, error: letter.error });
+}
+
+/**
+ * Report a dead letter given up on (`brokerTimeout`) once its write lands after all: `onDeadLetter`
+ * then, as the only word that the message was dead-lettered (the message is settled and never comes
+ * back, so no redelivery reports it). At most once per letter written: the write answers once, and a
+ * write that finds its message settled before ({@link NOT_WRITTEN}: a redelivery wrote the letter first,
+ * and reported it) or fails late is not reported again; its delivery was reported to `onBrokerError`.
+ */
+function reportLateLetter<M>(
+  options: ResolvedConsumerOptions<M>,
+  event: ConsumerEvent<M>,
+  letter: DeadLetter,
+  write: Promise<unknown>,
+): void {
+  write.then(
+    (written) => {
+      if (written === NOT_WRITTEN) return;
+      emitHook(options.hooks, 'onDeadLetter', {
+        ...event,
+        reason: letter.reason,
+        error: letter.error,
+      });
+    },
+    // A late failure leaves the message with the broker, whose redelivery writes the recorded letter.
+    () => {},
+  );
 }

@@ -11,6 +11,7 @@ import {
   type ConsumerOptions,
   type DeadLetter,
   InFlight,
+  NOT_WRITTEN,
   processDelivery,
   settlesWithin,
   sleep,
@@ -257,7 +258,10 @@ export async function idempotentConsumer(
   // Whether a dead letter's XADD and its entry's XACK go as one script: until Redis refuses to run it
   // (isScriptRefused), then two commands, as before the script.
   let atomicLetters = true;
-  const deadLetter = async (entry: StreamEntry, letter: DeadLetter) => {
+  const deadLetter = async (
+    entry: StreamEntry,
+    letter: DeadLetter,
+  ): Promise<typeof NOT_WRITTEN | undefined> => {
     const fields: CommandArgument[] = [];
     // The values as stored, byte for byte: a binary payload must not be copied through its UTF-8 text.
     for (const [name, value] of Object.entries(entry.buffers)) fields.push(name, value);
@@ -278,8 +282,9 @@ export async function idempotentConsumer(
     if (atomicLetters && fields.length <= MAX_SCRIPT_FIELDS) {
       try {
         // One operation, and only for an entry still pending: a second write of the same letter (a
-        // redelivery's, or a late one given up on) writes nothing (scripts/dead-letter-2.lua).
-        await command(client, [
+        // redelivery's, or a late one given up on) writes nothing (scripts/dead-letter-2.lua), and says
+        // so, that this delivery is not reported as a letter written.
+        const reply = await command(client, [
           'EVAL',
           deadLetterScript.source,
           '2',
@@ -289,7 +294,8 @@ export async function idempotentConsumer(
           entry.id,
           ...fields,
         ]);
-        return;
+        // An integer reply: 0 from both clients (node-redis, ioredis) when the entry was not pending.
+        return reply === 0 ? NOT_WRITTEN : undefined;
       } catch (error) {
         if (!isScriptRefused(error)) throw error;
         atomicLetters = false;
@@ -298,6 +304,7 @@ export async function idempotentConsumer(
     // At least once: a process that dies between the two, or a late XADD, writes a second letter.
     await command(client, ['XADD', deadLetterStream, '*', ...fields]);
     await ack(entry.id);
+    return undefined;
   };
 
   const inFlight = new InFlight(resolved.concurrency);

@@ -156,5 +156,7 @@ describe('amqp consumer: copies whose confirm never comes', () => {
     expect(await queues.count(`${run.queue}.dlq`)).toBe(1);
     expect(await queues.count(`${run.queue}.retry`)).toBe(0);
     expect(run.calls).toEqual(['fail-1']);
+    // Reported once it landed (before: never, and nothing said the message was dead-lettered).
+    expect(run.deadLetters).toEqual(['fail-1']);
   });
 });

@@ -274,9 +274,12 @@ describe('Redis Streams consumer: settle calls that never answer', () => {
     // Act: the link recovers; the held XADD and XACK reach Redis, late.
     proxy.resume();
 
-    // Assert: the late XADD's answer is followed by its XACK; nothing was sent a second way.
+    // Assert: the late XADD's answer is followed by its XACK; nothing was sent a second way. The letter
+    // written late is reported then, once (before: never, and nothing said the message was dead-lettered).
     await waitUntil('both entries to be acked', async () => (await pending(stream)) === 0, 10_000);
     expect(await letters(stream)).toEqual(['dead-1']);
+    await waitUntil('the late letter to be reported', () => events.deadLetters.length > 0, 2_000);
+    expect(events.deadLetters).toEqual(['dead-1']);
     expect(events.calls.filter((key) => key !== 'warm-up-late').sort()).toEqual([
       'ack-1',
       'dead-1',
