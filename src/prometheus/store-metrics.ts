@@ -5,7 +5,9 @@
  * @module
  */
 import { type Histogram, type Registry, register } from 'prom-client';
+import { isReplicationShortError } from '../core/errors.js';
 import { knownFields } from '../core/option-checks.js';
+import { PartialBatchError } from '../store/partial-batch.js';
 import type { Store } from '../store/store.js';
 import { histogramBuckets, histogramIn, metricPrefix, storeLabel } from './metrics.js';
 
@@ -143,9 +145,10 @@ export function withStoreMetrics(store: Store, options: StoreMetricsOptions = {}
   ): (...args: A) => Promise<R> {
     const ok = { store: label, operation, result: 'ok' } as const;
     const failed = { store: label, operation, result: 'error' } as const;
+    const unconfirmed = { store: label, operation, result: 'unconfirmed' } as const;
     return (...args: A) => {
       const startedAt = performance.now();
-      const observe = (labels: typeof ok | typeof failed) =>
+      const observe = (labels: typeof ok | typeof failed | typeof unconfirmed) =>
         seconds.observe(labels, (performance.now() - startedAt) / 1000);
       let pending: Promise<R>;
       try {
@@ -159,7 +162,7 @@ export function withStoreMetrics(store: Store, options: StoreMetricsOptions = {}
           return value;
         },
         (error: unknown) => {
-          observe(failed);
+          observe(appliedUnconfirmed(error) ? unconfirmed : failed);
           throw error;
         },
       );
@@ -225,4 +228,17 @@ export function withStoreMetrics(store: Store, options: StoreMetricsOptions = {}
     );
   }
   return wrapped;
+}
+
+/**
+ * Whether `error` answers a write the store applied but its replicas did not confirm (the Redis store's
+ * `waitForReplicas`): a `ReplicationShortError`, or a batch whose items are all applied, some unconfirmed.
+ * Timed as `unconfirmed`, not `error`: counted as errors, a lagging replica made store-error dashboards
+ * spike for writes that had succeeded (they are also counted by `idempotency_replication_short_total`).
+ */
+function appliedUnconfirmed(error: unknown): boolean {
+  return (
+    isReplicationShortError(error) ||
+    (error instanceof PartialBatchError && error.failed === 0 && error.unconfirmed > 0)
+  );
 }

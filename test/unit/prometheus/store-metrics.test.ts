@@ -4,10 +4,13 @@ import {
   createIdempotency,
   isInvalidOptionsError,
   memoryStore,
+  ReplicationShortError,
   type Store,
 } from '../../../src/index.js';
 import { withStoreMetrics } from '../../../src/prometheus/index.js';
+import { PartialBatchError } from '../../../src/store/partial-batch.js';
 import { unreachableClaimStore } from '../../helpers/broken-store.js';
+import { replicationShortStore } from '../../helpers/replication-short-store.js';
 
 /** `name`'s sample for exactly these labels (histograms: pass `name_count`, `name_sum`…). */
 async function sample(registry: Registry, name: string, labels: string): Promise<number> {
@@ -94,6 +97,40 @@ describe('withStoreMetrics', () => {
         'store="memory",operation="get",result="error"',
       ),
     ).toBe(1);
+  });
+
+  it('times a write applied but short of its replicas as unconfirmed, not as an error', async () => {
+    // Arrange: a store answering as the Redis store with waitForReplicas does while its replica is down.
+    const registry = new Registry();
+    const { store: short } = replicationShortStore();
+    const store = withStoreMetrics(short, { registry, label: 'primary' });
+    const claim = await store.claim('k', { fingerprint: '', leaseMs: 60_000 });
+    if (!claim.claimed) throw new Error('expected a claim');
+    const batchOf = (results: unknown[]): Store => ({
+      ...memoryStore(),
+      completeMany: () => Promise.reject(new PartialBatchError(results)),
+    });
+    const shortError = new ReplicationShortError(
+      { operation: 'complete', result: true, acknowledged: 0, required: 1 },
+      'complete was applied but acknowledged by 0 of 1 replica(s)',
+    );
+    // Act
+    await expect(
+      store.complete('k', claim.token, Buffer.from('"ok"'), 60_000),
+    ).rejects.toMatchObject({ code: 'replication_short', result: true });
+    await withStoreMetrics(batchOf([true, shortError]), { registry, label: 'batch' })
+      .completeMany?.([])
+      .catch(() => undefined);
+    await withStoreMetrics(batchOf([new Error('down'), shortError]), { registry, label: 'mixed' })
+      .completeMany?.([])
+      .catch(() => undefined);
+    // Assert: the applied writes are not store errors; a batch with an item that failed still is.
+    const count = (labels: string) =>
+      sample(registry, 'idempotency_store_call_seconds_count', labels);
+    expect(await count('store="primary",operation="complete",result="unconfirmed"')).toBe(1);
+    expect(await count('store="primary",operation="complete",result="error"')).toBe(0);
+    expect(await count('store="batch",operation="completeMany",result="unconfirmed"')).toBe(1);
+    expect(await count('store="mixed",operation="completeMany",result="error"')).toBe(1);
   });
 
   it('keeps the capabilities, and offers only the optional methods the store has', () => {
