@@ -142,6 +142,12 @@ export function emit<K extends keyof IdempotencyHooks>(
 }
 
 /**
+ * `T`, but not a place to infer `T` from: TypeScript 5.4's `NoInfer`, written so that the published types
+ * also compile on TypeScript 5.0–5.3 (an indexed access on a deferred conditional is not inferred through).
+ */
+type NotInferred<T> = [T][T extends unknown ? 0 : never];
+
+/**
  * One set of hooks that calls each of `list` in turn, so metrics, traces and your own logging can all
  * observe one engine (or one consumer: it combines consumer hooks alike). Each hook is isolated: one that
  * throws (or rejects) neither stops the others nor changes an outcome. Only the hooks some member defines are set, so
@@ -164,11 +170,11 @@ export function emit<K extends keyof IdempotencyHooks>(
  * });
  */
 export function combineHooks<H = IdempotencyHooks>(
-  // `NoInfer`: inferred from the members, `H` was the first one's own type (`PrometheusHooks`, with its
+  // Not inferred: inferred from the members, `H` was the first one's own type (`PrometheusHooks`, with its
   // `metrics`), which refused a plain hooks object beside it. `H` is unconstrained so that the contextual
   // type of an optional `hooks` option (`IdempotencyHooks | undefined`) is taken as it is: failing an
   // `object` constraint, it would fall back to `object` and type the members' parameters as `any`.
-  ...list: (NoInfer<H> | undefined)[]
+  ...list: (NotInferred<H> | undefined)[]
 ): NonNullable<H> {
   const members = new Map<string, Array<(event: unknown) => void>>();
   for (const hooks of list) {
