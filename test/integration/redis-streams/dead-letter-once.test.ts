@@ -9,47 +9,30 @@
  * a duplicate, not as a second letter (`onDeadLetter` once per letter written; before, a write that landed
  * in time fired it whether or not it wrote, and dead-letter counts doubled across consumers).
  */
-import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createIdempotency, memoryStore } from '../../../src/index.js';
 import { idempotentConsumer } from '../../../src/redis-streams/index.js';
-import { env, requireService } from '../../helpers/env.js';
+import { env } from '../../helpers/env.js';
+import { streamsFixture } from '../../helpers/streams-fixture.js';
 import { startRedisProxy } from '../../helpers/tcp-proxy.js';
 import { waitUntil } from '../../helpers/wait-until.js';
 
-type Client = ReturnType<typeof createClient>;
-
 describe('Redis Streams consumer: dead letters written once', () => {
-  const run = randomUUID().slice(0, 8);
-  const streams: string[] = [];
-  const cleanups: Array<() => Promise<unknown> | unknown> = [];
-  let admin: Client;
-
-  beforeAll(async () => {
-    await requireService('Redis', env.redisUrl);
-    admin = createClient({ url: env.redisUrl });
-    await admin.connect();
-  });
-
-  afterAll(async () => {
-    for (const cleanup of cleanups.reverse()) await Promise.resolve(cleanup()).catch(() => {});
-    if (admin === undefined) return;
-    if (streams.length > 0) await admin.sendCommand(['DEL', ...streams]);
-    admin.destroy();
-  });
+  const fixture = streamsFixture();
+  const { run, streams, cleanups, add } = fixture;
 
   /** The dead letters' keys, in order. */
   async function letters(stream: string): Promise<string[]> {
-    const reply = (await admin.sendCommand(['XRANGE', `${stream}:dlq`, '-', '+'])) as Array<
+    const reply = (await fixture.admin.sendCommand(['XRANGE', `${stream}:dlq`, '-', '+'])) as Array<
       [string, string[]]
     >;
     return reply.map(([, fields]) => fields[fields.indexOf('x-idempotency-key') + 1] ?? '');
   }
 
   const pending = async (stream: string) =>
-    Number(((await admin.sendCommand(['XPENDING', stream, 'workers'])) as [number])[0]);
+    Number(((await fixture.admin.sendCommand(['XPENDING', stream, 'workers'])) as [number])[0]);
 
   it('writes no second letter when a write given up on lands after a redelivery wrote it', async () => {
     // Arrange: consumer A, its `client` through a proxy; one store shared with consumer B.
@@ -98,7 +81,7 @@ describe('Redis Streams consumer: dead letters written once', () => {
       },
     );
     cleanups.push(() => a.close());
-    await admin.sendCommand(['XADD', stream, '*', 'x-idempotency-key', 'dead-1']);
+    await add(stream, 'dead-1');
     await waitUntil('the dead letter to be given up', () => given.length === 1, 10_000);
     expect(given).toEqual(['dead_letter']);
     await a.close();
@@ -187,7 +170,7 @@ describe('Redis Streams consumer: dead letters written once', () => {
       },
     );
     cleanups.push(() => a.close());
-    await admin.sendCommand(['XADD', stream, '*', 'x-idempotency-key', 'dead-2']);
+    await add(stream, 'dead-2');
     await waitUntil('A to run the handler', () => calls.length === 1, 10_000);
     // A records the letter (in the memory store) before its write: give it that moment.
     await new Promise((resolve) => setTimeout(resolve, 200));

@@ -8,10 +8,9 @@
  * goes on waiting for that command's answer (sending another would only queue behind it on the same
  * connection) and carries on once it comes, and `close()` abandons it at once.
  */
-import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createIdempotency, memoryStore } from '../../../src/index.js';
 import {
   idempotentConsumer,
@@ -19,33 +18,14 @@ import {
   type RedisStreamsConsumerErrorEvent,
   type RedisStreamsConsumerOptions,
 } from '../../../src/redis-streams/index.js';
-import { env, requireService } from '../../helpers/env.js';
+import { env } from '../../helpers/env.js';
+import { streamsFixture } from '../../helpers/streams-fixture.js';
 import { startRedisProxy, type TcpProxy } from '../../helpers/tcp-proxy.js';
 import { waitUntil } from '../../helpers/wait-until.js';
 
-type Client = ReturnType<typeof createClient>;
-
 describe('Redis Streams consumer: read-loop commands that never answer', () => {
-  const run = randomUUID().slice(0, 8);
-  const streams: string[] = [];
-  const cleanups: Array<() => Promise<unknown> | unknown> = [];
-  let admin: Client;
-
-  beforeAll(async () => {
-    await requireService('Redis', env.redisUrl);
-    admin = createClient({ url: env.redisUrl });
-    await admin.connect();
-  });
-
-  afterAll(async () => {
-    for (const cleanup of cleanups.reverse()) await Promise.resolve(cleanup()).catch(() => {});
-    if (admin === undefined) return;
-    if (streams.length > 0) await admin.sendCommand(['DEL', ...streams]);
-    admin.destroy();
-  });
-
-  const add = (stream: string, key: string) =>
-    admin.sendCommand(['XADD', stream, '*', 'x-idempotency-key', key]);
+  const fixture = streamsFixture();
+  const { run, streams, cleanups, add } = fixture;
 
   /** An ioredis client (no command timeout) through a proxy of its own. */
   async function proxied(): Promise<{ client: Redis; proxy: TcpProxy }> {

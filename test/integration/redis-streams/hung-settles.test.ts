@@ -8,17 +8,15 @@
  * (default: `storeTimeout`, here the lease, 1 s), reported to `onBrokerError`, and its slot freed; nothing
  * is acked that was not.
  */
-import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createIdempotency, type Idempotency, memoryStore } from '../../../src/index.js';
 import { idempotentConsumer, type StreamEntry } from '../../../src/redis-streams/index.js';
-import { env, requireService } from '../../helpers/env.js';
+import { env } from '../../helpers/env.js';
+import { streamsFixture } from '../../helpers/streams-fixture.js';
 import { startRedisProxy, type TcpProxy } from '../../helpers/tcp-proxy.js';
 import { waitUntil } from '../../helpers/wait-until.js';
-
-type Client = ReturnType<typeof createClient>;
 
 /** What one consumer did, by key. */
 function recorder() {
@@ -38,36 +36,18 @@ function recorder() {
 }
 
 describe('Redis Streams consumer: settle calls that never answer', () => {
-  const run = randomUUID().slice(0, 8);
-  const streams: string[] = [];
-  const cleanups: Array<() => Promise<unknown> | unknown> = [];
-  let admin: Client;
-
-  beforeAll(async () => {
-    await requireService('Redis', env.redisUrl);
-    admin = createClient({ url: env.redisUrl });
-    await admin.connect();
-  });
-
-  afterAll(async () => {
-    for (const cleanup of cleanups.reverse()) await Promise.resolve(cleanup()).catch(() => {});
-    if (admin === undefined) return;
-    if (streams.length > 0) await admin.sendCommand(['DEL', ...streams]);
-    admin.destroy();
-  });
-
-  const add = (stream: string, key: string) =>
-    admin.sendCommand(['XADD', stream, '*', 'x-idempotency-key', key]);
+  const fixture = streamsFixture();
+  const { run, streams, cleanups, add } = fixture;
 
   /** Entries of the group read and not acked. */
   async function pending(stream: string): Promise<number> {
-    const [count] = (await admin.sendCommand(['XPENDING', stream, 'workers'])) as [number];
+    const [count] = (await fixture.admin.sendCommand(['XPENDING', stream, 'workers'])) as [number];
     return Number(count);
   }
 
   /** Dead letters' keys, in order. */
   async function letters(stream: string): Promise<string[]> {
-    const reply = (await admin.sendCommand(['XRANGE', `${stream}:dlq`, '-', '+'])) as Array<
+    const reply = (await fixture.admin.sendCommand(['XRANGE', `${stream}:dlq`, '-', '+'])) as Array<
       [string, string[]]
     >;
     return reply.map(([, fields]) => fields[fields.indexOf('x-idempotency-key') + 1] ?? '');

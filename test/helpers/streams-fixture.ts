@@ -1,0 +1,58 @@
+/**
+ * The shared setup of the Redis Streams consumer tests that run against a real Redis: a run id for names
+ * of their own, an admin client (node-redis, direct) to add entries and read what the consumers did, the
+ * streams to delete and the cleanups to run once the file is done. Call it inside `describe`: it
+ * registers the `beforeAll`/`afterAll` that open and close them.
+ */
+import { randomUUID } from 'node:crypto';
+import { createClient } from 'redis';
+import { afterAll, beforeAll } from 'vitest';
+import { env, requireService } from './env.js';
+
+/** A direct node-redis client. */
+export type StreamsAdminClient = ReturnType<typeof createClient>;
+
+/** What {@link streamsFixture} gives a test file. */
+export interface StreamsFixture {
+  /** A short id, unique to this file's run: put it in stream and consumer names. */
+  run: string;
+  /** Streams to delete after the file (push each stream a test creates, and its DLQ). */
+  streams: string[];
+  /** Run after the file, last pushed first (consumers to close, clients to destroy). */
+  cleanups: Array<() => Promise<unknown> | unknown>;
+  /** The admin client, connected from `beforeAll` on. */
+  readonly admin: StreamsAdminClient;
+  /** Add an entry keyed `key` (field `x-idempotency-key`) to `stream`. */
+  add(stream: string, key: string): Promise<unknown>;
+}
+
+/** Register the file's setup and teardown, and return what the tests use (see the module's comment). */
+export function streamsFixture(): StreamsFixture {
+  let admin: StreamsAdminClient | undefined;
+  const fixture: StreamsFixture = {
+    run: randomUUID().slice(0, 8),
+    streams: [],
+    cleanups: [],
+    get admin() {
+      if (admin === undefined)
+        throw new Error('streamsFixture: the admin client opens in beforeAll');
+      return admin;
+    },
+    add: (stream, key) =>
+      fixture.admin.sendCommand(['XADD', stream, '*', 'x-idempotency-key', key]),
+  };
+  beforeAll(async () => {
+    await requireService('Redis', env.redisUrl);
+    admin = createClient({ url: env.redisUrl });
+    await admin.connect();
+  });
+  afterAll(async () => {
+    for (const cleanup of fixture.cleanups.reverse()) {
+      await Promise.resolve(cleanup()).catch(() => {});
+    }
+    if (admin === undefined) return;
+    if (fixture.streams.length > 0) await admin.sendCommand(['DEL', ...fixture.streams]);
+    admin.destroy();
+  });
+  return fixture;
+}
