@@ -193,16 +193,7 @@ async function retryWithin<M>(
   try {
     const bounded = withinBrokerTimeout(delivery.retry(delayMs, letter), options.brokerTimeoutMs);
     if (bounded !== undefined && (await bounded) === TIMED_OUT) {
-      brokerError(
-        options,
-        event,
-        'retry',
-        brokerTimeoutError(
-          'the retry',
-          options.brokerTimeoutMs,
-          'its handler slot is freed, the message left unacked with the broker, which redelivers it',
-        ),
-      );
+      givenUp(options, event, 'retry', 'the retry');
     }
   } catch (error) {
     brokerError(options, event, 'retry', error);
@@ -279,16 +270,7 @@ export async function writeDeadLetter<M>(
     // recorded now, which would be a second way of writing it: the message stays unacked, and its
     // redelivery meets the record made before the write (NATS, Redis Streams, a RabbitMQ retry copy) and
     // writes the letter then, or, without one, runs as any redelivery.
-    brokerError(
-      options,
-      event,
-      'dead_letter',
-      brokerTimeoutError(
-        'the dead letter',
-        options.brokerTimeoutMs,
-        'its handler slot is freed, the message left unacked with the broker, which redelivers it',
-      ),
-    );
+    givenUp(options, event, 'dead_letter', 'the dead letter');
     if (write !== undefined) reportLateLetter(options, event, letter, write);
     return;
   }
@@ -300,6 +282,21 @@ export async function writeDeadLetter<M>(
     return;
   }
   emitHook(options.hooks, 'onDeadLetter', { ...event, reason: letter.reason, error: letter.error });
+}
+
+/**
+ * Report a settle call given up on past `brokerTimeout` (`onBrokerError`): its slot is freed, and the
+ * message, never acked, is the broker's to redeliver.
+ */
+function givenUp<M>(
+  options: ResolvedConsumerOptions<M>,
+  event: ConsumerEvent<M>,
+  operation: 'retry' | 'dead_letter',
+  what: string,
+): void {
+  const then =
+    'its handler slot is freed, the message left unacked with the broker, which redelivers it';
+  brokerError(options, event, operation, brokerTimeoutError(what, options.brokerTimeoutMs, then));
 }
 
 /**
