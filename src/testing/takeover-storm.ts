@@ -100,6 +100,8 @@ export interface TakeoverWorkerConfig {
   keys: string[];
   leaseMs: number;
   seed: number;
+  /** How many processes the storm runs: with others, a process leaves the keys it held to them. */
+  processes: number;
 }
 
 /** What the runner tells a child to do in one generation. */
@@ -199,7 +201,7 @@ export async function runTakeoverStorm(
     options,
     'takeover-worker',
     'IDEMPOTENCY_TAKEOVER_CONFIG',
-    (base): TakeoverWorkerConfig => ({ ...base, keys, leaseMs }),
+    (base): TakeoverWorkerConfig => ({ ...base, keys, leaseMs, processes: options.processes ?? 4 }),
   ).map((child, index) => new Child(child, index));
   const { deadline, clear } = stormDeadline('takeover storm', options.timeoutMs ?? 50_000);
   const all = <T>(promises: Promise<T>[]) => {

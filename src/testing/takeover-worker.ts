@@ -3,7 +3,11 @@
  * generation the runner starts, claims every key once with a short lease (all at the same moment, some in
  * a batch when the store takes batches) while completing, with their stale tokens, the keys it won in the
  * generation before; at the end it completes the keys it holds. Never completes or releases a key it
- * wins otherwise: each generation's holders "crash", so the next generation's claims are takeovers.
+ * wins otherwise: each generation's holders "crash", so the next generation's claims are takeovers. A
+ * crashed holder does not claim its own keys again (when there are other processes): every takeover is
+ * by another process, so the keys change hands between store instances, where tokens drawn from one
+ * process's counter fall behind (the first process to hear of a generation often wins every key, and a
+ * store that only ever hands keys to itself shows no such fault).
  * @module
  */
 import type { Store } from '../store/store.js';
@@ -37,7 +41,10 @@ async function generation(
     ...(index % 2 === 0 ? { reserveMs: config.leaseMs * 60 } : {}),
   });
   // Each process walks the keys from its own offset, so the takeovers of a key overlap.
-  const keys = config.keys.map((_, i) => config.keys[(i + config.seed * 7) % config.keys.length]!);
+  const held = new Set(config.processes > 1 ? order.stale.map(({ key }) => key) : []);
+  const keys = config.keys
+    .map((_, i) => config.keys[(i + config.seed * 7) % config.keys.length]!)
+    .filter((key) => !held.has(key));
   const batched = store.capabilities.batch === true && typeof store.claimMany === 'function';
   const inBatch = batched ? keys.filter((_, i) => i % 2 === 1) : [];
   const single = batched ? keys.filter((_, i) => i % 2 === 0) : keys;
