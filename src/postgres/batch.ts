@@ -5,7 +5,8 @@
  * @module
  */
 import type { ClaimResult } from '../core/record.js';
-import { PartialBatchError, partialResults } from '../store/partial-batch.js';
+import { completeThenClaim } from '../store/complete-then-claim.js';
+import { PartialBatchError } from '../store/partial-batch.js';
 import type { ClaimRequest, CompleteAndClaimResults, CompleteRequest } from '../store/store.js';
 import { type PgQueryable, SqlState, sqlState, toStoreError } from './client.js';
 import { claimUnlessHeld, DEFAULT_BUSY_RETRY_AFTER_MS, isLockTimeout } from './held-key.js';
@@ -149,44 +150,24 @@ export function completeMany(
   );
 }
 
-/** A batch's results, with an `Error` in place of each item it could not apply (see `settle`). */
-async function itemsOf<R>(
-  batch: Promise<R[]>,
-): Promise<{ results: Array<R | Error>; failed: number }> {
-  try {
-    return { results: await batch, failed: 0 };
-  } catch (error) {
-    const partial = partialResults(error);
-    if (!Array.isArray(partial)) throw error;
-    return { results: partial, failed: partial.filter((item) => item instanceof Error).length };
-  }
-}
-
 /**
- * {@link completeMany}, then {@link claimMany}. An item's failure is its own caller's, as in each batch: the
- * call rejects with a {@link PartialBatchError} (`{ completed, claimed }`) once anything was applied; a
- * claim batch that failed whole after completions were applied fails only the claims.
+ * {@link completeMany}, then {@link claimMany} (`completeThenClaim`): an item's failure is its own
+ * caller's, as in each batch; a claim batch that failed whole after completions were applied fails only
+ * the claims.
  */
-async function twoBatches(
+function twoBatches(
   ops: Operations,
   db: PgQueryable,
   completes: readonly CompleteRequest[],
   claims: readonly ClaimRequest[],
   busyRetryAfterMs: number,
 ): Promise<CompleteAndClaimResults> {
-  const completed = await itemsOf(completeMany(ops, db, completes));
-  let claimed: { results: Array<ClaimResult | Error>; failed: number };
-  try {
-    claimed = await itemsOf(claimMany(ops, db, claims, busyRetryAfterMs));
-  } catch (error) {
-    if (completed.failed === completes.length) throw error;
-    const failure = toStoreError('claimMany', error);
-    claimed = { results: claims.map(() => failure), failed: claims.length };
-  }
-  const failed = completed.failed + claimed.failed;
-  const results = { completed: completed.results, claimed: claimed.results };
-  if (failed > 0) throw new PartialBatchError(results);
-  return results as CompleteAndClaimResults;
+  return completeThenClaim(
+    () => completeMany(ops, db, completes),
+    () => claimMany(ops, db, claims, busyRetryAfterMs),
+    claims.length,
+    (error) => toStoreError('claimMany', error),
+  );
 }
 
 /**

@@ -32,11 +32,13 @@
  @module
  */
 import { type Duration, MAX_TIMER_MS } from '../core/duration.js';
-import { InvalidOptionsError } from '../core/errors.js';
+import { InvalidOptionsError, StoreUnavailableError } from '../core/errors.js';
 import { booleanOption, durationOption, knownFields, shownValue } from '../core/option-checks.js';
 import type { ClaimResult, IdempotencyRecord } from '../core/record.js';
 import { assertStepName } from '../core/steps.js';
+import { completeThenClaim } from '../store/complete-then-claim.js';
 import { assertPositiveMs, assertReserveMs } from '../store/durations.js';
+import { PartialBatchError, partialResults } from '../store/partial-batch.js';
 import type {
   ClaimOptions,
   ClaimRequest,
@@ -334,6 +336,16 @@ async function eachInKeyOrder<Req extends { key: string }, Res>(
 }
 
 /**
+ * A batch some of whose items were not applied (or not confirmed), rejected as one script call's would be
+ * (`guard.ts`): the store's error, each item's answer in its cause.
+ */
+function partlyApplied(operation: string, partial: PartialBatchError): StoreUnavailableError {
+  return new StoreUnavailableError(`Redis store: ${operation} failed: ${partial.message}`, {
+    cause: partial,
+  });
+}
+
+/**
  * A key prefix `redisStore` accepts: a non-empty string without `{` or `}`, which would change the record
  * keys' hash tag (and so their Cluster slot). Not empty: the record keys would be `{<storage key>}`, and the
  * `SCAN` pattern of `stats()`, `listCrashed()` and the CLI, `<prefix>{*}`, would be `{*}`, which matches
@@ -586,14 +598,23 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     for (let i = 0; i < count; i++) {
       if (Number.isSafeInteger((requests[i] as CompleteRequest).token)) sent.push(i);
     }
+    // Each sent item's answer (or, in a partial rejection, its error) goes back to its own index.
+    const spread = <T>(items: readonly T[]): Array<boolean | T> => {
+      const results: Array<boolean | T> = requests.map(() => false);
+      for (const [j, i] of sent.entries()) results[i] = items[j] as T;
+      return results;
+    };
     return sendCompletes(
       sent.map((i) => requests[i] as CompleteRequest),
       sent.map((i) => retentions[i] as number),
-    ).then((flags) => {
-      const results: boolean[] = requests.map(() => false);
-      for (const [j, i] of sent.entries()) results[i] = flags[j] === true;
-      return results;
-    });
+    ).then(
+      (flags) => spread(flags.map((flag) => flag === true)) as boolean[],
+      (error: unknown) => {
+        const partial = partialResults(error);
+        if (!Array.isArray(partial)) throw error;
+        throw partlyApplied('completeMany', new PartialBatchError(spread(partial as unknown[])));
+      },
+    );
   }
 
   /**
@@ -616,9 +637,17 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
       return rejected(error);
     }
     if (cluster || checked.unsafeTokens > 0 || completeCount === 0 || claimCount === 0) {
-      return completeMany(completes).then((completed) =>
-        claimMany(claims).then((claimed) => ({ completed, claimed })),
-      );
+      // Each batch's partial answer (an item refused, a completion short of its replicas) is kept, and
+      // the claims are still sent: see completeThenClaim.
+      return completeThenClaim(
+        () => completeMany(completes),
+        () => claimMany(claims),
+        claimCount,
+        (error) => (error instanceof Error ? error : new Error(String(error))),
+      ).catch((error: unknown) => {
+        if (!(error instanceof PartialBatchError)) throw error;
+        throw partlyApplied('completeAndClaimMany', error);
+      });
     }
     const command = scriptCommand(scripts.completeClaimMany, completeCount + claimCount);
     pushRecordKeys(command, completes);

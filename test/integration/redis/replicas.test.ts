@@ -315,7 +315,8 @@ describe.each<RedisLib>(['node-redis', 'ioredis'])('redis store waitForReplicas 
       await plain.claim('m1', { fingerprint: 'fp', leaseMs: 60_000 }),
       await plain.claim('m2', { fingerprint: 'fp', leaseMs: 60_000 }),
     ];
-    const claims = [toComplete, toExtend, inBatch, toRelease, withStep, ...many];
+    const twoCalls = await plain.claim('t', { fingerprint: 'fp', leaseMs: 60_000 });
+    const claims = [toComplete, toExtend, inBatch, toRelease, withStep, twoCalls, ...many];
     if (!claims.every((claim) => claim.claimed)) throw new Error('fresh keys must be claimed');
     const tokenOf = (claim: ClaimResult) => (claim.claimed ? claim.token : -1);
     await stopReplica();
@@ -353,6 +354,25 @@ describe.each<RedisLib>(['node-redis', 'ioredis'])('redis store waitForReplicas 
           ],
         ),
       );
+      // The same sent as two calls (a token that is not a safe integer is fenced out without asking Redis).
+      const separately = await failure(
+        waiting.completeAndClaimMany(
+          [
+            { key: 'm2', token: 2 ** 60, outcome: Buffer.from('"x"'), retentionMs: DAY },
+            { key: 't', token: tokenOf(twoCalls), outcome: Buffer.from('"t"'), retentionMs: DAY },
+            {
+              key: 'm2',
+              token: tokenOf(many[1]!) + 1,
+              outcome: Buffer.from('"y"'),
+              retentionMs: DAY,
+            },
+          ],
+          [
+            { key: 'new2', fingerprint: 'fp', leaseMs: 60_000 },
+            { key: 't', fingerprint: 'fp', leaseMs: 60_000 },
+          ],
+        ),
+      );
       // Assert: each applied write rejects with its answer and the replicas' count, never as a failure.
       const short = { result: true, acknowledged: 0, required: 1 };
       expect(isReplicationShortError(completed)).toBe(true);
@@ -384,6 +404,24 @@ describe.each<RedisLib>(['node-redis', 'ioredis'])('redis store waitForReplicas 
         claimed: false,
         record: { status: 'completed' },
       });
+      // The two calls answer as the one: both lists' items, the claims sent after the completions.
+      expect(isStoreUnavailableError(separately)).toBe(true);
+      const apart = (separately as Error).cause as {
+        results: { completed: unknown[]; claimed: unknown[] };
+      };
+      expect(apart.results.completed).toHaveLength(3);
+      expect(apart.results.completed[0]).toBe(false);
+      expect(apart.results.completed[1] as ReplicationShortError).toMatchObject({
+        ...short,
+        operation: 'complete',
+      });
+      expect(apart.results.completed[2]).toBe(false);
+      expect(isStoreUnavailableError(apart.results.claimed[0])).toBe(true);
+      expect(apart.results.claimed[1]).toMatchObject({
+        claimed: false,
+        record: { status: 'completed' },
+      });
+      expect((await valuesOn(primary.url, `${prefix}complete:{t}`))[0]).toMatch(/^c\|/);
       expect((await valuesOn(primary.url, `${prefix}complete:{b}`))[0]).toMatch(/^c\|/);
       expect((await valuesOn(primary.url, `${prefix}complete:{c}`))[0]).toMatch(/^c\|/);
       expect((await valuesOn(primary.url, `${prefix}complete:{m1}`))[0]).toMatch(/^c\|/);
