@@ -17,6 +17,7 @@ import { callHook } from '../core/hooks.js';
 import { booleanOption } from '../core/option-checks.js';
 import { AckBatcher } from './acks.js';
 import type { AmqpConfirmChannel, AmqpMessage } from './amqp-types.js';
+import { channelListeners } from './channel-listeners.js';
 import { AmqpDelivery, AmqpSettler } from './delivery.js';
 import { HandlerSlots } from './handler-slots.js';
 import { defaultAmqpKey } from './headers.js';
@@ -183,7 +184,9 @@ export async function idempotentConsumer(
       // The channel is closed: the broker requeues it anyway.
     }
   };
-  channel.on('return', settler.returns.listener);
+  // Shared with the channel's other consumers: one listener per event on the channel (channel-listeners.ts).
+  const listeners = channelListeners(channel);
+  listeners.addReturn(settler.returns.listener);
   // The channel may outlive this consumer (the application's, reused for the next one): once every delivery
   // has settled and no copy of ours awaits its confirm, the channel keeps nothing of this consumer.
   // Not before: a copy still awaiting its confirm may yet be returned (a return comes before the confirm),
@@ -196,7 +199,7 @@ export async function idempotentConsumer(
       .idle()
       .then(() => settler.returns.idle())
       .then(() => {
-        channel.removeListener('return', settler.returns.listener);
+        listeners.removeReturn(settler.returns.listener);
       });
   };
   // Ends once: by close(), or by the broker (reported). Without it, a cancelled consumer or a closed
@@ -209,7 +212,7 @@ export async function idempotentConsumer(
     end = resolve;
   });
   const stopped = (operation: AmqpConsumerErrorEvent['operation'], message: string) => {
-    channel.removeListener('close', onClose);
+    listeners.removeClose(onClose);
     if (closed) return end();
     closed = true;
     // A hook that throws or rejects is ignored.
@@ -231,7 +234,7 @@ export async function idempotentConsumer(
       `the channel of consumer '${resolved.name}' on '${queue}' closed: nothing more is received`,
     );
   };
-  channel.on('close', onClose);
+  listeners.addClose(onClose);
   let consumerTag: string;
   try {
     ({ consumerTag } = await channel.consume(queue, (message) => {
@@ -255,8 +258,8 @@ export async function idempotentConsumer(
       slots.deliver(new AmqpDelivery(settler, message));
     }));
   } catch (error) {
-    channel.removeListener('return', settler.returns.listener);
-    channel.removeListener('close', onClose);
+    listeners.removeReturn(settler.returns.listener);
+    listeners.removeClose(onClose);
     throw error;
   }
 
@@ -268,7 +271,7 @@ export async function idempotentConsumer(
       closing ??= (async () => {
         closed = true;
         stopping = true;
-        channel.removeListener('close', onClose);
+        listeners.removeClose(onClose);
         // Waiting for a handler slot (concurrency below the prefetch): never started either. Their tags
         // stay unsettled for the ack batcher, so no multiple ack covers them.
         for (const delivery of slots.takeWaiting()) handBack(delivery.message);
