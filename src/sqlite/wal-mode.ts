@@ -24,14 +24,16 @@ const sleeper = new Int32Array(new SharedArrayBuffer(4));
  * thrown.
  */
 export function enableWal(db: SqliteDatabase, busyTimeoutMs: number): void {
-  const deadline = Date.now() + busyTimeoutMs;
+  // A monotonic clock: the budget is time spent waiting, and the wall clock can step back (NTP, a VM
+  // resuming) by more than the whole budget, which would keep this loop blocking the process for that long.
+  const deadline = performance.now() + busyTimeoutMs;
   let pause = FIRST_PAUSE_MS;
   for (;;) {
     try {
       db.pragma('journal_mode = WAL');
       return;
     } catch (error) {
-      if (driverCode(error) !== 'SQLITE_BUSY' || Date.now() + pause > deadline) throw error;
+      if (driverCode(error) !== 'SQLITE_BUSY' || performance.now() + pause > deadline) throw error;
     }
     Atomics.wait(sleeper, 0, 0, pause);
     pause = Math.min(pause * 2, MAX_PAUSE_MS);

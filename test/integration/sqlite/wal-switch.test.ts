@@ -8,11 +8,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { sqliteStore } from '../../../src/sqlite/index.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'idempotency-kit-sqlite-wal-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
+afterEach(() => vi.restoreAllMocks());
 
 // A rollback-journal file whose write lock another process holds for `holdMs`; resolves once it is held.
 async function fileLockedByAnotherWriter(name: string, holdMs: number): Promise<string> {
@@ -60,5 +61,19 @@ describe('sqlite store opening a file another process is writing', () => {
     );
     expect(Date.now() - started).toBeGreaterThanOrEqual(100);
     expect(Date.now() - started).toBeLessThan(1500);
+  });
+
+  it('gives up once the busy timeout is spent even if the wall clock steps back meanwhile', async () => {
+    // Arrange: NTP steps the clock back an hour as soon as the store has read it once
+    const file = await fileLockedByAnotherWriter('clock-back.db', 2000);
+    const wall = Date.now.bind(Date);
+    let reads = 0;
+    vi.spyOn(Date, 'now').mockImplementation(() => wall() - (reads++ === 0 ? 0 : 3_600_000));
+    // Act
+    const started = performance.now();
+    const open = () => sqliteStore({ database: file, busyTimeoutMs: 150 });
+    // Assert: the budget is time spent waiting, not a wall-clock instant
+    expect(open).toThrow(expect.objectContaining({ code: 'store_unavailable' }));
+    expect(performance.now() - started).toBeLessThan(1500);
   });
 });
