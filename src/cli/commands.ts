@@ -107,6 +107,9 @@ export async function purgeCommand(
     if (deleted < args.limit) break;
     // Only while more is to come: the last batch's total is the result line's.
     args.progress?.batchDone(total, batches);
+    // Let the event loop turn before the next batch: a synchronous store (SQLite) resolves its purge
+    // without one, and a SIGINT or SIGTERM reaches `stopRequested` only through a turn of the loop.
+    await new Promise<void>((resolve) => setImmediate(resolve));
   }
   print(purgedLine(total, batches));
   return { purged: total };
