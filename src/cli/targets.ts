@@ -8,7 +8,8 @@ import { existsSync } from 'node:fs';
 import { StoreUnavailableError } from '../core/errors.js';
 import { type PgPool, sqlState } from '../postgres/client.js';
 import { postgresStore } from '../postgres/postgres-store.js';
-import { sqliteStore } from '../sqlite/sqlite-store.js';
+import { openDatabase } from '../sqlite/client.js';
+import { type SqliteStore, sqliteStore } from '../sqlite/sqlite-store.js';
 import { HEALTH_PROBE_KEY } from '../store/health.js';
 import type { Store } from '../store/store.js';
 import type { DatabaseArgs } from './args.js';
@@ -160,18 +161,33 @@ export async function requireSqliteDriver(): Promise<void> {
  * Open a SQLite file that must exist, without migrating it: a read command changes no schema (run
  * `migrate` for that), and a mistyped path must not leave an empty database behind. The store prepares
  * its statements on first use: one read here makes a file without the table (or with an older one) fail
- * at open, with the fix.
+ * at open, with the fix. The file's journal mode and pragmas are left as the application set them.
  * @throws InvalidOptionsError for a bad table name (a usage error); StoreUnavailableError otherwise.
  */
 export async function openSqlite(file: string, args: DatabaseArgs): Promise<OpenTarget> {
   await requireSqliteDriver();
   if (!existsSync(file)) throw new StoreUnavailableError(`SQLite store: no such file: ${file}`);
   const table = args.table ?? 'idempotency_records';
-  const store = sqliteStore({ database: file, table, migrate: false });
+  // Opened here and handed to the store as a connection of the caller's, whose pragmas it leaves alone:
+  // the store switches a file it opens itself to WAL, which is a lasting change of the application's file
+  // (every later connection journals that way) and a write, which a file the operator may only read
+  // refuses. The busy timeout is the store's default.
+  const db = openDatabase(file, 5000);
+  let store: SqliteStore;
+  try {
+    store = sqliteStore({ database: db, table, migrate: false });
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+  const close = async () => {
+    await store.close();
+    if (db.open) db.close();
+  };
   try {
     await store.get(HEALTH_PROBE_KEY);
   } catch (error) {
-    await store.close();
+    await close();
     const cause = causeChain(error).at(-1);
     if (!/no such (?:table|column)/.test(String((cause as Error | undefined)?.message))) {
       throw error;
@@ -186,7 +202,7 @@ export async function openSqlite(file: string, args: DatabaseArgs): Promise<Open
   return {
     store,
     label: targetLabel({ ...args, sqliteFile: file }),
-    close: () => store.close(),
+    close,
     interrupted: () => false,
   };
 }
