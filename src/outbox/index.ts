@@ -70,5 +70,5 @@ export {
   type RelayOptions,
   type RelayRoundResult,
 } from './relay.js';
-export type { OutboxSource, OutboxStats } from './source.js';
+export type { ClaimedMessage, OutboxSource, OutboxStats } from './source.js';
 export { type SqliteOutboxSourceOptions, sqliteOutboxSource } from './sqlite-source.js';

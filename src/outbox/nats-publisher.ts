@@ -9,6 +9,7 @@ import { InvalidOptionsError } from '../core/errors.js';
 import { ignoreRejection } from '../core/hooks.js';
 import { knownFields, shownValue } from '../core/option-checks.js';
 import type { OutboxMessage } from './message.js';
+import { natsPayloadError } from './nats-max-payload.js';
 import type { Publisher } from './publisher.js';
 
 /** NATS message headers (`MsgHdrs` from `@nats-io/transport-node`'s `headers()`). */
@@ -146,11 +147,17 @@ export function natsPublisher(options: NatsPublisherOptions): Publisher {
       headers.set('Content-Type', message.contentType);
       headers.set('Outbox-Topic', message.topic);
       if (message.key !== null) headers.set(NATS_KEY_HEADER, message.key);
-      const ack = await js.publish(subject(message), message.payload, {
-        msgID: message.id,
-        headers,
-        ...(timeoutMs === undefined ? {} : { timeout: timeoutMs }),
-      });
+      let ack: NatsPubAckLike;
+      try {
+        ack = await js.publish(subject(message), message.payload, {
+          msgID: message.id,
+          headers,
+          ...(timeoutMs === undefined ? {} : { timeout: timeoutMs }),
+        });
+      } catch (error) {
+        // The client's size refusal names neither the size nor the limit: say both.
+        throw natsPayloadError(error, message, js, headers);
+      }
       // Not a PubAck (a client whose publish does not wait for the stream): the publish is not confirmed.
       if (typeof ack !== 'object' || ack === null || typeof ack.seq !== 'number') {
         throw new Error(

@@ -11,7 +11,7 @@ import { outboxStoreError } from './errors.js';
 import { type OutboxMessage, parseHeaders } from './message.js';
 import { postgresOutboxNames, renderOutboxSql } from './names.js';
 import { MAX_POSTGRES_PAYLOAD_BYTES } from './payload-size.js';
-import type { OutboxSource, OutboxStats } from './source.js';
+import type { ClaimedMessage, OutboxSource, OutboxStats } from './source.js';
 import * as sql from './sql.gen.js';
 
 /** Options of {@link postgresOutboxSource}. */
@@ -46,6 +46,8 @@ interface ClaimedRow {
   headers: unknown;
   attempts: number;
   created_at: Date | string;
+  /** Why `payload` is `null`: the reason the claim wrote to `last_error`. */
+  unreadable: string | null;
 }
 
 // Every key of PostgresOutboxSourceOptions, checked by the compiler both ways: a misspelt `tabel` would read
@@ -126,12 +128,9 @@ export function postgresOutboxSource(options: PostgresOutboxSourceOptions): Outb
         maxBytes ?? null,
         MAX_POSTGRES_PAYLOAD_BYTES,
       ]);
-      // A row whose payload the claim did not send cannot be published: it waits out its lease, the
-      // reason in its last_error (counted as `failing` by stats()), instead of failing the whole claim.
-      return (rows as ClaimedRow[])
-        .filter((row) => row.payload !== null)
-        .map(toMessage)
-        .sort(byRowId);
+      // A row whose payload the claim did not send cannot be published, but it is not dropped from the
+      // batch: the relay fails it (backoff, onPublishFailed) instead of leaving it to last_error alone.
+      return (rows as ClaimedRow[]).map(toMessage).sort(byRowId);
     },
     async markSent(rowIds) {
       if (rowIds.length === 0) return 0;
@@ -183,8 +182,8 @@ export function postgresOutboxSource(options: PostgresOutboxSourceOptions): Outb
   return source;
 }
 
-function toMessage(row: ClaimedRow): OutboxMessage {
-  return {
+function toMessage(row: ClaimedRow): ClaimedMessage {
+  const message: ClaimedMessage = {
     id: row.message_id,
     topic: row.topic,
     key: row.message_key,
@@ -195,6 +194,9 @@ function toMessage(row: ClaimedRow): OutboxMessage {
     attempt: Number(row.attempts),
     createdAt: new Date(row.created_at).getTime(),
   };
+  // The claim leaves the payload out only with its reason (payload is NOT NULL in the table).
+  if (row.payload === null) message.unreadable = row.unreadable ?? 'payload not read back';
+  return message;
 }
 
 function byRowId(a: OutboxMessage, b: OutboxMessage): number {

@@ -15,7 +15,7 @@ import { type DurationBounds, durationMs } from './durations.js';
 import { describeError } from './errors.js';
 import type { OutboxMessage } from './message.js';
 import type { Publisher } from './publisher.js';
-import type { OutboxSource, OutboxStats } from './source.js';
+import type { ClaimedMessage, OutboxSource, OutboxStats } from './source.js';
 
 /**
  * Options of {@link createRelay}. Every `…Ms` option takes milliseconds or a duration string like the
@@ -58,6 +58,8 @@ export interface RelayOptions {
    * Delays between attempts of a failing row: `{ initialMs, maxMs, multiplier, jitter }` (no other field:
    * a consumer's `initial`, `max` and `factor` are refused), or a function of the attempt number (a
    * function returning anything but a delay from 0 to 100 years is reported to `onError`, and the default is used).
+   * After a full round (by count or bytes) that published nothing, a delay is at least `pollIntervalMs`: the
+   * next claim comes at once, and rows back at once would be all it claimed, again and again.
    * @default exponential 1 s → 60 s, ×2, 20 % jitter
    */
   backoff?: BackoffOptions | Backoff;
@@ -71,7 +73,10 @@ export interface RelayOptions {
   errorDelayMs?: Duration;
   /** Called after each confirmed publish (before the batch is marked sent). */
   onPublished?: (message: OutboxMessage) => void;
-  /** Called after each failed publish, with the delay before its next attempt. */
+  /**
+   * Called after each failed publish, with the delay before its next attempt; also for each claimed row
+   * the source could not read (its payload empty, the error saying why), which fails every attempt.
+   */
   onPublishFailed?: (message: OutboxMessage, error: unknown, retryInMs: number) => void;
   /** Called when the database or the notification channel fails; the relay keeps going. */
   onError?: (error: unknown) => void;
@@ -297,12 +302,16 @@ export function createRelay(options: RelayOptions): Relay {
   async function round(): Promise<RoundOutcome> {
     const claimedAt = performance.now();
     const stopsBefore = stopRequests;
-    const messages = await source.claim(batchSize, leaseMs, maxBatchBytes);
+    const messages: ClaimedMessage[] = await source.claim(batchSize, leaseMs, maxBatchBytes);
     // A claim cut by the byte budget holds less than batchSize rows but at least maxBatchBytes of payload
-    // (it takes rows until the total reaches it).
+    // (it takes rows until the total reaches it). An unreadable row's size is not known here, but it is
+    // over what node-postgres reads (256 MiB), past any sensible budget: counted as cutting the claim.
     let claimedBytes = 0;
     for (const message of messages) claimedBytes += message.payload.byteLength;
-    const full = messages.length >= batchSize || claimedBytes >= maxBatchBytes;
+    const full =
+      messages.length >= batchSize ||
+      claimedBytes >= maxBatchBytes ||
+      messages.some((message) => message.unreadable !== undefined);
     const sent: string[] = [];
     const failures: Array<{ message: OutboxMessage; error: unknown }> = [];
     const unstarted: OutboxMessage[] = [];
@@ -311,6 +320,12 @@ export function createRelay(options: RelayOptions): Relay {
     const worker = async () => {
       while (next < messages.length) {
         const message = messages[next++]!;
+        // Nothing to publish: failed like a refused publish (backoff, last_error, onPublishFailed), whether
+        // stopping or not. Left out of the batch, it used to reach last_error only, no hook.
+        if (message.unreadable !== undefined) {
+          failures.push({ message, error: new Error(message.unreadable) });
+          continue;
+        }
         // Stopping: no new publish. Going through the batch would make stop() wait a publishTimeoutMs per
         // wave when the broker does not answer, up to nearly the lease (a process killed meanwhile leaves
         // its confirmed rows unmarked); the rows are handed back below instead.
@@ -346,8 +361,13 @@ export function createRelay(options: RelayOptions): Relay {
     const storeErrors: unknown[] = [];
     // Marked by id: exactly the rows this round published, whatever their ids relative to others.
     await markSentWithinLease(sent, claimedAt).catch((error: unknown) => storeErrors.push(error));
+    // A full round is followed by the next claim at once. When it published nothing, a failure retried
+    // sooner than the poll interval (a zero backoff) would be claimed again at once, first in claim order:
+    // the loop claimed the same rows without a pause (CPU and database), and when they filled the claim
+    // (one row over maxBatchBytes, or batchSize failing rows) the rows behind them were never claimed.
+    const minRetryMs = full && sent.length === 0 ? pollIntervalMs : 0;
     for (const { message, error } of failures) {
-      const retryInMs = retryDelay(message.attempt);
+      const retryInMs = Math.max(retryDelay(message.attempt), minRetryMs);
       // With the database failing, records are tried only while the lease lasts: past it the rows are
       // claimable anyway, and a round of 100 failures × a connection timeout would hold stop() for minutes.
       const worthTrying = storeErrors.length === 0 || performance.now() - claimedAt < leaseMs;

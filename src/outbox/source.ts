@@ -19,6 +19,16 @@ export interface OutboxStats {
   oldestUnsentAgeMs: number | null;
 }
 
+/**
+ * A claimed row as a source returns it: the message, or (with `unreadable`) a row whose payload the source
+ * could not read back, sent with an empty payload. The relay publishes no such row: it fails it like a
+ * refused publish (backoff, `last_error`, `onPublishFailed`), so it is not left out in silence.
+ */
+export interface ClaimedMessage extends OutboxMessage {
+  /** Why the row cannot be published (a PostgreSQL payload over what node-postgres can read back). */
+  unreadable?: string;
+}
+
 /** What a relay calls on the database. Every method must be safe to call from several relays at once. */
 export interface OutboxSource {
   /**
@@ -26,9 +36,10 @@ export interface OutboxSource {
    * `leaseMs` (the lease), counting one attempt each. Never two relays the same row while its lease runs.
    * With `maxBytes` (the relay's `maxBatchBytes`), take a row only while the payloads of the rows before it
    * in this claim total less than `maxBytes`, so the first row always: a claim's result is held in memory
-   * whole. A source that ignores it claims by count alone.
+   * whole. A source that ignores it claims by count alone. A row it claims but cannot read comes back
+   * with `unreadable` set (see {@link ClaimedMessage}), not left out: the relay reports it.
    */
-  claim(limit: number, leaseMs: number, maxBytes?: number): Promise<OutboxMessage[]>;
+  claim(limit: number, leaseMs: number, maxBytes?: number): Promise<ClaimedMessage[]>;
   /** Mark these rows sent, by row id. Resolves to the number of rows newly marked. */
   markSent(rowIds: readonly string[]): Promise<number>;
   /**

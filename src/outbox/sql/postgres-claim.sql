@@ -2,7 +2,7 @@
 -- Placeholders: {{table}}. $1 limit integer, $2 lease milliseconds integer, $3 byte budget bigint|null,
 -- $4 the largest payload the client can read, bigint.
 -- Returns the claimed rows: row_id (text), message_id, topic, message_key, payload (NULL when over $4),
--- content_type, headers, attempts (including this one), created_at.
+-- content_type, headers, attempts (including this one), created_at, unreadable (why, when over $4).
 --
 -- FOR UPDATE SKIP LOCKED: concurrent relays each lock a disjoint set of rows instead of queueing on the same
 -- ones. Pushing available_at forward is the lease: the row locks end with this statement, so the publish
@@ -18,8 +18,9 @@
 --
 -- A payload over $4 is not sent: node-postgres reads bytea as hex text, and past V8's string limit the
 -- whole result failed after this statement had committed, its rows claimed for nothing, after every lease.
--- Such a row (committed before enqueue refused the size) is claimed, so it waits out the lease, with the
--- reason in last_error; the source leaves it out of the batch.
+-- Such a row (committed before enqueue refused the size) is claimed, with the reason in last_error, and
+-- comes back with that reason as `unreadable` (RETURNING sees the updated row): the relay fails it like a
+-- refused publish, so onPublishFailed hears of it and it waits out the backoff.
 WITH candidates AS (
   SELECT id, octet_length(payload) AS bytes
   FROM {{table}}
@@ -46,4 +47,5 @@ FROM picked
 WHERE o.id = picked.id
 RETURNING o.id::text AS row_id, o.message_id, o.topic, o.message_key,
   CASE WHEN octet_length(o.payload) <= $4::bigint THEN o.payload END AS payload, o.content_type,
-  o.headers, o.attempts, o.created_at;
+  o.headers, o.attempts, o.created_at,
+  CASE WHEN octet_length(o.payload) > $4::bigint THEN o.last_error END AS unreadable;

@@ -78,6 +78,41 @@ describe('createRelay', () => {
     expect(source.rows.find((row) => row.message.id === 'bad')?.sentAt).toBeNull();
   });
 
+  it('waits a poll interval before claiming again the rows of a full batch that all failed with a zero backoff', async () => {
+    // Arrange: batchSize 1, so the failing row fills the claim alone and the loop claims again at once.
+    // Before, with a zero backoff it was claimable at once, first in claim order: the loop claimed it
+    // without a pause, for ever, and the row behind it was never claimed.
+    const source = memorySource();
+    for (const id of ['bad', 'good']) source.add(id);
+    const publisher = {
+      published: [] as string[],
+      async publish(message: OutboxMessage) {
+        // A broker round trip: lets timers run (stop() included) while the old loop spun.
+        await new Promise((resolve) => setImmediate(resolve));
+        if (message.id === 'bad') throw new Error('poison');
+        publisher.published.push(message.id);
+      },
+    };
+    const relay = createRelay({
+      source,
+      publisher,
+      batchSize: 1,
+      backoff: () => 0,
+      pollIntervalMs: 60_000,
+      purgeIntervalMs: 0,
+    });
+
+    // Act
+    relay.start();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await relay.stop();
+
+    // Assert: bad (its delay raised to the poll interval), good, then an empty claim and the poll sleep.
+    expect(source.calls.filter((call) => call.startsWith('claim'))).toHaveLength(3);
+    expect(source.calls).toContain('markFailed 1 60000');
+    expect(publisher.published).toEqual(['good']);
+  });
+
   it('counts a publish that is not confirmed within publishTimeoutMs as failed', async () => {
     // Arrange
     const source = memorySource();
