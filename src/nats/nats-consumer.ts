@@ -20,8 +20,10 @@ import { InvalidOptionsError } from '../core/errors.js';
 import { callHook } from '../core/hooks.js';
 import { durationOption } from '../core/option-checks.js';
 import { openConnectionCheck } from './connection.js';
+import { checkConsumerConfig, redeliveryCheck } from './consumer-config.js';
 import { KEY_HEADER, MSG_ID_HEADER, publishDeadLetter, termReason } from './dead-letter.js';
 import type { NatsJsMsg, NatsPublisher, NatsPullConsumer } from './nats-types.js';
+import { refuseOwnDeadLetters } from './own-dead-letters.js';
 import { PullLoop } from './pull.js';
 
 export { KEY_HEADER, MSG_ID_HEADER };
@@ -61,8 +63,8 @@ export interface NatsConsumerOptions extends ConsumerOptions<NatsJsMsg> {
   /** A JetStream client to publish dead letters with (the PubAck is awaited before `term()`). */
   publisher?: NatsPublisher;
   /**
-   * How often `working()` resets the consumer's AckWait while a handler runs: at most 2³¹−1 ms (about
-   * 24.8 days), a timer's limit.
+   * How often `working()` resets the consumer's AckWait while a handler runs: shorter than the consumer's
+   * `ack_wait`, and at most 2³¹−1 ms (about 24.8 days), a timer's limit.
    * @default a third of the consumer's `ack_wait` (at most 2³¹−1 ms)
    */
   workingInterval?: Duration;
@@ -106,8 +108,6 @@ export function defaultNatsKey(message: NatsJsMsg): string | undefined {
   return undefined;
 }
 
-/** How long one pull waits on the server for messages (the NATS client's own default). */
-const PULL_EXPIRES_MS = 30_000;
 /** Pause before pulling again after a pull failed. */
 const PULL_RETRY_MS = 1000;
 /**
@@ -135,8 +135,9 @@ function brokerId(message: NatsJsMsg): string {
  * - a handler error on the last allowed delivery (`info.deliveryCount`) → publish to `deadLetterSubject`
  *   with the error in headers, then `term()`.
  *
- * Configure the JetStream consumer with `ack_policy: explicit`, and `max_deliver` unlimited (-1) or above
- * `maxDeliveries`: otherwise the server stops redelivering before this consumer can dead-letter.
+ * Configure the JetStream consumer with `ack_policy: explicit`, and `max_deliver` unlimited (-1) or at
+ * least `maxDeliveries`: otherwise the server stops redelivering before this consumer can dead-letter.
+ * A consumer configured otherwise (an ordered one included) is refused (consumer-config.ts).
  *
  * Pulls keep up to `concurrency` and a batch of messages asked for beyond the free slots (pull.ts); one that
  * arrives with every slot busy waits in a local queue with `working()`, so a message never waits in this
@@ -161,15 +162,21 @@ export async function idempotentConsumer(
   // A timer's interval: past MAX_TIMER_MS Node fires it at once, and `working()` would be sent in a loop.
   // A given one that long is refused; one derived from the server's `ack_wait` (months, say) is capped,
   // which only resets the AckWait sooner than needed.
-  let workingMs: number;
-  if (options.workingInterval !== undefined && options.workingInterval !== null) {
-    workingMs = durationOption(options.workingInterval, 'workingInterval', 0, {
-      maxMs: MAX_TIMER_MS,
-    });
-  } else {
-    const ackWaitNanos = (await consumer.info(true)).config.ack_wait ?? 30e9;
-    workingMs = Math.min(Math.max(Math.floor(ackWaitNanos / 1e6 / 3), 100), MAX_TIMER_MS);
+  const givenWorkingMs =
+    options.workingInterval === undefined || options.workingInterval === null
+      ? undefined
+      : durationOption(options.workingInterval, 'workingInterval', 0, { maxMs: MAX_TIMER_MS });
+  // Read whatever was given: a consumer this adapter would lose messages on, or take none from, is refused
+  // here rather than found out in production (consumer-config.ts).
+  const { config, stream_name } = await consumer.info(true);
+  const limits = checkConsumerConfig(config, resolved.policy.maxDeliveries, givenWorkingMs);
+  const redeliverable = redeliveryCheck(config);
+  if (deadLetterSubject !== undefined) {
+    await refuseOwnDeadLetters(consumer, stream_name, config, deadLetterSubject);
   }
+  const workingMs =
+    givenWorkingMs ??
+    Math.min(Math.max(Math.floor((config.ack_wait ?? 30e9) / 1e6 / 3), 100), MAX_TIMER_MS);
 
   const inFlight = new InFlight(resolved.concurrency);
   // A reason makes older servers read `+TERM <reason>` as no term at all, and redeliver the message after
@@ -197,6 +204,9 @@ export async function idempotentConsumer(
       retry: (delayMs) => {
         ensureOpen();
         message.nak(Math.ceil(delayMs));
+        // Sent all the same (the server drops the message at once, with its advisory), then reported:
+        // before, a message the server stopped redelivering was lost in silence.
+        redeliverable(message.info.deliveryCount);
       },
       deadLetter: async (letter) => {
         // Checked before the publish (the publisher may have a connection of its own) and again before the
@@ -244,7 +254,8 @@ export async function idempotentConsumer(
         operation: 'touch',
         error,
       }),
-    expiresMs: PULL_EXPIRES_MS,
+    expiresMs: limits.expiresMs,
+    maxBatch: limits.maxBatch,
     retryMs: PULL_RETRY_MS,
     deliver: (message) => {
       const settled = deliver(message);

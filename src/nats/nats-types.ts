@@ -29,16 +29,34 @@ export interface NatsConsumerMessages extends AsyncIterable<NatsJsMsg> {
   close(): Promise<unknown>;
 }
 
+/**
+ * What the adapter reads of a JetStream consumer's configuration (`ConsumerConfig`; durations in
+ * nanoseconds), checked when it starts (consumer-config.ts).
+ */
+export interface NatsConsumerConfig {
+  ack_policy?: string;
+  ack_wait?: number;
+  max_deliver?: number;
+  max_batch?: number;
+  max_expires?: number;
+  filter_subject?: string;
+  filter_subjects?: string[];
+}
+
 /** A pull consumer (`js.consumers.get(stream, name)`). */
 export interface NatsPullConsumer {
   fetch(options?: { max_messages?: number; expires?: number }): Promise<NatsConsumerMessages>;
-  info(cached?: boolean): Promise<{ config: { ack_wait?: number; max_deliver?: number } }>;
+  info(cached?: boolean): Promise<{ stream_name?: string; config: NatsConsumerConfig }>;
   /**
    * The JetStream API the consumer was got through (`@nats-io/jetstream` sets it): read for the server's
    * version, which decides whether `term()` may carry a reason (absent: `term()` without one), and for
-   * whether the connection closed (absent: never known closed).
+   * whether the connection closed (absent: never known closed), and for the stream that captures the
+   * dead-letter subject (absent: not checked).
    */
-  api?: { nc?: { features?: { require(version: string): boolean }; isClosed?(): boolean } };
+  api?: {
+    nc?: { features?: { require(version: string): boolean }; isClosed?(): boolean };
+    findStream?(subject: string): Promise<string>;
+  };
 }
 
 /** What publishes dead letters: a JetStream client (`jetstream(nc)`), awaited for its PubAck. */

@@ -45,8 +45,13 @@ export interface PullLoopOptions {
   handingBack(message: NatsJsMsg): Promise<void>;
   /** A `working()` on a message waiting for a slot threw (not for a closed connection: that ends the loop). */
   onTouchError(message: NatsJsMsg, error: unknown): void;
-  /** How long one pull waits on the server for its messages. */
+  /** How long one pull waits on the server for its messages (at most the consumer's `max_expires`). */
   expiresMs: number;
+  /**
+   * Most messages one pull asks for: the consumer's `max_batch` (the server refuses a pull for more),
+   * `Infinity` without one. More are asked for by several pulls.
+   */
+  maxBatch: number;
   /** Pause before pulling again after a failed pull. */
   retryMs: number;
   /** Run a message in the slot taken for it; settles when it was settled. Never rejects. */
@@ -98,7 +103,8 @@ export class PullLoop {
   };
 
   constructor(private readonly options: PullLoopOptions) {
-    this.batch = Math.max(Math.floor(options.concurrency / 4), 1);
+    // Never above max_batch: a batch the server refuses to pull would leave the rest never asked for.
+    this.batch = Math.min(Math.max(Math.floor(options.concurrency / 4), 1), options.maxBatch);
     // What `consume({ max_messages: concurrency })` kept asked for before, so as many messages per second
     // (see docs/consumers/nats.md for the figures): `concurrency` ahead, plus the batch this loop lets
     // build up before asking again. A quarter of `concurrency` ahead was 45% (conc 10) and 29% (conc 100)
@@ -152,8 +158,11 @@ export class PullLoop {
       const want = inFlight.free + ahead - this.requested - this.waiting.size;
       // Asked in batches while messages are on their way, so a busy consumer does not pull per message.
       if (want > 0 && (this.requested === 0 || want >= this.batch)) {
-        this.requested += want;
-        void this.pull(want);
+        // Past max_batch the server refuses the whole pull (409), every time: the rest is asked for by
+        // the next pulls, as the loop comes round again.
+        const count = Math.min(want, this.options.maxBatch);
+        this.requested += count;
+        void this.pull(count);
         continue;
       }
       if (this.pulling === 0) await this.idleWithoutPull();

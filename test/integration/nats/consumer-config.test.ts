@@ -1,0 +1,231 @@
+/**
+ * The NATS consumer against the JetStream consumer's own configuration. Before, it was never checked:
+ * - `max_batch` or `max_expires` below what a pull asks for: the server refused every pull (409), and the
+ *   consumer took no message, ever, only reporting `fetch` errors once a second;
+ * - `ack_policy` `all` or `none` (an ordered consumer): a failed message was never redelivered (an ack of
+ *   the next one settled it, or its `nak()` did nothing), so lost in silence;
+ * - `max_deliver` below `maxDeliveries`: the server stopped redelivering a failing message before it was
+ *   dead-lettered, and it was dropped unreported;
+ * - a `workingInterval` not shorter than `ack_wait`: the server redelivered a message while its handler ran,
+ *   each copy counting toward `maxDeliveries` (with 3, a failing handler was dead-lettered after 2 runs).
+ */
+import { AckPolicy, type ConsumerConfig, DeliverPolicy } from '@nats-io/jetstream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createIdempotency, InvalidOptionsError, memoryStore } from '../../../src/index.js';
+import { idempotentConsumer } from '../../../src/nats/index.js';
+import { type NatsFixture, natsFixture, until } from './setup.js';
+
+describe('NATS consumer: the JetStream consumer configuration', () => {
+  let f: NatsFixture;
+
+  beforeAll(async () => {
+    f = await natsFixture('config', 1000);
+  });
+
+  afterAll(async () => {
+    await f?.destroy();
+  });
+
+  /** A pull consumer of its own on the fixture's subject, for messages published from now on. */
+  async function consumerWith(name: string, config: Partial<ConsumerConfig>) {
+    await f.jsm.consumers.add(f.stream, {
+      durable_name: name,
+      ack_policy: AckPolicy.Explicit,
+      deliver_policy: DeliverPolicy.New,
+      filter_subject: f.subject,
+      max_deliver: -1,
+      ...config,
+    });
+    return f.js.consumers.get(f.stream, name);
+  }
+
+  it.each([
+    ['max_batch', { max_batch: 2 }],
+    ['max_expires', { max_expires: 2_000_000_000 }],
+  ])('takes every message from a consumer with a %s below its pull', async (label, config) => {
+    // Arrange: 8 slots ask for 18 messages at once (and wait 30 s); this consumer allows less.
+    const consumer = await consumerWith(`limits-${label}`, config);
+    const done: string[] = [];
+    const fetchErrors: unknown[] = [];
+    const running = await idempotentConsumer(
+      consumer,
+      (message) => {
+        done.push(message.headers?.get('Nats-Msg-Id') ?? '');
+      },
+      {
+        name: `${f.stream}-${label}`,
+        idempotency: createIdempotency({ store: memoryStore() }),
+        concurrency: 8,
+        hooks: { onConsumerError: (event) => fetchErrors.push(event.error) },
+      },
+    );
+    // Act
+    for (let i = 0; i < 6; i++) await f.publish(`${label}-${i}`);
+    // Assert
+    await until('every message handled', () => done.length === 6, 4000).finally(() =>
+      running.close(),
+    );
+    expect(done.sort()).toEqual([0, 1, 2, 3, 4, 5].map((i) => `${label}-${i}`));
+    expect(fetchErrors).toEqual([]);
+  });
+
+  it.each([
+    ['all', AckPolicy.All],
+    ['none', AckPolicy.None],
+  ])('refuses a consumer with ack_policy %s', async (label, policy) => {
+    // Arrange
+    const consumer = await consumerWith(`ack-${label}`, { ack_policy: policy });
+    // Act
+    const started = idempotentConsumer(consumer, () => {}, {
+      name: `${f.stream}-ack-${label}`,
+      idempotency: createIdempotency({ store: memoryStore() }),
+    });
+    // Assert
+    await expect(started).rejects.toThrow(InvalidOptionsError);
+    await expect(started).rejects.toThrow(`ack_policy '${label}': it needs 'explicit'`);
+  });
+
+  it('refuses an ordered consumer (ack_policy none)', async () => {
+    // Arrange: `get` without a consumer name makes an ordered consumer.
+    const consumer = await f.js.consumers.get(f.stream);
+    // Act
+    const started = idempotentConsumer(consumer, () => {}, {
+      name: `${f.stream}-ordered`,
+      idempotency: createIdempotency({ store: memoryStore() }),
+    });
+    // Assert
+    await expect(started).rejects.toThrow("ack_policy 'none': it needs 'explicit'");
+  });
+
+  it('refuses a max_deliver below maxDeliveries', async () => {
+    // Arrange
+    const consumer = await consumerWith('max-deliver-low', { max_deliver: 2 });
+    // Act
+    const started = idempotentConsumer(consumer, () => {}, {
+      name: `${f.stream}-max-deliver-low`,
+      idempotency: createIdempotency({ store: memoryStore() }),
+      maxDeliveries: 3,
+    });
+    // Assert
+    await expect(started).rejects.toThrow(
+      'the JetStream consumer has max_deliver 2, below maxDeliveries (3)',
+    );
+  });
+
+  it('dead-letters a failing message on the last delivery max_deliver allows, when it equals maxDeliveries', async () => {
+    // Arrange
+    const consumer = await consumerWith('max-deliver-equal', { max_deliver: 3 });
+    const runs: number[] = [];
+    const letters: number[] = [];
+    const running = await idempotentConsumer(
+      consumer,
+      (message) => {
+        runs.push(message.info.deliveryCount);
+        throw new Error('always fails');
+      },
+      {
+        name: `${f.stream}-max-deliver-equal`,
+        idempotency: createIdempotency({ store: memoryStore() }),
+        maxDeliveries: 3,
+        backoff: { initial: '50ms', max: '50ms' },
+        publisher: f.js,
+        deadLetterSubject: f.dlq,
+        hooks: { onDeadLetter: (event) => letters.push(event.deliveryCount) },
+      },
+    );
+    // Act
+    await f.publish('poison');
+    // Assert
+    await until('the dead letter', () => letters.length === 1, 4000).finally(() => running.close());
+    expect(runs).toEqual([1, 2, 3]);
+    expect(letters).toEqual([3]);
+  });
+
+  it.each([
+    ['no filter', undefined],
+    ['a wildcard filter', '*'],
+  ])('refuses a deadLetterSubject its own consumer takes back (%s)', async (label, wildcard) => {
+    // Arrange: the dead-letter subject is on the consumer's stream, and the consumer takes it. Before, each
+    // letter came back as a new message under the same key, and the handler ran again without end.
+    const prefix = f.subject.slice(0, f.subject.lastIndexOf('.'));
+    const consumer = await consumerWith(`own-dlq-${wildcard === undefined ? 'all' : 'star'}`, {
+      filter_subject: wildcard === undefined ? undefined : `${prefix}.${wildcard}`,
+    });
+    // Act
+    const started = idempotentConsumer(
+      consumer,
+      () => {
+        throw new Error('always fails');
+      },
+      {
+        name: `${f.stream}-own-dlq`,
+        idempotency: createIdempotency({ store: memoryStore() }),
+        maxDeliveries: 1,
+        publisher: f.js,
+        deadLetterSubject: f.dlq,
+      },
+    );
+    // Assert
+    await expect(started).rejects.toThrow(
+      `deadLetterSubject: '${f.dlq}' is captured by stream '${f.stream}' and taken by this JetStream consumer (${label === 'no filter' ? 'no filter' : `filter ${prefix}.*`})`,
+    );
+  });
+
+  it('reports a redelivery asked for on the last delivery max_deliver allows, which the server never makes', async () => {
+    // Arrange: the key is held by a handler that runs on; its copy, in progress elsewhere, is nak()ed on
+    // each delivery, up to the third and last. Before, nothing but onRetry said so: it was dropped unseen.
+    const consumer = await consumerWith('max-deliver-retry', { max_deliver: 3 });
+    let release = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const errors: Array<{ operation: string; deliveryCount: number; error: unknown }> = [];
+    const running = await idempotentConsumer(
+      consumer,
+      async (message) => {
+        if (message.headers?.get('Nats-Msg-Id') === 'holder') await held;
+      },
+      {
+        name: `${f.stream}-max-deliver-retry`,
+        key: (message) => new TextDecoder().decode(message.data),
+        idempotency: createIdempotency({ store: memoryStore() }),
+        concurrency: 2,
+        maxDeliveries: 3,
+        minRetryDelay: '50ms',
+        hooks: {
+          onBrokerError: ({ operation, deliveryCount, error }) =>
+            errors.push({ operation, deliveryCount, error }),
+        },
+      },
+    );
+    // Act
+    await f.publish('holder', 'same-key');
+    await f.publish('copy', 'same-key');
+    // Assert
+    await until('the report', () => errors.length === 1, 4000).finally(() => {
+      release();
+      return running.close();
+    });
+    expect(errors[0]?.operation).toBe('retry');
+    expect(errors[0]?.deliveryCount).toBe(3);
+    expect(errors[0]?.error).toMatchObject({
+      name: 'MaxDeliverReachedError',
+      message: expect.stringContaining('max_deliver (3) is reached'),
+    });
+  });
+
+  it('refuses a workingInterval not shorter than ack_wait', async () => {
+    // Arrange: the fixture's consumers have an ack_wait of 1 s.
+    const consumer = await consumerWith('working-long', { ack_wait: 1_000_000_000 });
+    // Act
+    const started = idempotentConsumer(consumer, () => {}, {
+      name: `${f.stream}-working-long`,
+      idempotency: createIdempotency({ store: memoryStore() }),
+      workingInterval: '1s',
+    });
+    // Assert
+    await expect(started).rejects.toThrow(
+      "workingInterval: 1000 ms is not shorter than the JetStream consumer's ack_wait (1000 ms)",
+    );
+  });
+});
