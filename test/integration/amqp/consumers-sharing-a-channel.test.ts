@@ -93,9 +93,7 @@ describe('amqp consumers sharing one channel', () => {
       },
     ]);
     expect(consumerErrors).toEqual(
-      names
-        .slice(CONSUMERS / 2)
-        .map((consumer) => ({ consumer, operation: 'channel-closed' })),
+      names.slice(CONSUMERS / 2).map((consumer) => ({ consumer, operation: 'channel-closed' })),
     );
     // Taken off once the last consumer's deliveries have settled, which nothing announces: polled.
     await waitUntil('no return listener', () => channel.listenerCount('return') === 0, 5000);
