@@ -39,8 +39,9 @@ export interface PullLoopOptions {
   /** Longest wait with no slot freeing up: past it a message is handed back, and none asked for ahead. */
   maxWaitMs: number;
   /**
-   * Called with a message about to be handed back after `maxWaitMs`, never started here: records it, so
-   * that this delivery does not count against `maxDeliveries`. The `nak()` waits for it. Never rejects.
+   * Called with a message about to be handed back (after `maxWaitMs`, or by {@link PullLoop.stop}), never
+   * started here: records it, so that this delivery does not count against `maxDeliveries`. The `nak()`
+   * waits for it, and the loop's end for every `nak()`. Never rejects.
    */
   handingBack(message: NatsJsMsg): Promise<void>;
   /** A `working()` on a message waiting for a slot threw (not for a closed connection: that ends the loop). */
@@ -74,6 +75,8 @@ export class PullLoop {
   /** Messages asked for by open pulls and not arrived yet. */
   private requested = 0;
   private readonly open = new Set<NatsConsumerMessages>();
+  /** Hand-backs whose record is being written: their `nak()` follows it. */
+  private readonly handBacks = new Set<Promise<void>>();
   private pulling = 0;
   private pausedUntil = 0;
   private readonly pause = new AbortController();
@@ -126,8 +129,7 @@ export class PullLoop {
         // The open pulls are closed first: one still asking for messages would get this one back.
         this.stalled = true;
         for (const messages of this.open) this.close(messages);
-        // Recorded before the nak(): the redelivery, here or elsewhere, must find the record if it fails.
-        void options.handingBack(message).then(() => nak(message));
+        this.handBack(message);
         this.notify();
       },
     );
@@ -140,7 +142,7 @@ export class PullLoop {
    */
   stop(): void {
     this.stopped = true;
-    this.waiting.drain(nak);
+    this.waiting.drain((message) => this.handBack(message));
     this.pause.abort();
     for (const messages of this.open) this.close(messages);
     this.notify();
@@ -169,6 +171,8 @@ export class PullLoop {
       else await this.changed();
     }
     while (this.pulling > 0) await this.changed();
+    // Each bounded by the store timeout (recordHandedBack): close() waits for the nak()s to go out.
+    await Promise.all(this.handBacks);
     if (this.failure !== undefined) throw this.failure.error;
   }
 
@@ -228,7 +232,7 @@ export class PullLoop {
         this.requested--;
         if (this.stopped) {
           // Arrived after stop(): never started; handed back now rather than after AckWait.
-          nak(message);
+          this.handBack(message);
         } else if (this.waiting.size === 0 && inFlight.tryAcquire()) {
           this.start(message);
         } else {
@@ -245,6 +249,19 @@ export class PullLoop {
       this.pulling--;
       this.notify();
     }
+  }
+
+  /**
+   * Hand `message`, never started here, back to the server: recorded first (`handingBack`), so that this
+   * delivery does not count against `maxDeliveries` (the redelivery, here or elsewhere, must find the
+   * record if it fails), then `nak()`ed. Behind stuck slots, and on close(): before, the messages close()
+   * handed back were counted, so a service restarted (a deploy) while messages waited for a slot
+   * dead-lettered them after fewer runs than `maxDeliveries`.
+   */
+  private handBack(message: NatsJsMsg): void {
+    const handedBack = this.options.handingBack(message).then(() => nak(message));
+    this.handBacks.add(handedBack);
+    void handedBack.then(() => this.handBacks.delete(handedBack));
   }
 
   /** Run `message` in the slot just taken for it. */

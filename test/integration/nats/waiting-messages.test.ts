@@ -128,6 +128,48 @@ describe('NATS consumer: messages waiting for a handler slot', () => {
     }
   });
 
+  it('records the deliveries close() hands back, so that they do not count against maxDeliveries', async () => {
+    // Arrange: consumer A, one slot held by m1; m2 waits behind it until A.close() hands it back (a
+    // deploy). The record is what keeps that delivery, never run, from counting against maxDeliveries
+    // where the server counts the redelivery (nats-server 2.9 happens to redeliver it as delivery 1).
+    const w = await natsFixture('closed-back', 1000);
+    try {
+      const store = memoryStore();
+      const startedA: string[] = [];
+      let release = () => {};
+      const held = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      const a = await idempotentConsumer(
+        await w.js.consumers.get(w.stream, w.durable),
+        async (_message, context) => {
+          startedA.push(`${context.key}#${context.deliveryCount}`);
+          await held;
+        },
+        {
+          name: w.stream,
+          idempotency: createIdempotency({ store }),
+          concurrency: 1,
+          maxDeliveries: 2,
+          drainTimeout: '100ms',
+        },
+      );
+      await w.publish('m1');
+      await w.publish('m2');
+      await until('m1 started in A', () => startedA.length === 1);
+      await new Promise((resolve) => setTimeout(resolve, 300)); // m2 waits in A
+      // Act
+      await a.close();
+      const records = await store.stats!();
+      release();
+      // Assert: m1 still held (in progress); m2's hand-back recorded before close() resolved.
+      expect(startedA).toEqual(['m1#1']);
+      expect(records).toMatchObject({ inProgress: 1, completed: 1 });
+    } finally {
+      await w.destroy();
+    }
+  });
+
   it('runs each effect once when the server forgets the messages waiting here (consumer deleted and re-created)', async () => {
     // Arrange: one slot held by m1; m2 and m3 wait behind it, kept alive with working(). Then the
     // JetStream consumer is deleted: working() on its messages goes nowhere, and no error says so (the
