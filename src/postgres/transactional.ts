@@ -31,6 +31,8 @@ import { settleRecord } from '../core/settle.js';
 import { isThenable } from '../core/thenable.js';
 import {
   guardConnection,
+  isNodePostgres,
+  isPool,
   isRetryableTransactionError,
   type PgPool,
   type PgPoolClient,
@@ -42,6 +44,7 @@ import {
 } from './client.js';
 import { DEFAULT_SCHEMA, DEFAULT_TABLE, tableNames } from './identifiers.js';
 import { createOperations } from './operations.js';
+import { isTransactionControl, transactionEnded } from './transaction-control.js';
 
 /** Isolation levels a transactional run may use. */
 export const IsolationLevel = {
@@ -252,16 +255,36 @@ function endedError(): InvalidOptionsError {
   );
 }
 
+function transactionControlError(): InvalidOptionsError {
+  return new InvalidOptionsError(
+    'runInTransaction: the handler sent a statement that ends the transaction (BEGIN, COMMIT, ROLLBACK, END, ' +
+      'ABORT, PREPARE TRANSACTION) through `tx`. It was not run: the record commits with your writes when ' +
+      'the handler returns, and a throw rolls both back. Use SAVEPOINT / ROLLBACK TO SAVEPOINT inside it.',
+  );
+}
+
+function transactionEndedError(): InvalidOptionsError {
+  return new InvalidOptionsError(
+    'runInTransaction: the transaction ended under the handler (a COMMIT or ROLLBACK sent through `tx` ' +
+      'among other statements?). The outcome was not recorded: writes made before a COMMIT, or after a ' +
+      'ROLLBACK, may have been committed without it.',
+  );
+}
+
 /**
  * `client.query`, refused once the transaction has ended. A handler that leaves a statement for later (a
  * timer, a branch of `Promise.all` still running after another rejected) would otherwise send it on a
  * connection that is back in the pool: in autocommit, committing a business write with no record, or
- * inside another request's transaction.
+ * inside another request's transaction. A statement that would end the transaction itself (COMMIT,
+ * ROLLBACK, BEGIN…: `isTransactionControl`) is refused too, before it is sent.
  */
 function guardedQuery(client: PgPoolClient, state: TransactionState) {
   return function query(this: unknown, ...args: unknown[]): unknown {
-    if (state.open) return watchedQuery(client, state, args);
-    const error = endedError();
+    // A COMMIT would commit the claim with part of the writes, a ROLLBACK drop it and leave the writes
+    // after it to autocommit, with no record: the retry ran the handler again.
+    const control = isTransactionControl(args[0]);
+    if (state.open && !control) return watchedQuery(client, state, args);
+    const error = control ? transactionControlError() : endedError();
     const last = args.at(-1);
     if (typeof last === 'function') {
       // node-postgres's callback style: answer through the callback, as the driver would.
@@ -379,6 +402,14 @@ export function postgresTransactional(
   if (pool === undefined || pool === null || typeof pool.connect !== 'function') {
     throw new InvalidOptionsError(
       'postgresTransactional: `pool` must have a connect() method (a pg Pool)',
+    );
+  }
+  // A node-postgres Client has connect() too, but it opens the client itself, once: every run then failed
+  // as an outage ("Client has already been connected", a 503 to retry forever) or with a TypeError.
+  if (isNodePostgres(pool) && !isPool(pool)) {
+    throw new InvalidOptionsError(
+      'postgresTransactional: `pool` is a pg Client; pass a pg Pool, which hands each transaction a ' +
+        'connection of its own (a Client is one connection, and may be used by postgresStore or migrate)',
     );
   }
   knownFields(options, 'postgresTransactional', POSTGRES_TRANSACTIONAL_FIELDS);
@@ -514,6 +545,9 @@ export function postgresTransactional(
         // The handler caught a statement's timeout and went on: that statement may yet succeed on the
         // server, so nothing of this transaction may commit (as a failed statement's aborts it).
         if (state.unanswered !== undefined) throw state.unanswered;
+        // A COMMIT or ROLLBACK the guard could not see (inside a string of several statements): the
+        // completion would run in autocommit, apart from the writes. The handler's error, loud.
+        if (transactionEnded(client)) throw transactionEndedError();
         const outcome = encodeValueOutcome(codec.encode(value));
         phase = 'complete';
         // Also the canary for a handler that swallowed a statement error: the aborted transaction makes
@@ -524,6 +558,8 @@ export function postgresTransactional(
         phase = 'beforeCommit';
         await runOptions.beforeCommit?.(context);
         if (state.unanswered !== undefined) throw state.unanswered;
+        // A ROLLBACK here would have our COMMIT report success for a transaction that wrote nothing.
+        if (transactionEnded(client)) throw transactionEndedError();
         phase = 'commit';
         state.open = false;
         const committed: PgQueryResult = await client.query('COMMIT');

@@ -1,13 +1,16 @@
 /**
  * The PostgreSQL transactional mode at its edges, on the real server: a statement the handler sends after
  * its transaction ended, a deferred constraint of the user's failing at COMMIT, a session's own
- * lock_timeout kept for the handler, and options checked when created rather than after a handler ran.
+ * lock_timeout kept for the handler, and options (a pg Client for a pool among them) checked when created
+ * rather than after a handler ran.
  */
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isInvalidOptionsError, isStoreUnavailableError } from '../../../src/index.js';
 import { postgresTransactional, type TransactionContext } from '../../../src/postgres/index.js';
+import { env } from '../../helpers/env.js';
 import { type PostgresFixture, setupPostgres, testPool } from '../../helpers/postgres-env.js';
 
 let fx: PostgresFixture;
@@ -143,6 +146,31 @@ describe('postgresTransactional at its edges', () => {
       expect(after.rows[0].lock_timeout).toBe('4s');
     } finally {
       await pool.end();
+    }
+  });
+
+  it('refuses a pg Client for a pool when created, connected or not, instead of failing each run', async () => {
+    // Arrange: a Client has connect() too, but it is one connection and can be connected once.
+    const connected = new pg.Client({ connectionString: env.databaseUrl });
+    await connected.connect();
+    const unconnected = new pg.Client({ connectionString: env.databaseUrl });
+    try {
+      for (const client of [connected, unconnected]) {
+        // Act
+        const error = (() => {
+          try {
+            postgresTransactional({ pool: client as never, schema: fx.schema });
+          } catch (thrown) {
+            return thrown;
+          }
+          return undefined;
+        })();
+        // Assert
+        expect(isInvalidOptionsError(error)).toBe(true);
+        expect((error as Error).message).toMatch(/pg Client; pass a pg Pool/);
+      }
+    } finally {
+      await connected.end();
     }
   });
 

@@ -1,0 +1,53 @@
+import { describe, expect, it } from 'vitest';
+import {
+  isTransactionControl,
+  transactionEnded,
+} from '../../../src/postgres/transaction-control.js';
+
+describe('isTransactionControl', () => {
+  it.each([
+    'COMMIT',
+    'commit;',
+    'END',
+    'ABORT',
+    'ROLLBACK',
+    'rollback work',
+    'ROLLBACK AND CHAIN',
+    'BEGIN',
+    'begin isolation level serializable',
+    'START TRANSACTION',
+    "PREPARE TRANSACTION 'x'",
+    '  -- finish\n  COMMIT',
+    '/* done */COMMIT',
+    { text: 'COMMIT' },
+  ])('refuses %j', (statement) => {
+    expect(isTransactionControl(statement)).toBe(true);
+  });
+
+  it.each([
+    'SAVEPOINT a',
+    'ROLLBACK TO SAVEPOINT a',
+    'rollback to a',
+    'ROLLBACK TRANSACTION TO a',
+    'RELEASE SAVEPOINT a',
+    'PREPARE ins AS INSERT INTO t VALUES ($1)',
+    'INSERT INTO commits (id) VALUES (1)',
+    'SELECT 1; COMMIT',
+    'ending',
+    { text: 'SELECT 1' },
+    { submit: () => {} },
+    undefined,
+  ])('lets %j through', (statement) => {
+    expect(isTransactionControl(statement)).toBe(false);
+  });
+});
+
+describe('transactionEnded', () => {
+  it('reads node-postgres’s transaction status, and knows nothing without it', () => {
+    expect(transactionEnded({ getTransactionStatus: () => 'I' })).toBe(true);
+    expect(transactionEnded({ getTransactionStatus: () => 'T' })).toBe(false);
+    expect(transactionEnded({ getTransactionStatus: () => 'E' })).toBe(false);
+    expect(transactionEnded({ getTransactionStatus: () => null })).toBe(false);
+    expect(transactionEnded({ query: () => {} })).toBe(false);
+  });
+});
