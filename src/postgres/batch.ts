@@ -8,7 +8,7 @@ import type { ClaimResult } from '../core/record.js';
 import { completeThenClaim } from '../store/complete-then-claim.js';
 import { PartialBatchError } from '../store/partial-batch.js';
 import type { ClaimRequest, CompleteAndClaimResults, CompleteRequest } from '../store/store.js';
-import { type PgQueryable, SqlState, sqlState, toStoreError } from './client.js';
+import { isRetryableTransactionError, type PgQueryable, toStoreError } from './client.js';
 import { claimUnlessHeld, DEFAULT_BUSY_RETRY_AFTER_MS, isLockTimeout } from './held-key.js';
 import type { Operations } from './operations.js';
 
@@ -32,12 +32,15 @@ function splitRepeats(items: readonly { key: string }[]): { firsts: number[]; re
  * time with `single`, the keys `together` left unsettled (`undefined`) and every repeated key, which must see
  * what its first occurrence left. On a deadlock (possible only against an outside writer that holds several
  * keys, since batches lock in key order), the distinct keys go one at a time too: a single statement holds
- * one row and cannot deadlock. On a lock timeout (migration 0006's `lock_timeout` on the batch functions:
- * some key is held by a transaction still running, a `postgresTransactional` run before its COMMIT), each
- * distinct key goes with `single`, all at once (each on its own pooled connection): the free keys are
- * settled at once, and the held one is answered by `single` without waiting for that transaction (a claim
- * sent alone has a lock timeout of its own), since the batch's callers get their results only when every
- * key of the call is settled.
+ * one row and cannot deadlock. So they do on a serialization failure (40001: a server, database or role whose
+ * default_transaction_isolation is repeatable read or serializable, and a key's row committed by another
+ * transaction after the batch's snapshot), which would otherwise fail every caller of the batch for one key
+ * (a single claim runs again after one, see `claimWith` in `./operations.ts`). On a lock timeout
+ * (migration 0006's `lock_timeout` on the batch functions: some key is held by a transaction still
+ * running, a `postgresTransactional` run before its COMMIT), each distinct key goes with `single`, all at
+ * once (each on its own pooled connection): the free keys are settled at once, and the held one is answered
+ * by `single` without waiting for that transaction (a claim sent alone has a lock timeout of its own), since
+ * the batch's callers get their results only when every key of the call is settled.
  *
  * A `single` that fails is its own item's failure: the items settled before it, or beside it, were applied,
  * and their callers must get their results, not an outage (their keys would stay held a whole lease). Such a
@@ -91,7 +94,7 @@ async function settle<Q extends { key: string }, R>(
       settled = await together(firsts.map((index) => requests[index]!));
     } catch (error) {
       held = isLockTimeout(error);
-      if (!held && sqlState(error) !== SqlState.DeadlockDetected) throw error;
+      if (!held && !isRetryableTransactionError(error)) throw error;
       settled = [];
     }
     const unsettled: number[] = [];
@@ -174,8 +177,8 @@ function twoBatches(
  * Complete, then claim, as {@link completeMany} and {@link claimMany} would one after the other, in one
  * statement when it can: both lists of distinct keys go through the function of migration 0004, and a
  * claim the statement left unsettled is claimed again on its own, as in a claim batch. A list that repeats
- * a key, a deadlock or a lock timeout (the whole statement rolled back, so nothing was applied), or a schema
- * without the function sends the two batches instead.
+ * a key, a deadlock, a serialization failure or a lock timeout (the whole statement rolled back, so nothing
+ * was applied), or a schema without the function sends the two batches instead.
  */
 export async function completeAndClaimMany(
   ops: Operations,
@@ -192,7 +195,7 @@ export async function completeAndClaimMany(
   try {
     both = await ops.completeAndClaimDistinct(db, completes, claims);
   } catch (error) {
-    if (sqlState(error) !== SqlState.DeadlockDetected && !isLockTimeout(error)) throw error;
+    if (!isRetryableTransactionError(error) && !isLockTimeout(error)) throw error;
     return separately();
   }
   if (both === undefined) return separately();

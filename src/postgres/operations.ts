@@ -23,7 +23,14 @@ import type {
   StoreStats,
 } from '../store/store.js';
 import { isBatchFunctionUnusable } from './batch-functions.js';
-import { isNodePostgres, type PgQueryable, type PgQueryResult } from './client.js';
+import {
+  isNodePostgres,
+  type PgQueryable,
+  type PgQueryResult,
+  SqlState,
+  sqlState,
+} from './client.js';
+import { storedFingerprint, withRequestFingerprint } from './fingerprint-text.js';
 import { batchFunctionNames, renderSql, type TableNames } from './identifiers.js';
 import { type RecordRow, rowToClaimResult, rowToRecord, toSafeInteger } from './row.js';
 import * as sql from './sql.gen.js';
@@ -46,12 +53,31 @@ const PLANNED_PER_CALL: ReadonlySet<string> = new Set(['claimMany', 'completeMan
 function claimValues(requests: readonly ClaimRequest[]): unknown[] {
   return [
     requests.map((request) => request.key),
-    requests.map((request) => request.fingerprint),
+    requests.map((request) => storedFingerprint(request.fingerprint)),
     requests.map((request) => request.leaseMs),
     // The statements apply the same rule; deciding it here also turns a missing or NaN value into 0,
     // which PostgreSQL would otherwise compare as greater than any lease.
     requests.map(reservationMs),
   ];
+}
+
+/**
+ * A claim batch's results by key (rows of `claim-many.sql` or of the functions), each blocking record
+ * carrying its request's own fingerprint when it holds the stored form of it (see `./fingerprint-text.ts`).
+ */
+function claimResults(
+  requests: readonly ClaimRequest[],
+  rows: ReadonlyArray<RecordRow & { key: string }>,
+): Map<string, ClaimResult> {
+  const results = new Map<string, ClaimResult>();
+  for (const row of rows) results.set(row.key, rowToClaimResult(row));
+  for (const request of requests) {
+    const result = results.get(request.key);
+    if (result !== undefined && !result.claimed) {
+      results.set(request.key, withRequestFingerprint(result, request.fingerprint));
+    }
+  }
+  return results;
 }
 
 /** The parameters of a completion batch (`complete-many.sql` and the functions). */
@@ -293,11 +319,29 @@ export function createOperations(names: TableNames, options: OperationsOptions =
     key: string,
     options: ClaimOptions,
   ): Promise<ClaimResult> {
-    const values = [key, options.fingerprint, options.leaseMs, reservationMs(options)];
+    const values = [
+      key,
+      storedFingerprint(options.fingerprint),
+      options.leaseMs,
+      reservationMs(options),
+    ];
     for (let attempt = 1; attempt <= CLAIM_ATTEMPTS; attempt++) {
-      const { rows } = await run(db, op, values);
+      let rows: unknown[];
+      try {
+        ({ rows } = await run(db, op, values));
+      } catch (error) {
+        // claim-bounded runs in autocommit only, so on a server, database or role whose
+        // default_transaction_isolation is repeatable read or serializable, the blocking row committed
+        // after the snapshot raises 40001 instead of returning no row: the statement was a transaction of
+        // its own and applied nothing, so it runs again, as for no row (a concurrent duplicate was an
+        // outage). In the transactional mode's claim.sql the caller retries the whole transaction instead.
+        const again = op === 'claimBounded' && sqlState(error) === SqlState.SerializationFailure;
+        if (again && attempt < CLAIM_ATTEMPTS) continue;
+        throw error;
+      }
       const row = rows[0] as RecordRow | undefined;
-      if (row !== undefined) return rowToClaimResult(row);
+      if (row !== undefined)
+        return withRequestFingerprint(rowToClaimResult(row), options.fingerprint);
     }
     throw new StoreUnavailableError(
       `PostgreSQL claim did not settle after ${CLAIM_ATTEMPTS} attempts (the row kept changing)`,
@@ -314,11 +358,7 @@ export function createOperations(names: TableNames, options: OperationsOptions =
     },
     async claimDistinct(db, requests) {
       const { rows } = await runBatch(db, 'claimMany', claimValues(requests));
-      const results = new Map<string, ClaimResult>();
-      for (const row of rows as Array<RecordRow & { key: string }>) {
-        results.set(row.key, rowToClaimResult(row));
-      }
-      return results;
+      return claimResults(requests, rows as Array<RecordRow & { key: string }>);
     },
     async completeDistinct(db, requests) {
       const { rows } = await runBatch(db, 'completeMany', completeValues(requests));
@@ -338,12 +378,12 @@ export function createOperations(names: TableNames, options: OperationsOptions =
         return undefined;
       }
       const completed = new Set<string>();
-      const claimed = new Map<string, ClaimResult>();
+      const claimRows: Array<RecordRow & { key: string }> = [];
       for (const row of rows as Array<RecordRow & { key: string; completed: boolean | null }>) {
         if (row.completed === true) completed.add(row.key);
-        else claimed.set(row.key, rowToClaimResult(row));
+        else claimRows.push(row);
       }
-      return { completed, claimed };
+      return { completed, claimed: claimResults(claims, claimRows) };
     },
     async release(db, key, token) {
       const { rowCount } = await run(db, 'release', [key, token]);

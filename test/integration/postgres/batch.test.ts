@@ -413,13 +413,14 @@ describe('postgresStore batch functions (migration 0003)', () => {
   });
 
   it('does not fall back when the error is not a missing function of its own', async () => {
-    // Arrange: an error of the batch's own, raised by the server for the function's call (a fingerprint
-    // with a NUL character, which a PostgreSQL text value cannot hold).
+    // Arrange: an error of the batch's own, raised by the server for the function's call (a storage key
+    // with a NUL character, which a PostgreSQL text value cannot hold; fingerprints with one are stored as
+    // a digest, see fingerprint-text.test.ts).
     const { db, texts } = recording(fx.pool);
     const store = postgresStore({ pool: db, schema: fx.schema });
     // Act
     const failed = store.claimMany!([
-      { key: key('bad-a'), ...lease, fingerprint: 'f\u0000p' },
+      { key: `${key('bad-a')}\u0000`, ...lease },
       { key: key('bad-b'), ...lease },
     ]);
     await expect(failed).rejects.toMatchObject({ code: 'store_unavailable' });
