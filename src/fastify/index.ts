@@ -15,8 +15,10 @@ import type {
   FastifyPluginCallback,
   FastifyReply,
   FastifyRequest,
+  onSendAsyncHookHandler,
   preHandlerHookHandler,
   preParsingHookHandler,
+  RouteHandlerMethod,
 } from 'fastify';
 import fp from 'fastify-plugin';
 import { keptRawBody } from '../http/fingerprint.js';
@@ -44,7 +46,7 @@ import { readWhole } from '../http/web.js';
 import { jsonTextOf, keepJsonText } from './json-text.js';
 import { nodeStreamSource, relayedBody } from './relayed-body.js';
 import { requestBody } from './request-body.js';
-import { checkRouteOrder } from './route-order.js';
+import { captureHookName, checkRouteOrder } from './route-order.js';
 import { sendAnswer } from './send.js';
 import { isWebResponse, isWebStream, unwrapWebResponse } from './web-payload.js';
 
@@ -90,6 +92,8 @@ export type FastifyIdempotencyOptions = HttpRouteOptions &
 interface Running {
   execution: Execution;
   error?: unknown;
+  /** The route's handler was called: a reply before it came from a hook that runs after the claim. */
+  started?: boolean;
 }
 
 /**
@@ -140,6 +144,13 @@ const isStream = (payload: unknown): payload is AsyncIterable<Uint8Array | strin
     payload !== null &&
     typeof (payload as Readable).pipe === 'function') ||
   isWebStream(payload);
+
+// The error Fastify replies with when a route's `handlerTimeout` passes (by its code: the option, and the
+// error's class, are recent in Fastify 5).
+const isHandlerTimeout = (error: unknown): boolean =>
+  typeof error === 'object' &&
+  error !== null &&
+  (error as { code?: unknown }).code === 'FST_ERR_HANDLER_TIMEOUT';
 
 // Hand the sent payload to the execution; returns the payload to send on (re-created for streams).
 async function capturePayload(reply: FastifyReply, running: Running, sent: unknown) {
@@ -259,6 +270,17 @@ function install(fastify: FastifyInstance, options: FastifyIdempotencyOptions): 
       next(null, copy ? keepJsonText(request, payload) : payload);
     };
 
+  // The route's handler, noting that it was called. A plugin registered after this one may add a
+  // preHandler to the route in its own onRoute hook (@fastify/rate-limit with `hook: 'preHandler'`), which
+  // Fastify then runs after the claim: its reply (a 429, a thrown 401) is no answer of the handler's, and
+  // was stored and replayed to every retry of the key. Returns what the handler returns, untouched.
+  const markStart = (handler: RouteHandlerMethod): RouteHandlerMethod =>
+    function (this: FastifyInstance, request, reply) {
+      const current = running.get(request);
+      if (current !== undefined) current.started = true;
+      return handler.call(this, request, reply);
+    };
+
   // Callback style on purpose: the handler runs inside `done()`, so it inherits the context.
   const claim: preHandlerHookHandler = (request, reply, next) => {
     const policy = policyOf(request.routeOptions.config?.idempotency);
@@ -297,6 +319,7 @@ function install(fastify: FastifyInstance, options: FastifyIdempotencyOptions): 
     }
     if (!methods.some((method) => policyCovers(policy, method))) return;
     route.preHandler = [route.preHandler ?? [], claim].flat();
+    route.handler = markStart(route.handler);
     if (options.keepJsonText === true) {
       route.preParsing = [route.preParsing ?? [], keepTextOf(policy)].flat();
     }
@@ -308,18 +331,33 @@ function install(fastify: FastifyInstance, options: FastifyIdempotencyOptions): 
     next();
   });
 
-  // Named `CAPTURE_HOOK_NAME`: `printRoutes` lists it on the routes in the plugin's scope (`./route-order.ts`).
-  fastify.addHook('onSend', async function idempotencyKitCapture(request, reply, payload) {
+  // Named for this registration: `printRoutes` lists it on the routes in its scope (`./route-order.ts`).
+  const captureName = captureHookName();
+  const capture: onSendAsyncHookHandler = async (request, reply, payload) => {
     const current = running.get(request);
     if (current === undefined) return payload;
     running.delete(request);
+    // Fastify's `handlerTimeout` answered while the handler still runs (it only aborts `request.signal`):
+    // not the handler's outcome, and its own answer, sent late, never reaches `onSend`. Released, a retry
+    // ran the handler beside the first (a second charge): a marker is kept instead (`cutOff`), so every
+    // retry is answered `response_not_captured`, whatever the handler goes on to do.
+    if (isHandlerTimeout(current.error)) {
+      await current.execution.cutOff(reply.statusCode);
+      return payload;
+    }
+    // Answered by a hook after the claim, before the handler ran: nothing ran, so the key is released.
+    if (current.started !== true) {
+      await current.execution.fail(current.error);
+      return payload;
+    }
     return capturePayload(reply, current, payload);
-  });
+  };
+  fastify.addHook('onSend', Object.defineProperty(capture, 'name', { value: captureName }));
 
   // A route declared before the plugin runs unprotected, whatever its config asks: refused at start-up.
   fastify.addHook('onReady', function checkOrder(done) {
     try {
-      checkRouteOrder(fastify, defaults.key === 'off' ? [] : defaults.methods, seen);
+      checkRouteOrder(fastify, defaults.key === 'off' ? [] : defaults.methods, seen, captureName);
     } catch (error) {
       done(error as Error);
       return;
@@ -337,7 +375,8 @@ function install(fastify: FastifyInstance, options: FastifyIdempotencyOptions): 
     const current = running.get(request);
     if (current !== undefined && reply.raw.writableEnded) {
       running.delete(request);
-      void current.execution.uncaptured(reply.raw.statusCode);
+      if (current.started === true) void current.execution.uncaptured(reply.raw.statusCode);
+      else void current.execution.fail(current.error); // written by a hook: the handler never ran
     }
     next();
   });

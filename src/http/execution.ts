@@ -76,6 +76,15 @@ export interface Execution {
    * would). Does nothing once `finish` or `fail` was called. Never rejects.
    */
   uncaptured(status: number): Promise<void>;
+  /**
+   * The framework answered `status` itself while the handler may still be running (Fastify's
+   * `handlerTimeout`, which only aborts `request.signal`): keep the marker `uncaptured` keeps, whatever the
+   * status, so that a retry is answered `response_not_captured` and never runs again. Released, as a 5xx
+   * is, a retry ran the handler beside the first (a second charge); left in progress, the key waited for
+   * `maxExecution` (held for the process's life without one) and was then taken over and run again.
+   * Does nothing once `finish` or `fail` was called. Never rejects.
+   */
+  cutOff(status: number): Promise<void>;
 }
 
 /** What the adapter does with a request. */
@@ -304,6 +313,13 @@ class HttpExecution implements Execution {
 
   uncaptured(status: number): Promise<void> {
     return this.respond(status, undefined);
+  }
+
+  cutOff(status: number): Promise<void> {
+    if (this.done) return this.settled;
+    this.done = true;
+    this.resolveHandler({ kind: 'not_captured', status });
+    return this.settled;
   }
 
   // The handler's response went out (`undefined`: without its bytes being seen): store it, or release

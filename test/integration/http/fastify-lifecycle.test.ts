@@ -1,13 +1,16 @@
 /**
  * Where the Fastify plugin sits in a request's lifecycle: its claim is the last preHandler of a route, so
  * a reply from any hook (the route's own `preHandler` option, an instance hook added after the plugin) is
- * never stored; a reply stream that fails releases the key; a reply the app writes itself after
- * `reply.hijack()` leaves a `response_not_captured` marker instead of a claim in progress forever.
+ * never stored, nor one from a preHandler another plugin's `onRoute` hook added after the claim (the key
+ * is released: the handler never ran); a reply stream that fails releases the key; a reply the app writes
+ * itself after `reply.hijack()` leaves a `response_not_captured` marker instead of a claim in progress
+ * forever.
  */
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
-import fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
+import fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
 import { afterEach, expect, it } from 'vitest';
 import { idempotencyPlugin } from '../../../src/fastify/index.js';
 import { memoryStore } from '../../../src/index.js';
@@ -26,16 +29,38 @@ async function start(): Promise<string> {
   runs.clear();
   app = fastify();
   await app.register(idempotencyPlugin, { store: memoryStore() });
+  // A plugin registered after this one that adds a preHandler to each route in its own onRoute hook, as
+  // @fastify/rate-limit does with `hook: 'preHandler'`: Fastify runs it after the plugin's claim.
+  await app.register(
+    fp(async (instance) => {
+      instance.addHook('onRoute', (route) => {
+        if (route.url !== '/rate-limited') return;
+        const limit = async (request: FastifyRequest, reply: FastifyReply) => {
+          if (request.headers['x-over-limit'] === 'yes') {
+            return reply.code(429).send({ error: 'too many requests' });
+          }
+          if (request.headers['x-api-key'] === 'bad') {
+            throw Object.assign(new Error('unauthenticated'), { statusCode: 401 });
+          }
+        };
+        route.preHandler = [route.preHandler ?? [], limit].flat();
+      });
+    }),
+  );
   // An authentication hook added after the plugin, for one path.
   app.addHook('preHandler', async (request, reply) => {
     if (request.url === '/late-auth' && request.headers['x-api-key'] !== 'good') {
       return reply.code(401).send({ error: 'unauthenticated' });
     }
   });
-  const checkKey = async (request: FastifyRequest, reply: import('fastify').FastifyReply) => {
+  const checkKey = async (request: FastifyRequest, reply: FastifyReply) => {
     if (request.headers['x-api-key'] !== 'good') return reply.code(401).send({ error: 'bad key' });
   };
   app.post('/route-auth', { preHandler: checkKey }, async (request, reply) => {
+    ran(request);
+    return reply.code(201).send({ charged: true });
+  });
+  app.post('/rate-limited', async (request, reply) => {
     ran(request);
     return reply.code(201).send({ charged: true });
   });
@@ -81,6 +106,27 @@ it('never stores a reply from a hook: the route’s own preHandler, or an instan
     expect(accepted.headers.get('idempotent-replayed')).toBeNull();
     expect(runs.get(path)).toBe(1);
   }
+});
+
+it('never stores a reply from a preHandler another plugin’s onRoute hook added after the claim', async () => {
+  const base = await start();
+  const refusals: Array<Record<string, string>> = [
+    { 'x-over-limit': 'yes' },
+    { 'x-api-key': 'bad' },
+  ];
+  for (const refusal of refusals) {
+    const key = randomUUID();
+    const refused = await post(`${base}/rate-limited`, { 'idempotency-key': key, ...refusal });
+    expect(refused.status).toBeGreaterThanOrEqual(400);
+    // Before, the 429 (or the thrown 401, a 4xx) was stored as the handler's answer: every retry of the
+    // key was replayed it, and the charge never ran.
+    const accepted = await post(`${base}/rate-limited`, { 'idempotency-key': key });
+    expect(accepted.status).toBe(201);
+    expect(accepted.headers.get('idempotent-replayed')).toBeNull();
+    const replay = await post(`${base}/rate-limited`, { 'idempotency-key': key });
+    expect(replay.headers.get('idempotent-replayed')).toBe('true');
+  }
+  expect(runs.get('/rate-limited')).toBe(2);
 });
 
 it('releases the key of a reply stream that fails, so the retry runs again', async () => {

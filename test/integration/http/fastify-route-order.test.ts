@@ -62,6 +62,51 @@ describe('routes declared before the Fastify plugin', () => {
     await app.close();
   });
 
+  it('accepts one registration per encapsulated scope, each with its own options, and applies each', async () => {
+    const app = fastify();
+    await app.register(idempotencyPlugin, { store: memoryStore() });
+    app.post('/orders', handler);
+    await app.register(
+      async (v1) => {
+        await v1.register(idempotencyPlugin, { store: memoryStore(), key: 'required' });
+        v1.post('/payments', handler);
+      },
+      { prefix: '/v1' },
+    );
+    await app.register(
+      async (v2) => {
+        await v2.register(idempotencyPlugin, { store: memoryStore(), headerName: 'x-request-key' });
+        v2.post('/payments', handler);
+      },
+      { prefix: '/v2' },
+    );
+    // Before, every registration took the others' routes (listed with a capture hook of the same name)
+    // for its own declared before it: ready() failed with "POST /orders … was declared before the plugin".
+    await expect(app.ready()).resolves.toBeDefined();
+    const required = await app.inject({ method: 'POST', url: '/v1/payments' });
+    expect(required.statusCode).toBe(400);
+    const optional = await app.inject({ method: 'POST', url: '/v2/payments' });
+    expect(optional.statusCode).toBe(200);
+    const badKey = await app.inject({
+      method: 'POST',
+      url: '/v2/payments',
+      headers: { 'x-request-key': '' },
+    });
+    expect(badKey.statusCode).toBe(400);
+    await app.close();
+  });
+
+  it('still fails ready() for a route declared before the registration of its own scope', async () => {
+    const app = fastify();
+    await app.register(idempotencyPlugin, { store: memoryStore() });
+    await app.register(async (v1) => {
+      v1.post('/v1/early', handler);
+      await v1.register(idempotencyPlugin, { store: memoryStore(), key: 'required' });
+      v1.post('/v1/late', handler);
+    });
+    await expect(app.ready()).rejects.toThrow(/POST \/v1\/early was declared before the plugin/);
+  });
+
   it('reads full paths from printRoutes, nested and with constraint variants', () => {
     const hook = `• (onSend) ["${CAPTURE_HOOK_NAME}()"]`;
     const tree = [
