@@ -6,6 +6,7 @@
  * @module
  */
 import type { Context, MiddlewareHandler } from 'hono';
+import type { StatusCode } from 'hono/utils/http-status';
 import {
   captureWebResponse,
   type Decision,
@@ -19,10 +20,9 @@ import {
   resolveEngine,
   resolvePolicy,
   routeOptionsOf,
-  toWebResponse,
 } from '../http/index.js';
 import { checkAdapterOptions, scopeFunctionOption } from '../http/options.js';
-import { announcedBody, readBodyUpTo, tooLargeDecision } from '../http/web.js';
+import { announcedBody, readBodyUpTo, tooLargeDecision, webBody } from '../http/web.js';
 
 export type { IdempotencyContext } from '../http/index.js';
 export { currentIdempotency } from '../http/index.js';
@@ -185,6 +185,16 @@ function exposeToBrowser(c: Context, answer: HttpResponseData): void {
 }
 
 /**
+ * The layer's answer (a replay, a problem) as Hono's own responses are made (`c.newResponse`): with the
+ * headers a middleware before the layer set with `c.header` (hono/request-id's X-Request-Id), which the
+ * handler's `c.json` carried the first time, and the answer's own over them. A bare `Response` returned
+ * from a middleware goes out without them.
+ */
+function answer(c: Context, data: HttpResponseData): Response {
+  return c.newResponse(webBody(data), { status: data.status as StatusCode, headers: data.headers });
+}
+
+/**
  * Create the middleware. Mount it after authentication and validation, before the handler.
  * @example
  * const idem = idempotency({ store: memoryStore() });
@@ -211,7 +221,7 @@ export function idempotency(options: HonoIdempotencyOptions): HonoIdempotency {
         // Only a browser's cross-origin request carries Origin: any other request skips the CORS look-up
         // (reading `c.res` builds a Response when no middleware has).
         if (c.req.header('origin') !== undefined) exposeToBrowser(c, decision.response);
-        return toWebResponse(decision.response);
+        return answer(c, decision.response);
       }
       const { execution } = decision;
       c.set('idempotency', execution.context);
@@ -224,6 +234,15 @@ export function idempotency(options: HonoIdempotencyOptions): HonoIdempotency {
         // left alone, the claim would stay in progress while the process lives.
         await execution.fail(error);
         throw error;
+      }
+      // Nothing produced a response (a handler without a `return`): Hono answers 500 once the middleware
+      // returns ("Context is not finalized"). No valid response, so the key is released, as for a thrown
+      // error; read now, `c.res` would be Hono's placeholder, an empty 200, stored and replayed to retries.
+      if (!c.finalized) {
+        await execution.fail(
+          new Error('The handler returned no response (Hono context not finalized)'),
+        );
+        return;
       }
       // Hono catches the handler's error and renders it through onError. Judged by what it rendered, as
       // Express's error handlers are: a 4xx (an HTTPException(402) for a declined card) is the handler's

@@ -102,15 +102,23 @@ type ReadableStreamReadResult = Awaited<
 // Statuses whose responses must have no body (the Response constructor refuses one).
 const NULL_BODY = new Set([101, 103, 204, 205, 304]);
 
+/**
+ * The body of a framework-neutral response as a fetch `Response` takes it: `null` for a status that has
+ * none and for an empty one. An empty array is a body to `@hono/node-server`, which then sends its default
+ * `Content-Type: text/plain; charset=UTF-8`: a replay of a `201` with only a Location, or of a redirect,
+ * would carry a type the first response did not.
+ */
+export function webBody(data: HttpResponseData): Uint8Array<ArrayBuffer> | null {
+  return NULL_BODY.has(data.status) || data.body.byteLength === 0
+    ? null
+    : (data.body as Uint8Array<ArrayBuffer>);
+}
+
 /** A framework-neutral response as a fetch `Response`. */
 export function toWebResponse(data: HttpResponseData): Response {
-  const body = NULL_BODY.has(data.status) ? null : data.body;
   // Pairs, not a Headers object: a repeated name is appended, and a lightweight Response (Hono's
   // node-server) keeps them as they are until they are written.
-  return new Response(body as ConstructorParameters<typeof Response>[0], {
-    status: data.status,
-    headers: data.headers,
-  });
+  return new Response(webBody(data), { status: data.status, headers: data.headers });
 }
 
 /** What {@link captureWebResponse} gives back. */
