@@ -22,6 +22,7 @@ import { InvalidOptionsError } from '../core/errors.js';
 import { callHook } from '../core/hooks.js';
 import { callbacksOption, durationOption, stringOption } from '../core/option-checks.js';
 import { AckBatcher } from './acks.js';
+import { letterWritten } from './letter-written.js';
 import { ABANDONED, awaitLoopCommand } from './loop-command.js';
 import {
   type CommandArgument,
@@ -58,7 +59,7 @@ export interface RedisStreamsConsumerErrorEvent {
   consumer: string;
   /**
    * What failed: `read` (an `XREADGROUP` or `XAUTOCLAIM`; the loop waits and tries again; or one of the
-   * loop's commands unanswered past `brokerTimeout`, `block` more for a blocking read: a
+   * loop's commands unanswered past `brokerTimeout`, its wait (at most `block`) more for a blocking read: a
    * `BrokerTimeoutError`, and the loop waits for its answer) or `create-group` (re-creating a group found
    * missing).
    */
@@ -95,11 +96,11 @@ export interface RedisStreamsConsumerOptions extends ConsumerOptions<StreamEntry
    * one, the consumer polls `client` every `pollInterval`.
    */
   blockingClient?: RedisStreamsClient;
-  /** Longest wait of one blocking read. @default '1s' */
+  /** Longest wait of one blocking read; never past the next claim round (`claimInterval`). @default '1s' */
   block?: Duration;
   /**
-   * Wait between empty reads when there is no `blockingClient`: at most 2³¹−1 ms (about 24.8 days), a
-   * timer's limit. @default '50ms'
+   * Wait between empty reads when there is no `blockingClient`, never past the next claim round
+   * (`claimInterval`): at most 2³¹−1 ms (about 24.8 days), a timer's limit. @default '50ms'
    */
   pollInterval?: Duration;
   /**
@@ -143,8 +144,8 @@ export interface RedisStreamsConsumer {
    * `drainTimeout` in all; resolves to whether both happened in time. A read still unanswered then (a Redis
    * that hangs without closing the connection) is abandoned: entries a late reply brings stay pending, for
    * `XAUTOCLAIM` to hand to a live consumer after `minIdle`. A loop command already past its bound
-   * (`brokerTimeout`, plus `block` for a blocking read) is abandoned at once: `close()` then resolves
-   * `false` as soon as in-flight entries settled.
+   * (`brokerTimeout`, plus its wait, at most `block`, for a blocking read) is abandoned at once: `close()`
+   * then resolves `false` as soon as in-flight entries settled.
    */
   close(): Promise<boolean>;
   /** Resolves when the read loop ends. */
@@ -260,6 +261,7 @@ export async function idempotentConsumer(
   let atomicLetters = true;
   const deadLetter = async (
     entry: StreamEntry,
+    deliveryCount: number,
     letter: DeadLetter,
   ): Promise<typeof NOT_WRITTEN | undefined> => {
     const fields: CommandArgument[] = [];
@@ -301,8 +303,17 @@ export async function idempotentConsumer(
         atomicLetters = false;
       }
     }
-    // At least once: a process that dies between the two, or a late XADD, writes a second letter.
-    await command(client, ['XADD', deadLetterStream, '*', ...fields]);
+    // Two commands: an XACK that failed after its XADD landed (or a lost XADD reply, a crash between the
+    // two) left the entry pending with its letter written. A later delivery than the one that decided the
+    // letter looks for it in the dead-letter stream before writing it again (letter-written.ts); the one
+    // that decided it wrote nothing before. Not at most once against a write still in flight (given up on
+    // past brokerTimeout) that lands after a redelivery looked: only the script is atomic.
+    if (
+      deliveryCount <= letter.deliveryCount ||
+      !(await letterWritten(client, deadLetterStream, entry.id, letter))
+    ) {
+      await command(client, ['XADD', deadLetterStream, '*', ...fields]);
+    }
     await ack(entry.id);
     return undefined;
   };
@@ -320,7 +331,7 @@ export async function idempotentConsumer(
         retry: async (delayMs) => {
           await setIdle(entry.id, Math.max(minIdleMs - Math.ceil(delayMs), 0));
         },
-        deadLetter: (letter) => deadLetter(entry, letter),
+        deadLetter: (letter) => deadLetter(entry, deliveryCount, letter),
         touch: async () => {
           await setIdle(entry.id, 0);
         },
@@ -405,6 +416,11 @@ export async function idempotentConsumer(
         // close() gave up on the drain and resolved.
         const count = inFlight.free;
         if (count === 0) continue;
+        // No wait past the next claim round: the loop sends one command at a time, so a read blocked for
+        // `block` (or a pause of `pollInterval`) on an idle stream held XAUTOCLAIM back as long, and every
+        // retry's delay and a crashed consumer's entries with it.
+        const untilClaim = Math.max(nextClaimAt - Date.now(), 1);
+        const waitMs = Math.min(blockMs, untilClaim);
         const reader = blockingClient ?? client;
         const reply = await loopCommand(
           readCommand(reader, [
@@ -414,7 +430,7 @@ export async function idempotentConsumer(
             consumer,
             'COUNT',
             String(count),
-            ...(blockingClient === undefined ? [] : ['BLOCK', String(blockMs)]),
+            ...(blockingClient === undefined ? [] : ['BLOCK', String(waitMs)]),
             'STREAMS',
             stream,
             '>',
@@ -422,7 +438,7 @@ export async function idempotentConsumer(
           'XREADGROUP',
           // A blocking read legitimately takes up to `block` when nothing comes. At most a timer's limit.
           Math.min(
-            resolved.brokerTimeoutMs + (blockingClient === undefined ? 0 : blockMs),
+            resolved.brokerTimeoutMs + (blockingClient === undefined ? 0 : waitMs),
             MAX_TIMER_MS,
           ),
         );
@@ -433,7 +449,7 @@ export async function idempotentConsumer(
         if (newest !== undefined) lastRead = newest;
         for (const entry of read.entries) await start(entry, 1);
         if (read.entries.length === 0 && blockingClient === undefined)
-          await sleep(pollMs, stop.signal);
+          await sleep(Math.min(pollMs, untilClaim), stop.signal);
       } catch (error) {
         if (stop.signal.aborted) break;
         reportError('read', error);
@@ -487,7 +503,10 @@ export async function idempotentConsumer(
  */
 function isScriptRefused(error: unknown): boolean {
   const message = String((error as Error | undefined)?.message);
-  return message.startsWith('CROSSSLOT') || /^NOPERM.*'eval'|unknown command 'eval'/i.test(message);
+  // Redis 7 quotes the command's name in single quotes, Redis 6.2 (and proxies copying it) in backticks.
+  return (
+    message.startsWith('CROSSSLOT') || /^NOPERM.*'eval'|unknown command [`']eval[`']/i.test(message)
+  );
 }
 
 /**

@@ -1,0 +1,165 @@
+/**
+ * A dead letter written once where the dead-letter script cannot run, against a real Redis: a user whose
+ * ACL denies `EVAL` (`NOPERM`), so the consumer writes the letter and acks the entry in two commands,
+ * `XADD` then `XACK`. The case that wrote two letters: the `XADD` lands and the `XACK` fails (here the
+ * same user's ACL denies `XACK` for that moment; a dropped connection or a timeout does the same), so the
+ * entry stays pending, is reclaimed, finds its letter recorded and wrote it again. Now that redelivery
+ * finds the letter in the dead-letter stream (its entry id, consumer and `failedAt`) and only acks.
+ */
+import { createClient } from 'redis';
+import { describe, expect, it } from 'vitest';
+import { createIdempotency, memoryStore } from '../../../src/index.js';
+import { idempotentConsumer, type RedisStreamsClient } from '../../../src/redis-streams/index.js';
+import { env } from '../../helpers/env.js';
+import { streamsFixture } from '../../helpers/streams-fixture.js';
+import { waitUntil } from '../../helpers/wait-until.js';
+
+describe('Redis Streams consumer: dead letters written once without the script', () => {
+  const fixture = streamsFixture();
+  const { run, streams, cleanups, add } = fixture;
+
+  /** An ACL user of this run, denied `EVAL`/`EVALSHA` (`-@scripting`), deleted after the file. */
+  async function userWithoutScripts(name: string) {
+    await fixture.admin.sendCommand(['ACL', 'SETUSER', name, 'reset', 'on', `>${run}`, '~*', '&*']);
+    await fixture.admin.sendCommand(['ACL', 'SETUSER', name, '+@all', '-@scripting']);
+    cleanups.push(() => fixture.admin.sendCommand(['ACL', 'DELUSER', name]));
+    const url = new URL(env.redisUrl);
+    url.username = name;
+    url.password = run;
+    const client = createClient({ url: url.toString() });
+    client.on('error', () => {});
+    await client.connect();
+    cleanups.push(() => client.destroy());
+    return client;
+  }
+
+  const letters = async (stream: string) =>
+    (
+      (await fixture.admin.sendCommand(['XRANGE', `${stream}:dlq`, '-', '+'])) as Array<
+        [string, string[]]
+      >
+    ).map(([, fields]) => fields[fields.indexOf('x-idempotency-entry-id') + 1]);
+
+  const pending = async (stream: string) =>
+    Number(((await fixture.admin.sendCommand(['XPENDING', stream, 'workers'])) as [number])[0]);
+
+  it.each([[0], [250]])(
+    'writes no second letter when the XACK after its XADD failed (%i letters added after it)',
+    async (others) => {
+      // Arrange: a user without scripting; its XACK denied until the letter is in the DLQ.
+      const user = `ik-test-noeval-${run}-${others}`;
+      const stream = `ik-test:streams-dead-letter-fallback:${run}:${others}`;
+      streams.push(stream, `${stream}:dlq`);
+      const client = await userWithoutScripts(user);
+      await fixture.admin.sendCommand(['ACL', 'SETUSER', user, '-xack']);
+      const calls: string[] = [];
+      const events: string[] = [];
+      const consumer = await idempotentConsumer(
+        client,
+        (_entry, context) => {
+          calls.push(context.key);
+          throw new Error('boom');
+        },
+        {
+          stream,
+          group: 'workers',
+          name: `dead-letter-fallback-${run}`,
+          idempotency: createIdempotency({ store: memoryStore() }),
+          maxDeliveries: 1,
+          maxRetryDelay: '100ms',
+          minIdle: '200ms',
+          claimInterval: '50ms',
+          pollInterval: '20ms',
+          hooks: {
+            onDeadLetter: (event) => void events.push(`dead-letter:${event.deliveryCount}`),
+            onDuplicate: (event) => void events.push(`duplicate:${event.deliveryCount}`),
+            onBrokerError: (event) =>
+              void events.push(`broker-error:${event.operation}:${event.deliveryCount}`),
+          },
+        },
+      );
+      cleanups.push(() => consumer.close());
+      const id = (await add(stream, 'dead-fallback')) as string;
+
+      // Act: the XADD lands, the XACK fails (NOPERM); then XACK is allowed again and the entry reclaimed.
+      await waitUntil('the letter', async () => (await letters(stream)).length > 0, 10_000);
+      await waitUntil('the failed XACK', () => events.includes('broker-error:dead_letter:1'));
+      // Letters of other entries after it: the look pages back through them (100 a page) to find it.
+      const added = Array.from({ length: others }, (_, index) => `other-${index}`);
+      for (const other of added) {
+        await fixture.admin.sendCommand([
+          'XADD',
+          `${stream}:dlq`,
+          '*',
+          'x-idempotency-entry-id',
+          other,
+        ]);
+      }
+      await fixture.admin.sendCommand(['ACL', 'SETUSER', user, '+xack']);
+      await waitUntil('the entry acked', async () => (await pending(stream)) === 0, 10_000);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+
+      // Assert: one letter (before: two), the handler run once, the letter reported once.
+      expect(await consumer.close()).toBe(true);
+      expect(await letters(stream)).toEqual([id, ...added]);
+      expect(calls).toEqual(['dead-fallback']);
+      expect(events.filter((event) => !event.startsWith('broker-error'))).toEqual([
+        'dead-letter:2',
+      ]);
+    },
+  );
+
+  it('writes no second letter when the XADD landed and its reply was lost', async () => {
+    // Arrange: a user without scripting, through a client whose first XADD lands but answers with an
+    // error (a connection dropped after the command was written: the reply never comes).
+    const stream = `ik-test:streams-dead-letter-fallback:${run}:lost-reply`;
+    streams.push(stream, `${stream}:dlq`);
+    const real = await userWithoutScripts(`ik-test-noeval-${run}-lost`);
+    let lost = 0;
+    const client: RedisStreamsClient = {
+      sendCommand: async (args: Array<string | Buffer>, options?: object) => {
+        const reply = await real.sendCommand(args, options);
+        if (String(args[0]) === 'XADD' && lost++ === 0)
+          throw new Error('Socket closed unexpectedly');
+        return reply;
+      },
+    };
+    const calls: string[] = [];
+    const events: string[] = [];
+    const consumer = await idempotentConsumer(
+      client,
+      (_entry, context) => {
+        calls.push(context.key);
+        throw new Error('boom');
+      },
+      {
+        stream,
+        group: 'workers',
+        name: `dead-letter-fallback-${run}-lost`,
+        idempotency: createIdempotency({ store: memoryStore() }),
+        maxDeliveries: 1,
+        maxRetryDelay: '100ms',
+        minIdle: '200ms',
+        claimInterval: '50ms',
+        pollInterval: '20ms',
+        hooks: {
+          onDeadLetter: (event) => void events.push(`dead-letter:${event.deliveryCount}`),
+          onDuplicate: (event) => void events.push(`duplicate:${event.deliveryCount}`),
+        },
+      },
+    );
+    cleanups.push(() => consumer.close());
+
+    // Act
+    const id = (await add(stream, 'dead-lost-reply')) as string;
+    await waitUntil('the letter reported', () => events.length > 0, 10_000);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+
+    // Assert: one letter (before: two), the entry acked by the redelivery that found it.
+    expect(await consumer.close()).toBe(true);
+    expect(await letters(stream)).toEqual([id]);
+    expect(await pending(stream)).toBe(0);
+    expect(calls).toEqual(['dead-lost-reply']);
+    expect(events).toEqual(['dead-letter:2']);
+  });
+});
