@@ -89,7 +89,9 @@ const TEXTS: Readonly<Record<CliCommandName, CommandHelpText>> = {
     summary:
       'Create or upgrade the records table: applies the pending migrations in one transaction (PostgreSQL:\n' +
       'under an advisory lock, creating the schema if needed; SQLite: creating the file if needed). Safe from\n' +
-      'several processes at once: only one applies. Redis has no table and needs no migration.',
+      'several processes at once: only one applies. PostgreSQL: a migration waits at most 2 s for a lock the\n' +
+      "application's transactions hold (claims queue behind it), then retries; it fails, naming the holder,\n" +
+      'after 5 attempts. Redis has no table and needs no migration.',
     options: [
       postgres,
       ['--sqlite <file>', 'SQLite database file (created if needed)'],
@@ -98,7 +100,7 @@ const TEXTS: Readonly<Record<CliCommandName, CommandHelpText>> = {
       timeout,
       [
         '--statement-timeout <duration>',
-        "PostgreSQL: how long one statement may go unanswered (default: no bound, as\nmigrate may wait for the locks of the application's transactions)",
+        'PostgreSQL: how long one statement may go unanswered (default: no bound, as\na migration may take long; its lock waits are bounded on their own)',
       ],
       help,
     ],

@@ -41,11 +41,13 @@ export async function migrateCommand(
   };
   const result = await migrate(pool, options);
   const target = postgresTarget(args);
-  print(
-    result.applied.length === 0
-      ? `${target} is up to date (version ${result.version})`
-      : `${target}: applied ${result.applied.join(', ')} (now at version ${result.version})`,
-  );
+  if (result.applied.length > 0) {
+    print(`${target}: applied ${result.applied.join(', ')} (now at version ${result.version})`);
+  }
+  // A table a newer release migrated further is not "up to date" for this one: say what it is at.
+  if (result.warning !== undefined) print(result.warning);
+  else if (result.applied.length === 0)
+    print(`${target} is up to date (version ${result.version})`);
 }
 
 /** `migrate` on SQLite: create the file if needed, apply pending migrations and say what happened. */

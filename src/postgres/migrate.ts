@@ -4,10 +4,15 @@
  * at once therefore never race: the second waits, then finds everything applied. Migrators of different
  * tables run in parallel and may both create a new schema: the one that loses that race uses the
  * winner's. DDL is transactional in PostgreSQL, so a failed migration leaves nothing half-done.
+ *
+ * Run while the service is serving, a migration waits for its locks at most `lockTimeoutMs` at a time (see
+ * `./migrate-lock.ts`), and a table that a newer release migrated further is reported as such, not failed:
+ * older code keeps running on it during a rolling deploy.
  * @module
  */
 import { POSTGRES_STORE_OBJECTS } from '../core/derived-names.js';
-import { InvalidOptionsError } from '../core/errors.js';
+import type { Duration } from '../core/duration.js';
+import { InvalidOptionsError, StoreUnavailableError } from '../core/errors.js';
 import { checkMigrationsOwner, type MigrationRow } from '../core/migrations-owner.js';
 import {
   guardConnection,
@@ -16,7 +21,21 @@ import {
   type PgQueryable,
   toStoreError,
 } from './client.js';
-import { DEFAULT_SCHEMA, DEFAULT_TABLE, renderSql, tableNames } from './identifiers.js';
+import { isLockTimeout } from './held-key.js';
+import {
+  DEFAULT_SCHEMA,
+  DEFAULT_TABLE,
+  renderSql,
+  type TableNames,
+  tableNames,
+} from './identifiers.js';
+import {
+  describeLockHolders,
+  lockTimeoutMessage,
+  type MigrateLockWait,
+  migrateLockWait,
+  migrateRetryDelayMs,
+} from './migrate-lock.js';
 import { migrations } from './migrations.gen.js';
 import { createSchemaIfMissing } from './schema.js';
 import { createMigrationsTable } from './sql.gen.js';
@@ -28,23 +47,50 @@ export interface MigrateOptions {
   schema?: string;
   /** Name of the records table. @default 'idempotency_records' */
   table?: string;
+  /**
+   * How long a migration waits for a lock (its transaction's `lock_timeout`), in ms or a duration string
+   * (`'2s'`). While an `ALTER TABLE` waits behind a long transaction, every claim on the table waits behind
+   * it: past this bound the migration rolls back, lets the claims through, and tries again.
+   * @default 2000
+   */
+  lockTimeoutMs?: Duration;
+  /**
+   * How many times a migration that timed out waiting for a lock is tried again, after a pause that doubles
+   * from `lockTimeoutMs` (at most 30 s); then `migrate()` fails, naming the transaction that held the table.
+   * @default 4
+   */
+  lockRetries?: number;
 }
 
 /** What {@link migrate} did. */
 export interface MigrateResult {
   /** Names of the migrations applied by this call, in order (empty when already up to date). */
   applied: string[];
-  /** Id of the newest migration now in place. */
+  /** Id of the newest migration this release knows, now in place. */
   version: number;
+  /**
+   * Only when a newer release migrated the table further than this one knows: the id of the newest migration
+   * recorded on it, greater than `version`. Absent otherwise, so the result of an up-to-date table is
+   * unchanged.
+   */
+  schemaVersion?: number;
+  /**
+   * With `schemaVersion`: says the table is ahead of this release and names the newer migrations, for the
+   * log. Nothing was applied or undone.
+   */
+  warning?: string;
 }
 
 /**
  * Bring the records table up to date.
  *
  * Pass a node-postgres `Pool` (a connection is checked out for the transaction) or a single connected
- * client that is not inside a transaction.
- * @throws StoreUnavailableError when the database fails (nothing is applied then).
- * @throws InvalidOptionsError for a bad schema or table name.
+ * client that is not inside a transaction. A table that a newer release migrated further is left as it is
+ * and reported in `schemaVersion` and `warning`, not refused, so that older code starting up during a rolling
+ * deploy keeps working.
+ * @throws StoreUnavailableError when the database fails, or a migration's lock was not granted within
+ * `lockTimeoutMs` on any of its attempts (nothing is applied then).
+ * @throws InvalidOptionsError for a bad schema or table name, lock timeout or retry count.
  * @example
  * await migrate(pool, { schema: 'billing' });
  */
@@ -56,6 +102,7 @@ export async function migrate(
     throw new InvalidOptionsError('migrate: expected a pool or client with query(text, params)');
   }
   const names = tableNames(options.schema ?? DEFAULT_SCHEMA, options.table ?? DEFAULT_TABLE);
+  const wait = migrateLockWait(options);
   let client: PgQueryable;
   let checkedOut: PgPoolClient | undefined;
   try {
@@ -94,21 +141,22 @@ export async function migrate(
       'migrate',
       `${names.schemaName}.${names.tableName}_migrations`,
     );
-    const done = new Set((rows as Array<{ id: number }>).map((row) => row.id));
+    const recorded = rows as Array<{ id: number; name: string }>;
+    const done = new Set(recorded.map((row) => row.id));
     checkNames(!done.has(1));
-    const applied: string[] = [];
-    for (const migration of migrations) {
-      if (done.has(migration.id)) continue;
-      await client.query(renderSql(migration.sql, names));
-      await client.query(`INSERT INTO ${names.migrationsTable} (id, name) VALUES ($1, $2)`, [
-        migration.id,
-        migration.name,
-      ]);
-      applied.push(migration.name);
-    }
+    const pending = migrations.filter((migration) => !done.has(migration.id));
+    const applied = await applyPending(client, names, pending, wait);
     await client.query('COMMIT');
     const version = Math.max(0, ...migrations.map((m) => m.id));
-    return { applied, version };
+    const newer = recorded.filter((row) => row.id > version).sort((a, b) => a.id - b.id);
+    if (newer.length === 0) return { applied, version };
+    const schemaVersion = newer[newer.length - 1]!.id;
+    const warning =
+      `${names.schemaName}.${names.tableName} is at version ${schemaVersion}, newer than this release ` +
+      `knows (${version}): a newer release applied ${newer.map((row) => row.name).join(', ')}. Nothing was ` +
+      'applied or undone; this release runs on it as long as those migrations keep older code working ' +
+      '(see their release notes)';
+    return { applied, version, schemaVersion, warning };
   } catch (error) {
     failure = error;
     await client.query('ROLLBACK').catch(() => {});
@@ -121,3 +169,50 @@ export async function migrate(
     checkedOut?.release(failure instanceof Error ? failure : undefined);
   }
 }
+
+/**
+ * Apply `pending` in the caller's transaction, each statement waiting at most `wait.lockTimeoutMs` for a lock.
+ * On a lock timeout the attempt is rolled back to a savepoint and tried again after a pause: the locks the
+ * migrations took are released, so the claims queued behind them run, while the advisory lock (taken before)
+ * is kept, so the other migrators of the table keep waiting for this one instead of each taking its turn at
+ * stalling the claims. Nothing another migrator could change is re-read: the pending list stays true.
+ */
+async function applyPending(
+  client: PgQueryable,
+  names: TableNames,
+  pending: ReadonlyArray<{ id: number; name: string; sql: string }>,
+  wait: MigrateLockWait,
+): Promise<string[]> {
+  if (pending.length === 0) return [];
+  // Transaction-local: the connection goes back to its pool with its own setting.
+  await client.query(`SET LOCAL lock_timeout = ${wait.lockTimeoutMs}`);
+  for (let attempt = 0; ; attempt++) {
+    await client.query('SAVEPOINT idempotency_kit_migrate');
+    let current = pending[0]!;
+    try {
+      for (const migration of pending) {
+        current = migration;
+        await client.query(renderSql(migration.sql, names));
+        await client.query(`INSERT INTO ${names.migrationsTable} (id, name) VALUES ($1, $2)`, [
+          migration.id,
+          migration.name,
+        ]);
+      }
+      await client.query('RELEASE SAVEPOINT idempotency_kit_migrate');
+      return pending.map((migration) => migration.name);
+    } catch (error) {
+      if (!isLockTimeout(error)) throw error;
+      await client.query('ROLLBACK TO SAVEPOINT idempotency_kit_migrate');
+      if (attempt >= wait.lockRetries) {
+        const holders = await describeLockHolders(client, names.table);
+        throw new StoreUnavailableError(
+          lockTimeoutMessage(current.name, names.table, wait, holders),
+          { cause: error },
+        );
+      }
+      await sleep(migrateRetryDelayMs(wait.lockTimeoutMs, attempt + 1));
+    }
+  }
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));

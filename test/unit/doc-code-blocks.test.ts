@@ -218,6 +218,21 @@ declare const pool: pg.Pool;`,
   },
   {
     doc: 'docs/stores/postgres.md',
+    contains: "lockTimeoutMs: '5s'",
+    prelude: `import { migrate } from 'idempotency-kit/postgres';
+import type pg from 'pg';
+declare const pool: pg.Pool;`,
+  },
+  {
+    doc: 'docs/stores/postgres.md',
+    contains: 'logger.warn(result.warning)',
+    prelude: `import { migrate } from 'idempotency-kit/postgres';
+import type pg from 'pg';
+declare const pool: pg.Pool;
+declare const logger: { warn(message: string): void };`,
+  },
+  {
+    doc: 'docs/stores/postgres.md',
     contains: "postgresTransactional({ pool, namespace: 'shop' })",
     wrap: true,
     prelude: `import { postgresTransactional } from 'idempotency-kit/postgres';
