@@ -239,6 +239,8 @@ function install(fastify: FastifyInstance, options: FastifyIdempotencyOptions): 
   const scope = scopeFunctionOption(options.scope);
   const policies = new WeakMap<HttpRouteOptions, RoutePolicy>();
   const running = new WeakMap<FastifyRequest, Running>();
+  // Requests answered after the claim before their handler was called (`capture`): it must never run.
+  const answeredFirst = new WeakSet<FastifyRequest>();
   // `METHOD url` of each route `onRoute` saw, with how many times (one per constraint variant).
   const seen = new Map<string, number>();
 
@@ -276,6 +278,11 @@ function install(fastify: FastifyInstance, options: FastifyIdempotencyOptions): 
   // was stored and replayed to every retry of the key. Returns what the handler returns, untouched.
   const markStart = (handler: RouteHandlerMethod): RouteHandlerMethod =>
     function (this: FastifyInstance, request, reply) {
+      // A hook answered first, and its key was released: not run. Fastify goes on to the handler when an
+      // async hook sent without `return reply` while an async onSend (the capture) still runs, since
+      // `reply.sent` is false until the response ended: the charge then ran with its key free, and the
+      // retry ran it again.
+      if (answeredFirst.has(request)) return undefined;
       const current = running.get(request);
       if (current !== undefined) current.started = true;
       return handler.call(this, request, reply);
@@ -290,6 +297,15 @@ function install(fastify: FastifyInstance, options: FastifyIdempotencyOptions): 
         if (decision.action === 'pass') return next();
         if (decision.action === 'respond') {
           void sendAnswer(request, reply, decision.response);
+          return;
+        }
+        // Answered while the claim was in flight (`handlerTimeout` passing during a slow claim): Fastify
+        // runs no hook nor the handler after a reply that ended, so nothing would settle the claim, held in
+        // progress until maxExecution (every retry answered 409 in_progress). Nothing ran: released.
+        if (reply.sent) {
+          void decision.execution.fail(
+            new Error('The request was answered before its claim was made'),
+          );
           return;
         }
         running.set(request, { execution: decision.execution });
@@ -337,17 +353,20 @@ function install(fastify: FastifyInstance, options: FastifyIdempotencyOptions): 
     const current = running.get(request);
     if (current === undefined) return payload;
     running.delete(request);
+    // Answered after the claim before the handler was called (a hook's reply, or `handlerTimeout` passing
+    // in a slow hook): nothing ran, and `markStart` will not run it now, so the key is released. Checked
+    // first: a timeout's marker kept for a handler that never ran answered every retry 409 for good.
+    if (current.started !== true) {
+      answeredFirst.add(request);
+      await current.execution.fail(current.error);
+      return payload;
+    }
     // Fastify's `handlerTimeout` answered while the handler still runs (it only aborts `request.signal`):
     // not the handler's outcome, and its own answer, sent late, never reaches `onSend`. Released, a retry
     // ran the handler beside the first (a second charge): a marker is kept instead (`cutOff`), so every
     // retry is answered `response_not_captured`, whatever the handler goes on to do.
     if (isHandlerTimeout(current.error)) {
       await current.execution.cutOff(reply.statusCode);
-      return payload;
-    }
-    // Answered by a hook after the claim, before the handler ran: nothing ran, so the key is released.
-    if (current.started !== true) {
-      await current.execution.fail(current.error);
       return payload;
     }
     return capturePayload(reply, current, payload);

@@ -3,11 +3,14 @@
  * That 503 is Fastify's, not the handler's outcome: the key is not released, so a retry is answered 409
  * `response_not_captured` instead of running the charge a second time beside the first, also once the
  * engine's `maxExecution` and the lease have passed (left in progress, the key was then taken over).
+ * When it passes in a hook that runs after the claim, before the handler, or while the claim itself is
+ * being made, nothing ran: the key is released.
  */
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import fastify, { type FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
 import { afterEach, expect, it } from 'vitest';
 import { idempotencyPlugin } from '../../../src/fastify/index.js';
 import { createIdempotency, memoryStore } from '../../../src/index.js';
@@ -49,4 +52,77 @@ it('keeps the key of a handler Fastify timed out: the retry gets 409, never a se
   expect(((await later.json()) as { code: string }).code).toBe('response_not_captured');
   expect(charged).toBe(1);
   expect(started).toBe(1);
+});
+
+it('releases the key when handlerTimeout passes in a hook after the claim: the handler never ran', async () => {
+  let charged = 0;
+  let hooked = 0;
+  app = fastify();
+  await app.register(idempotencyPlugin, {
+    engine: createIdempotency({ store: memoryStore(), leaseMs: 300, maxExecution: '1s' }),
+  });
+  // A slow preHandler that another plugin's onRoute hook adds, so that Fastify runs it after the claim.
+  await app.register(
+    fp(async (instance) => {
+      instance.addHook('onRoute', (route) => {
+        const slow = async () => {
+          hooked++;
+          if (hooked === 1) await sleep(400); // only the first request's
+        };
+        route.preHandler = [route.preHandler ?? [], slow].flat();
+      });
+    }),
+  );
+  app.post('/charges', { handlerTimeout: 100 }, async (_request, reply) => {
+    charged++;
+    return reply.code(201).send({ charged });
+  });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/charges`;
+  const key = randomUUID();
+  const post = () => fetch(url, { method: 'POST', headers: { 'idempotency-key': key } });
+
+  const first = await post();
+  expect(first.status).toBe(503); // FST_ERR_HANDLER_TIMEOUT, in the slow hook
+  await sleep(500); // the slow hook has returned: its handler is never run
+  expect(charged).toBe(0);
+  // Before, a response_not_captured marker was kept: every retry was answered 409, and nothing charged.
+  const retry = await post();
+  expect(retry.status).toBe(201);
+  expect(charged).toBe(1);
+});
+
+it('releases the key when handlerTimeout passes while the claim is being made', async () => {
+  let charged = 0;
+  const store = memoryStore();
+  // The first claim answers after the timeout (a store under load).
+  const claim = store.claim.bind(store);
+  let slow = true;
+  store.claim = async (...args: Parameters<typeof claim>) => {
+    if (slow) {
+      slow = false;
+      await sleep(300);
+    }
+    return claim(...args);
+  };
+  app = fastify();
+  await app.register(idempotencyPlugin, {
+    engine: createIdempotency({ store, leaseMs: 300, maxExecution: '10s' }),
+  });
+  app.post('/charges', { handlerTimeout: 100 }, async (_request, reply) => {
+    charged++;
+    return reply.code(201).send({ charged });
+  });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/charges`;
+  const key = randomUUID();
+  const post = () => fetch(url, { method: 'POST', headers: { 'idempotency-key': key } });
+
+  const first = await post();
+  expect(first.status).toBe(503); // FST_ERR_HANDLER_TIMEOUT, the claim still on its way
+  await sleep(400); // the claim was made: Fastify runs nothing after the reply that ended
+  // Before, the claim stayed in progress (its lease extended) until maxExecution: every retry got 409.
+  const retry = await post();
+  expect(retry.status).toBe(201);
+  expect(charged).toBe(1);
 });

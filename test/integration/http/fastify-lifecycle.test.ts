@@ -42,6 +42,10 @@ async function start(): Promise<string> {
           if (request.headers['x-api-key'] === 'bad') {
             throw Object.assign(new Error('unauthenticated'), { statusCode: 401 });
           }
+          // Sent before the hook returns, without `return reply`: a style Fastify's docs allow.
+          if (request.headers['x-soft-limit'] === 'yes') {
+            reply.code(429).send({ error: 'too many requests' });
+          }
         };
         route.preHandler = [route.preHandler ?? [], limit].flat();
       });
@@ -127,6 +131,25 @@ it('never stores a reply from a preHandler another plugin’s onRoute hook added
     expect(replay.headers.get('idempotent-replayed')).toBe('true');
   }
   expect(runs.get('/rate-limited')).toBe(2);
+});
+
+it('never runs the handler of a key released for a reply an async preHandler sent without returning it', async () => {
+  const base = await start();
+  const key = randomUUID();
+  const refused = await post(`${base}/rate-limited`, {
+    'idempotency-key': key,
+    'x-soft-limit': 'yes',
+  });
+  expect(refused.status).toBe(429);
+  // Before, Fastify went on to the handler while the capture released the key (reply.sent is false until
+  // the response ended): it charged with the key free, the client got its 201 in place of the 429, and
+  // the retry below charged a second time.
+  const accepted = await post(`${base}/rate-limited`, { 'idempotency-key': key });
+  expect(accepted.status).toBe(201);
+  expect(accepted.headers.get('idempotent-replayed')).toBeNull();
+  const replay = await post(`${base}/rate-limited`, { 'idempotency-key': key });
+  expect(replay.headers.get('idempotent-replayed')).toBe('true');
+  expect(runs.get('/rate-limited')).toBe(1);
 });
 
 it('releases the key of a reply stream that fails, so the retry runs again', async () => {
