@@ -171,6 +171,10 @@ export async function idempotentConsumer(
   const { config, stream_name } = await consumer.info(true);
   const limits = checkConsumerConfig(config, resolved.policy.maxDeliveries, givenWorkingMs);
   const redeliverable = redeliveryCheck(config);
+  const lastServerDelivery = (deliveryCount: number) =>
+    config.max_deliver !== undefined &&
+    config.max_deliver > 0 &&
+    deliveryCount >= config.max_deliver;
   if (deadLetterSubject !== undefined) {
     await refuseOwnDeadLetters(consumer, stream_name, config, deadLetterSubject);
   }
@@ -196,7 +200,9 @@ export async function idempotentConsumer(
       message,
       deliveryCount: message.info.deliveryCount,
       brokerId: brokerId(message),
-      mayHandBack: true,
+      // On the last delivery the server's max_deliver allows, a handed-back delivery is not credited: the
+      // retry it would buy is never made (the server drops the message), so a failure dead-letters instead.
+      mayHandBack: !lastServerDelivery(message.info.deliveryCount),
       ack: () => {
         ensureOpen();
         message.ack();

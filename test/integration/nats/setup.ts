@@ -32,7 +32,11 @@ export interface NatsFixture {
 }
 
 /** Create the fixture; `ackWaitMs` is the consumer's AckWait. */
-export async function natsFixture(label: string, ackWaitMs = 5000): Promise<NatsFixture> {
+export async function natsFixture(
+  label: string,
+  ackWaitMs = 5000,
+  maxDeliver = -1,
+): Promise<NatsFixture> {
   await requireService('NATS', env.natsUrl);
   const id = `${label}-${randomUUID().slice(0, 8)}`;
   const stream = `IK_TEST_${id.replace(/[^A-Za-z0-9]/g, '_')}`;
@@ -47,7 +51,7 @@ export async function natsFixture(label: string, ackWaitMs = 5000): Promise<Nats
     ack_policy: AckPolicy.Explicit,
     filter_subject: subject,
     ack_wait: ackWaitMs * 1_000_000,
-    max_deliver: -1,
+    max_deliver: maxDeliver,
   });
   const js = jetstream(nc);
   return {

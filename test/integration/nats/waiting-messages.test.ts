@@ -128,6 +128,70 @@ describe('NATS consumer: messages waiting for a handler slot', () => {
     }
   });
 
+  it('dead-letters a failure on the last delivery max_deliver allows, a hand-back before it notwithstanding', async () => {
+    // Arrange: as above, with max_deliver 2 = maxDeliveries: m2 is handed back from behind A's stuck slot
+    // (delivery 1, recorded), then fails in B on delivery 2, the server's last. Crediting the hand-back
+    // would ask for a retry the server never makes (it drops the message): dead-lettered instead.
+    const w = await natsFixture('last-delivery', 1000, 2);
+    try {
+      const store = memoryStore();
+      const startedA: string[] = [];
+      let release = () => {};
+      const held = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      const a = await idempotentConsumer(
+        await w.js.consumers.get(w.stream, w.durable),
+        async (_message, context) => {
+          startedA.push(`${context.key}#${context.deliveryCount}`);
+          await held;
+        },
+        {
+          name: w.stream,
+          idempotency: createIdempotency({ store }),
+          concurrency: 1,
+          maxDeliveries: 2,
+          drainTimeout: '100ms',
+        },
+      );
+      await w.publish('m1');
+      await w.publish('m2');
+      await until('m1 started in A', () => startedA.length === 1);
+      await new Promise((resolve) => setTimeout(resolve, 300)); // m2 waits in A
+      const runsB: string[] = [];
+      const outcome: string[] = [];
+      const b = await idempotentConsumer(
+        await w.js.consumers.get(w.stream, w.durable),
+        (_message, context) => {
+          runsB.push(`${context.key}#${context.deliveryCount}`);
+          throw new Error('card declined');
+        },
+        {
+          name: w.stream,
+          idempotency: createIdempotency({ store }),
+          maxDeliveries: 2,
+          backoff: () => 50,
+          hooks: {
+            onRetry: (event) => void outcome.push(`retry ${event.key}#${event.deliveryCount}`),
+            onDeadLetter: (event) =>
+              void outcome.push(`dead-lettered ${event.key}#${event.deliveryCount}`),
+          },
+        },
+      );
+      // Act
+      await until('m2 settled in B', () => outcome.length >= 1, 10_000);
+      release();
+      await b.close();
+      await a.close();
+      // Assert
+      expect(startedA).toEqual(['m1#1']);
+      expect(runsB).toEqual(['m2#2']);
+      expect(outcome).toEqual(['dead-lettered m2#2']);
+    } finally {
+      await w.destroy();
+    }
+  });
+
   it('records the deliveries close() hands back, so that they do not count against maxDeliveries', async () => {
     // Arrange: consumer A, one slot held by m1; m2 waits behind it until A.close() hands it back (a
     // deploy). The record is what keeps that delivery, never run, from counting against maxDeliveries
