@@ -21,6 +21,7 @@ import type {
   RouteHandlerMethod,
 } from 'fastify';
 import fp from 'fastify-plugin';
+import { InvalidOptionsError } from '../core/errors.js';
 import { keptRawBody } from '../http/fingerprint.js';
 import {
   type CapturedResponse,
@@ -230,9 +231,23 @@ const plugin: FastifyPluginCallback<FastifyIdempotencyOptions> = (fastify, optio
   done();
 };
 
+// Set on the instance the plugin's hooks go to. Fastify makes an encapsulated scope from its parent with
+// `Object.create`, so a child sees its ancestors' mark and a sibling does not.
+const REGISTERED = Symbol.for('idempotency-kit.fastify-registered');
+
 // The options checked and resolved once, and the hooks that apply them.
 function install(fastify: FastifyInstance, options: FastifyIdempotencyOptions): void {
   checkAdapterOptions(options, 'idempotencyPlugin', PLUGIN_OWN_OPTIONS);
+  // Registered in an enclosing scope too, both layers would claim each request of this one: the inner
+  // claim meets the outer's, so every request was answered 409 in_progress and no handler ever ran.
+  if ((fastify as unknown as Record<symbol, unknown>)[REGISTERED] === true) {
+    throw new InvalidOptionsError(
+      'idempotencyPlugin: already registered in this scope or an enclosing one, whose hooks reach these ' +
+        'routes too (each request would be claimed twice and answered 409). Register it once per scope ' +
+        "tree, in sibling scopes for different options, or set a route's own in config.idempotency",
+    );
+  }
+  (fastify as unknown as Record<symbol, unknown>)[REGISTERED] = true;
   const engine = resolveEngine(options);
   const base = routeOptionsOf(options);
   const defaults = resolvePolicy(base);

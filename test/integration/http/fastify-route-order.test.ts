@@ -64,8 +64,6 @@ describe('routes declared before the Fastify plugin', () => {
 
   it('accepts one registration per encapsulated scope, each with its own options, and applies each', async () => {
     const app = fastify();
-    await app.register(idempotencyPlugin, { store: memoryStore() });
-    app.post('/orders', handler);
     await app.register(
       async (v1) => {
         await v1.register(idempotencyPlugin, { store: memoryStore(), key: 'required' });
@@ -81,7 +79,8 @@ describe('routes declared before the Fastify plugin', () => {
       { prefix: '/v2' },
     );
     // Before, every registration took the others' routes (listed with a capture hook of the same name)
-    // for its own declared before it: ready() failed with "POST /orders … was declared before the plugin".
+    // for its own declared before it: ready() failed with "POST /v1/payments … was declared before the
+    // plugin".
     await expect(app.ready()).resolves.toBeDefined();
     const required = await app.inject({ method: 'POST', url: '/v1/payments' });
     expect(required.statusCode).toBe(400);
@@ -96,9 +95,22 @@ describe('routes declared before the Fastify plugin', () => {
     await app.close();
   });
 
+  it('refuses a registration in a scope whose enclosing scope has one: each request would be claimed twice', async () => {
+    const app = fastify();
+    const store = memoryStore();
+    await app.register(idempotencyPlugin, { store });
+    app.register(async (v1) => {
+      await v1.register(idempotencyPlugin, { store, key: 'required' });
+      v1.post('/v1/payments', handler);
+    });
+    // Before, both layers claimed each request of /v1 in the same store: every keyed request got 409.
+    await expect(app.ready()).rejects.toThrow(
+      /idempotencyPlugin: already registered in this scope or an enclosing one/,
+    );
+  });
+
   it('still fails ready() for a route declared before the registration of its own scope', async () => {
     const app = fastify();
-    await app.register(idempotencyPlugin, { store: memoryStore() });
     await app.register(async (v1) => {
       v1.post('/v1/early', handler);
       await v1.register(idempotencyPlugin, { store: memoryStore(), key: 'required' });
