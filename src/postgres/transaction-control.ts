@@ -8,15 +8,60 @@
  * @module
  */
 
-// Leading white space and comments, which PostgreSQL skips before a statement's first keyword.
-const LEADING_NOISE = /^(?:\s+|--[^\n]*(?:\n|$)|\/\*[\s\S]*?\*\/)*/;
+/**
+ * The first `count` words of `text`, lower-cased, as PostgreSQL reads them: white space and comments
+ * (`--` to the end of the line, and block comments, which nest) between them skipped. Stops at anything that
+ * is not a word (a `;`, a quote, `(`): the words after it belong to another statement or are no keywords.
+ */
+function leadingWords(text: string, count: number): string[] {
+  const words: string[] = [];
+  let i = 0;
+  while (words.length < count && i < text.length) {
+    const char = text[i]!;
+    if (/\s/.test(char)) {
+      i++;
+    } else if (text.startsWith('--', i)) {
+      const newline = text.indexOf('\n', i);
+      i = newline === -1 ? text.length : newline + 1;
+    } else if (text.startsWith('/*', i)) {
+      let depth = 0;
+      do {
+        if (text.startsWith('/*', i)) {
+          depth++;
+          i += 2;
+        } else if (text.startsWith('*/', i)) {
+          depth--;
+          i += 2;
+        } else i++;
+      } while (depth > 0 && i < text.length);
+    } else {
+      const word = /^[A-Za-z_]+/.exec(text.slice(i, i + 64))?.[0];
+      if (word === undefined) break;
+      words.push(word.toLowerCase());
+      i += word.length;
+    }
+  }
+  return words;
+}
 
 // The first keyword of a statement that ends the transaction, or would open another: BEGIN (a warning and
 // nothing more inside one, but the library that sends it sends COMMIT next), START TRANSACTION, COMMIT,
 // END, ABORT, ROLLBACK other than ROLLBACK [WORK | TRANSACTION] TO [SAVEPOINT] (which stays inside it, as
 // SAVEPOINT and RELEASE do), and PREPARE TRANSACTION (PREPARE name AS … is a prepared statement).
-const ENDS_TRANSACTION =
-  /^(?:begin|start|commit|end|abort|rollback(?!\s+(?:(?:work|transaction)\s+)?to\b)|prepare\s+transaction)\b/i;
+const ENDS_TRANSACTION = new Set(['begin', 'start', 'commit', 'end', 'abort']);
+
+function endsTransaction(words: readonly string[]): boolean {
+  const [first, second, third] = words;
+  if (first === undefined) return false;
+  if (ENDS_TRANSACTION.has(first)) return true;
+  if (first === 'rollback') {
+    return !(
+      second === 'to' ||
+      ((second === 'work' || second === 'transaction') && third === 'to')
+    );
+  }
+  return first === 'prepare' && second === 'transaction';
+}
 
 /**
  * The text of what a handler passed to `query`: a string, or a query config (`{ text }`); `undefined` for
@@ -34,7 +79,7 @@ function statementText(statement: unknown): string | undefined {
  */
 export function isTransactionControl(statement: unknown): boolean {
   const text = statementText(statement);
-  return text !== undefined && ENDS_TRANSACTION.test(text.replace(LEADING_NOISE, ''));
+  return text !== undefined && endsTransaction(leadingWords(text, 3));
 }
 
 /**

@@ -19,6 +19,9 @@ describe('isTransactionControl', () => {
     "PREPARE TRANSACTION 'x'",
     '  -- finish\n  COMMIT',
     '/* done */COMMIT',
+    '/* a /* nested */ note */ COMMIT',
+    'ROLLBACK/**/',
+    "prepare/* x */transaction 't'",
     { text: 'COMMIT' },
   ])('refuses %j', (statement) => {
     expect(isTransactionControl(statement)).toBe(true);
@@ -34,6 +37,11 @@ describe('isTransactionControl', () => {
     'INSERT INTO commits (id) VALUES (1)',
     'SELECT 1; COMMIT',
     'ending',
+    '/* a /* nested */ COMMIT */ SELECT 1',
+    'ROLLBACK/**/TO sp',
+    'rollback -- to the savepoint\n to a',
+    'DO $$ BEGIN PERFORM 1; END $$',
+    'WITH begin AS (SELECT 1) SELECT * FROM begin',
     { text: 'SELECT 1' },
     { submit: () => {} },
     undefined,
