@@ -5,6 +5,7 @@
  */
 import type { Request, Response } from 'express';
 import { bufferView } from '../core/bytes.js';
+import { eachHeaderName } from '../http/header-values.js';
 import { exposedLayerHeaders, type HttpResponseData } from '../http/index.js';
 
 /**
@@ -14,19 +15,7 @@ import { exposedLayerHeaders, type HttpResponseData } from '../http/index.js';
  */
 export function send(req: Request, res: Response, data: HttpResponseData): void {
   res.statusCode = data.status;
-  const headers = data.headers;
-  for (let i = 0; i < headers.length; i++) {
-    const [name, value] = headers[i]!;
-    if (seenBefore(headers, name, i)) continue; // set with its first value, below
-    let values: string[] | undefined;
-    for (let j = i + 1; j < headers.length; j++) {
-      const [other, more] = headers[j]!;
-      if (other !== name) continue;
-      values ??= [value];
-      values.push(more);
-    }
-    res.setHeader(name, values ?? value);
-  }
+  eachHeaderName(data.headers, (name, value) => res.setHeader(name, value));
   // Only a browser's cross-origin request carries Origin: any other request skips the CORS look-up.
   if (req.headers.origin !== undefined) {
     const expose = exposedLayerHeaders(data, (name) => res.getHeader(name));
@@ -36,9 +25,4 @@ export function send(req: Request, res: Response, data: HttpResponseData): void 
   // A view, not a copy: nothing writes to stored or problem bodies. A buffer, as Express's own `res.send`
   // hands to `end`, so that a wrapper of `res.end` sees a replay as it saw the first response.
   res.end(body.byteLength === 0 ? undefined : bufferView(body));
-}
-
-function seenBefore(headers: ReadonlyArray<readonly [string, string]>, name: string, i: number) {
-  for (let j = 0; j < i; j++) if (headers[j]![0] === name) return true;
-  return false;
 }

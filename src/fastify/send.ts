@@ -4,6 +4,7 @@
  * @module
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { eachHeaderName } from '../http/header-values.js';
 import { exposedLayerHeaders, type HttpResponseData } from '../http/index.js';
 
 /**
@@ -18,31 +19,14 @@ export function sendAnswer(
 ): FastifyReply {
   const { status, headers, body } = data;
   reply.code(status);
-  // A stored name repeats once per value (two Link lines): its values go out together. Appended to what
-  // the reply had, a Cache-Control an onRequest hook sets on every reply went out twice on each replay
-  // (`no-store` beside the handler's `private, max-age=60`, which had replaced it on the first response).
-  for (let i = 0; i < headers.length; i++) {
-    const [name, value] = headers[i]!;
-    if (seenBefore(headers, name, i)) continue; // sent with its first value
-    let values: string[] | undefined;
-    for (let j = i + 1; j < headers.length; j++) {
-      const [other, more] = headers[j]!;
-      if (other !== name) continue;
-      values ??= [value];
-      values.push(more);
-    }
-    reply.header(name, values ?? value);
-  }
+  // Each name once, with all its values, in place of what the reply had: appended to it, a Cache-Control
+  // an onRequest hook sets on every reply went out twice on each replay (`no-store` beside the handler's
+  // `private, max-age=60`, which had replaced it on the first response).
+  eachHeaderName(headers, (name, value) => reply.header(name, value));
   // Only a browser's cross-origin request carries Origin: any other request skips the CORS look-up.
   if (request.headers.origin !== undefined) {
     const expose = exposedLayerHeaders(data, (name) => reply.getHeader(name));
     if (expose !== undefined) reply.header('access-control-expose-headers', expose);
   }
   return reply.send(body.byteLength === 0 ? undefined : Buffer.from(body));
-}
-
-// Whether `name` is among the pairs before index `i`.
-function seenBefore(headers: ReadonlyArray<readonly [string, string]>, name: string, i: number) {
-  for (let j = 0; j < i; j++) if (headers[j]![0] === name) return true;
-  return false;
 }
