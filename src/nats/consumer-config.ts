@@ -98,14 +98,12 @@ export class MaxDeliverReachedError extends Error {
 }
 
 /**
- * A check to call before asking for a redelivery of a message delivered `deliveryCount` times: throws
- * {@link MaxDeliverReachedError} on the last delivery `config.max_deliver` allows, so that the loss is
- * reported (`onBrokerError`, operation `retry`) rather than silent.
+ * Whether a delivery numbered `deliveryCount` is the last one `config.max_deliver` allows: a redelivery
+ * asked for on it is never made (the retry reports a {@link MaxDeliverReachedError} then, rather than lose
+ * the message in silence), and a hand-back before it buys no further delivery.
  */
-export function redeliveryCheck(config: NatsConsumerConfig): (deliveryCount: number) => void {
+export function lastServerDelivery(config: NatsConsumerConfig): (deliveryCount: number) => boolean {
   const { max_deliver } = config;
-  if (max_deliver === undefined || max_deliver <= 0) return () => {};
-  return (deliveryCount) => {
-    if (deliveryCount >= max_deliver) throw new MaxDeliverReachedError(max_deliver);
-  };
+  if (max_deliver === undefined || max_deliver <= 0) return () => false;
+  return (deliveryCount) => deliveryCount >= max_deliver;
 }

@@ -20,7 +20,11 @@ import { InvalidOptionsError } from '../core/errors.js';
 import { callHook } from '../core/hooks.js';
 import { durationOption } from '../core/option-checks.js';
 import { openConnectionCheck } from './connection.js';
-import { checkConsumerConfig, redeliveryCheck } from './consumer-config.js';
+import {
+  checkConsumerConfig,
+  lastServerDelivery,
+  MaxDeliverReachedError,
+} from './consumer-config.js';
 import { KEY_HEADER, MSG_ID_HEADER, publishDeadLetter, termReason } from './dead-letter.js';
 import type { NatsJsMsg, NatsPublisher, NatsPullConsumer } from './nats-types.js';
 import { refuseOwnDeadLetters } from './own-dead-letters.js';
@@ -170,11 +174,7 @@ export async function idempotentConsumer(
   // here rather than found out in production (consumer-config.ts).
   const { config, stream_name } = await consumer.info(true);
   const limits = checkConsumerConfig(config, resolved.policy.maxDeliveries, givenWorkingMs);
-  const redeliverable = redeliveryCheck(config);
-  const lastServerDelivery = (deliveryCount: number) =>
-    config.max_deliver !== undefined &&
-    config.max_deliver > 0 &&
-    deliveryCount >= config.max_deliver;
+  const isLastDelivery = lastServerDelivery(config);
   if (deadLetterSubject !== undefined) {
     await refuseOwnDeadLetters(consumer, stream_name, config, deadLetterSubject);
   }
@@ -202,7 +202,7 @@ export async function idempotentConsumer(
       brokerId: brokerId(message),
       // On the last delivery the server's max_deliver allows, a handed-back delivery is not credited: the
       // retry it would buy is never made (the server drops the message), so a failure dead-letters instead.
-      mayHandBack: !lastServerDelivery(message.info.deliveryCount),
+      mayHandBack: !isLastDelivery(message.info.deliveryCount),
       ack: () => {
         ensureOpen();
         message.ack();
@@ -212,7 +212,9 @@ export async function idempotentConsumer(
         message.nak(Math.ceil(delayMs));
         // Sent all the same (the server drops the message at once, with its advisory), then reported:
         // before, a message the server stopped redelivering was lost in silence.
-        redeliverable(message.info.deliveryCount);
+        if (isLastDelivery(message.info.deliveryCount)) {
+          throw new MaxDeliverReachedError(config.max_deliver as number);
+        }
       },
       deadLetter: async (letter) => {
         // Checked before the publish (the publisher may have a connection of its own) and again before the
