@@ -19,6 +19,19 @@ export type Guard = <R, T = R>(
 ) => Promise<T>;
 
 /**
+ * What a Redis store call that failed with `error` rejects with: a `ReplicationShortError` as it is (the
+ * engine takes its `result` as the answer), anything else as the store's `StoreUnavailableError`, the
+ * error as its cause (a `PartialBatchError` there holds each item's answer).
+ */
+export function storeFailure(operation: string, error: unknown): unknown {
+  if (isReplicationShortError(error)) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  return new StoreUnavailableError(`Redis store: ${operation} failed: ${message}`, {
+    cause: error,
+  });
+}
+
+/**
  * A guard bounding calls by `timeoutMs`. A call that loses the race keeps a rejection handler, so a late
  * failure is never an unhandled rejection. Hot path: one promise per call and no timer of its own (see
  * {@link Deadlines}), no async functions in between (each layer costs the client CPU that bounds
@@ -26,13 +39,6 @@ export type Guard = <R, T = R>(
  */
 export function createGuard(timeoutMs: number): Guard {
   const deadlines = new Deadlines(timeoutMs);
-  const fail = (operation: string, error: unknown) => {
-    if (isReplicationShortError(error)) return error;
-    const message = error instanceof Error ? error.message : String(error);
-    return new StoreUnavailableError(`Redis store: ${operation} failed: ${message}`, {
-      cause: error,
-    });
-  };
   return <R, T = R>(
     operation: string,
     call: () => Promise<R>,
@@ -57,11 +63,11 @@ export function createGuard(timeoutMs: number): Guard {
           try {
             resolve(decode(reply));
           } catch (error) {
-            reject(fail(operation, error));
+            reject(storeFailure(operation, error));
           }
         },
         (error: unknown) => {
-          if (deadlines.settle(waiting)) reject(fail(operation, error));
+          if (deadlines.settle(waiting)) reject(storeFailure(operation, error));
         },
       );
     });

@@ -32,7 +32,7 @@
  @module
  */
 import { type Duration, MAX_TIMER_MS } from '../core/duration.js';
-import { InvalidOptionsError, StoreUnavailableError } from '../core/errors.js';
+import { InvalidOptionsError } from '../core/errors.js';
 import { booleanOption, durationOption, knownFields, shownValue } from '../core/option-checks.js';
 import type { ClaimResult, IdempotencyRecord } from '../core/record.js';
 import { assertStepName } from '../core/steps.js';
@@ -58,7 +58,7 @@ import {
   toCommander,
 } from './client.js';
 import { completeClaimMany } from './complete-claim-script.js';
-import { createGuard } from './guard.js';
+import { createGuard, storeFailure } from './guard.js';
 import { listCrashedRecords } from './list-crashed.js';
 import { outcomeArg } from './outcome-arg.js';
 import { type OnShort, type ShortfallHandlers, shortfallHandlers } from './replica-shortfalls.js';
@@ -336,16 +336,6 @@ async function eachInKeyOrder<Req extends { key: string }, Res>(
 }
 
 /**
- * A batch some of whose items were not applied (or not confirmed), rejected as one script call's would be
- * (`guard.ts`): the store's error, each item's answer in its cause.
- */
-function partlyApplied(operation: string, partial: PartialBatchError): StoreUnavailableError {
-  return new StoreUnavailableError(`Redis store: ${operation} failed: ${partial.message}`, {
-    cause: partial,
-  });
-}
-
-/**
  * A key prefix `redisStore` accepts: a non-empty string without `{` or `}`, which would change the record
  * keys' hash tag (and so their Cluster slot). Not empty: the record keys would be `{<storage key>}`, and the
  * `SCAN` pattern of `stats()`, `listCrashed()` and the CLI, `<prefix>{*}`, would be `{*}`, which matches
@@ -612,7 +602,7 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
       (error: unknown) => {
         const partial = partialResults(error);
         if (!Array.isArray(partial)) throw error;
-        throw partlyApplied('completeMany', new PartialBatchError(spread(partial as unknown[])));
+        throw storeFailure('completeMany', new PartialBatchError(spread(partial as unknown[])));
       },
     );
   }
@@ -646,7 +636,7 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
         (error) => (error instanceof Error ? error : new Error(String(error))),
       ).catch((error: unknown) => {
         if (!(error instanceof PartialBatchError)) throw error;
-        throw partlyApplied('completeAndClaimMany', error);
+        throw storeFailure('completeAndClaimMany', error);
       });
     }
     const command = scriptCommand(scripts.completeClaimMany, completeCount + claimCount);
