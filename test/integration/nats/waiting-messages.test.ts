@@ -8,7 +8,39 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createIdempotency, memoryStore } from '../../../src/index.js';
 import { idempotentConsumer } from '../../../src/nats/index.js';
+import type { Store } from '../../../src/store/store.js';
 import { type NatsFixture, natsFixture, until } from './setup.js';
+
+/**
+ * Consumer A on `w`'s stream and `store`: one slot, held by m1 until `release()`, and m2, published after
+ * it, pulled and waiting behind it. Two deliveries allowed; `close()` gives up on m1 after 100 ms.
+ */
+async function holdingM1WithM2Waiting(w: NatsFixture, store: Store) {
+  const startedA: string[] = [];
+  let release = () => {};
+  const held = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  const a = await idempotentConsumer(
+    await w.js.consumers.get(w.stream, w.durable),
+    async (_message, context) => {
+      startedA.push(`${context.key}#${context.deliveryCount}`);
+      await held;
+    },
+    {
+      name: w.stream,
+      idempotency: createIdempotency({ store }),
+      concurrency: 1,
+      maxDeliveries: 2,
+      drainTimeout: '100ms',
+    },
+  );
+  await w.publish('m1');
+  await w.publish('m2');
+  await until('m1 started in A', () => startedA.length === 1);
+  await new Promise((resolve) => setTimeout(resolve, 300)); // m2 waits in A
+  return { a, startedA, release };
+}
 
 describe('NATS consumer: messages waiting for a handler slot', () => {
   let f: NatsFixture;
@@ -70,29 +102,7 @@ describe('NATS consumer: messages waiting for a handler slot', () => {
     const w = await natsFixture('handed-back', 1000);
     try {
       const store = memoryStore();
-      const startedA: string[] = [];
-      let release = () => {};
-      const held = new Promise<void>((resolve) => {
-        release = resolve;
-      });
-      const a = await idempotentConsumer(
-        await w.js.consumers.get(w.stream, w.durable),
-        async (_message, context) => {
-          startedA.push(`${context.key}#${context.deliveryCount}`);
-          await held;
-        },
-        {
-          name: w.stream,
-          idempotency: createIdempotency({ store }),
-          concurrency: 1,
-          maxDeliveries: 2,
-          drainTimeout: '100ms',
-        },
-      );
-      await w.publish('m1');
-      await w.publish('m2');
-      await until('m1 started in A', () => startedA.length === 1);
-      await new Promise((resolve) => setTimeout(resolve, 300)); // m2 waits in A
+      const { a, startedA, release } = await holdingM1WithM2Waiting(w, store);
       const runsB: string[] = [];
       const outcome: string[] = [];
       const b = await idempotentConsumer(
@@ -135,29 +145,7 @@ describe('NATS consumer: messages waiting for a handler slot', () => {
     const w = await natsFixture('last-delivery', 1000, 2);
     try {
       const store = memoryStore();
-      const startedA: string[] = [];
-      let release = () => {};
-      const held = new Promise<void>((resolve) => {
-        release = resolve;
-      });
-      const a = await idempotentConsumer(
-        await w.js.consumers.get(w.stream, w.durable),
-        async (_message, context) => {
-          startedA.push(`${context.key}#${context.deliveryCount}`);
-          await held;
-        },
-        {
-          name: w.stream,
-          idempotency: createIdempotency({ store }),
-          concurrency: 1,
-          maxDeliveries: 2,
-          drainTimeout: '100ms',
-        },
-      );
-      await w.publish('m1');
-      await w.publish('m2');
-      await until('m1 started in A', () => startedA.length === 1);
-      await new Promise((resolve) => setTimeout(resolve, 300)); // m2 waits in A
+      const { a, startedA, release } = await holdingM1WithM2Waiting(w, store);
       const runsB: string[] = [];
       const outcome: string[] = [];
       const b = await idempotentConsumer(
@@ -199,29 +187,7 @@ describe('NATS consumer: messages waiting for a handler slot', () => {
     const w = await natsFixture('closed-back', 1000);
     try {
       const store = memoryStore();
-      const startedA: string[] = [];
-      let release = () => {};
-      const held = new Promise<void>((resolve) => {
-        release = resolve;
-      });
-      const a = await idempotentConsumer(
-        await w.js.consumers.get(w.stream, w.durable),
-        async (_message, context) => {
-          startedA.push(`${context.key}#${context.deliveryCount}`);
-          await held;
-        },
-        {
-          name: w.stream,
-          idempotency: createIdempotency({ store }),
-          concurrency: 1,
-          maxDeliveries: 2,
-          drainTimeout: '100ms',
-        },
-      );
-      await w.publish('m1');
-      await w.publish('m2');
-      await until('m1 started in A', () => startedA.length === 1);
-      await new Promise((resolve) => setTimeout(resolve, 300)); // m2 waits in A
+      const { a, startedA, release } = await holdingM1WithM2Waiting(w, store);
       // Act
       await a.close();
       const records = await store.stats!();
