@@ -21,6 +21,14 @@ afterEach(async () => {
   app = undefined;
 });
 
+/** Start `server` on a free port; a function that POSTs to its /charges, always with the same new key. */
+async function postsOfOneKey(server: FastifyInstance): Promise<() => Promise<Response>> {
+  await server.listen({ port: 0, host: '127.0.0.1' });
+  const url = `http://127.0.0.1:${(server.server.address() as AddressInfo).port}/charges`;
+  const key = randomUUID();
+  return () => fetch(url, { method: 'POST', headers: { 'idempotency-key': key } });
+}
+
 it('keeps the key of a handler Fastify timed out: the retry gets 409, never a second charge', async () => {
   let started = 0;
   let charged = 0;
@@ -34,10 +42,7 @@ it('keeps the key of a handler Fastify timed out: the retry gets 409, never a se
     charged++;
     return reply.code(201).send({ charged });
   });
-  await app.listen({ port: 0, host: '127.0.0.1' });
-  const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/charges`;
-  const key = randomUUID();
-  const post = () => fetch(url, { method: 'POST', headers: { 'idempotency-key': key } });
+  const post = await postsOfOneKey(app);
 
   const first = await post();
   expect(first.status).toBe(503); // FST_ERR_HANDLER_TIMEOUT, the handler still running
@@ -77,10 +82,7 @@ it('releases the key when handlerTimeout passes in a hook after the claim: the h
     charged++;
     return reply.code(201).send({ charged });
   });
-  await app.listen({ port: 0, host: '127.0.0.1' });
-  const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/charges`;
-  const key = randomUUID();
-  const post = () => fetch(url, { method: 'POST', headers: { 'idempotency-key': key } });
+  const post = await postsOfOneKey(app);
 
   const first = await post();
   expect(first.status).toBe(503); // FST_ERR_HANDLER_TIMEOUT, in the slow hook
@@ -113,10 +115,7 @@ it('releases the key when handlerTimeout passes while the claim is being made', 
     charged++;
     return reply.code(201).send({ charged });
   });
-  await app.listen({ port: 0, host: '127.0.0.1' });
-  const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/charges`;
-  const key = randomUUID();
-  const post = () => fetch(url, { method: 'POST', headers: { 'idempotency-key': key } });
+  const post = await postsOfOneKey(app);
 
   const first = await post();
   expect(first.status).toBe(503); // FST_ERR_HANDLER_TIMEOUT, the claim still on its way
