@@ -4,16 +4,14 @@
  * still let the event loop run its signal handlers between batches, or the signal is only seen once the
  * whole table has been purged.
  */
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { migrate } from '../../../src/sqlite/index.js';
+import { startCli } from '../../helpers/cli.js';
 
-const main = fileURLToPath(new URL('../../../src/cli/main.ts', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'ik-cli-purge-sqlite-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const EXPIRED = 100_000;
@@ -55,24 +53,11 @@ describe('idempotency-kit purge of a SQLite file stopped by a signal', () => {
   ] as const)('%s: prints what it deleted and exits %i', async (signal, exitCode) => {
     // Arrange
     const file = fileOfExpiredRows(`${signal}.db`);
-    const child = spawn(
-      process.execPath,
-      ['--import', 'tsx', main, 'purge', '--sqlite', file, '--limit', String(LIMIT)],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => {
-      stdout += String(chunk);
-    });
-    child.stderr.on('data', (chunk) => {
-      stderr += String(chunk);
-    });
-    const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+    const { child, exited } = startCli(['purge', '--sqlite', file, '--limit', String(LIMIT)]);
     // Act: signal once the purge is under way
     while (left(file) === EXPIRED) await new Promise((r) => setTimeout(r, 20));
     child.kill(signal);
-    const code = await exited;
+    const { code, stdout, stderr } = await exited;
     // Assert: it stopped (rows are left), and the count printed is what is gone
     const purged = EXPIRED - left(file);
     expect(stderr).toBe('');

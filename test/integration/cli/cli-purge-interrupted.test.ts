@@ -3,14 +3,12 @@
  * it had deleted: the batch in flight finishes, the command prints its total and exits 128 + the signal's
  * number, as shells report a command a signal stopped. A second signal ends it at once.
  */
-import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate } from '../../../src/postgres/index.js';
+import { startCli } from '../../helpers/cli.js';
 import { env, requireService } from '../../helpers/env.js';
 import { testPool, uniqueSchema } from '../../helpers/postgres-env.js';
 
-const main = fileURLToPath(new URL('../../../src/cli/main.ts', import.meta.url));
 const pool = testPool();
 const schemas: string[] = [];
 const EXPIRED = 100_000;
@@ -49,24 +47,17 @@ describe('idempotency-kit purge stopped by a signal', () => {
        FROM generate_series(1, $1::int) AS i`,
       [EXPIRED],
     );
-    const child = spawn(
-      process.execPath,
-      ['--import', 'tsx', main, 'purge', '--database-url', env.databaseUrl, '--schema', schema],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => {
-      stdout += String(chunk);
-    });
-    child.stderr.on('data', (chunk) => {
-      stderr += String(chunk);
-    });
-    const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+    const { child, exited } = startCli([
+      'purge',
+      '--database-url',
+      env.databaseUrl,
+      '--schema',
+      schema,
+    ]);
     // Act: signal once the purge is under way
     while ((await left(schema)) === EXPIRED) await new Promise((r) => setTimeout(r, 20));
     child.kill(signal);
-    const code = await exited;
+    const { code, stdout, stderr } = await exited;
     // Assert: the count printed is what is gone, and rows are left (it stopped)
     const purged = EXPIRED - (await left(schema));
     expect(stderr).toBe('');
