@@ -5,6 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { InvalidOptionsError } from '../core/errors.js';
+import { textFlaw } from '../core/text-flaw.js';
 
 /** What {@link enqueue} takes: one event to publish once the caller's transaction commits. */
 export interface EnqueueMessage {
@@ -148,24 +149,17 @@ export interface PreparedMessage {
 
 const MAX_ID_LENGTH = 255;
 
-// NUL: PostgreSQL text and jsonb cannot store it (the insert would fail as "store unavailable"), whatever
-// the broker. What a broker refuses beyond that (NATS: header names that are not tokens, CR/LF in header
-// values) is its publisher's to say: RabbitMQ and Redis Streams carry such headers as they are.
-// biome-ignore lint/suspicious/noControlCharactersInRegex: matching this character is the point.
-const NUL = /\u0000/;
-
-// A lone surrogate (half of an emoji, typically from cutting a string by length: `name.slice(0, 40)`) has
-// no UTF-8 form. The driver silently stores U+FFFD instead in a text column, so a retried enqueue of the
-// same message no longer matches its own row ("already enqueued with a different … key"); in the jsonb
-// headers PostgreSQL refuses it, as 22P02, which reads as "store unavailable". With the `u` flag a valid
-// pair is one code point, so only a lone half matches.
-const LONE_SURROGATE = /\p{Cs}/u;
-
+// A NUL would fail the insert as "store unavailable"; a lone surrogate is stored as U+FFFD in a text
+// column, so a retried enqueue of the same message no longer matches its own row ("already enqueued with a
+// different … key"), and in the jsonb headers PostgreSQL refuses it (22P02). What a broker refuses beyond
+// that (NATS: header names that are not tokens, CR/LF in header values) is its publisher's to say: RabbitMQ
+// and Redis Streams carry such headers as they are.
 function checkText(field: string, value: string): void {
-  if (NUL.test(value)) {
+  const flaw = textFlaw(value);
+  if (flaw === 'nul') {
     throw new InvalidOptionsError(`enqueue: ${field} must not contain a NUL character`);
   }
-  if (LONE_SURROGATE.test(value)) {
+  if (flaw === 'lone-surrogate') {
     throw new InvalidOptionsError(
       `enqueue: ${field} must be well-formed Unicode: it contains a lone surrogate (half of a character ` +
         'such as an emoji, often from cutting a string by length), which cannot be stored as UTF-8',

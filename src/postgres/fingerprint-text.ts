@@ -14,18 +14,14 @@
  */
 import { createHash } from 'node:crypto';
 import type { ClaimResult } from '../core/record.js';
-
-// A surrogate not in a pair (in a `u` regex a pair is one code point, so `\p{Cs}` matches only the
-// unpaired ones), which UTF-8 cannot encode.
-const UNPAIRED_SURROGATE = /\p{Cs}/u;
+import { textFlaw } from '../core/text-flaw.js';
 
 // Never the output of createFingerprint (hex); named so an operator reading the row knows what it is.
 const STORED_PREFIX = 'ik-fp:sha256:';
 
 /** The fingerprint as the records table holds it: itself, or a digest when text cannot hold it. */
 export function storedFingerprint(fingerprint: string): string {
-  // NUL is refused by PostgreSQL text (SQLSTATE 22021).
-  if (!fingerprint.includes('\u0000') && !UNPAIRED_SURROGATE.test(fingerprint)) return fingerprint;
+  if (textFlaw(fingerprint) === undefined) return fingerprint;
   return STORED_PREFIX + createHash('sha256').update(fingerprint, 'utf16le').digest('hex');
 }
 
