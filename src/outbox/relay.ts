@@ -307,11 +307,12 @@ export function createRelay(options: RelayOptions): Relay {
     // (it takes rows until the total reaches it). An unreadable row's size is not known here, but it is
     // over what node-postgres reads (256 MiB), past any sensible budget: counted as cutting the claim.
     let claimedBytes = 0;
-    for (const message of messages) claimedBytes += message.payload.byteLength;
-    const full =
-      messages.length >= batchSize ||
-      claimedBytes >= maxBatchBytes ||
-      messages.some((message) => message.unreadable !== undefined);
+    let unreadable = false;
+    for (const message of messages) {
+      claimedBytes += message.payload.byteLength;
+      if (message.unreadable !== undefined) unreadable = true;
+    }
+    const full = messages.length >= batchSize || claimedBytes >= maxBatchBytes || unreadable;
     const sent: string[] = [];
     const failures: Array<{ message: OutboxMessage; error: unknown }> = [];
     const unstarted: OutboxMessage[] = [];
