@@ -18,6 +18,11 @@
  * what the handler wrote, so such a response is patched directly, as are responses that do not inherit
  * from Express's prototype (a bare router). One limit of the hooks: a sub-app of *another copy* of
  * Express, mounted under this middleware, swaps in a prototype chain without them.
+ *
+ * `send`, `json` and `jsonp` are hooked too: they serialize before they write, and a BigInt, a circular
+ * object or a `toJSON` that throws makes them throw out of a handler that has done its work. Express's error handler then answers 500 where the handler answered 201, and judged
+ * by that 500, the key was released: the retry charged a second time. The capture notes the status the
+ * handler answered with, and the key is judged by it (`Execution.answerLost`).
  * @module
  */
 import { ServerResponse } from 'node:http';
@@ -44,7 +49,7 @@ class Capture {
    */
   private late: Array<() => void> | undefined;
   private held = false;
-  private readonly collector: BodyCollector;
+  private collector: BodyCollector;
   /**
    * The response's Content-Encoding when its first bytes reached the capture (`null` before): set then,
    * the bytes are encoded (see `keepContentEncoding`); set only later, a compression middleware mounted
@@ -62,6 +67,11 @@ class Capture {
    * got (its retry would run the handler again).
    */
   private sentStatus: number | undefined;
+  /**
+   * The status the handler answered with when `res.send`, `res.json` or `res.jsonp` threw on its body,
+   * before the response ended: whatever is sent now is an error's reply, not the handler's answer.
+   */
+  private lostAnswer: number | undefined;
 
   constructor(
     private readonly execution: Execution,
@@ -87,12 +97,35 @@ class Capture {
     if (res.writableFinished) {
       this.ended = true;
       warnUncaptured();
-      void this.execution.uncaptured(res.statusCode);
+      void this.settle(res.statusCode, () => this.execution.uncaptured(res.statusCode));
     } else if (res.errored !== null && res.errored !== undefined) {
       this.ended = true;
-      void this.execution.fail(res.errored);
+      void this.settle(res.statusCode, () => this.execution.fail(res.errored));
     }
   };
+
+  /**
+   * Settle the execution with `outcome`, unless the handler's answer was lost (`lostAnswer`): `sent`,
+   * then, is the status of an error's reply, and the key is judged by the answer instead.
+   */
+  private settle(sent: number, outcome: () => Promise<void>): Promise<void> {
+    if (this.lostAnswer === undefined) return outcome();
+    return this.execution.answerLost(this.lostAnswer, sent);
+  }
+
+  /**
+   * `res.send`, `res.json` or `res.jsonp` through the capture (`method`: the one it wraps): a throw from it
+   * before the response ended (its serializer's) keeps the status the handler answered with.
+   */
+  answer(method: Method, args: unknown[]): unknown {
+    const status = this.res.statusCode;
+    try {
+      return method.apply(this.res, args);
+    } catch (error) {
+      if (!this.ended) this.lostAnswer ??= status;
+      throw error;
+    }
+  }
 
   /** A chunk handed to `write` or `end`, with the encoding given for a string. */
   add(chunk: unknown, encoding: unknown): void {
@@ -145,6 +178,20 @@ class Capture {
     return this.res;
   }
 
+  /**
+   * Writing the head of the handler's answer threw (a `writeHead` listener, such as a session middleware
+   * serializing its cookie with on-headers): nothing went out, and the error goes from the handler's `end`
+   * to Express's error handler. The answer is lost after the handler's work, and the capture starts over
+   * for the error's reply. Left held, that reply waited behind an `end` that never went out: the client
+   * got no answer, and the key stayed in progress.
+   */
+  private headFailed(answered: number): void {
+    this.lostAnswer ??= answered;
+    this.ended = false;
+    this.held = false;
+    this.collector = createBodyCollector(this.execution.policy.maxBodyBytes);
+  }
+
   /** Apply `call` once the held `end` has gone out. */
   private later(call: () => void): void {
     if (this.late === undefined) this.late = [call];
@@ -173,8 +220,13 @@ class Capture {
       body: this.collector.body(),
       bytes: this.collector.bytes,
     };
-    commitHead(res, this.lengthRemoved ? undefined : this.collector.bytes);
-    void this.execution.finish(response).then(() => {
+    try {
+      commitHead(res, this.lengthRemoved ? undefined : this.collector.bytes);
+    } catch (error) {
+      this.headFailed(response.status);
+      throw error;
+    }
+    void this.settle(response.status, () => this.execution.finish(response)).then(() => {
       this.held = false;
       end.apply(res, args);
       const late = this.late;
@@ -238,8 +290,14 @@ interface Hooks {
   write: Method;
   end: Method;
   removeHeader: Method;
+  send: Method;
+  json: Method;
+  jsonp: Method;
 }
 const installed = new WeakMap<object, Hooks>();
+
+// The methods that make a body of what the handler answers before they write it (`Capture.answer`).
+const ANSWERS = ['send', 'json', 'jsonp'] as const;
 
 // The method of `target` to delegate to: its own (an app may customise its response) or, looked up at each
 // call, the one it inherits from Node.
@@ -257,6 +315,9 @@ function install(target: object): Hooks {
   const write = original(target, 'write');
   const end = original(target, 'end');
   const removeHeader = original(target, 'removeHeader');
+  const send = original(target, 'send');
+  const json = original(target, 'json');
+  const jsonp = original(target, 'jsonp');
   const hooks: Hooks = {
     writeHead(this: Response, ...args: unknown[]) {
       const capture = captures.get(this);
@@ -283,8 +344,23 @@ function install(target: object): Hooks {
       captures.get(this)?.removed(args[0]);
       return removeHeader().apply(this, args);
     },
+    send(this: Response, ...args: unknown[]) {
+      const capture = captures.get(this);
+      if (capture === undefined) return send().apply(this, args);
+      return capture.answer(send(), args);
+    },
+    json(this: Response, ...args: unknown[]) {
+      const capture = captures.get(this);
+      if (capture === undefined) return json().apply(this, args);
+      return capture.answer(json(), args);
+    },
+    jsonp(this: Response, ...args: unknown[]) {
+      const capture = captures.get(this);
+      if (capture === undefined) return jsonp().apply(this, args);
+      return capture.answer(jsonp(), args);
+    },
   };
-  for (const name of ['writeHead', 'write', 'end', 'removeHeader'] as const) {
+  for (const name of ['writeHead', 'write', 'end', 'removeHeader', ...ANSWERS] as const) {
     Object.defineProperty(target, name, {
       value: hooks[name],
       writable: true,
@@ -352,4 +428,11 @@ function patch(res: Response, capture: Capture): void {
     capture.removed(name);
     removeHeader.call(res, name);
   };
+  for (const name of ANSWERS) {
+    // Absent from a response that does not inherit from Express's (a bare router's).
+    const method = res[name] as unknown as Method | undefined;
+    if (method === undefined) continue;
+    (res as unknown as Record<string, Method>)[name] = (...args: unknown[]) =>
+      capture.answer(method, args);
+  }
 }

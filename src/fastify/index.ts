@@ -27,7 +27,6 @@ import {
   type CapturedResponse,
   decide,
   type EngineSource,
-  type Execution,
   type HttpRouteOptions,
   type IdempotencyContext,
   isJsonContentType,
@@ -44,6 +43,7 @@ import { checkAdapterOptions, scopeFunctionOption } from '../http/options.js';
 import { BodyRelay } from '../http/stream-relay.js';
 import { isRequestTooLargeError, requestTooLargeResponse } from '../http/unread-body.js';
 import { readWhole } from '../http/web.js';
+import { callWatched, lostAnswer, type Running, watchSends } from './handler-answer.js';
 import { jsonTextOf, keepJsonText } from './json-text.js';
 import { nodeStreamSource, relayedBody } from './relayed-body.js';
 import { requestBody } from './request-body.js';
@@ -89,13 +89,6 @@ export type FastifyIdempotencyOptions = HttpRouteOptions &
      */
     keepJsonText?: boolean;
   };
-
-interface Running {
-  execution: Execution;
-  error?: unknown;
-  /** The route's handler was called: a reply before it came from a hook that runs after the claim. */
-  started?: boolean;
-}
 
 /**
  * The request as the HTTP layer sees it. A class rather than an object of closures: one allocation per
@@ -254,8 +247,12 @@ function install(fastify: FastifyInstance, options: FastifyIdempotencyOptions): 
   const scope = scopeFunctionOption(options.scope);
   const policies = new WeakMap<HttpRouteOptions, RoutePolicy>();
   const running = new WeakMap<FastifyRequest, Running>();
-  // Requests answered after the claim before their handler was called (`capture`): it must never run.
+  // Requests answered after the claim before their handler was called (noted as the reply is sent, by
+  // `watchSends`, and again in `capture`): it must never run.
   const answeredFirst = new WeakSet<FastifyRequest>();
+  const markAnsweredFirst = (request: FastifyRequest) => {
+    answeredFirst.add(request);
+  };
   // `METHOD url` of each route `onRoute` saw, with how many times (one per constraint variant).
   const seen = new Map<string, number>();
 
@@ -299,8 +296,8 @@ function install(fastify: FastifyInstance, options: FastifyIdempotencyOptions): 
       // retry ran it again.
       if (answeredFirst.has(request)) return undefined;
       const current = running.get(request);
-      if (current !== undefined) current.started = true;
-      return handler.call(this, request, reply);
+      if (current === undefined) return handler.call(this, request, reply);
+      return callWatched(handler, this, request, reply, current);
     };
 
   // Callback style on purpose: the handler runs inside `done()`, so it inherits the context.
@@ -323,7 +320,9 @@ function install(fastify: FastifyInstance, options: FastifyIdempotencyOptions): 
           );
           return;
         }
-        running.set(request, { execution: decision.execution });
+        const current: Running = { execution: decision.execution };
+        running.set(request, current);
+        watchSends(reply, current, markAnsweredFirst);
         request.idempotency = decision.execution.context;
         decision.execution.enter(next);
       },
@@ -384,6 +383,13 @@ function install(fastify: FastifyInstance, options: FastifyIdempotencyOptions): 
       await current.execution.cutOff(reply.statusCode);
       return payload;
     }
+    // An error after the handler answered (a serializer, a hook before this one): the charge happened,
+    // and this is the error's reply, not its answer (`./handler-answer.ts`).
+    const answered = lostAnswer(current);
+    if (answered !== undefined) {
+      await current.execution.answerLost(answered, reply.statusCode);
+      return payload;
+    }
     return capturePayload(reply, current, payload);
   };
   fastify.addHook('onSend', Object.defineProperty(capture, 'name', { value: captureName }));
@@ -409,8 +415,15 @@ function install(fastify: FastifyInstance, options: FastifyIdempotencyOptions): 
     const current = running.get(request);
     if (current !== undefined && reply.raw.writableEnded) {
       running.delete(request);
-      if (current.started === true) void current.execution.uncaptured(reply.raw.statusCode);
-      else void current.execution.fail(current.error); // written by a hook: the handler never ran
+      // Fastify's last-resort reply to an error after the handler's answer (an onSend hook before this
+      // one threw on it, then on the error's reply too) also ends here: judged by that answer, as in
+      // `capture`.
+      const answered = lostAnswer(current);
+      if (current.started !== true)
+        void current.execution.fail(current.error); // a hook's: never ran
+      else if (answered !== undefined)
+        void current.execution.answerLost(answered, reply.raw.statusCode);
+      else void current.execution.uncaptured(reply.raw.statusCode);
     }
     next();
   });

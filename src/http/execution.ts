@@ -85,6 +85,16 @@ export interface Execution {
    * Does nothing once `finish` or `fail` was called. Never rejects.
    */
   cutOff(status: number): Promise<void>;
+  /**
+   * The handler answered with status `answered`, then producing that answer failed (a serializer that
+   * cannot write its object, a hook between the handler and the capture that threw), and the framework
+   * sent `sent` (its error reply) instead. The handler's work is done, so the key is judged by the answer
+   * it gave, not by the error: an answer that would have been stored keeps the marker `cutOff` keeps
+   * (retries are answered `response_not_captured`, never run again; released like a thrown error, a
+   * retry charged a second time), and one that would have released the key (a 5xx) releases it.
+   * Does nothing once `finish` or `fail` was called. Never rejects.
+   */
+  answerLost(answered: number, sent: number): Promise<void>;
 }
 
 /** What the adapter does with a request. */
@@ -322,14 +332,25 @@ class HttpExecution implements Execution {
     return this.settled;
   }
 
+  answerLost(answered: number, sent: number): Promise<void> {
+    if (this.releases(answered)) return this.fail(undefined);
+    return this.cutOff(sent);
+  }
+
+  // A response of this status releases the key: a 5xx unless the policy stores those too, and a final
+  // status below 200 always. Such a status is a handler bug that Node sends as an informational response:
+  // the client gets no final answer, and a stored one would give every retry the same (it is run again
+  // instead, as after a 5xx).
+  private releases(status: number): boolean {
+    return status >= 500 ? !this.policy.storeServerErrors : status < 200;
+  }
+
   // The handler's response went out (`undefined`: without its bytes being seen): store it, or release
-  // the key for a 5xx unless the policy stores those too, and for a final status below 200 always. Such a
-  // status is a handler bug that Node sends as an informational response: the client gets no final
-  // answer, and a stored one would give every retry the same (it is run again instead, as after a 5xx).
+  // the key (`releases`).
   private respond(status: number, response: CapturedResponse | undefined): Promise<void> {
     if (this.done) return this.settled;
     this.done = true;
-    if (status >= 500 ? !this.policy.storeServerErrors : status < 200) {
+    if (this.releases(status)) {
       this.rejectHandler(new ReleaseClaim(undefined));
     } else {
       this.resolveHandler(
