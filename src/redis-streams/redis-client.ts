@@ -36,6 +36,13 @@ export interface StreamEntry {
    * node-redis 5+ or ioredis; node-redis 4 replies with text, so there these are its UTF-8 bytes.
    */
   buffers: Record<string, Buffer>;
+  /**
+   * Set only when a field name occurs more than once in the entry (`XADD s * item a item b`, which Redis
+   * keeps as is): every field in stored order, values as bytes. `fields` and `buffers` then hold the last
+   * value of each name only; the dead letter copies these, all of them, and the default key extractor
+   * refuses an entry whose `x-idempotency-key` occurs with two different values.
+   */
+  pairs?: Array<[name: string, value: Buffer]>;
 }
 
 /** True when `client` has a raw command method this adapter can use. */
@@ -93,12 +100,15 @@ function defineField<T>(target: Record<string, T>, name: string, value: T): void
   });
 }
 
-function toFields(raw: unknown): Pick<StreamEntry, 'fields' | 'buffers'> | undefined {
+function toFields(raw: unknown): Pick<StreamEntry, 'fields' | 'buffers' | 'pairs'> | undefined {
   if (!Array.isArray(raw)) return undefined;
   const fields: Record<string, string> = {};
   const buffers: Record<string, Buffer> = {};
+  let repeated = false;
   for (let i = 0; i + 1 < raw.length; i += 2) {
     const name = text(raw[i]);
+    // Only looked for, not built: the pairs are made from `raw` once a name repeats, which is rare.
+    if (!repeated && Object.hasOwn(buffers, name)) repeated = true;
     if (name === '__proto__') {
       // An assignment would set the object's prototype instead of adding the field.
       defineField(fields, name, text(raw[i + 1]));
@@ -108,7 +118,10 @@ function toFields(raw: unknown): Pick<StreamEntry, 'fields' | 'buffers'> | undef
     fields[name] = text(raw[i + 1]);
     buffers[name] = bytes(raw[i + 1]);
   }
-  return { fields, buffers };
+  if (!repeated) return { fields, buffers };
+  const pairs: Array<[string, Buffer]> = [];
+  for (let i = 0; i + 1 < raw.length; i += 2) pairs.push([text(raw[i]), bytes(raw[i + 1])]);
+  return { fields, buffers, pairs };
 }
 
 /**
@@ -127,7 +140,17 @@ export function parseEntries(
     const id = text(item[0]);
     const parsed = toFields(item[1]);
     if (parsed === undefined) deleted.push(id);
-    else entries.push({ stream, id, fields: parsed.fields, buffers: parsed.buffers });
+    else if (parsed.pairs === undefined) {
+      entries.push({ stream, id, fields: parsed.fields, buffers: parsed.buffers });
+    } else {
+      entries.push({
+        stream,
+        id,
+        fields: parsed.fields,
+        buffers: parsed.buffers,
+        pairs: parsed.pairs,
+      });
+    }
   }
   return { entries, deleted };
 }

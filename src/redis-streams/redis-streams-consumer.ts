@@ -1,7 +1,8 @@
 /**
  * The idempotent Redis Streams consumer (consumer groups): thin over the shared consumer module.
- * Redelivery later leaves the entry pending and lets `XAUTOCLAIM` reclaim it once idle; the entry's idle
- * time is set so that this happens after the decided delay, and is reset while a handler runs.
+ * Redelivery later leaves the entry pending and lets a claim round (`scripts/reclaim-1.lua`, or
+ * `XAUTOCLAIM`) reclaim it once idle; the entry's idle time is set so that this happens after the decided
+ * delay, and is reset while a handler runs.
  * @module
  */
 import { hostname } from 'node:os';
@@ -13,6 +14,7 @@ import {
   InFlight,
   NOT_WRITTEN,
   processDelivery,
+  recordHandedBack,
   settlesWithin,
   sleep,
 } from '../consumer/index.js';
@@ -22,6 +24,7 @@ import { InvalidOptionsError } from '../core/errors.js';
 import { callHook } from '../core/hooks.js';
 import { callbacksOption, durationOption, stringOption } from '../core/option-checks.js';
 import { AckBatcher } from './acks.js';
+import { deletedLetterFields, EntryDeletedError, storedFields } from './deleted-entries.js';
 import { letterWritten } from './letter-written.js';
 import { ABANDONED, awaitLoopCommand } from './loop-command.js';
 import {
@@ -35,7 +38,7 @@ import {
   readCommand,
   type StreamEntry,
 } from './redis-client.js';
-import { deadLetter as deadLetterScript } from './scripts.gen.js';
+import { deadLetter as deadLetterScript, reclaim as reclaimScript } from './scripts.gen.js';
 
 /** The default key field. */
 export const KEY_FIELD = 'x-idempotency-key';
@@ -53,6 +56,12 @@ export const MIN_IDLE_FLOOR_MS = 100;
  */
 const MAX_SCRIPT_FIELDS = 7_000;
 
+/**
+ * Most entries one claim round of the reclaim script looks at: it passes their ids to `XCLAIM` through
+ * Lua's `unpack`, which fails past ~8,000 values (a `concurrency` that large would fail every round).
+ */
+const MAX_SCRIPT_CLAIMS = 1_000;
+
 /** A failure of the consumer as a whole rather than of one message. */
 export interface RedisStreamsConsumerErrorEvent {
   /** The consumer's name. */
@@ -60,12 +69,16 @@ export interface RedisStreamsConsumerErrorEvent {
   /**
    * What failed: `read` (an `XREADGROUP` or `XAUTOCLAIM`; the loop waits and tries again; or one of the
    * loop's commands unanswered past `brokerTimeout`, its wait (at most `block`) more for a blocking read: a
-   * `BrokerTimeoutError`, and the loop waits for its answer) or `create-group` (re-creating a group found
-   * missing).
+   * `BrokerTimeoutError`, and the loop waits for its answer), `create-group` (re-creating a group found
+   * missing), or `deleted`: an entry was deleted from the stream (`XDEL`, `XTRIM`, `XADD … MAXLEN`) while
+   * pending, so the message is lost to the group (an `EntryDeletedError`, and `entryId` set; also the
+   * failure to record it in the dead-letter stream, with the same `entryId`).
    */
-  operation: 'read' | 'create-group';
-  /** The error (a lost connection, `NOGROUP`, …). */
+  operation: 'read' | 'create-group' | 'deleted';
+  /** The error (a lost connection, `NOGROUP`, an `EntryDeletedError`, …). */
   error: unknown;
+  /** With operation `deleted`: the id of the entry deleted while pending. */
+  entryId?: string;
 }
 
 /** The shared consumer hooks, plus the one for failures of the consumer as a whole. */
@@ -141,7 +154,11 @@ export interface RedisStreamsConsumer {
   readonly consumer: string;
   /**
    * Stop reading, then wait for the current read to return and for in-flight entries to settle, up to
-   * `drainTimeout` in all; resolves to whether both happened in time. A read still unanswered then (a Redis
+   * `drainTimeout` in all; resolves to whether both happened in time. Nothing is started once it began:
+   * entries the read (or claim round) in progress brings are handed back, pending with their idle time set
+   * to `minIdle`, for another consumer's next claim round. A dead letter (or retry) its delivery gave up on
+   * past `brokerTimeout` is waited for too: after `close()` resolved, no letter lands and no hook fires
+   * unless it resolved `false`. A read still unanswered then (a Redis
    * that hangs without closing the connection) is abandoned: entries a late reply brings stay pending, for
    * `XAUTOCLAIM` to hand to a live consumer after `minIdle`. A loop command already past its bound
    * (`brokerTimeout`, plus its wait, at most `block`, for a blocking read) is abandoned at once: `close()`
@@ -159,7 +176,27 @@ export interface RedisStreamsConsumer {
  * name reused on a second stream acknowledged its entry as a duplicate of the first's, never running it.
  */
 export function defaultStreamKey(entry: StreamEntry): string | undefined {
+  if (entry.pairs !== undefined) refuseConflictingKeys(entry.pairs);
   return entry.fields[KEY_FIELD] ?? `${entry.stream}:${entry.id}`;
+}
+
+/**
+ * Throws when the key field occurs with two different values (`XADD s * x-idempotency-key a
+ * x-idempotency-key b`): keyed by its last one, as the entry's `fields` have it, it ran as message `b` and
+ * was acked as a duplicate if `b` had run, though the producer may have meant `a`. Such an entry is
+ * dead-lettered instead (`invalid_key`), with its fields, all of them.
+ */
+function refuseConflictingKeys(pairs: ReadonlyArray<readonly [string, Buffer]>): void {
+  let key: Buffer | undefined;
+  for (const [name, value] of pairs) {
+    if (name !== KEY_FIELD) continue;
+    if (key !== undefined && !key.equals(value)) {
+      throw new Error(
+        `The entry has the field '${KEY_FIELD}' more than once, with different values: which one is its idempotency key is unknown`,
+      );
+    }
+    key = value;
+  }
 }
 
 /**
@@ -172,7 +209,9 @@ export function defaultStreamKey(entry: StreamEntry): string | undefined {
  *   stream with the error recorded, then `XACK`.
  *
  * Delays are capped at `minIdle`. A handler running longer than `minIdle` keeps its entry from being
- * reclaimed by resetting its idle time every `minIdle / 3`.
+ * reclaimed by resetting its idle time every `minIdle / 3`. An entry deleted from the stream while pending
+ * (`XTRIM`, `MAXLEN`) is reported (`onConsumerError`, operation `deleted`) and recorded in the dead-letter
+ * stream (deleted-entries.ts).
  * @example
  * const consumer = await idempotentConsumer(client, async (entry) => ship(entry.fields), {
  *   stream: 'orders', group: 'shipping', name: 'shipping', idempotency: { store },
@@ -224,13 +263,18 @@ export async function idempotentConsumer(
     // Each dead letter would be read again as a new entry, fail again, and be dead-lettered again.
     throw new InvalidOptionsError('deadLetterStream: must not be the consumed stream itself');
   }
-  const reportError = (operation: RedisStreamsConsumerErrorEvent['operation'], error: unknown) => {
+  const reportError = (
+    operation: RedisStreamsConsumerErrorEvent['operation'],
+    error: unknown,
+    entryId?: string,
+  ) => {
+    const event: RedisStreamsConsumerErrorEvent = { consumer: resolved.name, operation, error };
+    if (entryId !== undefined) event.entryId = entryId;
     // A hook that throws or rejects is ignored.
-    callHook((event: RedisStreamsConsumerErrorEvent) => options.hooks?.onConsumerError?.(event), {
-      consumer: resolved.name,
-      operation,
-      error,
-    });
+    callHook(
+      (event: RedisStreamsConsumerErrorEvent) => options.hooks?.onConsumerError?.(event),
+      event,
+    );
   };
 
   // Create the group at `start` unless it exists; MKSTREAM, so a consumer may start before any producer.
@@ -252,9 +296,45 @@ export async function idempotentConsumer(
   );
   const ack = (id: string) => acks.ack(id);
   // Re-own the entry and set its idle time: XAUTOCLAIM takes it once idle reaches `minIdle`. JUSTID keeps
-  // the delivery count as it is.
-  const setIdle = (id: string, idleMs: number) =>
-    command(client, ['XCLAIM', stream, group, consumer, '0', id, 'IDLE', String(idleMs), 'JUSTID']);
+  // the delivery count as it is. Resolves to whether the entry is gone from the stream itself: then Redis 7
+  // has just dropped it from the pending list (deleted-entries.ts), and it is this process's to report.
+  const setIdle = async (id: string, idleMs: number): Promise<boolean> => {
+    const reply = await command(client, [
+      'XCLAIM',
+      stream,
+      group,
+      consumer,
+      '0',
+      id,
+      'IDLE',
+      String(idleMs),
+      'JUSTID',
+    ]);
+    // The id claimed (the usual case), or a reply of another form: nothing more to look at.
+    if (!Array.isArray(reply) || reply.some((claimed) => String(claimed) === id)) return false;
+    // No longer pending: acked by another delivery (the entry is still there), or deleted.
+    const found = await command(client, ['XRANGE', stream, id, id]);
+    return Array.isArray(found) && found.length === 0;
+  };
+
+  // An entry deleted while pending (deleted-entries.ts): reported, then recorded in the dead-letter
+  // stream, with its fields when this process holds them. Rejects, reported too, if it cannot be recorded.
+  const reportDeleted = async (id: string, entry?: StreamEntry): Promise<void> => {
+    const error = new EntryDeletedError(stream, id);
+    // First: the report must not wait for a write that may hang or fail.
+    reportError('deleted', error, id);
+    const fields = deletedLetterFields(
+      error,
+      resolved.name,
+      entry === undefined ? undefined : storedFields(entry),
+    );
+    try {
+      await command(client, ['XADD', deadLetterStream, '*', ...fields]);
+    } catch (writeError) {
+      reportError('deleted', writeError, id);
+      throw writeError;
+    }
+  };
 
   // Whether a dead letter's XADD and its entry's XACK go as one script: until Redis refuses to run it
   // (isScriptRefused), then two commands, as before the script.
@@ -263,10 +343,12 @@ export async function idempotentConsumer(
     entry: StreamEntry,
     deliveryCount: number,
     letter: DeadLetter,
+    held: HeldEntry,
   ): Promise<typeof NOT_WRITTEN | undefined> => {
     const fields: CommandArgument[] = [];
     // The values as stored, byte for byte: a binary payload must not be copied through its UTF-8 text.
-    for (const [name, value] of Object.entries(entry.buffers)) fields.push(name, value);
+    // Every field, a name that repeats included (entry.pairs), and in stored order.
+    for (const [name, value] of storedFields(entry)) fields.push(name, value);
     fields.push(
       'x-idempotency-dead-letter-reason',
       letter.reason,
@@ -281,6 +363,13 @@ export async function idempotentConsumer(
       'x-idempotency-entry-id',
       entry.id,
     );
+    if (held.deleted) {
+      // Deleted while held, and dropped from the pending list by this delivery's own XCLAIM: no other
+      // delivery of it can come, and the script, finding it not pending, would write nothing. Its fields
+      // are only here: written as the letter decided on; nothing left to ack.
+      await command(client, ['XADD', deadLetterStream, '*', ...fields]);
+      return undefined;
+    }
     if (atomicLetters && fields.length <= MAX_SCRIPT_FIELDS) {
       try {
         // One operation, and only for an entry still pending: a second write of the same letter (a
@@ -319,29 +408,57 @@ export async function idempotentConsumer(
   };
 
   const inFlight = new InFlight(resolved.concurrency);
-  const start = async (entry: StreamEntry, deliveryCount: number) => {
+  // Settle calls still going after their delivery settled: a dead letter (or a retry) given up on past
+  // brokerTimeout frees its slot but goes on, and a letter landing late fires onDeadLetter then
+  // (consumer/settle.ts). close() waits for them too, within drainTimeout: after it resolved, no letter is
+  // written and no hook fires.
+  const settling = new Set<Promise<unknown>>();
+  const tracked = <T>(call: Promise<T>): Promise<T> => {
+    settling.add(call);
+    const forget = () => settling.delete(call);
+    call.then(forget, forget);
+    return call;
+  };
+  const stop = new AbortController();
+  // Resolves to false, starting nothing, when close() began while it waited for a slot.
+  const start = async (entry: StreamEntry, deliveryCount: number): Promise<boolean> => {
     await inFlight.acquire();
+    if (stop.signal.aborted) {
+      inFlight.release();
+      return false;
+    }
+    const held: HeldEntry = { deleted: false };
     inFlight.run(() =>
       processDelivery(resolved, handler, {
         message: entry,
         deliveryCount,
+        // A delivery handed back by close() is recorded (handBack below), and not counted against
+        // maxDeliveries when a handler error would dead-letter the entry.
+        mayHandBack: true,
         // Entry ids are never reused in a stream, and time-based across a stream deleted and re-created.
         brokerId: `${stream}:${entry.id}`,
         ack: () => ack(entry.id),
-        retry: async (delayMs) => {
-          await setIdle(entry.id, Math.max(minIdleMs - Math.ceil(delayMs), 0));
-        },
-        deadLetter: (letter) => deadLetter(entry, deliveryCount, letter),
+        retry: (delayMs) =>
+          tracked(
+            (async () => {
+              if (!held.deleted) {
+                held.deleted = await setIdle(entry.id, Math.max(minIdleMs - Math.ceil(delayMs), 0));
+              }
+              // Gone from the pending list with the stream's copy: no redelivery will come. Recorded
+              // with its fields instead of waited for in vain.
+              if (held.deleted) await reportDeleted(entry.id, entry);
+            })(),
+          ),
+        deadLetter: (letter) => tracked(deadLetter(entry, deliveryCount, letter, held)),
         touch: async () => {
-          await setIdle(entry.id, 0);
+          if (!held.deleted) held.deleted = await setIdle(entry.id, 0);
         },
         // At most a timer's limit (a minIdle of months): past it the entry would be touched in a loop.
         touchIntervalMs: Math.min(Math.max(Math.floor(minIdleMs / 3), 10), MAX_TIMER_MS),
       }),
     );
+    return true;
   };
-
-  const stop = new AbortController();
   const closed = new Promise<void>((resolve) =>
     stop.signal.addEventListener('abort', () => resolve(), { once: true }),
   );
@@ -363,7 +480,84 @@ export async function idempotentConsumer(
   let cursor = '0-0';
   let nextClaimAt = 0;
 
-  async function reclaim(count: number): Promise<void> {
+  // Start `entries` (each with its delivery count) in turn; once close() has begun, start no more and hand
+  // the rest back.
+  async function startAll(entries: StreamEntry[], counts: number[]): Promise<void> {
+    for (const [index, entry] of entries.entries()) {
+      if (abandoned) return;
+      if (stop.signal.aborted || !(await start(entry, counts[index] ?? 1))) {
+        await handBack(entries.slice(index), counts.slice(index));
+        return;
+      }
+    }
+  }
+
+  // Entries read or reclaimed after close() began: never started, they stay pending, with their idle time
+  // set to `minIdle` so that XAUTOCLAIM hands them to a live consumer at its next round rather than after
+  // `minIdle`. Each delivery is recorded first (consumer/handed-back.ts): the one XAUTOCLAIM then counts
+  // does not count against maxDeliveries. A hand-back that fails, or is abandoned, leaves them pending all
+  // the same, reclaimed after `minIdle`.
+  async function handBack(entries: StreamEntry[], counts: number[]): Promise<void> {
+    if (entries.length === 0) return;
+    await Promise.all(
+      entries.map((entry, index) =>
+        recordHandedBack(resolved, `${stream}:${entry.id}`, counts[index] ?? 1),
+      ),
+    );
+    await loopCommand(
+      command(client, [
+        'XCLAIM',
+        stream,
+        group,
+        consumer,
+        '0',
+        ...entries.map((entry) => entry.id),
+        'IDLE',
+        String(minIdleMs),
+        'JUSTID',
+      ]),
+      'XCLAIM',
+    );
+  }
+
+  // Whether claim rounds go through the reclaim script (scripts/reclaim-1.lua): until Redis refuses to run
+  // it (an ACL user denied EVAL, a proxy without it), then XAUTOCLAIM and an XPENDING per entry, as before.
+  let scriptedClaims = true;
+
+  /** One claim round's entries, with their delivery counts, and the ids found deleted while pending. */
+  async function claimRound(
+    count: number,
+  ): Promise<
+    | { cursor: string; entries: StreamEntry[]; deleted: string[]; counts: number[] }
+    | typeof ABANDONED
+  > {
+    if (scriptedClaims) {
+      try {
+        const reply = await loopCommand(
+          readCommand(client, [
+            'EVAL',
+            reclaimScript.source,
+            '1',
+            stream,
+            group,
+            consumer,
+            String(minIdleMs),
+            cursor,
+            String(Math.min(count, MAX_SCRIPT_CLAIMS)),
+          ]),
+          'XAUTOCLAIM',
+        );
+        if (reply === ABANDONED) return ABANDONED;
+        const claimed = parseAutoClaim(stream, reply);
+        const counts = Array.isArray(reply) && Array.isArray(reply[3]) ? reply[3].map(Number) : [];
+        return { ...claimed, counts };
+      } catch (error) {
+        if (!isScriptRefused(error)) throw error;
+        scriptedClaims = false;
+        // The script's cursor is exclusive (`(id`), a form XAUTOCLAIM does not take: start over.
+        cursor = '0-0';
+      }
+    }
     const reply = await loopCommand(
       readCommand(client, [
         'XAUTOCLAIM',
@@ -377,11 +571,8 @@ export async function idempotentConsumer(
       ]),
       'XAUTOCLAIM',
     );
-    if (reply === ABANDONED) return;
+    if (reply === ABANDONED) return ABANDONED;
     const claimed = parseAutoClaim(stream, reply);
-    cursor = claimed.cursor;
-    // Trimmed while pending: nothing left to deliver. Each XACK is bounded by the batcher.
-    await Promise.all(claimed.deleted.map(ack));
     const counts = await loopCommand(
       Promise.all(
         claimed.entries.map(async (entry) =>
@@ -393,11 +584,32 @@ export async function idempotentConsumer(
       'XPENDING',
     );
     // The claimed entries stay pending, to be reclaimed after minIdle.
-    if (counts === ABANDONED) return;
-    for (const [index, entry] of claimed.entries.entries()) {
-      if (abandoned) return;
-      await start(entry, counts[index]?.get(entry.id) ?? 2);
+    if (counts === ABANDONED) return ABANDONED;
+    return {
+      ...claimed,
+      counts: claimed.entries.map((entry, index) => counts[index]?.get(entry.id) ?? 2),
+    };
+  }
+
+  async function reclaim(count: number): Promise<void> {
+    const claimed = await claimRound(count);
+    if (claimed === ABANDONED) return;
+    cursor = claimed.cursor;
+    // Deleted while pending, and idle past minIdle (abandoned by a consumer that crashed, or one whose
+    // entry waits for its retry): nothing left to deliver. Reported and recorded (deleted-entries.ts), then
+    // acked: Redis 6.2 keeps such an id pending (Redis 7 has dropped it already), and one whose record
+    // failed stays so, to be reported again in a later round. Each XACK is bounded by the batcher.
+    if (claimed.deleted.length > 0) {
+      const recorded = await loopCommand(
+        Promise.allSettled(claimed.deleted.map((id) => reportDeleted(id))),
+        'XADD',
+      );
+      if (recorded === ABANDONED) return;
+      await Promise.all(
+        claimed.deleted.filter((_, index) => recorded[index]?.status === 'fulfilled').map(ack),
+      );
     }
+    await startAll(claimed.entries, claimed.counts);
     if (cursor === '0-0') nextClaimAt = Date.now() + claimMs;
   }
 
@@ -447,7 +659,11 @@ export async function idempotentConsumer(
         if (abandoned) break;
         const newest = read.entries.at(-1)?.id;
         if (newest !== undefined) lastRead = newest;
-        for (const entry of read.entries) await start(entry, 1);
+        // Entries a read in progress brings after close() began are handed back, never started.
+        await startAll(
+          read.entries,
+          read.entries.map(() => 1),
+        );
         if (read.entries.length === 0 && blockingClient === undefined)
           await sleep(Math.min(pollMs, untilClaim), stop.signal);
       } catch (error) {
@@ -486,12 +702,28 @@ export async function idempotentConsumer(
         const loopEnded = await settlesWithin(done, resolved.drainTimeoutMs);
         if (!loopEnded) abandoned = true;
         const drained = await inFlight.drain(Math.max(deadline - performance.now(), 0));
+        // Then the settle calls their deliveries gave up on (see `settling`), within what is left.
+        const settled =
+          settling.size === 0 ||
+          (await settlesWithin(
+            Promise.allSettled([...settling]),
+            Math.max(deadline - performance.now(), 0),
+          ));
         // `abandoned` also when the loop ended by abandoning a command known hung (loop-command.ts).
-        return !abandoned && drained;
+        return !abandoned && drained && settled;
       })();
       return closing;
     },
   };
+}
+
+/** What one delivery knows of its entry beyond the entry itself. */
+interface HeldEntry {
+  /**
+   * The entry was deleted from the stream while this delivery held it, and this delivery's own `XCLAIM`
+   * (a reset of its idle time) dropped it from the pending list: its fields are only in this process now.
+   */
+  deleted: boolean;
 }
 
 /**

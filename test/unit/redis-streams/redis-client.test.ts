@@ -67,3 +67,26 @@ describe('parseReadGroup', () => {
     expect(parseReadGroup('s', null)).toEqual({ entries: [], deleted: [] });
   });
 });
+
+describe('parseReadGroup: repeated field names', () => {
+  it('keeps every field in order in `pairs` only when a name repeats; `fields` has the last value', () => {
+    // Act
+    const { entries } = parseReadGroup('s', [
+      [
+        's',
+        [
+          ['1-0', ['k', 'a', 'item', 'x', 'item', 'y']],
+          ['2-0', ['k', 'b']],
+        ],
+      ],
+    ]);
+    // Assert
+    expect(entries[0]?.fields).toEqual({ k: 'a', item: 'y' });
+    expect(entries[0]?.pairs?.map(([name, value]) => [name, value.toString()])).toEqual([
+      ['k', 'a'],
+      ['item', 'x'],
+      ['item', 'y'],
+    ]);
+    expect(entries[1]).not.toHaveProperty('pairs');
+  });
+});

@@ -1,0 +1,53 @@
+--[[
+  reclaim-1.lua: one reclaim round, as XAUTOCLAIM does it, but reporting as deleted only the entries that
+  were idle for `minIdle` (abandoned) when deleted. Redis 7's XAUTOCLAIM (and XCLAIM) drop every deleted id
+  they meet from the pending list whatever its idle time, and so reported as lost an entry a live consumer
+  was still handling (and would settle): here only the ids XPENDING lists as idle enough are claimed, so a
+  held entry is left to its holder. Also gives each claimed entry's delivery count (XPENDING's, plus this
+  claim), where XAUTOCLAIM needed an XPENDING per entry.
+
+  KEYS[1]  the stream
+  ARGV[1]  the consumer group
+  ARGV[2]  the consumer claiming
+  ARGV[3]  minIdle in ms
+  ARGV[4]  the cursor: the id to start from ('0-0' first, then what the last round returned)
+  ARGV[5]  how many entries to look at, at most
+
+  Returns  { next cursor ('0-0' once the pending list is all looked at), claimed entries (XCLAIM's reply:
+           {id, {field, value, …}}), ids deleted while pending (Redis 7 has dropped them from the pending
+           list; Redis 6.2 keeps them: the caller acks them), the claimed entries' delivery counts, in order }
+]]
+local pending = redis.call('XPENDING', KEYS[1], ARGV[1], 'IDLE', ARGV[3], ARGV[4], '+', ARGV[5])
+if #pending == 0 then
+  return { '0-0', {}, {}, {} }
+end
+local ids = {}
+local counts = {}
+for i, item in ipairs(pending) do
+  ids[i] = item[1]
+  counts[item[1]] = item[4]
+end
+-- Every id is idle enough (nothing runs between the two commands): XCLAIM takes all that still exist.
+local claimed = redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], unpack(ids))
+local entries = {}
+local found = {}
+local claimedCounts = {}
+for _, entry in ipairs(claimed) do
+  -- Redis 6.2 answers a deleted entry with a nil (false here), or an entry with no fields.
+  if type(entry) == 'table' and type(entry[2]) == 'table' then
+    entries[#entries + 1] = entry
+    found[entry[1]] = true
+    claimedCounts[#claimedCounts + 1] = counts[entry[1]] + 1
+  end
+end
+local deleted = {}
+for _, id in ipairs(ids) do
+  if not found[id] then
+    deleted[#deleted + 1] = id
+  end
+end
+local cursor = '0-0'
+if #pending == tonumber(ARGV[5]) then
+  cursor = '(' .. ids[#ids]
+end
+return { cursor, entries, deleted, claimedCounts }

@@ -1,0 +1,103 @@
+/**
+ * A graceful shutdown against a real Redis: an entry that the blocking read in progress brings after
+ * `close()` began is not started (a deploy's old process must not begin a payment it may not finish). It is
+ * handed back: left pending, idle for `minIdle`, so another consumer's next claim round takes it at once,
+ * and that hand-back does not count against `maxDeliveries`. (Before, the closing consumer ran it.)
+ */
+import { createClient } from 'redis';
+import { describe, expect, it } from 'vitest';
+import { createIdempotency, memoryStore } from '../../../src/index.js';
+import {
+  idempotentConsumer,
+  type RedisStreamsConsumerOptions,
+} from '../../../src/redis-streams/index.js';
+import { env } from '../../helpers/env.js';
+import { streamsFixture } from '../../helpers/streams-fixture.js';
+import { waitUntil } from '../../helpers/wait-until.js';
+
+describe('Redis Streams consumer: entries read while closing', () => {
+  const fixture = streamsFixture();
+  const { run, streams, cleanups, add } = fixture;
+
+  /** Whether the client named `name` is blocked in an `XREADGROUP`. */
+  const blockedInRead = async (name: string) =>
+    String(await fixture.admin.sendCommand(['CLIENT', 'LIST']))
+      .split('\n')
+      .some((line) => line.includes(` name=${name} `) && line.includes('cmd=xreadgroup'));
+
+  it('hands back, never starting, an entry its read brings after close() began; another consumer runs it at once', async () => {
+    // Arrange: consumer A blocked in its read; one store shared with consumer B, which takes over.
+    const stream = `ik-test:streams-close-hand-back:${run}`;
+    streams.push(stream, `${stream}:dlq`);
+    const engine = createIdempotency({ store: memoryStore() });
+    const blockingName = `ik-close-hand-back-${run}`;
+    const blocking = createClient({ url: env.redisUrl, name: blockingName });
+    await blocking.connect();
+    cleanups.push(() => blocking.destroy());
+    const common: Omit<RedisStreamsConsumerOptions, 'consumer'> = {
+      stream,
+      group: 'workers',
+      name: `close-hand-back-${run}`,
+      idempotency: engine,
+      minIdle: '30s',
+      maxDeliveries: 2,
+      backoff: { initial: '10ms', max: '10ms', jitter: false },
+    };
+    let ranOnA = 0;
+    const a = await idempotentConsumer(
+      fixture.admin,
+      () => {
+        ranOnA++;
+      },
+      { ...common, consumer: 'a', blockingClient: blocking, block: '5s', claimInterval: '1h' },
+    );
+    await waitUntil('A to block in its read', () => blockedInRead(blockingName));
+
+    // Act: the entry arrives while A closes.
+    const closing = a.close();
+    await add(stream, 'pay-while-closing');
+    const closed = await closing;
+
+    // Assert: not run on A; pending, idle for minIdle, ready for any consumer's next claim round.
+    expect(closed).toBe(true);
+    expect(ranOnA).toBe(0);
+    const [pendingEntry] = (await fixture.admin.sendCommand([
+      'XPENDING',
+      stream,
+      'workers',
+      '-',
+      '+',
+      '10',
+    ])) as Array<[string, string, number, number]>;
+    expect(pendingEntry?.[1]).toBe('a');
+    expect(Number(pendingEntry?.[2])).toBeGreaterThanOrEqual(30_000);
+
+    // B takes it at its first claim round, not after minIdle. Its first run fails: with maxDeliveries 2
+    // and this its second delivery, the hand-back (not a run) is not counted, so it is retried, not
+    // dead-lettered.
+    const runsOnB: number[] = [];
+    const deadLetters: string[] = [];
+    let executed = 0;
+    const b = await idempotentConsumer(
+      fixture.admin,
+      (_entry, context) => {
+        runsOnB.push(context.deliveryCount);
+        if (runsOnB.length === 1) throw new Error('card processor busy');
+      },
+      {
+        ...common,
+        consumer: 'b',
+        pollInterval: '10ms',
+        claimInterval: '50ms',
+        hooks: {
+          onExecuted: () => void executed++,
+          onDeadLetter: (event) => void deadLetters.push(event.reason),
+        },
+      },
+    );
+    cleanups.push(() => b.close());
+    await waitUntil('B to execute the entry', () => executed === 1, 5_000);
+    expect(runsOnB).toEqual([2, 3]);
+    expect(deadLetters).toEqual([]);
+  });
+});
