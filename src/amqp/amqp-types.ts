@@ -7,6 +7,8 @@
 /** Message properties the adapter reads and copies (amqplib `MessageProperties`). */
 export interface AmqpMessageProperties {
   messageId?: unknown;
+  /** The publisher's user, validated by RabbitMQ against the connection that published the message. */
+  userId?: unknown;
   headers?: Record<string, unknown> | undefined;
 }
 

@@ -35,10 +35,25 @@ export const DELIVERY_ID_HEADER = 'x-idempotency-delivery-id';
 export const CONSUMER_HEADER = 'x-idempotency-consumer';
 /** On a dead letter: when, ISO 8601. */
 export const FAILED_AT_HEADER = 'x-idempotency-failed-at';
+/**
+ * On a retry copy and a dead letter: the `user-id` property of the original message. The copy cannot keep
+ * the property itself: RabbitMQ closes the channel of a publish whose `user-id` is not the user the
+ * connection logged in as. A header is not validated by RabbitMQ: it says who sent the original, as
+ * RabbitMQ checked it then, only to a reader who trusts every publisher to the queue.
+ */
+export const USER_ID_HEADER = 'x-idempotency-user-id';
 
 // Headers RabbitMQ adds when dead-lettering (from the retry queue). Dropped from our copies so they do not
 // pile up across retries; the broker adds them afresh.
 const BROKER_HEADERS = /^x-(death|first-death-|last-death-|delivery-count)/;
+// Sender-selected distribution: RabbitMQ routes a publish to the queues `CC` and `BCC` name as well, and
+// keeps `CC` on the delivered message. They told the original publish where to go; a copy that kept `CC`
+// went to those queues again (a second payment message for the ledger at each retry and dead letter).
+// RabbitMQ drops them too when it dead-letters a message.
+const ROUTING_HEADERS = new Set(['CC', 'BCC']);
+// Properties a copy does not take from its original: rebuilt (`headers`), its own (`expiration`), or
+// validated by RabbitMQ against the publishing connection's user (`userId`, see `copyOptions`).
+const OWN_PROPERTIES = new Set(['headers', 'expiration', 'userId']);
 // Headers that belong to one copy only (see `returns.ts`, `pending-letter.ts`); never carried forward.
 const COPY_HEADERS = new Set([COPY_ID_HEADER, PENDING_DEAD_LETTER_HEADER, DELIVERY_ID_HEADER]);
 
@@ -53,38 +68,86 @@ function toInteger(value: unknown): number | undefined {
  * retry copy starts a new message anyway, so the adapter carries its own count in
  * `x-idempotency-deliveries` and adds this copy's broker redeliveries: `x-delivery-count` on quorum
  * queues, else 1 if the `redelivered` flag is set (a crash or lost connection; a lower bound).
+ *
+ * Only a delivery with `redelivered` set has any: RabbitMQ leaves an `x-delivery-count` the message
+ * already carried (forwarded from a quorum queue by a shovel or a service) as it is on a first delivery,
+ * on quorum queues too, and reading it there dead-lettered the message before its `maxDeliveries`.
  */
 export function deliveryCount(message: AmqpMessage): number {
   const headers = message.properties.headers ?? {};
   const before = toInteger(headers[DELIVERIES_HEADER]) ?? 0;
-  const redeliveries =
-    toInteger(headers['x-delivery-count']) ?? (message.fields.redelivered ? 1 : 0);
+  const redeliveries = message.fields.redelivered
+    ? Math.max(toInteger(headers['x-delivery-count']) ?? 1, 1)
+    : 0;
   return before + redeliveries + 1;
 }
 
-/** The default key: the AMQP `message-id` property, else the `x-idempotency-key` header. */
+// What a header value decoded by amqplib is, for the error that refuses it as a key: typed values come as
+// `{ '!': type, value }`, tables as plain objects.
+function amqpType(value: unknown): string {
+  if (Array.isArray(value)) return 'array';
+  if (typeof value === 'object' && value !== null) {
+    const type = (value as { '!'?: unknown })['!'];
+    return typeof type === 'string' ? type : 'table';
+  }
+  return typeof value;
+}
+
+/**
+ * The default key: the AMQP `message-id` property, else the `x-idempotency-key` header (text, bytes read
+ * as UTF-8, or an integer up to 2^53 − 1).
+ * @throws TypeError when the header holds a larger integer or a fraction (amqplib reads a 64-bit integer
+ *   inexactly), or another AMQP type (a timestamp, a decimal, a table, an array, a boolean): the message
+ *   is dead-lettered as `invalid_key` with it. Before, `String()` made one key of several messages (two
+ *   neighbouring 64-bit ids, every table as `[object Object]`): all but the first were acked as
+ *   duplicates without running.
+ */
 export function defaultAmqpKey(message: AmqpMessage): string | undefined {
   const id = message.properties.messageId;
   if (typeof id === 'string' && id !== '') return id;
   const header = message.properties.headers?.[KEY_HEADER];
   if (header === undefined || header === null) return undefined;
-  return Buffer.isBuffer(header) ? header.toString('utf8') : String(header);
+  if (typeof header === 'string') return header;
+  if (Buffer.isBuffer(header)) return header.toString('utf8');
+  if (typeof header === 'number') {
+    if (Number.isSafeInteger(header)) return String(header);
+    // amqplib reads an AMQP long (a Java `long`, a snowflake id) into a JavaScript number, exact only up
+    // to 2^53: neighbouring ids come out as one number, so one key. A fraction is no better an identity.
+    throw new TypeError(
+      `The ${KEY_HEADER} header is the number ${String(header)}, beyond 2^53 or not an integer: ` +
+        'amqplib cannot read it exactly, so it cannot tell this message from another one; send the key ' +
+        'as a string (or in the message-id property)',
+    );
+  }
+  throw new TypeError(
+    `The ${KEY_HEADER} header is an AMQP ${amqpType(header)}, not text: it cannot tell this message ` +
+      'from another one; send the key as a string (or in the message-id property)',
+  );
 }
 
-/** Publish options for a copy of `message`: its properties and headers, plus `extra` headers. */
+/**
+ * Publish options for a copy of `message`: its properties and headers, plus `extra` headers. Its
+ * `user-id` goes into {@link USER_ID_HEADER} instead: RabbitMQ validates the property against the
+ * consumer's own user, and closed the consumer's channel at every retry or dead letter of a message
+ * another user published with it, which then came back and ran again, without end.
+ */
 export function copyOptions(
   message: AmqpMessage,
   extra: Record<string, unknown>,
 ): AmqpPublishOptions {
   const headers: Record<string, unknown> = {};
   for (const [name, value] of Object.entries(message.properties.headers ?? {})) {
-    if (!BROKER_HEADERS.test(name) && !COPY_HEADERS.has(name)) headers[name] = value;
+    if (!BROKER_HEADERS.test(name) && !COPY_HEADERS.has(name) && !ROUTING_HEADERS.has(name)) {
+      headers[name] = value;
+    }
   }
   const options: Record<string, unknown> = {};
   for (const [name, value] of Object.entries(message.properties)) {
     // `expiration` belongs to the copy, `headers` is rebuilt; amqplib reports absent properties as undefined.
-    if (value !== undefined && name !== 'headers' && name !== 'expiration') options[name] = value;
+    if (value !== undefined && !OWN_PROPERTIES.has(name)) options[name] = value;
   }
+  const { userId } = message.properties;
+  if (typeof userId === 'string' && userId !== '') headers[USER_ID_HEADER] = userId;
   return { ...options, headers: { ...headers, ...extra } };
 }
 

@@ -39,6 +39,7 @@ export {
   ERROR_HEADER,
   FAILED_AT_HEADER,
   KEY_HEADER,
+  USER_ID_HEADER,
 } from './headers.js';
 export { PENDING_DEAD_LETTER_HEADER } from './pending-letter.js';
 export { MAX_PREFETCH } from './queues.js';
