@@ -36,6 +36,7 @@ import { InvalidOptionsError } from '../core/errors.js';
 import { booleanOption, durationOption, knownFields, shownValue } from '../core/option-checks.js';
 import type { ClaimResult, IdempotencyRecord } from '../core/record.js';
 import { assertStepName } from '../core/steps.js';
+import { utf8StoredFingerprint } from '../core/stored-fingerprint.js';
 import { completeThenClaim } from '../store/complete-then-claim.js';
 import { assertPositiveMs, assertReserveMs } from '../store/durations.js';
 import { PartialBatchError, partialResults } from '../store/partial-batch.js';
@@ -277,9 +278,10 @@ function retentionsOf(requests: readonly CompleteRequest[]): {
 }
 
 /**
- * claim-many-n.lua's arguments: the fingerprints, then (lease, reservation) pairs: one pair when every
- * item has the same (the usual case: one engine, one lease, one retention), else one pair per item. The
- * script tells the two apart by the argument count (n + 2 against 3n, the same layout when n = 1).
+ * claim-many-n.lua's arguments: the fingerprints (in their stored form), then (lease, reservation) pairs:
+ * one pair when every item has the same (the usual case: one engine, one lease, one retention), else one
+ * pair per item. The script tells the two apart by the argument count (n + 2 against 3n, the same layout
+ * when n = 1).
  */
 function pushClaimArgs(
   command: RedisArg[],
@@ -287,7 +289,9 @@ function pushClaimArgs(
   { leases, reserves }: ClaimDurations,
 ): void {
   const count = requests.length;
-  for (let i = 0; i < count; i++) command.push((requests[i] as ClaimRequest).fingerprint);
+  for (let i = 0; i < count; i++) {
+    command.push(utf8StoredFingerprint((requests[i] as ClaimRequest).fingerprint));
+  }
   let same = true;
   for (let i = 1; i < count && same; i++) {
     same = leases[i] === leases[0] && reserves[i] === reserves[0];
@@ -501,12 +505,13 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
       return rejected(error);
     }
     const command = commandFor(scripts.claim, key, false);
-    command.push(claimOptions.fingerprint, String(leaseMs), String(reserveMs));
+    const { fingerprint } = claimOptions;
+    command.push(utf8StoredFingerprint(fingerprint), String(leaseMs), String(reserveMs));
     return write(
       'claim',
       scripts.claim,
       command,
-      (reply) => decodeClaim(reply, leaseMs),
+      (reply) => decodeClaim(reply, leaseMs, fingerprint),
       shortfalls?.claim,
     );
   }
@@ -547,7 +552,7 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
       'claimMany',
       scripts.claimMany,
       command,
-      (reply) => decodeClaims(reply, durations.leases),
+      (reply) => decodeClaims(reply, durations.leases, requests),
       shortfalls?.claims,
     );
   }
@@ -653,7 +658,7 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
       'completeAndClaimMany',
       scripts.completeClaimMany,
       command,
-      (reply) => decodeCompleteAndClaim(reply, completeCount, durations.leases),
+      (reply) => decodeCompleteAndClaim(reply, completeCount, durations.leases, claims),
       shortfalls?.completesAndClaims,
     );
   }

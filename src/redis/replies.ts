@@ -11,6 +11,7 @@
  */
 import { StoreUnavailableError } from '../core/errors.js';
 import { type ClaimResult, type IdempotencyRecord, RecordStatus } from '../core/record.js';
+import { comparableFingerprint } from '../core/stored-fingerprint.js';
 import { PartialBatchError } from '../store/partial-batch.js';
 import type { CompleteAndClaimResults, RecordInspection } from '../store/store.js';
 
@@ -113,9 +114,11 @@ export function decodeValue(reply: unknown): IdempotencyRecord | undefined {
 /**
  * Decode one claim reply (claim-1.lua, or one item of claim-many-n.lua). `leaseMs` is the lease the claim
  * asked for, in whole ms: on the hot path the script returns only the token, and the lease end is the
- * token's millisecond + `leaseMs`.
+ * token's millisecond + `leaseMs`. A blocking record that holds the stored form of the claim's
+ * `fingerprint` (its digest, for one with a lone surrogate) carries `fingerprint` itself, so that the
+ * engine finds the same request.
  */
-export function decodeClaim(reply: unknown, leaseMs: number): ClaimResult {
+export function decodeClaim(reply: unknown, leaseMs: number, fingerprint: string): ClaimResult {
   if (typeof reply === 'number') {
     const token = replyNumber(reply);
     return { claimed: true, token, attempt: 1, leaseUntil: Math.floor(token / 1000) + leaseMs };
@@ -132,6 +135,7 @@ export function decodeClaim(reply: unknown, leaseMs: number): ClaimResult {
     const record = decodeValue(reply);
     if (record === undefined)
       throw new Error('unexpected Redis reply: a claim was blocked by a tombstone');
+    record.fingerprint = comparableFingerprint(record.fingerprint, fingerprint);
     return { claimed: false, record };
   }
   throw new Error(`unexpected Redis reply: ${typeof reply}`);
@@ -175,14 +179,22 @@ function decodeItems<T>(
   return { results, failed };
 }
 
+/** The fingerprint of each claim of a batch, as {@link decodeClaim} takes it. */
+export type ClaimFingerprints = ReadonlyArray<{ readonly fingerprint: string }>;
+
 /**
- * Decode claim-many-n.lua's reply: one claim per item, item `i` having asked for `leases[i]` ms.
+ * Decode claim-many-n.lua's reply: one claim per item, item `i` having asked for `leases[i]` ms with
+ * `claims[i].fingerprint`.
  * @throws PartialBatchError with every item's result or error when an item failed (the other items were
  *   applied: their callers must get their results).
  */
-export function decodeClaims(reply: unknown, leases: readonly number[]): ClaimResult[] {
+export function decodeClaims(
+  reply: unknown,
+  leases: readonly number[],
+  claims: ClaimFingerprints,
+): ClaimResult[] {
   const { results, failed } = decodeItems(reply, leases.length, (item, i) =>
-    decodeClaim(item, leases[i] as number),
+    decodeClaim(item, leases[i] as number, (claims[i] as { fingerprint: string }).fingerprint),
   );
   if (failed > 0) throw new PartialBatchError(results);
   return results as ClaimResult[];
@@ -200,18 +212,19 @@ export function decodeFlags(reply: unknown, count: number): boolean[] {
 
 /**
  * Decode the combined script's reply (`complete-claim-script.ts`): complete-many's flags for `completeCount`
- * items, then claim-many's claims, item `i` having asked for `leases[i]` ms.
+ * items, then claim-many's claims, item `i` having asked for `leases[i]` ms with `claims[i].fingerprint`.
  * @throws PartialBatchError (results `{ completed, claimed }`) as {@link decodeClaims} does.
  */
 export function decodeCompleteAndClaim(
   reply: unknown,
   completeCount: number,
   leases: readonly number[],
+  claims: ClaimFingerprints,
 ): CompleteAndClaimResults {
   expectBatch(reply, 2);
   const completed = decodeItems(reply[0], completeCount, decodeFlag);
   const claimed = decodeItems(reply[1], leases.length, (item, i) =>
-    decodeClaim(item, leases[i] as number),
+    decodeClaim(item, leases[i] as number, (claims[i] as { fingerprint: string }).fingerprint),
   );
   const failed = completed.failed + claimed.failed;
   const results = { completed: completed.results, claimed: claimed.results };

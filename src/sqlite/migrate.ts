@@ -26,12 +26,29 @@ export interface MigrateOptions {
 export interface MigrateResult {
   /** Names of the migrations applied by this call (empty when the schema was already current). */
   applied: string[];
+  /** Id of the newest migration this release knows, now in place. */
+  version: number;
+  /**
+   * Only when a newer release migrated the table further than this one knows: the id of the newest migration
+   * recorded for it, greater than `version`. Absent otherwise.
+   */
+  schemaVersion?: number;
+  /**
+   * With `schemaVersion`: says the table is ahead of this release and names the newer migrations, for the
+   * log. Nothing was applied or undone.
+   */
+  warning?: string;
 }
+
+// The newest migration this release knows.
+const VERSION = Math.max(0, ...migrations.map((migration) => migration.id));
 
 /**
  * Bring the store's schema up to date. Safe to call on every start, and from several processes at once:
  * the check and the migrations run in one `BEGIN IMMEDIATE` transaction, so a second process waits for the
  * first (within the busy timeout) and then finds nothing left to do. A failed migration rolls back whole.
+ * A table that a newer release migrated further is left as it is and reported in `schemaVersion` and
+ * `warning`, not refused, so that older code starting up during a rolling deploy keeps working.
  *
  * `database` is an open better-sqlite3 Database (left open) or a file path (opened and closed here).
  * @example
@@ -83,5 +100,14 @@ function applyPending(db: SqliteDatabase, table: string): MigrateResult {
     insert.run({ id: migration.id, name: migration.name, applied_at: Date.now() });
     applied.push(migration.name);
   }
-  return { applied };
+  // Read in id order (select-migrations.sql): the last is the newest.
+  const newer = rows.filter((row) => row.id > VERSION);
+  if (newer.length === 0) return { applied, version: VERSION };
+  const schemaVersion = newer[newer.length - 1]!.id;
+  const names = newer.map((row) => String(row.name)).join(', ');
+  const warning =
+    `${table} is at version ${schemaVersion}, newer than this release knows (${VERSION}): a newer ` +
+    `release applied ${names}. Nothing was applied or undone; this release runs on it as long as ` +
+    'those migrations keep older code working (see their release notes)';
+  return { applied, version: VERSION, schemaVersion, warning };
 }

@@ -19,6 +19,7 @@ import {
   reservationMs,
 } from '../core/record.js';
 import { assertStepName } from '../core/steps.js';
+import { utf8StoredFingerprint } from '../core/stored-fingerprint.js';
 import { checkListCrashedOptions, keyOrderedPage } from '../store/crashed-paging.js';
 import {
   assertBatchDurations,
@@ -41,6 +42,7 @@ import type {
 import { busyTimeoutOption, openDatabase, type SqliteDatabase, unavailable } from './client.js';
 import { migrate as runMigrations } from './migrate.js';
 import {
+  type BlockingRow,
   type ClaimRow,
   checkTableName,
   DEFAULT_TABLE,
@@ -67,8 +69,9 @@ export type SqliteSynchronous = (typeof SqliteSynchronous)[keyof typeof SqliteSy
 
 /**
  * The parameters of `claim.sql` for a claim at `now` (read under the write lock). A `reserveMs` not above
- * `leaseMs` reserves nothing beyond the lease: `reserved_until` is then NULL. Shared with the
- * transactional mode.
+ * `leaseMs` reserves nothing beyond the lease: `reserved_until` is then NULL. The fingerprint goes in its
+ * stored form (a digest when it holds a lone surrogate) and as given, which earlier releases stored.
+ * Shared with the transactional mode.
  */
 export function claimParams(
   key: string,
@@ -79,7 +82,8 @@ export function claimParams(
   const reserveMs = reservationMs(options);
   return {
     key,
-    fingerprint,
+    fingerprint: utf8StoredFingerprint(fingerprint),
+    legacy_fingerprint: fingerprint,
     now,
     now_micros: Math.floor(now * 1000),
     lease_until: now + leaseMs,
@@ -90,7 +94,9 @@ export function claimParams(
 /**
  * The row that keeps a claim with `fingerprint` from taking `key` at `now`, as `claim.sql` judges it: the
  * live record, or a dead lease still reserved for another fingerprint. Never what `get` reads: a dead
- * lease is not a live record. Shared with the transactional mode.
+ * lease is not a live record. A row of the claim's own fingerprint, stored as a digest or as an earlier
+ * release bound it, carries `fingerprint` itself, so that the engine finds the same request (text read
+ * back from either form is not the request's). Shared with the transactional mode.
  */
 export function readBlocking(
   s: Statements,
@@ -98,7 +104,15 @@ export function readBlocking(
   fingerprint: string,
   now: number,
 ): RecordRow | undefined {
-  return s.selectBlockingRecord.get({ key, fingerprint, now }) as RecordRow | undefined;
+  const params = {
+    key,
+    fingerprint: utf8StoredFingerprint(fingerprint),
+    legacy_fingerprint: fingerprint,
+    now,
+  };
+  const row = s.selectBlockingRecord.get(params) as BlockingRow | undefined;
+  if (row?.own_fingerprint === 1) row.fingerprint = fingerprint;
+  return row;
 }
 
 /**

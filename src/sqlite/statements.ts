@@ -33,7 +33,7 @@ export function forTable(source: string, table: string): string {
   return table === DEFAULT_TABLE ? source : source.replaceAll(DEFAULT_TABLE, table);
 }
 
-/** A row of `select-record.sql` (and of `select-blocking-record.sql`). */
+/** A row of `select-record.sql`. */
 export interface RecordRow {
   status: string;
   fingerprint: string;
@@ -43,6 +43,11 @@ export interface RecordRow {
   expires_at: number;
   completed_at: number | null;
   outcome: Uint8Array | null;
+}
+
+/** A row of `select-blocking-record.sql`: a record row, and whether its fingerprint is the claim's. */
+export interface BlockingRow extends RecordRow {
+  own_fingerprint: 0 | 1;
 }
 
 /** A row of `inspect-record.sql`: a record row, with its reservation and steps (JSON, or NULL). */

@@ -8,7 +8,12 @@
 -- recorded steps are kept by a takeover of an in-progress record with the same fingerprint (the same
 -- request resumes where its crashed attempt got to), and dropped by anything else (a new row starts
 -- without: steps is left out of the INSERT, so NULL).
--- Params: @key TEXT, @fingerprint TEXT, @now INTEGER (epoch ms, app clock), @now_micros INTEGER (now × 1000),
+-- "The same fingerprint" is the stored form (@fingerprint) or the request's fingerprint as releases before
+-- that form bound it (@legacy_fingerprint): the same text unless it holds a lone surrogate, which is stored
+-- as a digest (src/core/stored-fingerprint.ts) and was bound before as its WTF-8 bytes, so that a crashed
+-- claim an earlier release wrote is still taken over by its own request (and the row gets the digest).
+-- Params: @key TEXT, @fingerprint TEXT (stored form), @legacy_fingerprint TEXT (as given), @now INTEGER
+--         (epoch ms, app clock), @now_micros INTEGER (now × 1000),
 --         @lease_until INTEGER (epoch ms), @reserved_until INTEGER (epoch ms, now + reserveMs) or NULL
 --         (reserveMs not above leaseMs: nothing reserved beyond the lease).
 -- Returns: one row (token, attempt, lease_until) when this call claimed the key; no row when a live record,
@@ -31,7 +36,10 @@ ON CONFLICT (key) DO UPDATE SET
   completed_at   = NULL,
   outcome        = NULL,
   reserved_until = excluded.reserved_until,
-  steps          = CASE WHEN status = 'in_progress' AND fingerprint = excluded.fingerprint THEN steps END
+  steps          = CASE
+                     WHEN status = 'in_progress'
+                       AND fingerprint IN (excluded.fingerprint, @legacy_fingerprint) THEN steps
+                   END
 -- Unqualified columns are the existing row's, as they were before this SET: every expression reads the old
 -- row (the steps CASE compares the old fingerprint, not the one assigned above). reserved_until and steps
 -- mean nothing on a completed row (a process running the statements of before 0002 completes without
@@ -39,7 +47,7 @@ ON CONFLICT (key) DO UPDATE SET
 WHERE expires_at <= excluded.created_at
   AND (
     status = 'completed'
-    OR fingerprint = excluded.fingerprint
+    OR fingerprint IN (excluded.fingerprint, @legacy_fingerprint)
     OR reserved_until IS NULL
     OR reserved_until <= excluded.created_at
   )

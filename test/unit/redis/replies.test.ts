@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { fingerprintDigest } from '../../../src/core/stored-fingerprint.js';
 import {
   decodeClaim,
   decodeFlag,
@@ -16,7 +17,7 @@ describe('redis record values and script replies', () => {
     // Arrange: the hot path returns only the token (Redis TIME in µs).
     const token = 1_790_000_000_123_456;
     // Act
-    const result = decodeClaim(token, 30_000);
+    const result = decodeClaim(token, 30_000, 'fp');
     // Assert
     expect(result).toEqual({
       claimed: true,
@@ -30,7 +31,7 @@ describe('redis record values and script replies', () => {
     // Arrange
     const reply = [1_790_000_000_123_457, 2, 1_790_000_030_123];
     // Act
-    const result = decodeClaim(reply, 30_000);
+    const result = decodeClaim(reply, 30_000, 'fp');
     // Assert
     expect(result).toEqual({
       claimed: true,
@@ -44,7 +45,7 @@ describe('redis record values and script replies', () => {
     // Arrange
     const reply = b('p|1790000000123456|1790000030123|1790000000123|3|fp|with|bars é');
     // Act
-    const result = decodeClaim(reply, 30_000);
+    const result = decodeClaim(reply, 30_000, 'fp');
     // Assert
     expect(result).toEqual({
       claimed: false,
@@ -104,14 +105,29 @@ describe('redis record values and script replies', () => {
     expect(decodeHeader(b('r|42'))).toBeUndefined();
   });
 
+  it("gives a blocking record holding the digest of the claim's fingerprint the claim's own", () => {
+    // Arrange: a fingerprint with a lone surrogate is stored as its digest (UTF-8 has no form for it).
+    const lone = 'amount=1 memo=\ud800';
+    const value = `p|1790000000123456|1790000030123|1790000000123|1|${fingerprintDigest(lone)}`;
+    // Act
+    const same = decodeClaim(b(value), 30_000, lone);
+    const other = decodeClaim(b(value), 30_000, 'amount=1 memo=\udc00');
+    // Assert
+    expect(same).toMatchObject({ claimed: false, record: { fingerprint: lone } });
+    expect(other).toMatchObject({
+      claimed: false,
+      record: { fingerprint: fingerprintDigest(lone) },
+    });
+  });
+
   it('rejects malformed replies instead of inventing a record', () => {
     // Arrange + Act + Assert
-    expect(() => decodeClaim({}, 1000)).toThrow(/unexpected Redis reply/);
-    expect(() => decodeClaim(b('r|42'), 1000)).toThrow(/tombstone/);
+    expect(() => decodeClaim({}, 1000, 'fp')).toThrow(/unexpected Redis reply/);
+    expect(() => decodeClaim(b('r|42'), 1000, 'fp')).toThrow(/tombstone/);
     expect(() => decodeValue(b('x|1|2|3|4|fp'))).toThrow(/status/);
     expect(() => decodeValue(b('p|1.5|2|3|1|fp'))).toThrow(/malformed/);
     expect(() => decodeValue(b('c|1|2|3|99|short'))).toThrow(/malformed/);
-    expect(() => decodeClaim(1.5, 1000)).toThrow(/number/);
+    expect(() => decodeClaim(1.5, 1000, 'fp')).toThrow(/number/);
   });
 
   it('decodes load-steps: nil when fenced out, names and byte-exact copies of the results', () => {
