@@ -76,7 +76,13 @@ export type RedisClientLibrary = (typeof REDIS_CLIENT_LIBRARIES)[number];
 /** A parsed command line. */
 export type CliCommand =
   | { command: 'help'; topic?: CliCommandName }
-  | ({ command: 'migrate' } & DatabaseArgs)
+  | ({
+      command: 'migrate';
+      /** `--lock-timeout`, in ms, when given: `migrate()`'s `lockTimeoutMs` (PostgreSQL). */
+      lockTimeoutMs?: number;
+      /** `--lock-retries`, when given: `migrate()`'s `lockRetries` (PostgreSQL). */
+      lockRetries?: number;
+    } & DatabaseArgs)
   | ({
       command: 'purge';
       limit: number;
@@ -207,7 +213,10 @@ export function parseCli(
   if (values.crashed === true || values.after !== undefined) {
     throw new UsageError('--crashed and --after apply to list only');
   }
-  if (command === 'migrate') return { command, ...database };
+  if (command === 'migrate') return { command, ...database, ...migrateLockWait(values, database) };
+  if (values['lock-timeout'] !== undefined || values['lock-retries'] !== undefined) {
+    throw new UsageError('--lock-timeout and --lock-retries apply to migrate only');
+  }
   if (command === 'inspect') {
     return {
       command,
@@ -224,6 +233,35 @@ export function parseCli(
     batches: positiveInteger('batches', values.batches, Number.MAX_SAFE_INTEGER),
     ...progress(values),
   };
+}
+
+/**
+ * `migrate`'s lock waits on PostgreSQL (`migrate()`'s `lockTimeoutMs` and `lockRetries`): `--lock-timeout`, a
+ * duration, and `--lock-retries`, a whole number (0: no retry). Without them, `migrate()`'s
+ * defaults (2 s, 4 retries).
+ * @throws UsageError for a bad value, or either given for another store (SQLite's migration takes the
+ * database's own lock, and waits per its busy timeout).
+ */
+function migrateLockWait(
+  values: ReturnType<typeof parse>['values'],
+  database: DatabaseArgs,
+): { lockTimeoutMs?: number; lockRetries?: number } {
+  const timeout = values['lock-timeout'];
+  const retries = values['lock-retries'];
+  if (timeout === undefined && retries === undefined) return {};
+  if (database.databaseUrl === undefined) {
+    throw new UsageError('--lock-timeout and --lock-retries apply to PostgreSQL only');
+  }
+  const wait: { lockTimeoutMs?: number; lockRetries?: number } = {};
+  // A positive duration, rounded up to whole ms as lock_timeout takes it (0 would mean no bound there).
+  if (timeout !== undefined) wait.lockTimeoutMs = duration('lock-timeout', timeout);
+  if (retries !== undefined) {
+    if (!/^(0|[1-9][0-9]*)$/.test(retries) || !Number.isSafeInteger(Number(retries))) {
+      throw new UsageError(`--lock-retries must be a whole number (0: no retry), got '${retries}'`);
+    }
+    wait.lockRetries = Number(retries);
+  }
+  return wait;
 }
 
 /**
@@ -370,6 +408,8 @@ function parse(argv: readonly string[]) {
       scope: { type: 'string' },
       http: { type: 'boolean' },
       'statement-timeout': { type: 'string' },
+      'lock-timeout': { type: 'string' },
+      'lock-retries': { type: 'string' },
       quiet: { type: 'boolean', short: 'q' },
       'progress-interval': { type: 'string' },
       help: { type: 'boolean', short: 'h' },

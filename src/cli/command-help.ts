@@ -90,8 +90,9 @@ const TEXTS: Readonly<Record<CliCommandName, CommandHelpText>> = {
       'Create or upgrade the records table: applies the pending migrations in one transaction (PostgreSQL:\n' +
       'under an advisory lock, creating the schema if needed; SQLite: creating the file if needed). Safe from\n' +
       'several processes at once: only one applies. PostgreSQL: a migration waits at most 2 s for a lock the\n' +
-      "application's transactions hold (claims queue behind it), then retries; it fails, naming the holder,\n" +
-      'after 5 attempts. Redis has no table and needs no migration.',
+      "application's transactions hold (the store's calls behind it fail after 100 ms), then retries; it\n" +
+      'fails, naming the holder, after 5 attempts (--lock-timeout, --lock-retries). Redis has no table and\n' +
+      'needs no migration.',
     options: [
       postgres,
       ['--sqlite <file>', 'SQLite database file (created if needed)'],
@@ -101,6 +102,14 @@ const TEXTS: Readonly<Record<CliCommandName, CommandHelpText>> = {
       [
         '--statement-timeout <duration>',
         'PostgreSQL: how long one statement may go unanswered (default: no bound, as\na migration may take long; its lock waits are bounded on their own)',
+      ],
+      [
+        '--lock-timeout <duration>',
+        'PostgreSQL: how long a migration waits for a lock before it rolls back, lets\nthe claims through and tries again (default: 2s)',
+      ],
+      [
+        '--lock-retries <n>',
+        'PostgreSQL: how many times it tries again, after a pause that doubles\n(default: 4; 0: fail at the first timeout)',
       ],
       help,
     ],

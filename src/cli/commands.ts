@@ -30,7 +30,7 @@ export function postgresTarget(args: DatabaseArgs): string {
 /** `migrate` on PostgreSQL: apply pending migrations and say what happened. */
 export async function migrateCommand(
   pool: PgQueryable,
-  args: DatabaseArgs,
+  args: DatabaseArgs & { lockTimeoutMs?: number; lockRetries?: number },
   print: Print,
 ): Promise<void> {
   const options = {
@@ -38,6 +38,8 @@ export async function migrateCommand(
     // application's table on a shared database (`--table "$UNSET"`).
     ...(args.schema !== undefined && { schema: args.schema }),
     ...(args.table !== undefined && { table: args.table }),
+    ...(args.lockTimeoutMs !== undefined && { lockTimeoutMs: args.lockTimeoutMs }),
+    ...(args.lockRetries !== undefined && { lockRetries: args.lockRetries }),
   };
   const result = await migrate(pool, options);
   const target = postgresTarget(args);

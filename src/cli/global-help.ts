@@ -49,6 +49,10 @@ Options:
   --statement-timeout <duration>
                         PostgreSQL: how long one statement may go unanswered before the command gives up
                         (default: ${DEFAULT_STATEMENT_TIMEOUT_MS / 1000}s; migrate: no bound unless given, as it may wait for locks)
+  --lock-timeout <duration>
+                        migrate, PostgreSQL: how long a migration waits for a lock before it rolls back and
+                        tries again (default: 2s)
+  --lock-retries <n>    migrate, PostgreSQL: how many times it tries again (default: 4; 0: none)
   --key <client key>    inspect: the client's key, hashed with --namespace and --scope as the engine does
   --namespace <ns>      inspect --key: the engine's namespace (default: default)
   --scope <scope>       inspect --key: the request's scope (default: empty; HTTP's default scope is a digest

@@ -9,7 +9,7 @@ import { completeThenClaim } from '../store/complete-then-claim.js';
 import { PartialBatchError } from '../store/partial-batch.js';
 import type { ClaimRequest, CompleteAndClaimResults, CompleteRequest } from '../store/store.js';
 import { isRetryableTransactionError, type PgQueryable, toStoreError } from './client.js';
-import { claimUnlessHeld, DEFAULT_BUSY_RETRY_AFTER_MS, isLockTimeout } from './held-key.js';
+import { claimUnlessHeld, DEFAULT_BUSY_RETRY_AFTER_MS, isKeyHeld } from './held-key.js';
 import type { Operations } from './operations.js';
 
 /** Indexes of the first occurrence of each key, and of the repeats, in input order. */
@@ -35,12 +35,14 @@ function splitRepeats(items: readonly { key: string }[]): { firsts: number[]; re
  * one row and cannot deadlock. So they do on a serialization failure (40001: a server, database or role whose
  * default_transaction_isolation is repeatable read or serializable, and a key's row committed by another
  * transaction after the batch's snapshot), which would otherwise fail every caller of the batch for one key
- * (a single claim runs again after one, see `claimWith` in `./operations.ts`). On a lock timeout
- * (migration 0006's `lock_timeout` on the batch functions: some key is held by a transaction still
- * running, a `postgresTransactional` run before its COMMIT), each distinct key goes with `single`, all at
- * once (each on its own pooled connection): the free keys are settled at once, and the held one is answered
- * by `single` without waiting for that transaction (a claim sent alone has a lock timeout of its own), since
- * the batch's callers get their results only when every key of the call is settled.
+ * (a single claim runs again after one, see `claimWith` in `./operations.ts`). On a lock timeout for a row
+ * (`heldRow`; migration 0006's `lock_timeout` on the batch functions, 0008's on `complete_many`: some key is
+ * held by a transaction still running, a `postgresTransactional` run before its COMMIT), each distinct key
+ * goes with `single`, all at once (each on its own pooled connection): the free keys are settled at once,
+ * and the held one is answered by `single` without waiting for that transaction (a statement sent alone has
+ * a lock timeout of its own), since the batch's callers get their results only when every key of the call
+ * is settled. A lock timeout for the table's lock (an `ALTER TABLE`, a `LOCK TABLE`…) rejects the call:
+ * nothing was applied, and every key alone would wait for the same lock.
  *
  * A `single` that fails is its own item's failure: the items settled before it, or beside it, were applied,
  * and their callers must get their results, not an outage (their keys would stay held a whole lease). Such a
@@ -53,6 +55,7 @@ async function settle<Q extends { key: string }, R>(
   requests: readonly Q[],
   single: (request: Q) => Promise<R>,
   together: (distinct: Q[]) => Promise<Array<R | undefined>>,
+  heldRow: (error: unknown) => Promise<boolean>,
 ): Promise<R[]> {
   const results = new Array<R | Error>(requests.length);
   const { firsts, repeats } = splitRepeats(requests);
@@ -93,7 +96,7 @@ async function settle<Q extends { key: string }, R>(
     try {
       settled = await together(firsts.map((index) => requests[index]!));
     } catch (error) {
-      held = isLockTimeout(error);
+      held = await heldRow(error);
       if (!held && !isRetryableTransactionError(error)) throw error;
       settled = [];
     }
@@ -114,9 +117,9 @@ async function settle<Q extends { key: string }, R>(
 /**
  * Claim every request, in array order, as the contract asks: distinct keys in one `claim-many` statement.
  * A key whose row a running transaction holds past the lock timeout (migration 0006's on the batch, then
- * `claim-bounded.sql`'s on the key alone) is answered in progress ({@link claimUnlessHeld}: retry after
+ * the claim's own on the key alone) is answered in progress ({@link claimUnlessHeld}: retry after
  * `busyRetryAfterMs`) rather than holding up the batch's other keys until that transaction ends; the other
- * keys are claimed as usual.
+ * keys are claimed as usual. A lock timeout on the table rejects the call: the store is unavailable.
  */
 export function claimMany(
   ops: Operations,
@@ -133,6 +136,7 @@ export function claimMany(
       const settled = await ops.claimDistinct(db, distinct);
       return distinct.map((request) => settled.get(request.key));
     },
+    (error) => isKeyHeld(error, db, ops.names),
   );
 }
 
@@ -150,6 +154,7 @@ export function completeMany(
       const completed = await ops.completeDistinct(db, distinct);
       return distinct.map((request) => completed.has(request.key));
     },
+    (error) => isKeyHeld(error, db, ops.names),
   );
 }
 
@@ -177,8 +182,9 @@ function twoBatches(
  * Complete, then claim, as {@link completeMany} and {@link claimMany} would one after the other, in one
  * statement when it can: both lists of distinct keys go through the function of migration 0004, and a
  * claim the statement left unsettled is claimed again on its own, as in a claim batch. A list that repeats
- * a key, a deadlock, a serialization failure or a lock timeout (the whole statement rolled back, so nothing
- * was applied), or a schema without the function sends the two batches instead.
+ * a key, a deadlock, a serialization failure or a lock timeout for a row (the whole statement rolled back,
+ * so nothing was applied), or a schema without the function sends the two batches instead; a lock timeout
+ * for the table's lock rejects the call (nothing applied).
  */
 export async function completeAndClaimMany(
   ops: Operations,
@@ -195,7 +201,8 @@ export async function completeAndClaimMany(
   try {
     both = await ops.completeAndClaimDistinct(db, completes, claims);
   } catch (error) {
-    if (!isRetryableTransactionError(error) && !isLockTimeout(error)) throw error;
+    if (!isRetryableTransactionError(error) && !(await isKeyHeld(error, db, ops.names)))
+      throw error;
     return separately();
   }
   if (both === undefined) return separately();

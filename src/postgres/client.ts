@@ -104,8 +104,13 @@ const MIGRATED_COLUMNS: ReadonlyArray<{ column: string; migration: string }> = [
 const UNDEFINED_COLUMN = /\bcolumn (?:"?\w+"?\.)?"?(\w+)"? /;
 
 /** The fix a driver error calls for, as a parenthesised hint, or `''`. */
-function migrationHint(error: unknown, message: string): string {
+function fixHint(error: unknown, message: string): string {
   const state = sqlState(error);
+  // A claim answers a row held by another transaction in progress, not with an error: what gets here is
+  // mostly a lock on the table itself, which an operator must find and end.
+  if (state === SqlState.LockNotAvailable) {
+    return ' (a lock was not granted within the lock timeout: another session holds or awaits a conflicting lock, such as an ALTER TABLE, LOCK TABLE, VACUUM FULL or REINDEX of the records table; see pg_locks)';
+  }
   if (state === SqlState.UndefinedTable)
     return ' (run migrate() or `idempotency-kit migrate` first)';
   if (state !== SqlState.UndefinedColumn) return '';
@@ -117,13 +122,13 @@ function migrationHint(error: unknown, message: string): string {
 }
 
 /**
- * Wrap a driver error as `StoreUnavailableError` (fail closed), keeping it as `cause`. A missing table, or
- * a column that a migration not yet applied adds, gets a message that names the fix.
+ * Wrap a driver error as `StoreUnavailableError` (fail closed), keeping it as `cause`. A missing table, a
+ * column that a migration not yet applied adds, or a lock timeout gets a message that names the fix.
  */
 export function toStoreError(operation: string, error: unknown): StoreUnavailableError {
   if (isStoreUnavailableError(error)) return error;
   const message = String((error as PgErrorLike | null)?.message ?? error);
-  const hint = migrationHint(error, message);
+  const hint = fixHint(error, message);
   return new StoreUnavailableError(
     `PostgreSQL store failed during ${operation}: ${message}${hint}`,
     {

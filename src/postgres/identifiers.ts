@@ -39,6 +39,16 @@ export interface TableNames {
   completeManyFunction: string;
   /** `"schema"."table_complete_claim"`: completions then claims in one call (migration 0004, replaced in 0005) */
   completeClaimFunction: string;
+  /** `"schema"."table_claim_one"`: the claim sent alone, its lock waits bounded (migration 0008) */
+  claimOneFunction: string;
+  /** `"schema"."table_complete_one"`: complete.sql, its lock waits bounded (migration 0008) */
+  completeOneFunction: string;
+  /** `"schema"."table_extend_one"`: extend.sql, its lock waits bounded (migration 0008) */
+  extendOneFunction: string;
+  /** `"schema"."table_release_one"`: release.sql, its lock waits bounded (migration 0008) */
+  releaseOneFunction: string;
+  /** `"schema"."table_save_step_one"`: save-step.sql, its lock waits bounded (migration 0008) */
+  saveStepOneFunction: string;
 }
 
 function checkIdentifier(option: string, value: unknown, maxLength: number): string {
@@ -75,10 +85,15 @@ export function tableNames(
     claimManyFunction: qualified(functions.claimMany),
     completeManyFunction: qualified(functions.completeMany),
     completeClaimFunction: qualified(functions.completeClaim),
+    claimOneFunction: qualified(functions.claimOne),
+    completeOneFunction: qualified(functions.completeOne),
+    extendOneFunction: qualified(functions.extendOne),
+    releaseOneFunction: qualified(functions.releaseOne),
+    saveStepOneFunction: qualified(functions.saveStepOne),
   };
 }
 
-/** The unquoted names of a table's batch functions, by the store operation each serves. */
+/** The unquoted names of a table's functions (the batches', and the single statements' of 0008), by the store operation each serves. */
 export interface BatchFunctionNames {
   /** `<table>_claim_many` (migration 0003; 0005 replaces it with a version that takes reservations) */
   claimMany: string;
@@ -89,10 +104,20 @@ export interface BatchFunctionNames {
    * suffix fits the room the table name leaves.
    */
   completeClaim: string;
+  /** `<table>_claim_one` (migration 0008): the claim sent alone, every lock wait of it bounded */
+  claimOne: string;
+  /** `<table>_complete_one` (migration 0008) */
+  completeOne: string;
+  /** `<table>_extend_one` (migration 0008) */
+  extendOne: string;
+  /** `<table>_release_one` (migration 0008) */
+  releaseOne: string;
+  /** `<table>_save_step_one` (migration 0008); its suffix fits the room the table name leaves. */
+  saveStepOne: string;
 }
 
 /**
- * The unquoted names of a table's batch functions (migrations 0003, 0004 and 0005): what `tableNames` quotes,
+ * The unquoted names of a table's functions (migrations 0003, 0004, 0005 and 0008): what `tableNames` quotes,
  * and what PostgreSQL's messages about them spell.
  */
 export function batchFunctionNames(tableName: string): BatchFunctionNames {
@@ -100,6 +125,11 @@ export function batchFunctionNames(tableName: string): BatchFunctionNames {
     claimMany: `${tableName}_claim_many`,
     completeMany: `${tableName}_complete_many`,
     completeClaim: `${tableName}_complete_claim`,
+    claimOne: `${tableName}_claim_one`,
+    completeOne: `${tableName}_complete_one`,
+    extendOne: `${tableName}_extend_one`,
+    releaseOne: `${tableName}_release_one`,
+    saveStepOne: `${tableName}_save_step_one`,
   };
 }
 

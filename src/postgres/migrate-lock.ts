@@ -117,6 +117,6 @@ export function lockTimeoutMessage(
     `holds${holders === '' ? '' : ` (${holders})`}. Nothing was applied, and claims were held up for one ` +
     'wait at most at a time. End or wait for the long transaction on that table (pg_stat_activity, ' +
     'pg_blocking_pids(); pg_terminate_backend() for one left open), then run migrate again, or raise ' +
-    'lockTimeoutMs / lockRetries'
+    'lockTimeoutMs / lockRetries (--lock-timeout / --lock-retries of `idempotency-kit migrate`)'
   );
 }

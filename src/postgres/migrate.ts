@@ -210,9 +210,23 @@ async function applyPending(
           { cause: error },
         );
       }
-      await sleep(migrateRetryDelayMs(wait.lockTimeoutMs, attempt + 1));
+      await pauseInTransaction(client, migrateRetryDelayMs(wait.lockTimeoutMs, attempt + 1));
     }
   }
 }
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+// The longest pg_sleep of a pause: a role's statement_timeout shorter than this would end the migration.
+const PAUSE_STEP_MS = 500;
+
+/**
+ * Wait `ms` between two attempts without leaving the transaction idle: the server sleeps (`pg_sleep`), in
+ * steps of at most {@link PAUSE_STEP_MS}. Sleeping in this process instead left the session "idle in
+ * transaction" for the whole pause (up to 30 s), and a role's `idle_in_transaction_session_timeout` shorter
+ * than that ended it: the migration failed with a lost connection instead of trying again. The transaction
+ * holds only its advisory lock and the migrations table's meanwhile (the attempt rolled back to its savepoint).
+ */
+async function pauseInTransaction(client: PgQueryable, ms: number): Promise<void> {
+  for (let left = ms; left > 0; left -= PAUSE_STEP_MS) {
+    await client.query('SELECT pg_sleep($1::float8 / 1000)', [Math.min(left, PAUSE_STEP_MS)]);
+  }
+}

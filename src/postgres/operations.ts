@@ -142,10 +142,13 @@ export interface Operations {
    */
   claim(db: PgQueryable, key: string, options: ClaimOptions): Promise<ClaimResult>;
   /**
-   * `claim-bounded.sql`: {@link Operations.claim} waiting at most 100 ms for a row another transaction holds,
-   * then rejecting with SQLSTATE 55P03 (nothing applied). The store's claim sent alone, in autocommit only:
-   * run in an explicit transaction, its transaction-local `lock_timeout` would last until that transaction
-   * ends. See `claimUnlessHeld` in `./held-key.ts`.
+   * {@link Operations.claim} waiting at most 100 ms for any lock, then rejecting with SQLSTATE 55P03 (nothing
+   * applied): the function of migration 0008 (`<table>_claim_one`), whose lock timeout bounds the wait for
+   * the table's lock as well as for a row another transaction holds. On a schema without it,
+   * `claim-bounded.sql`, whose timeout bounds the row's wait only (PostgreSQL locks the table before the
+   * statement runs). The store's claim sent alone, in autocommit only: run in an explicit transaction,
+   * claim-bounded's transaction-local `lock_timeout` would last until that transaction ends. See
+   * `claimUnlessHeld` in `./held-key.ts`.
    */
   claimBounded(db: PgQueryable, key: string, options: ClaimOptions): Promise<ClaimResult>;
   /** `complete.sql`: true when completed now or already by this token. */
@@ -224,7 +227,17 @@ export interface OperationsOptions {
    * anything else. @default 'auto'
    */
   prepare?: boolean | 'auto';
+  /**
+   * Send the single-key statements through the functions of migration 0008 (`<table>_claim_one`, …), whose
+   * lock timeout bounds the wait for the table's lock too, falling back to the statements on a schema
+   * without them. For autocommit callers only (the store): inside a transaction, the call of a missing
+   * function would abort it. @default false
+   */
+  singleFunctions?: boolean;
 }
+
+/** The single-key operations that migration 0008 gives a function of its own. */
+type SingleOperation = 'claimBounded' | 'complete' | 'extend' | 'release' | 'saveStep';
 
 type NamedQuery = (config: {
   name: string;
@@ -260,6 +273,15 @@ export function createOperations(names: TableNames, options: OperationsOptions =
     claimManyCall: `SELECT * FROM ${names.claimManyFunction}($1, $2, $3, $4)`,
     completeManyCall: `SELECT * FROM ${names.completeManyFunction}($1, $2, $3, $4)`,
     completeClaimCall: `SELECT * FROM ${names.completeClaimFunction}($1, $2, $3, $4, $5, $6, $7, $8)`,
+    // The single-key statements through the functions of migration 0008, whose lock timeout bounds the
+    // table's lock too. A call locks nothing of the table itself: the function's body does, under its SET
+    // clause. complete's answers complete.sql's `ok`; extend's, release's and saveStep's return a row only
+    // if the function changed one, as their statements' row counts say.
+    claimOneCall: `SELECT * FROM ${names.claimOneFunction}($1, $2, $3, $4)`,
+    completeOneCall: `SELECT ${names.completeOneFunction}($1, $2, $3, $4) AS ok`,
+    extendOneCall: `SELECT 1 FROM ${names.extendOneFunction}($1, $2, $3) AS changed WHERE changed`,
+    releaseOneCall: `SELECT 1 FROM ${names.releaseOneFunction}($1, $2) AS changed WHERE changed`,
+    saveStepOneCall: `SELECT 1 FROM ${names.saveStepOneFunction}($1, $2, $3, $4) AS changed WHERE changed`,
   };
   const statements = Object.fromEntries(
     Object.entries(rendered).map(([op, sqlText]) => [
@@ -284,13 +306,25 @@ export function createOperations(names: TableNames, options: OperationsOptions =
     return db.query(statement.text, values);
   }
 
+  const functionNames = batchFunctionNames(names.tableName);
   // Whether the batch functions can be used: assumed until a call finds one missing (a schema not yet
   // migrated to 0003) or not executable by this role; then the batch statements are sent instead, for the
   // life of this store.
   let batchFunctions = true;
   // The same for the function of 0004, which a schema migrated to 0003 may lack.
   let completeClaimFunction = true;
-  const functionNames = batchFunctionNames(names.tableName);
+  // The same for each function of 0008, by the operation it serves; without it, the statement (whose lock
+  // waits are bounded for a row only: claim-bounded.sql; or not at all). None at all unless asked for.
+  const singleCalls = {
+    claimBounded: { call: 'claimOneCall', name: functionNames.claimOne },
+    complete: { call: 'completeOneCall', name: functionNames.completeOne },
+    extend: { call: 'extendOneCall', name: functionNames.extendOne },
+    release: { call: 'releaseOneCall', name: functionNames.releaseOne },
+    saveStep: { call: 'saveStepOneCall', name: functionNames.saveStepOne },
+  } as const satisfies Record<SingleOperation, { call: keyof typeof rendered; name: string }>;
+  const singleFunctionless = new Set<SingleOperation>(
+    options.singleFunctions === true ? [] : (Object.keys(singleCalls) as SingleOperation[]),
+  );
 
   /**
    * Run a batch through its function, or through its statement when the function cannot be used (see
@@ -312,6 +346,26 @@ export function createOperations(names: TableNames, options: OperationsOptions =
     return run(db, op, values);
   }
 
+  /**
+   * Send a single-key operation once: through its function of migration 0008, or through its statement on
+   * a schema without it (see {@link isBatchFunctionUnusable}: the same two causes).
+   */
+  async function runSingle(
+    db: PgQueryable,
+    op: SingleOperation,
+    values: unknown[],
+  ): Promise<PgQueryResult> {
+    if (!singleFunctionless.has(op)) {
+      try {
+        return await run(db, singleCalls[op].call, values);
+      } catch (error) {
+        if (!isBatchFunctionUnusable(error, singleCalls[op].name)) throw error;
+        singleFunctionless.add(op);
+      }
+    }
+    return run(db, op, values);
+  }
+
   /** Run a single-key claim statement until it returns its row (see {@link CLAIM_ATTEMPTS}). */
   async function claimWith(
     op: 'claim' | 'claimBounded',
@@ -328,7 +382,8 @@ export function createOperations(names: TableNames, options: OperationsOptions =
     for (let attempt = 1; attempt <= CLAIM_ATTEMPTS; attempt++) {
       let rows: unknown[];
       try {
-        ({ rows } = await run(db, op, values));
+        ({ rows } =
+          op === 'claimBounded' ? await runSingle(db, op, values) : await run(db, op, values));
       } catch (error) {
         // claim-bounded runs in autocommit only, so on a server, database or role whose
         // default_transaction_isolation is repeatable read or serializable, the blocking row committed
@@ -353,7 +408,12 @@ export function createOperations(names: TableNames, options: OperationsOptions =
     claim: (db, key, options) => claimWith('claim', db, key, options),
     claimBounded: (db, key, options) => claimWith('claimBounded', db, key, options),
     async complete(db, key, token, outcome, retentionMs) {
-      const { rows } = await run(db, 'complete', [key, token, bufferView(outcome), retentionMs]);
+      const { rows } = await runSingle(db, 'complete', [
+        key,
+        token,
+        bufferView(outcome),
+        retentionMs,
+      ]);
       return (rows[0] as { ok?: boolean } | undefined)?.ok === true;
     },
     async claimDistinct(db, requests) {
@@ -386,16 +446,16 @@ export function createOperations(names: TableNames, options: OperationsOptions =
       return { completed, claimed: claimResults(claims, claimRows) };
     },
     async release(db, key, token) {
-      const { rowCount } = await run(db, 'release', [key, token]);
+      const { rowCount } = await runSingle(db, 'release', [key, token]);
       return rowCount === 1;
     },
     async extend(db, key, token, leaseMs) {
-      const { rowCount } = await run(db, 'extend', [key, token, leaseMs]);
+      const { rowCount } = await runSingle(db, 'extend', [key, token, leaseMs]);
       return rowCount === 1;
     },
     async saveStep(db, key, token, name, value) {
       // base64 text: a jsonb value holds text only (see save-step.sql).
-      const { rowCount } = await run(db, 'saveStep', [
+      const { rowCount } = await runSingle(db, 'saveStep', [
         key,
         token,
         name,

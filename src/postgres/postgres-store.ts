@@ -37,9 +37,10 @@ export interface PostgresStoreOptions {
   /**
    * A node-postgres `Pool` (recommended), or any client with `query(text, params)` resolving to
    * `{ rows, rowCount }`. The store never connects or closes it: that stays with you. Each statement must
-   * run as a transaction of its own (autocommit), never inside one of yours: a claim sent alone sets a
-   * 100 ms `lock_timeout` local to the transaction it runs in (`claim-bounded.sql`). For a record that
-   * commits with your writes, use `postgresTransactional`.
+   * run as a transaction of its own (autocommit), never inside one of yours: on a schema without
+   * migration 0008 a claim sent alone sets a 100 ms `lock_timeout` local to the transaction it runs in
+   * (`claim-bounded.sql`), and the store's first call of a function 0008 adds finds it missing, which would
+   * abort your transaction. For a record that commits with your writes, use `postgresTransactional`.
    */
   pool: PgQueryable;
   /** Schema of the records table, as created by `migrate()`. @default 'public' */
@@ -56,8 +57,10 @@ export interface PostgresStoreOptions {
   /**
    * The `retryAfterMs` of the `in_progress` answer a claim gets for a key whose row another transaction
    * holds (a `postgresTransactional` run on the same table, before its COMMIT), once it has waited 100 ms
-   * for it: the lock timeout of a claim sent alone (`claim-bounded.sql`), and of a batch's (migration 0006,
-   * the batch's other keys are then claimed as usual). In ms, or a duration string such as `'1s'`.
+   * for it: the lock timeout of a claim sent alone (migration 0008, or `claim-bounded.sql`), and of a
+   * batch's (migration 0006, the batch's other keys are then claimed as usual). A lock timeout on the
+   * table itself (an `ALTER TABLE`, a `LOCK TABLE`) is not this answer but `StoreUnavailableError`.
+   * In ms, or a duration string such as `'1s'`.
    * @default 1000
    */
   busyRetryAfterMs?: Duration;
@@ -114,7 +117,11 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
   }
   knownFields(options, 'postgresStore', POSTGRES_STORE_FIELDS);
   const names = tableNames(options.schema ?? DEFAULT_SCHEMA, options.table ?? DEFAULT_TABLE);
-  const ops = createOperations(names, { prepare: prepareOption(options.prepare) });
+  // Autocommit only (see `pool`), so the functions of migration 0008 can be tried, and fallen back from.
+  const ops = createOperations(names, {
+    prepare: prepareOption(options.prepare),
+    singleFunctions: true,
+  });
   const busyRetryAfterMs = durationOption(
     options.busyRetryAfterMs,
     'postgresStore: busyRetryAfterMs',
@@ -152,7 +159,8 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
     schema: names.schemaName,
     table: names.tableName,
     // Durations are checked outside `guarded`: a caller's mistake is an InvalidOptionsError, not an outage.
-    // A claim sent alone waits at most 100 ms for a row a running transaction holds (see held-key.ts).
+    // A claim sent alone waits at most 100 ms for a row a running transaction holds (see held-key.ts), and
+    // every single-key call as long for the table's lock (migration 0008, see operations.ts).
     claim: async (key, claimOptions) => {
       assertClaimDurations(claimOptions, 'postgresStore');
       return guarded('claim', () =>

@@ -25,7 +25,7 @@ import {
   stringOption,
 } from '../core/option-checks.js';
 import { defaultCodec, encodeValueOutcome, type OutcomeCodec } from '../core/outcome.js';
-import type { IdempotencyRecord } from '../core/record.js';
+import { type IdempotencyRecord, RecordStatus } from '../core/record.js';
 import { runStorageKey } from '../core/reserved-scopes.js';
 import { settleRecord } from '../core/settle.js';
 import { isThenable } from '../core/thenable.js';
@@ -42,6 +42,7 @@ import {
   sqlState,
   toStoreError,
 } from './client.js';
+import { isKeyHeld, isLockTimeout } from './held-key.js';
 import { DEFAULT_SCHEMA, DEFAULT_TABLE, tableNames } from './identifiers.js';
 import { createOperations } from './operations.js';
 import { isTransactionControl, transactionEnded } from './transaction-control.js';
@@ -201,6 +202,26 @@ class RetryableTransaction extends Error {
 }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Whether `record` answers a claim with `in_progress` (the same request's live lease), the one answer whose
+ * `retryAfterMs` depends on the clock (a mismatch is checked first, as `settleRecord` does).
+ */
+function holdsLiveLease(record: IdempotencyRecord, fingerprint: string): boolean {
+  return record.status === RecordStatus.InProgress && record.fingerprint === fingerprint;
+}
+
+/**
+ * The database's clock now (epoch ms), the clock a record's lease end is on. `clock_timestamp()`, not the
+ * transaction's `now()`: the claim may have waited for the row, and the wait is behind the caller already.
+ */
+async function databaseNow(client: PgQueryable): Promise<number> {
+  const { rows } = await client.query(
+    "SELECT floor(date_part('epoch', clock_timestamp()) * 1000) AS now_ms",
+  );
+  const now = Number((rows[0] as { now_ms: unknown } | undefined)?.now_ms);
+  return Number.isFinite(now) ? now : Date.now();
+}
 
 /**
  * True for an error COMMIT raises from the user's own rules: a deferred constraint (class 23: unique,
@@ -442,11 +463,12 @@ export function postgresTransactional(
     fingerprint: string,
     codec: OutcomeCodec,
     event: HookEvent,
+    now: number,
   ): RunOutcome<T> {
     return settleRecord<T>(record, {
       fingerprint,
       codec,
-      now: Date.now(),
+      now,
       hooks,
       event,
       fromCache: false,
@@ -505,17 +527,29 @@ export function postgresTransactional(
             leaseMs: TRANSACTION_LEASE_MS,
           });
         } catch (error) {
-          if (sqlState(error) !== SqlState.LockNotAvailable) throw error;
-          // Another transaction holds the key and we were told not to wait for it.
+          if (!isLockTimeout(error)) throw error;
+          // Another transaction holds the key and we were told not to wait for it; or a lock on the table
+          // (an ALTER TABLE, a LOCK TABLE…) holds up every key: an outage, as when the database cannot be
+          // reached (rethrown: the catch's own ROLLBACK then finds no transaction, which PostgreSQL only
+          // warns about). The aborted transaction can read nothing: this connection looks once it has ended it,
+          // rather than the pool, whose every connection this run may be waiting for.
           await client.query('ROLLBACK');
+          if (!(await isKeyHeld(error, client, ops.names))) throw error;
           emit(hooks, 'onConflict', { ...event, retryAfterMs: busyRetryAfterMs });
           return { status: 'in_progress', retryAfterMs: busyRetryAfterMs };
         }
         if (!claim.claimed) {
           await client.query('ROLLBACK');
+          // A live lease (an engine run holds the key) ends on the database's clock: what is left of it is
+          // measured on that clock too, so that this process's clock, however far off, cannot stretch the
+          // caller's wait (an hour's skew told a 30 s lease's duplicate to come back in an hour). One more
+          // round trip, on this path only, once the ROLLBACK has let go of the key's row.
+          const now = holdsLiveLease(claim.record, fingerprint)
+            ? await databaseNow(client)
+            : Date.now();
           // Ended: a replayed error thrown from here is the caller's outcome, not a store failure.
           phase = 'settle';
-          return settleExisting<T>(claim.record, fingerprint, codec, event);
+          return settleExisting<T>(claim.record, fingerprint, codec, event, now);
         }
         // The short lock timeout was for the claim only; the handler's own statements wait as the session
         // says (its own SET, not the server default that `SET LOCAL … TO DEFAULT` would give).

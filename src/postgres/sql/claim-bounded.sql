@@ -68,5 +68,9 @@ FROM blocking;
 -- set_config(…, true) is SET LOCAL: in an autocommit statement it ends with the statement, and a statement
 -- that failed rolled it back anyway; the connection's own setting is never touched. Inside an explicit
 -- transaction it would stay until that transaction ends, and a timeout would abort it: the transactional
--- mode therefore claims with claim.sql, under its own lockTimeoutMs. A function's SET clause would scope it
--- to the call without that caveat, but a call through a PL/pgSQL function costs more than this statement.
+-- mode therefore claims with claim.sql, under its own lockTimeoutMs.
+-- The timeout bounds the wait for a row only: PostgreSQL locks the table before the statement runs (while
+-- parsing it, or checking a prepared statement's plan), so a session holding the table (an ALTER TABLE, a
+-- LOCK TABLE, a VACUUM FULL) held up every claim until it let go. Migration 0008's claim_one runs this claim
+-- under a function's SET clause, in force before any lock, and the store sends it there; this statement is
+-- the fallback for a schema without it.

@@ -33,7 +33,7 @@ describe('idempotency-kit migrate', () => {
     expect(first.stdout).toMatch(/applied 0001_records/);
     const second = await cli(['migrate', '--schema', schema], { DATABASE_URL: env.databaseUrl });
     expect(second.code).toBe(0);
-    expect(second.stdout).toMatch(/up to date \(version 7\)/);
+    expect(second.stdout).toMatch(/up to date \(version 8\)/);
     const { rows } = await pool.query(
       "SELECT relpersistence FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = 'idempotency_records'",
       [schema],
@@ -62,7 +62,50 @@ describe('idempotency-kit migrate', () => {
       { id: 5, name: '0005_reservations_and_steps' },
       { id: 6, name: '0006_batch_lock_timeout' },
       { id: 7, name: '0007_generic_batch_plans' },
+      { id: 8, name: '0008_bounded_single_statements' },
     ]);
+  });
+
+  it('takes --lock-timeout and --lock-retries: behind a long transaction, one 150 ms wait, then exit 1', async () => {
+    // Arrange: a migrated table whose 0002_key_collation is pending again (its ALTER TABLE needs ACCESS
+    // EXCLUSIVE), and a transaction holding a claimed row of it.
+    const schema = freshSchema('clilock');
+    expect(
+      await cli(['migrate', '--database-url', env.databaseUrl, '--schema', schema]),
+    ).toMatchObject({
+      code: 0,
+    });
+    await pool.query(
+      `ALTER TABLE "${schema}".idempotency_records ALTER COLUMN key TYPE text COLLATE "default"`,
+    );
+    await pool.query(`DELETE FROM "${schema}".idempotency_records_migrations WHERE id = 2`);
+    const holder = await pool.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query(
+        `INSERT INTO "${schema}".idempotency_records (key, status, fingerprint, token, attempt, created_at, expires_at)
+         VALUES ('held', 'in_progress', 'fp', 1, 1, now(), now() + interval '1 minute')`,
+      );
+      // Act
+      const run = await cli([
+        'migrate',
+        '--database-url',
+        env.databaseUrl,
+        '--schema',
+        schema,
+        '--lock-timeout',
+        '150ms',
+        '--lock-retries',
+        '0',
+      ]);
+      // Assert: one attempt of 150 ms (the defaults: 5 of 2 s, with pauses), named in the message.
+      expect(run.code, run.stderr).toBe(1);
+      expect(run.stderr).toMatch(/after 1 attempt: each waited 150 ms \(lock_timeout\)/);
+      expect(run.stderr).toMatch(/--lock-timeout \/ --lock-retries/);
+    } finally {
+      await holder.query('ROLLBACK');
+      holder.release();
+    }
   });
 
   it('exits 2 for a schema name that is not a plain identifier, touching nothing', async () => {

@@ -223,8 +223,14 @@ describe('postgresStore completeAndClaimMany (migration 0004)', () => {
       );
       // Assert: one refused call, then the two batches; results as from the function.
       expect(texts.filter((t) => t.includes('_complete_claim"('))).toHaveLength(1);
+      // A completion of one key goes alone: through complete_one (migration 0008).
       expect(
-        texts.filter((t) => t.includes('_complete_many"(') || t.includes('-- complete')),
+        texts.filter(
+          (t) =>
+            t.includes('_complete_many"(') ||
+            t.includes('_complete_one"(') ||
+            t.includes('-- complete'),
+        ),
       ).toHaveLength(2);
       expect(first.completed).toEqual([true]);
       expect(first.claimed[0]?.claimed).toBe(true);

@@ -34,6 +34,20 @@ async function functionSettings(schema: string): Promise<Record<string, string[]
   return Object.fromEntries(rows.map((row) => [row.proname, row.proconfig]));
 }
 
+/** The functions of migration 0008, and the settings each is created with. */
+const SINGLE_FUNCTIONS = [
+  'idempotency_records_claim_one',
+  'idempotency_records_complete_one',
+  'idempotency_records_extend_one',
+  'idempotency_records_release_one',
+  'idempotency_records_save_step_one',
+];
+const SINGLE_SETTINGS = [
+  'lock_timeout=100ms',
+  'plan_cache_mode=force_generic_plan',
+  'enable_seqscan=off',
+];
+
 /**
  * The claim-many statement as code older than 0005 sends it, which knows no reservation: the body of 0003's
  * claim_many function (the statement as of that migration, unchanged until 0005).
@@ -69,11 +83,12 @@ describe('migrate', () => {
             '0005_reservations_and_steps',
             '0006_batch_lock_timeout',
             '0007_generic_batch_plans',
+            '0008_bounded_single_statements',
           ],
-          version: 7,
+          version: 8,
         },
       ]);
-      expect(results.every((r) => r.version === 7)).toBe(true);
+      expect(results.every((r) => r.version === 8)).toBe(true);
     } finally {
       await Promise.all(pools.map((p) => p.end()));
     }
@@ -174,6 +189,7 @@ describe('migrate', () => {
         '0005_reservations_and_steps',
         '0006_batch_lock_timeout',
         '0007_generic_batch_plans',
+        '0008_bounded_single_statements',
       ]);
     } finally {
       holder.release();
@@ -192,6 +208,7 @@ describe('migrate', () => {
         '0005_reservations_and_steps',
         '0006_batch_lock_timeout',
         '0007_generic_batch_plans',
+        '0008_bounded_single_statements',
       ]);
       expect((await migrate(client, { schema, table: 'records' })).applied).toEqual([]);
     } finally {
@@ -285,6 +302,7 @@ describe('migrate', () => {
       '0005_reservations_and_steps',
       '0006_batch_lock_timeout',
       '0007_generic_batch_plans',
+      '0008_bounded_single_statements',
     ]);
     // Assert: the same store claims now; the old rows carry no reservation and keep their state.
     expect((await store.claim('new', reserve)).claimed).toBe(true);
@@ -427,7 +445,10 @@ describe('migrate', () => {
     ]);
     const tokens = before.map((result) => (result.claimed ? result.token : Number.NaN));
     // Act
-    expect((await migrate(pool, { schema })).applied).toEqual(['0007_generic_batch_plans']);
+    expect((await migrate(pool, { schema })).applied).toEqual([
+      '0007_generic_batch_plans',
+      '0008_bounded_single_statements',
+    ]);
     // Assert: one plan per connection, never a sequential scan; the operator's lock timeout stays.
     expect(await functionSettings(schema)).toEqual({
       idempotency_records_claim_many: [
@@ -435,14 +456,18 @@ describe('migrate', () => {
         'lock_timeout=250ms',
         'enable_seqscan=off',
       ],
+      // 0008 then bounds complete_many's lock waits too.
       idempotency_records_complete_many: [
         'plan_cache_mode=force_generic_plan',
         'enable_seqscan=off',
+        'lock_timeout=100ms',
       ],
       idempotency_records_complete_claim: [
         'plan_cache_mode=force_generic_plan',
         'lock_timeout=250ms',
       ],
+      // 0008's functions, new: their own settings.
+      ...Object.fromEntries(SINGLE_FUNCTIONS.map((name) => [name, SINGLE_SETTINGS])),
     });
     // The same store, started before the migration, completes what it claimed before it; a retried
     // completion is answered as completed, a stale token is fenced out.
@@ -453,6 +478,43 @@ describe('migrate', () => {
     expect(await complete(tokens[1]! - 1, 'b')).toEqual([false]);
     expect(await complete(tokens[1]!, 'b')).toEqual([true]);
     expect(await store.get('b')).toMatchObject({ status: 'completed', token: tokens[1] });
+  });
+
+  it('adds the bounded single-key functions from 0008 on, on a table in use: stores started before and after decide alike', async () => {
+    // Arrange: a table at 0007 whose operator set the batch lock timeout to 250 ms, and a store that has
+    // claimed on it (without the functions).
+    const schema = fresh('mig7');
+    await migrateTo(schema, 7);
+    await setBatchLockTimeout(pool, schema, '250ms');
+    const older = postgresStore({ pool, schema });
+    const a = await older.claim('a', { fingerprint: 'f', leaseMs: 60_000 });
+    if (!a.claimed) throw new Error('expected a claim');
+    // Act
+    expect((await migrate(pool, { schema })).applied).toEqual(['0008_bounded_single_statements']);
+    // Assert: the functions and their bound; the batch functions keep the operator's.
+    const settings = await functionSettings(schema);
+    for (const name of SINGLE_FUNCTIONS) expect(settings[name]).toEqual(SINGLE_SETTINGS);
+    expect(settings.idempotency_records_claim_many).toContain('lock_timeout=250ms');
+    expect(settings.idempotency_records_complete_many).toContain('lock_timeout=100ms');
+    // Both stores decide alike on the same rows.
+    const newer = postgresStore({ pool, schema });
+    expect(await newer.claim('a', { fingerprint: 'f', leaseMs: 60_000 })).toMatchObject({
+      claimed: false,
+      record: { status: 'in_progress', fingerprint: 'f' },
+    });
+    expect(await newer.saveStep('a', a.token, 'charge', Buffer.from('x'))).toBe(true);
+    expect(await older.loadSteps('a', a.token)).toEqual({
+      charge: new Uint8Array(Buffer.from('x')),
+    });
+    expect(await newer.extend('a', a.token, 60_000)).toBe(true);
+    expect(await newer.extend('a', a.token - 1, 60_000)).toBe(false);
+    expect(await newer.complete('a', a.token, Buffer.from('ok'), 60_000)).toBe(true);
+    expect(await older.complete('a', a.token, Buffer.from('ok'), 60_000)).toBe(true);
+    const b = await newer.claim('b', { fingerprint: 'f', leaseMs: 60_000 });
+    if (!b.claimed) throw new Error('expected a claim');
+    expect(await newer.release('b', b.token - 1)).toBe(false);
+    expect(await newer.release('b', b.token)).toBe(true);
+    expect(await older.get('b')).toBeUndefined();
   });
 
   it('fails closed with StoreUnavailableError when the database is unreachable', async () => {

@@ -238,6 +238,52 @@ describe('parseCli', () => {
     expect(() => parseCli(argv, {})).toThrow(message);
   });
 
+  it('parses --lock-timeout and --lock-retries on migrate, as migrate()’s lockTimeoutMs and lockRetries', () => {
+    // Act / Assert
+    expect(
+      parseCli(['migrate', '--lock-timeout', '500ms', '--lock-retries', '0'], {
+        DATABASE_URL: url,
+      }),
+    ).toEqual({ command: 'migrate', databaseUrl: url, lockTimeoutMs: 500, lockRetries: 0 });
+    expect(parseCli(['migrate', '--database-url', url, '--lock-timeout', '3s'], {})).toEqual({
+      command: 'migrate',
+      databaseUrl: url,
+      lockTimeoutMs: 3000,
+    });
+    expect(parseCli(['migrate', '--database-url', url], {})).toEqual({
+      command: 'migrate',
+      databaseUrl: url,
+    });
+  });
+
+  it.each([
+    [
+      ['migrate', '--database-url', url, '--lock-timeout', 'soon'],
+      /--lock-timeout: 'soon' is not a duration/,
+    ],
+    [
+      ['migrate', '--database-url', url, '--lock-timeout', '0'],
+      /--lock-timeout: must be a positive duration/,
+    ],
+    [
+      ['migrate', '--database-url', url, '--lock-retries=-1'],
+      /--lock-retries must be a whole number/,
+    ],
+    [
+      ['migrate', '--database-url', url, '--lock-retries', '1.5'],
+      /--lock-retries must be a whole number/,
+    ],
+    [
+      ['migrate', '--database-url', url, '--lock-retries', '01'],
+      /--lock-retries must be a whole number/,
+    ],
+    [['migrate', '--sqlite', 'x.db', '--lock-timeout', '1s'], /apply to PostgreSQL only/],
+    [['purge', '--database-url', url, '--lock-retries', '2'], /apply to migrate only/],
+  ])('refuses %j', (argv, message) => {
+    expect(() => parseCli(argv, {})).toThrow(UsageError);
+    expect(() => parseCli(argv, {})).toThrow(message);
+  });
+
   it('parses --statement-timeout on the PostgreSQL commands but health', () => {
     // Act / Assert
     expect(

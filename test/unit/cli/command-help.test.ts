@@ -20,6 +20,8 @@ function argvWith(command: string, flag: string, store: string[]): string[] {
     '--batches': ['2'],
     '--timeout': ['1s'],
     '--statement-timeout': ['1s'],
+    '--lock-timeout': ['1s'],
+    '--lock-retries': ['2'],
     '--redis-client': ['ioredis'],
     '--prefix': ['p:'],
     '--schema': ['s'],

@@ -77,6 +77,6 @@ describe('renderSql', () => {
     // Assert
     expect(all).not.toMatch(/CREATE\s+UNLOGGED/i);
     expect(all).not.toMatch(/SET\s+UNLOGGED/i);
-    expect(migrations.map((m) => m.id)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+    expect(migrations.map((m) => m.id)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
   });
 });

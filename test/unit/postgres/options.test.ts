@@ -90,7 +90,13 @@ describe('postgresStore options', () => {
   it("takes busyRetryAfterMs as a duration string ('2s'): the retry after of a held key", async () => {
     // Arrange: every claim meets a row another transaction holds past the lock timeout (55P03).
     const pool: PgQueryable = {
-      query: () => Promise.reject(Object.assign(new Error('lock timeout'), { code: '55P03' })),
+      query: () =>
+        Promise.reject(
+          Object.assign(new Error('lock timeout'), {
+            code: '55P03',
+            where: 'while inserting index tuple (0,1) in relation "idempotency_records"',
+          }),
+        ),
     };
     const store = postgresStore({ pool, busyRetryAfterMs: '2s' });
     const before = Date.now();

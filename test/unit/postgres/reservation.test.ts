@@ -47,7 +47,7 @@ describe('postgres claims with reserveMs', () => {
     await store.claim('k', { fingerprint: 'fp', ...options });
     // Assert
     expect(sent).toHaveLength(1);
-    expect(sent[0]?.text).toBe(renderSql(sql.claimBounded, tableNames()));
+    expect(sent[0]?.text).toBe(`SELECT * FROM ${tableNames().claimOneFunction}($1, $2, $3, $4)`);
     expect(sent[0]?.values).toEqual(['k', 'fp', 1000, expected]);
   });
 

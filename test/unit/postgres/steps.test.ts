@@ -29,7 +29,7 @@ function answering(
 }
 
 describe('postgresStore saveStep', () => {
-  it('sends save-step.sql with the name and the bytes in base64, one statement', async () => {
+  it('sends save-step.sql (through its function of 0008) with the name and the bytes in base64, one statement', async () => {
     // Arrange: a view into a larger buffer, whose own bytes only are sent.
     const { db, sent } = answering([], 1);
     const store = postgresStore({ pool: db });
@@ -40,7 +40,7 @@ describe('postgresStore saveStep', () => {
     expect(saved).toBe(true);
     expect(sent).toEqual([
       {
-        text: renderSql(sql.saveStep, tableNames()),
+        text: `SELECT 1 FROM ${tableNames().saveStepOneFunction}($1, $2, $3, $4) AS changed WHERE changed`,
         values: ['k', 7, 'ship.v2:eu-1_x', Buffer.from([0, 255, 128]).toString('base64')],
       },
     ]);
@@ -172,16 +172,26 @@ describe('migration 0005_reservations_and_steps', () => {
     expect(migration?.id).toBe(5);
     const later = migrations.filter((m) => m.id > 5);
     // 0006 only sets a lock_timeout on two of them, 0007 their plan settings (ALTER FUNCTION … SET); 0007
-    // also replaces complete_many's body, checked against complete-many.sql below.
+    // also replaces complete_many's body, checked against complete-many.sql below; 0008 creates the single
+    // statements' functions, checked against the statements in bounded-single-statements.test.ts.
     expect(later.map((m) => m.name)).toEqual([
       '0006_batch_lock_timeout',
       '0007_generic_batch_plans',
+      '0008_bounded_single_statements',
     ]);
+    const createdBy: Record<number, string[]> = {
+      7: ['CREATE OR REPLACE FUNCTION {{completeManyFunction}}(text[],'],
+      8: [
+        'CREATE FUNCTION {{claimOneFunction}}(text,',
+        'CREATE FUNCTION {{completeOneFunction}}(text,',
+        'CREATE FUNCTION {{extendOneFunction}}(text,',
+        'CREATE FUNCTION {{releaseOneFunction}}(text,',
+        'CREATE FUNCTION {{saveStepOneFunction}}(text,',
+      ],
+    };
     for (const m of later) {
       const created = bareSql(m.sql).match(/CREATE (OR REPLACE )?FUNCTION \S+/gi) ?? [];
-      expect(created).toEqual(
-        m.id === 7 ? ['CREATE OR REPLACE FUNCTION {{completeManyFunction}}(text[],'] : [],
-      );
+      expect(created).toEqual(createdBy[m.id] ?? []);
     }
   });
 
