@@ -9,7 +9,12 @@ import { completeThenClaim } from '../store/complete-then-claim.js';
 import { PartialBatchError } from '../store/partial-batch.js';
 import type { ClaimRequest, CompleteAndClaimResults, CompleteRequest } from '../store/store.js';
 import { isRetryableTransactionError, type PgQueryable, toStoreError } from './client.js';
-import { claimUnlessHeld, DEFAULT_BUSY_RETRY_AFTER_MS, isKeyHeld } from './held-key.js';
+import {
+  claimUnlessHeld,
+  DEFAULT_BUSY_RETRY_AFTER_MS,
+  isKeyHeld,
+  isLockTimeout,
+} from './held-key.js';
 import type { Operations } from './operations.js';
 
 /** Indexes of the first occurrence of each key, and of the repeats, in input order. */
@@ -36,7 +41,7 @@ function splitRepeats(items: readonly { key: string }[]): { firsts: number[]; re
  * default_transaction_isolation is repeatable read or serializable, and a key's row committed by another
  * transaction after the batch's snapshot), which would otherwise fail every caller of the batch for one key
  * (a single claim runs again after one, see `claimWith` in `./operations.ts`). On a lock timeout for a row
- * (`heldRow`; migration 0006's `lock_timeout` on the batch functions, 0008's on `complete_many`: some key is
+ * (`heldRow`; migration 0006's `lock_timeout` on the claim batch functions: some key is
  * held by a transaction still running, a `postgresTransactional` run before its COMMIT), each distinct key
  * goes with `single`, all at once (each on its own pooled connection): the free keys are settled at once,
  * and the held one is answered by `single` without waiting for that transaction (a statement sent alone has
@@ -183,8 +188,8 @@ function twoBatches(
  * statement when it can: both lists of distinct keys go through the function of migration 0004, and a
  * claim the statement left unsettled is claimed again on its own, as in a claim batch. A list that repeats
  * a key, a deadlock, a serialization failure or a lock timeout for a row (the whole statement rolled back,
- * so nothing was applied), or a schema without the function sends the two batches instead; a lock timeout
- * for the table's lock rejects the call (nothing applied).
+ * so nothing was applied), or a schema without the function sends the two batches instead; so does a lock
+ * timeout for the table's lock, whose completions then wait for it rather than fail.
  */
 export async function completeAndClaimMany(
   ops: Operations,
@@ -201,8 +206,11 @@ export async function completeAndClaimMany(
   try {
     both = await ops.completeAndClaimDistinct(db, completes, claims);
   } catch (error) {
-    if (!isRetryableTransactionError(error) && !(await isKeyHeld(error, db, ops.names)))
-      throw error;
+    // Any lock timeout, the table's too: the completions must not give up after the handlers' effects
+    // (a retry would run them again once their leases ran out behind the lock), so they go as a batch of
+    // their own, which waits for the lock (no lock_timeout on complete_many); the claims then follow,
+    // bounded as ever.
+    if (!isRetryableTransactionError(error) && !isLockTimeout(error)) throw error;
     return separately();
   }
   if (both === undefined) return separately();

@@ -229,8 +229,9 @@ export interface OperationsOptions {
   prepare?: boolean | 'auto';
   /**
    * Send the single-key statements through the functions of migration 0008 (`<table>_claim_one`, …), whose
-   * lock timeout bounds the wait for the table's lock too, falling back to the statements on a schema
-   * without them. For autocommit callers only (the store): inside a transaction, the call of a missing
+   * lock timeout bounds a claim's and a release's wait for the table's lock too (completions, extensions and
+   * steps wait: they come after the handler's effect), falling back to the statements on a schema without
+   * them. For autocommit callers only (the store): inside a transaction, the call of a missing
    * function would abort it. @default false
    */
   singleFunctions?: boolean;

@@ -160,7 +160,8 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
     table: names.tableName,
     // Durations are checked outside `guarded`: a caller's mistake is an InvalidOptionsError, not an outage.
     // A claim sent alone waits at most 100 ms for a row a running transaction holds (see held-key.ts), and
-    // every single-key call as long for the table's lock (migration 0008, see operations.ts).
+    // as long for the table's lock (migration 0008, see operations.ts); so does a release. Completions,
+    // extensions and steps wait for the table's lock: they come after the handler's effect.
     claim: async (key, claimOptions) => {
       assertClaimDurations(claimOptions, 'postgresStore');
       return guarded('claim', () =>

@@ -1,22 +1,30 @@
--- 0008_bounded_single_statements: the store's single-key statements as functions whose 100 ms lock_timeout
--- bounds their wait for the records table's lock, not only for a row; and complete_many bounded the same way.
+-- 0008_bounded_single_statements: the store's single-key statements as functions; claim and release carry a
+-- 100 ms lock_timeout that bounds their wait for the records table's lock, not only for a row.
 -- Placeholders (validated, quoted identifiers filled in by migrate()): {{table}}, {{sequence}},
 -- {{claimOneFunction}}, {{completeOneFunction}}, {{extendOneFunction}}, {{releaseOneFunction}},
--- {{saveStepOneFunction}}, {{completeManyFunction}}.
+-- {{saveStepOneFunction}}.
 -- $n params: none. Returns: nothing.
 --
 -- Why: claim-bounded.sql sets its 100 ms lock_timeout from inside the statement, which bounds the wait for a
 -- row another transaction holds, but PostgreSQL takes the statement's lock on the table before running any
--- of it (while parsing it, or when a prepared statement's plan is checked); complete, extend, release and
--- save-step had no bound at all. While a session held or awaited a conflicting lock on the table (an ALTER
--- TABLE, a LOCK TABLE, a VACUUM FULL, a REINDEX, a migration queued behind a long transaction), every store
--- call waited as long as it did, each on a pool connection of its own: every request hung. A function's SET
--- clause is in force before its body takes any lock, so here every wait of the call (the table's, an
--- index's, the sequence's, a row's) gives up after 100 ms with 55P03, nothing applied. The store tells the
--- waits apart by what they were for (src/postgres/held-key.ts): a claim that met a row another transaction
--- holds is the key in progress (409, retry after busyRetryAfterMs); anything else is the store unavailable
--- (503 with Retry-After, a consumer's redelivery later; the engine retries a completion while its lease
--- lasts, each attempt bounded, instead of holding a connection for the whole wait).
+-- of it (while parsing it, or when a prepared statement's plan is checked). While a session held or awaited
+-- a conflicting lock on the table (an ALTER TABLE, a LOCK TABLE, a VACUUM FULL, a REINDEX, a migration
+-- queued behind a long transaction), every claim waited as long as it did, each on a pool connection of its
+-- own: every request hung. A function's SET clause is in force before its body takes any lock, so a claim
+-- or a release gives up after 100 ms with 55P03, nothing applied. The store tells the waits apart by what
+-- they were for (src/postgres/held-key.ts): a claim that met a row another transaction holds is the key in
+-- progress (409, retry after busyRetryAfterMs); anything else is the store unavailable (503 with
+-- Retry-After, a consumer's redelivery later), and nothing has run. A release that gives up leaves the claim
+-- to its lease: no second run either.
+-- complete, extend and save-step are NOT bounded, on purpose: they come after the handler's effect. A
+-- completion that gave up after 100 ms would be retried only while the lease lasts, then the record stays
+-- in progress, its lease runs out behind the lock, and the retry runs the handler again: a second charge.
+-- Unbounded, the statement waits in the lock queue ahead of any retry's claim and commits once the lock is
+-- gone (now() is fixed when it starts, so a lease alive then still counts): a hang, never a duplicate. The
+-- same holds for an extension (a lost lease mid-handler lets a takeover run beside it) and a step's result.
+-- They are functions all the same so that every single-key call is planned once per connection, as a
+-- primary-key lookup (the same settings as the claim's), and so that a later migration can change one
+-- call's settings without another store change. complete_many keeps its own settings (0007).
 --
 -- Each body is its statement (claim.sql, extend.sql, release.sql, save-step.sql) as of this migration, as
 -- it is, with the same parameters (a later change to one of them comes with a migration that replaces its
@@ -32,12 +40,10 @@
 -- pairs (bench/postgres.ts COMPARE, 9 rounds): 6,626 against 6,631 per second, 181.5 against 174.1 µs of
 -- PostgreSQL CPU per pair. The engine's batches, which carry the load once two calls are in flight, are
 -- unchanged.
--- complete_many (0003, 0005, 0007) gets the same bound by ALTER FUNCTION … SET, which keeps its body, owner
--- and grants; a batch that waits past it for a row is settled key by key, as a claim batch is (0006).
--- An operator may choose another bound with ALTER FUNCTION … SET lock_timeout, as for the batch functions.
--- CREATE FUNCTION and ALTER FUNCTION take no lock on the table: this migration waits for no call in flight.
--- Code older than this migration never calls the new functions, and sends its batch completions through
--- complete_many, which now fails past 100 ms where it waited (503 rather than a hang): either deploy order.
+-- An operator may choose another bound for claims with ALTER FUNCTION … SET lock_timeout, as for the batch
+-- functions.
+-- CREATE FUNCTION takes no lock on the table: this migration waits for no call in flight. Code older than
+-- this migration never calls the new functions: either deploy order.
 
 CREATE FUNCTION {{claimOneFunction}}(text, text, float8, float8)
 RETURNS TABLE (
@@ -95,7 +101,6 @@ $fn$;
 CREATE FUNCTION {{completeOneFunction}}(text, bigint, bytea, float8)
 RETURNS boolean
 LANGUAGE plpgsql
-SET lock_timeout = '100ms'
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
 AS $fn$
@@ -117,7 +122,6 @@ $fn$;
 CREATE FUNCTION {{extendOneFunction}}(text, bigint, float8)
 RETURNS boolean
 LANGUAGE plpgsql
-SET lock_timeout = '100ms'
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
 AS $fn$
@@ -146,7 +150,6 @@ $fn$;
 CREATE FUNCTION {{saveStepOneFunction}}(text, bigint, text, text)
 RETURNS boolean
 LANGUAGE plpgsql
-SET lock_timeout = '100ms'
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
 AS $fn$
@@ -159,4 +162,3 @@ BEGIN
 END
 $fn$;
 
-ALTER FUNCTION {{completeManyFunction}}(text[], bigint[], bytea[], float8[]) SET lock_timeout = '100ms';

@@ -1,9 +1,11 @@
 /**
  * A session that holds (or awaits) a lock on the records table itself (a manual `ALTER TABLE`, `LOCK TABLE`,
- * `VACUUM FULL`), on the real server: every store call must fail within a bound, as the store unavailable
- * (HTTP 503 + Retry-After, a consumer's redelivery later), instead of waiting for that session, each call on
- * a pool connection of its own until every request hangs. And such a lock timeout is never "in progress"
- * (409, as if another request held the key): only a row another transaction holds is.
+ * `VACUUM FULL`), on the real server: a claim (and a release) must fail within a bound, as the store
+ * unavailable (HTTP 503 + Retry-After, a consumer's redelivery later), instead of waiting for that session,
+ * each call on a pool connection of its own until every request hangs. And such a lock timeout is never "in
+ * progress" (409, as if another request held the key): only a row another transaction holds is. Calls that
+ * come after the handler's effect (complete, extend, saveStep) wait instead: giving up would hand the key to
+ * a retry that runs the handler again.
  */
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -102,45 +104,80 @@ describe('postgresStore while a session holds the records table', () => {
     });
   });
 
-  it('fails completions and claims sent together as the store unavailable', async () => {
+  it('has completions sent together with claims wait for the lock and apply, never giving up after the effect', async () => {
     // Arrange: a claim to complete, taken before the table was locked.
     const store = postgresStore({ pool: fx.pool, schema: fx.schema });
     const key = newKey('done');
     const claim = await store.claim(key, lease);
     if (!claim.claimed) throw new Error('expected a claim');
+    const others = [newKey('c'), newKey('d')];
+    let pending: Promise<unknown> = Promise.resolve();
+    let settledEarly = false;
     await whileTableLocked(fx.schema, async () => {
       // Act
-      const error = await errorWithin(
+      pending =
         store.completeAndClaimMany?.(
           [{ key, token: claim.token, outcome: new Uint8Array([1]), retentionMs: 60_000 }],
-          [
-            { key: newKey('c'), ...lease },
-            { key: newKey('d'), ...lease },
-          ],
-        ) ?? Promise.resolve(),
+          others.map((other) => ({ key: other, ...lease })),
+        ) ?? Promise.reject(new Error('no completeAndClaimMany'));
+      pending.then(
+        () => {
+          settledEarly = true;
+        },
+        () => {
+          settledEarly = true;
+        },
       );
+      await sleep(600);
+      // Assert: still waiting, neither applied nor given up.
+      expect(settledEarly).toBe(false);
+    });
+    // Once the lock is gone the completion is applied, and the claims after it.
+    expect(await pending).toMatchObject({
+      completed: [true],
+      claimed: [{ claimed: true }, { claimed: true }],
+    });
+    expect(await store.get(key)).toMatchObject({ status: 'completed', token: claim.token });
+  });
+
+  it('fails release within its bound as the store unavailable, applying nothing', async () => {
+    // Arrange: a claim taken before the table was locked.
+    const store = postgresStore({ pool: fx.pool, schema: fx.schema });
+    const key = newKey('held-table');
+    const claim = await store.claim(key, lease);
+    if (!claim.claimed) throw new Error('expected a claim');
+    await whileTableLocked(fx.schema, async () => {
+      // Act
+      const error = await errorWithin(store.release(key, claim.token));
       // Assert
       expect(isStoreUnavailableError(error)).toBe(true);
     });
-    // The completion was not applied (the statement rolled back whole): it can be sent again.
-    expect(await store.complete(key, claim.token, new Uint8Array([1]), 60_000)).toBe(true);
+    // Nothing was applied: the claim is as it was (left to its lease, no second run), and its holder can
+    // still complete it.
+    expect(await store.get(key)).toMatchObject({ status: 'in_progress', token: claim.token });
+    expect(await store.complete(key, claim.token, new Uint8Array([2]), 60_000)).toBe(true);
   });
 
+  // These come after the handler's effect: giving up after 100 ms would let the lease run out behind the
+  // lock and the retry run the handler again (a second charge). They wait in the lock queue instead, ahead
+  // of any retry's claim, and apply once the lock is gone.
   it.each([
     [
       'complete',
       (store: PostgresStore, key: string, token: number) =>
         store.complete(key, token, new Uint8Array([1]), 60_000),
+      'completed',
     ],
     [
       'extend',
       (store: PostgresStore, key: string, token: number) => store.extend(key, token, 60_000),
+      'in_progress',
     ],
-    ['release', (store: PostgresStore, key: string, token: number) => store.release(key, token)],
     [
       'saveStep',
       (store: PostgresStore, key: string, token: number) =>
         store.saveStep(key, token, 'charge', new Uint8Array([1])),
+      'in_progress',
     ],
     [
       'completeMany',
@@ -149,24 +186,36 @@ describe('postgresStore while a session holds the records table', () => {
           { key, token, outcome: new Uint8Array([1]), retentionMs: 60_000 },
           { key: `${key}-other`, token, outcome: new Uint8Array([1]), retentionMs: 60_000 },
         ]),
+      'completed',
     ],
   ] as const)(
-    'fails %s within its bound as the store unavailable, applying nothing',
-    async (_, call) => {
+    'has %s wait for the table lock and apply once it is released, never giving up after the effect',
+    async (_, call, status) => {
       // Arrange: a claim taken before the table was locked.
       const store = postgresStore({ pool: fx.pool, schema: fx.schema });
-      const key = newKey('held-table');
+      const key = newKey('waits-table');
       const claim = await store.claim(key, lease);
       if (!claim.claimed) throw new Error('expected a claim');
+      let pending: Promise<unknown> = Promise.resolve();
+      let settledEarly = false;
       await whileTableLocked(fx.schema, async () => {
-        // Act
-        const error = await errorWithin(call(store, key, claim.token));
-        // Assert
-        expect(isStoreUnavailableError(error)).toBe(true);
+        // Act: sent while the table is locked, past the claims' 100 ms bound.
+        pending = call(store, key, claim.token);
+        pending.then(
+          () => {
+            settledEarly = true;
+          },
+          () => {
+            settledEarly = true;
+          },
+        );
+        await sleep(600);
+        // Assert: still waiting, neither applied nor given up.
+        expect(settledEarly).toBe(false);
       });
-      // Nothing was applied: the claim is as it was, and its holder can still complete it.
-      expect(await store.get(key)).toMatchObject({ status: 'in_progress', token: claim.token });
-      expect(await store.complete(key, claim.token, new Uint8Array([2]), 60_000)).toBe(true);
+      // Once the lock is gone it applies, with the lease judged from when it was sent.
+      await expect(pending).resolves.toBeDefined();
+      expect(await store.get(key)).toMatchObject({ status, token: claim.token });
     },
   );
 
