@@ -256,6 +256,15 @@ describe('parseCli', () => {
     });
   });
 
+  it('rounds --lock-timeout up to whole ms, as lock_timeout takes it (migrate() refuses a fraction)', () => {
+    // Act / Assert
+    expect(parseCli(['migrate', '--database-url', url, '--lock-timeout', '1.5'], {})).toEqual({
+      command: 'migrate',
+      databaseUrl: url,
+      lockTimeoutMs: 2,
+    });
+  });
+
   it.each([
     [
       ['migrate', '--database-url', url, '--lock-timeout', 'soon'],
