@@ -12,17 +12,16 @@
  * form.
  * @module
  */
-import { createHash } from 'node:crypto';
 import type { ClaimResult } from '../core/record.js';
+import { fingerprintDigest } from '../core/stored-fingerprint.js';
 import { textFlaw } from '../core/text-flaw.js';
 
-// Never the output of createFingerprint (hex); named so an operator reading the row knows what it is.
-const STORED_PREFIX = 'ik-fp:sha256:';
-
-/** The fingerprint as the records table holds it: itself, or a digest when text cannot hold it. */
+/**
+ * The fingerprint as the records table holds it: itself, or the digest the other stores use too
+ * (`../core/stored-fingerprint.ts`) when text cannot hold it (here a NUL as well as a lone surrogate).
+ */
 export function storedFingerprint(fingerprint: string): string {
-  if (textFlaw(fingerprint) === undefined) return fingerprint;
-  return STORED_PREFIX + createHash('sha256').update(fingerprint, 'utf16le').digest('hex');
+  return textFlaw(fingerprint) === undefined ? fingerprint : fingerprintDigest(fingerprint);
 }
 
 /**
