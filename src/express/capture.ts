@@ -20,9 +20,10 @@
  * Express, mounted under this middleware, swaps in a prototype chain without them.
  *
  * `send`, `json` and `jsonp` are hooked too: they serialize before they write, and a BigInt, a circular
- * object or a `toJSON` that throws makes them throw out of a handler that has done its work. Express's error handler then answers 500 where the handler answered 201, and judged
- * by that 500, the key was released: the retry charged a second time. The capture notes the status the
- * handler answered with, and the key is judged by it (`Execution.answerLost`).
+ * object or a `toJSON` that throws makes them throw out of a handler that has done its work. Express's
+ * error handler then answers 500 where the handler answered 201, and judged by that 500, the key was
+ * released: the retry charged a second time. The capture notes the status the handler answered with, and
+ * the key is judged by it (`Execution.answerLost`).
  * @module
  */
 import { ServerResponse } from 'node:http';
@@ -299,6 +300,16 @@ const installed = new WeakMap<object, Hooks>();
 // The methods that make a body of what the handler answers before they write it (`Capture.answer`).
 const ANSWERS = ['send', 'json', 'jsonp'] as const;
 
+// The hook of one of `ANSWERS` (`method`: the one it delegates to): through the capture on a captured
+// response.
+function answerHook(method: () => Method): Method {
+  return function answer(this: Response, ...args: unknown[]) {
+    const capture = captures.get(this);
+    if (capture === undefined) return method().apply(this, args);
+    return capture.answer(method(), args);
+  };
+}
+
 // The method of `target` to delegate to: its own (an app may customise its response) or, looked up at each
 // call, the one it inherits from Node.
 function original(target: object, name: keyof Hooks): () => Method {
@@ -315,9 +326,6 @@ function install(target: object): Hooks {
   const write = original(target, 'write');
   const end = original(target, 'end');
   const removeHeader = original(target, 'removeHeader');
-  const send = original(target, 'send');
-  const json = original(target, 'json');
-  const jsonp = original(target, 'jsonp');
   const hooks: Hooks = {
     writeHead(this: Response, ...args: unknown[]) {
       const capture = captures.get(this);
@@ -344,21 +352,9 @@ function install(target: object): Hooks {
       captures.get(this)?.removed(args[0]);
       return removeHeader().apply(this, args);
     },
-    send(this: Response, ...args: unknown[]) {
-      const capture = captures.get(this);
-      if (capture === undefined) return send().apply(this, args);
-      return capture.answer(send(), args);
-    },
-    json(this: Response, ...args: unknown[]) {
-      const capture = captures.get(this);
-      if (capture === undefined) return json().apply(this, args);
-      return capture.answer(json(), args);
-    },
-    jsonp(this: Response, ...args: unknown[]) {
-      const capture = captures.get(this);
-      if (capture === undefined) return jsonp().apply(this, args);
-      return capture.answer(jsonp(), args);
-    },
+    send: answerHook(original(target, 'send')),
+    json: answerHook(original(target, 'json')),
+    jsonp: answerHook(original(target, 'jsonp')),
   };
   for (const name of ['writeHead', 'write', 'end', 'removeHeader', ...ANSWERS] as const) {
     Object.defineProperty(target, name, {
