@@ -48,19 +48,54 @@ export function deletedLetterFields(
   consumer: string,
   entryFields: Iterable<readonly [string, Buffer]> = [],
 ): CommandArgument[] {
+  return letterFields(entryFields, {
+    reason: DELETED_REASON,
+    error: describeError(error),
+    consumer,
+    failedAt: new Date().toISOString(),
+    entryId: error.entryId,
+  });
+}
+
+/** What a letter in the dead-letter stream says of its entry, besides the entry's own fields. */
+export interface LetterHeaders {
+  reason: string;
+  /** The error, as `describeError` gives it: written as JSON. */
+  error: unknown;
+  /** Deliveries Redis counted; absent for an entry it dropped. */
+  deliveries?: number;
+  consumer: string;
+  failedAt: string;
+  entryId: string;
+}
+
+/**
+ * The fields of a letter in the dead-letter stream: the entry's own first, as stored (byte for byte, a
+ * binary payload is not copied through its UTF-8 text; every field, a repeated name included, in stored
+ * order), then the letter's `x-idempotency-*` fields.
+ */
+export function letterFields(
+  entryFields: Iterable<readonly [string, Buffer]>,
+  letter: LetterHeaders,
+): CommandArgument[] {
   const fields: CommandArgument[] = [];
   for (const [name, value] of entryFields) fields.push(name, value);
   fields.push(
     'x-idempotency-dead-letter-reason',
-    DELETED_REASON,
+    letter.reason,
     'x-idempotency-error',
-    JSON.stringify(describeError(error)),
+    JSON.stringify(letter.error),
+  );
+  if (letter.deliveries !== undefined) {
+    fields.push('x-idempotency-deliveries', String(letter.deliveries));
+  }
+  fields.push(
     'x-idempotency-consumer',
-    consumer,
+    letter.consumer,
     'x-idempotency-failed-at',
-    new Date().toISOString(),
+    letter.failedAt,
     'x-idempotency-entry-id',
-    error.entryId,
+    letter.entryId,
   );
   return fields;
 }

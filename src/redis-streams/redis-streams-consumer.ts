@@ -24,11 +24,15 @@ import { InvalidOptionsError } from '../core/errors.js';
 import { callHook } from '../core/hooks.js';
 import { callbacksOption, durationOption, stringOption } from '../core/option-checks.js';
 import { AckBatcher } from './acks.js';
-import { deletedLetterFields, EntryDeletedError, storedFields } from './deleted-entries.js';
+import {
+  deletedLetterFields,
+  EntryDeletedError,
+  letterFields,
+  storedFields,
+} from './deleted-entries.js';
 import { letterWritten } from './letter-written.js';
 import { ABANDONED, awaitLoopCommand } from './loop-command.js';
 import {
-  type CommandArgument,
   command,
   isStreamsClient,
   parseAutoClaim,
@@ -345,24 +349,14 @@ export async function idempotentConsumer(
     letter: DeadLetter,
     held: HeldEntry,
   ): Promise<typeof NOT_WRITTEN | undefined> => {
-    const fields: CommandArgument[] = [];
-    // The values as stored, byte for byte: a binary payload must not be copied through its UTF-8 text.
-    // Every field, a name that repeats included (entry.pairs), and in stored order.
-    for (const [name, value] of storedFields(entry)) fields.push(name, value);
-    fields.push(
-      'x-idempotency-dead-letter-reason',
-      letter.reason,
-      'x-idempotency-error',
-      JSON.stringify(letter.error),
-      'x-idempotency-deliveries',
-      String(letter.deliveryCount),
-      'x-idempotency-consumer',
-      letter.consumer,
-      'x-idempotency-failed-at',
-      letter.failedAt,
-      'x-idempotency-entry-id',
-      entry.id,
-    );
+    const fields = letterFields(storedFields(entry), {
+      reason: letter.reason,
+      error: letter.error,
+      deliveries: letter.deliveryCount,
+      consumer: letter.consumer,
+      failedAt: letter.failedAt,
+      entryId: entry.id,
+    });
     if (held.deleted) {
       // Deleted while held, and dropped from the pending list by this delivery's own XCLAIM: no other
       // delivery of it can come, and the script, finding it not pending, would write nothing. Its fields
