@@ -14,6 +14,7 @@ export type {
   KeyExtractor,
 } from '../consumer/index.js';
 export { DeadLetterReason, RetryReason } from '../consumer/index.js';
+export { DELETED_REASON, EntryDeletedError } from './deleted-entries.js';
 export type { CommandArgument, RedisStreamsClient, StreamEntry } from './redis-client.js';
 export type {
   RedisStreamsConsumer,
