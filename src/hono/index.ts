@@ -23,6 +23,7 @@ import {
 } from '../http/index.js';
 import { checkAdapterOptions, scopeFunctionOption } from '../http/options.js';
 import { announcedBody, readBodyUpTo, tooLargeDecision, webBody } from '../http/web.js';
+import { watchAnswer } from './handler-answer.js';
 
 export type { IdempotencyContext } from '../http/index.js';
 export { currentIdempotency } from '../http/index.js';
@@ -226,6 +227,7 @@ export function idempotency(options: HonoIdempotencyOptions): HonoIdempotency {
       const { execution } = decision;
       c.set('idempotency', execution.context);
       cacheText(c);
+      const lostAnswer = watchAnswer(c);
       try {
         await execution.enter(next);
       } catch (error) {
@@ -242,6 +244,14 @@ export function idempotency(options: HonoIdempotencyOptions): HonoIdempotency {
         await execution.fail(
           new Error('The handler returned no response (Hono context not finalized)'),
         );
+        return;
+      }
+      // An error after the handler answered (`c.json` that cannot serialize its answer, a middleware
+      // after the layer that threw once the handler returned): what went out is not the handler's answer,
+      // and the key is judged by that answer (`./handler-answer.ts`).
+      const answered = lostAnswer();
+      if (answered !== undefined) {
+        await execution.answerLost(answered, c.res.status);
         return;
       }
       // Hono catches the handler's error and renders it through onError. Judged by what it rendered, as
