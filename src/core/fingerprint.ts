@@ -6,6 +6,8 @@
  *   keys sorted, so key order never matters; `undefined` members are dropped and `toJSON()` is honoured, as
  *   `JSON.stringify` does.
  * - `Uint8Array` (and `Buffer`) values are hashed as raw bytes, wherever they appear.
+ * - A string with a lone surrogate (no UTF-8 form) is hashed by its UTF-16 code units, apart from every
+ *   other string (UTF-8 would make each such string U+FFFD); every other string as UTF-8.
  * - An `ExactDecimal` (a JSON number a double would round, see `./exact-decimal.ts`) is hashed by its exact
  *   value, apart from every double.
  * @module
@@ -13,6 +15,7 @@
 import { createHash, hash } from 'node:crypto';
 import { InvalidOptionsError } from './errors.js';
 import { ExactDecimal } from './exact-decimal.js';
+import { codeUnitsHex, isWellFormed } from './lone-surrogates.js';
 
 /** A value that can be fingerprinted. */
 export type FingerprintInput = unknown;
@@ -42,7 +45,7 @@ function feed(parts: Array<string | Uint8Array>, value: unknown, depth: number):
       parts.push(Number.isFinite(value) ? `d${JSON.stringify(value)};` : 'n');
       return;
     case 'string':
-      parts.push(`s${Buffer.byteLength(value, 'utf8')}:`, value);
+      parts.push(stringEncoding(value));
       return;
     case 'bigint':
       parts.push(`i${value.toString()};`);
@@ -53,6 +56,17 @@ function feed(parts: Array<string | Uint8Array>, value: unknown, depth: number):
     default:
       throw new InvalidOptionsError(`cannot fingerprint a value of type ${typeof value}`);
   }
+}
+
+/**
+ * A string's encoding: `s`, its UTF-8 byte length and the string (hashed as UTF-8); a string with a lone
+ * surrogate, which UTF-8 would write as U+FFFD (alike for every one), as `w`, its length and its code units
+ * in hex (`./lone-surrogates.ts`). Every well-formed string keeps the encoding it always had.
+ */
+export function stringEncoding(value: string): string {
+  return isWellFormed(value)
+    ? `s${Buffer.byteLength(value, 'utf8')}:${value}`
+    : `w${value.length}:${codeUnitsHex(value)}`;
 }
 
 function feedObject(parts: Array<string | Uint8Array>, value: object, depth: number): void {

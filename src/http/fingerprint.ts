@@ -2,16 +2,20 @@
  * The request fingerprint: SHA-256 over the method, the path, the canonical query, selected headers and the
  * body. JSON bodies are canonicalised (object key order never matters; a number a double would round, such
  * as an int64 id, by its exact value: `./json-numbers.ts`), multipart bodies are compared part by
- * part without their random boundary (`./multipart.ts`); other bodies are compared as raw bytes. The
- * function is total: any input gives a fingerprint, never an exception, so hostile bodies can only ever
- * produce a 422 (mismatch), never a 500.
+ * part without their random boundary (`./multipart.ts`); other bodies are compared as raw bytes. A string
+ * with a lone surrogate, anywhere, and a query byte that is not UTF-8 keep their own fingerprint rather
+ * than that of U+FFFD (`../core/lone-surrogates.ts`, `./canonical-query.ts`). The function is total: any
+ * input gives a fingerprint, never an exception, so hostile bodies can only ever produce a 422
+ * (mismatch), never a 500.
  * @module
  */
 
 import { createHash, hash } from 'node:crypto';
 import { bufferView } from '../core/bytes.js';
 import { ExactDecimal } from '../core/exact-decimal.js';
-import { createDeepFingerprint, createFingerprint } from '../core/fingerprint.js';
+import { createDeepFingerprint, createFingerprint, stringEncoding } from '../core/fingerprint.js';
+import { generalisedUtf8 } from '../core/lone-surrogates.js';
+import { canonicalQuery } from './canonical-query.js';
 import { mayHoldRoundedNumber, parseJsonExactly } from './json-numbers.js';
 import { multipartParts } from './multipart.js';
 
@@ -42,17 +46,9 @@ export interface FingerprintParts {
   rawBody?: Uint8Array | string | undefined;
 }
 
-const FINGERPRINT_VERSION = 'http/1';
+export { canonicalQuery } from './canonical-query.js';
 
-/**
- * The query string in a canonical form: parameters sorted by name (a stable sort, so repeated parameters
- * keep their relative order, which can carry meaning).
- */
-export function canonicalQuery(query: string): Array<[string, string]> {
-  if (query === '' || query === '?') return [];
-  const params = [...new URLSearchParams(query.startsWith('?') ? query.slice(1) : query)];
-  return params.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-}
+const FINGERPRINT_VERSION = 'http/1';
 
 // The media type: what comes before any parameters, trimmed and lower-cased (`split(';')[0]`, without the
 // array).
@@ -126,7 +122,7 @@ export function httpFingerprint(parts: FingerprintParts): string {
       return createDeepFingerprint([
         ...base,
         typeof body === 'string' || body instanceof Uint8Array
-          ? { bytes: typeof body === 'string' ? Buffer.from(body, 'utf8') : body }
+          ? { bytes: typeof body === 'string' ? generalisedUtf8(body) : body }
           : { json: body },
       ]);
     } catch {
@@ -207,7 +203,7 @@ class Encoder {
   private watchUnsafeIntegers = false;
 
   string(value: string): void {
-    this.text += `s${Buffer.byteLength(value, 'utf8')}:${value}`;
+    this.text += stringEncoding(value);
   }
 
   pairs(pairs: ReadonlyArray<readonly [string, string]>): void {
@@ -234,13 +230,17 @@ class Encoder {
       return;
     }
     if (body instanceof Uint8Array || typeof body === 'string') {
-      const bytes = typeof body === 'string' ? Buffer.from(body, 'utf8') : body;
+      // Text as its bytes: UTF-8, and a lone surrogate (text a parser decoded as UTF-16) as the bytes of
+      // its code point, which no UTF-8 text has, not as U+FFFD (`../core/lone-surrogates.ts`).
+      const bytes = typeof body === 'string' ? generalisedUtf8(body) : body;
       if (bytes.byteLength === 0) {
         this.text += 'n';
         return;
       }
       if (isJsonMedia(media)) {
-        const text = bufferView(bytes).toString('utf8');
+        // Text is parsed as it is (its bytes decoded would turn a lone surrogate into U+FFFD): the same
+        // string as the bytes' UTF-8 decoding for any other text.
+        const text = typeof body === 'string' ? body : bufferView(bytes).toString('utf8');
         let parsed: unknown;
         try {
           parsed = JSON.parse(text) as unknown;
