@@ -56,11 +56,11 @@ export async function migrateCommand(
 export function migrateSqliteCommand(file: string, args: DatabaseArgs, print: Print): void {
   const table = args.table ?? 'idempotency_records';
   const result = migrateSqlite(file, { table });
-  print(
-    result.applied.length === 0
-      ? `${file} (${table}) is up to date`
-      : `${file} (${table}): applied ${result.applied.join(', ')}`,
-  );
+  if (result.applied.length > 0) print(`${file} (${table}): applied ${result.applied.join(', ')}`);
+  // As on PostgreSQL: a table a newer release migrated further is not "up to date" for this one, and the
+  // command says what it is at instead (exit 0: nothing failed, this release runs on it).
+  if (result.warning !== undefined) print(`${file}: ${result.warning}`);
+  else if (result.applied.length === 0) print(`${file} (${table}) is up to date`);
 }
 
 /** What `purge` did: how many records it deleted, and the signal that stopped it early, if one did. */

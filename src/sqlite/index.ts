@@ -12,6 +12,7 @@ export type {
 } from './client.js';
 export type { MigrateOptions, MigrateResult } from './migrate.js';
 export { migrate } from './migrate.js';
+export type { SqliteStoreWarning } from './schema-warning.js';
 export type { SqliteStore, SqliteStoreOptions } from './sqlite-store.js';
 export { SqliteSynchronous, sqliteStore } from './sqlite-store.js';
 export type {

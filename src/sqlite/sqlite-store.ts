@@ -41,6 +41,7 @@ import type {
 } from '../store/store.js';
 import { busyTimeoutOption, openDatabase, type SqliteDatabase, unavailable } from './client.js';
 import { migrate as runMigrations } from './migrate.js';
+import { onWarningOption, reportMigration, type SqliteStoreWarning } from './schema-warning.js';
 import {
   type BlockingRow,
   type ClaimRow,
@@ -155,6 +156,13 @@ export interface SqliteStoreOptions {
   /** Apply pending migrations when the store is created (safe from several processes at once). @default true */
   migrate?: boolean;
   /**
+   * Receives the warning of that migration, when a newer release migrated the table further than this one
+   * knows (`{ code: 'schema_ahead', message, version, schemaVersion }`): the store serves on it, and the
+   * log should say so. Called at most once, while the store is created.
+   * @default logs the message with `console.warn`
+   */
+  onWarning?: (warning: SqliteStoreWarning) => void;
+  /**
    * How long a write waits for another process's write lock before failing with
    * `StoreUnavailableError`, in ms. Set only on a file the store opens. Waiting blocks this process's
    * event loop (better-sqlite3 is synchronous). A whole number of ms up to 2³¹−1 (0: no wait), or a
@@ -242,6 +250,7 @@ const SQLITE_STORE_FIELDS = [
   'database',
   'table',
   'migrate',
+  'onWarning',
   'busyTimeoutMs',
   'synchronous',
   'clock',
@@ -251,6 +260,7 @@ const SQLITE_STORE_FIELDS = [
 interface SqliteStoreSettings {
   table: string;
   migrate: boolean;
+  onWarning: (warning: SqliteStoreWarning) => void;
   busyTimeoutMs: number;
   synchronous: SqliteSynchronous;
   clock: Clock;
@@ -290,6 +300,7 @@ function checkOptions(options: SqliteStoreOptions): SqliteStoreSettings {
   return {
     table: checkTableName(stringOption(options.table, 'sqliteStore: table', DEFAULT_TABLE)),
     migrate: booleanOption(options.migrate, 'sqliteStore: migrate', true),
+    onWarning: onWarningOption(options.onWarning, 'sqliteStore'),
     busyTimeoutMs: busyTimeoutOption(options.busyTimeoutMs, 'sqliteStore'),
     synchronous: synchronous ?? SqliteSynchronous.Normal,
     clock: clock ?? systemClock,
@@ -316,7 +327,7 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
   let closed = false;
 
   try {
-    if (settings.migrate) runMigrations(db, { table });
+    if (settings.migrate) reportMigration(runMigrations(db, { table }), settings.onWarning);
   } catch (error) {
     if (owned) db.close();
     throw error;

@@ -33,6 +33,7 @@ import { settleRecord } from '../core/settle.js';
 import { isThenable } from '../core/thenable.js';
 import { driverCode, type SqliteDatabase, unavailable } from './client.js';
 import { migrate as runMigrations } from './migrate.js';
+import { onWarningOption, reportMigration, type SqliteStoreWarning } from './schema-warning.js';
 import { claimParams, readBlocking, toRecord } from './sqlite-store.js';
 import {
   type ClaimRow,
@@ -54,6 +55,11 @@ export interface SqliteTransactionalOptions {
   table?: string;
   /** Apply pending migrations of the records table when created. @default true */
   migrate?: boolean;
+  /**
+   * Receives the warning of that migration, when a newer release migrated the table further than this one
+   * knows (as `sqliteStore`'s `onWarning`). @default logs the message with `console.warn`
+   */
+  onWarning?: (warning: SqliteStoreWarning) => void;
   /** Must equal the engine's `namespace` for records to be shared with `createIdempotency().run`. @default 'default' */
   namespace?: string;
   /** How long a completed outcome is replayed. @default '24h' */
@@ -148,6 +154,7 @@ const SQLITE_TRANSACTIONAL_FIELDS = Object.keys({
   database: true,
   table: true,
   migrate: true,
+  onWarning: true,
   namespace: true,
   retentionMs: true,
   codec: true,
@@ -211,7 +218,10 @@ export function sqliteTransactional(options: SqliteTransactionalOptions): Sqlite
   if (typeof clock !== 'object' || clock === null || typeof clock.now !== 'function') {
     throw new InvalidOptionsError('sqliteTransactional: `clock` must have a now() method');
   }
-  if (booleanOption(options.migrate, 'migrate', true)) runMigrations(db, { table });
+  const onWarning = onWarningOption(options.onWarning, 'sqliteTransactional');
+  if (booleanOption(options.migrate, 'migrate', true)) {
+    reportMigration(runMigrations(db, { table }), onWarning);
+  }
 
   // Prepared on first use (the same cached statements as a sqliteStore on this connection), so an
   // instance created with `migrate: false` before the schema exists works once it does.

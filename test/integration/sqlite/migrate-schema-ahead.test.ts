@@ -4,8 +4,13 @@
  * answer `{ applied: [] }` like an up-to-date table. The store keeps working on it (a rolling deploy).
  */
 import Database from 'better-sqlite3';
-import { describe, expect, it } from 'vitest';
-import { migrate, sqliteStore } from '../../../src/sqlite/index.js';
+import { describe, expect, it, vi } from 'vitest';
+import {
+  migrate,
+  type SqliteStoreWarning,
+  sqliteStore,
+  sqliteTransactional,
+} from '../../../src/sqlite/index.js';
 import { migrations } from '../../../src/sqlite/migrations.gen.js';
 
 const VERSION = migrations[migrations.length - 1]!.id;
@@ -54,9 +59,50 @@ describe('sqlite migrate on a table ahead of this release', () => {
     // Arrange
     const db = migratedAhead(1);
     // Act
-    const store = sqliteStore({ database: db });
+    const store = sqliteStore({ database: db, onWarning: () => undefined });
     const claim = await store.claim('k', { fingerprint: 'fp', leaseMs: 1000 });
     // Assert
     expect(claim.claimed).toBe(true);
+  });
+
+  it("passes the store's own migration warning to onWarning, where it used to be dropped", () => {
+    // Arrange
+    const db = migratedAhead(1);
+    const warnings: SqliteStoreWarning[] = [];
+    // Act
+    sqliteStore({ database: db, onWarning: (warning) => warnings.push(warning) });
+    sqliteTransactional({ database: db, onWarning: (warning) => warnings.push(warning) });
+    // Assert
+    const expected = {
+      code: 'schema_ahead',
+      version: VERSION,
+      schemaVersion: VERSION + 1,
+      message: migrate(db).warning,
+    };
+    expect(expected.message).toMatch(/^idempotency_records is at version \d+, newer than this/);
+    expect(warnings).toEqual([expected, expected]);
+  });
+
+  it('logs it with console.warn by default, and says nothing on a current table', () => {
+    // Arrange
+    const warn = vi.spyOn(console, 'warn').mockImplementation(() => undefined);
+    try {
+      // Act
+      sqliteStore({ database: new Database(':memory:') });
+      sqliteStore({ database: migratedAhead(1) });
+      // Assert
+      expect(warn).toHaveBeenCalledTimes(1);
+      expect(warn.mock.calls[0]?.[0]).toMatch(
+        /^idempotency-kit: idempotency_records is at version \d+, newer than this release knows/,
+      );
+    } finally {
+      warn.mockRestore();
+    }
+  });
+
+  it('refuses an onWarning that is not a function', () => {
+    expect(() => sqliteStore({ database: ':memory:', onWarning: 'log' as never })).toThrow(
+      /^sqliteStore: onWarning: expected a function, got/,
+    );
   });
 });
