@@ -215,7 +215,7 @@ async function applyPending(
   }
 }
 
-// The longest pg_sleep of a pause: a role's statement_timeout shorter than this would end the migration.
+// The longest pg_sleep of a pause: short enough to keep the transaction busy, long enough to be few statements.
 const PAUSE_STEP_MS = 500;
 
 /**
@@ -224,9 +224,23 @@ const PAUSE_STEP_MS = 500;
  * transaction" for the whole pause (up to 30 s), and a role's `idle_in_transaction_session_timeout` shorter
  * than that ended it: the migration failed with a lost connection instead of trying again. The transaction
  * holds only its advisory lock and the migrations table's meanwhile (the attempt rolled back to its savepoint).
+ * Each step also fits in half the session's `statement_timeout` (read here, on the backoff path only): a
+ * fixed 500 ms step under a role's `statement_timeout` of 200 ms was cancelled (57014) and failed the
+ * migration; half leaves the round trip its room.
  */
 async function pauseInTransaction(client: PgQueryable, ms: number): Promise<void> {
-  for (let left = ms; left > 0; left -= PAUSE_STEP_MS) {
-    await client.query('SELECT pg_sleep($1::float8 / 1000)', [Math.min(left, PAUSE_STEP_MS)]);
+  const step = await pauseStepMs(client);
+  for (let left = ms; left > 0; left -= step) {
+    await client.query('SELECT pg_sleep($1::float8 / 1000)', [Math.min(left, step)]);
   }
+}
+
+/** The longest pg_sleep that the session's `statement_timeout` (in ms in `pg_settings`; 0 is none) lets run. */
+async function pauseStepMs(client: PgQueryable): Promise<number> {
+  const { rows } = await client.query(
+    "SELECT setting::bigint AS ms FROM pg_settings WHERE name = 'statement_timeout'",
+  );
+  const timeoutMs = Number((rows[0] as { ms?: unknown } | undefined)?.ms ?? 0);
+  if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) return PAUSE_STEP_MS;
+  return Math.max(1, Math.min(PAUSE_STEP_MS, Math.floor(timeoutMs / 2)));
 }

@@ -237,6 +237,30 @@ export interface OperationsOptions {
   singleFunctions?: boolean;
 }
 
+// The tables warned about by warnUnboundedClaims in this process: one warning each, however many stores.
+const warnedUnbounded = new Set<string>();
+
+/**
+ * Say once per table that its claims fell back to `claim-bounded.sql` (no `<table>_claim_one`: migration 0008
+ * not applied, or EXECUTE on it revoked from this role). That statement bounds the wait for a row only: while
+ * another session holds or awaits a lock on the table (an `ALTER TABLE`, a `VACUUM FULL`, a migration queued
+ * behind a long transaction) every claim waits as long as it does, and every request hangs. Nothing fails
+ * meanwhile, so without this the cause shows only in the incident.
+ */
+function warnUnboundedClaims(names: TableNames, functionName: string): void {
+  const table = `${names.schemaName}.${names.tableName}`;
+  if (warnedUnbounded.has(table)) return;
+  warnedUnbounded.add(table);
+  process.emitWarning(
+    `idempotency-kit: the PostgreSQL records table ${table} has no usable ${names.schemaName}.${functionName} ` +
+      '(migration 0008 not applied, or EXECUTE on it not granted to this role): claims fall back to a ' +
+      'statement whose wait for a lock on the table is unbounded, so every request hangs while another ' +
+      'session holds one (ALTER TABLE, VACUUM FULL, a queued migration). Run migrate() (or `idempotency-kit ' +
+      'migrate`) and grant EXECUTE on the table’s functions.',
+    { code: 'IDEMPOTENCY_KIT_POSTGRES_UNBOUNDED_CLAIMS' },
+  );
+}
+
 /** The single-key operations that migration 0008 gives a function of its own. */
 type SingleOperation = 'claimBounded' | 'complete' | 'extend' | 'release' | 'saveStep';
 
@@ -362,6 +386,7 @@ export function createOperations(names: TableNames, options: OperationsOptions =
       } catch (error) {
         if (!isBatchFunctionUnusable(error, singleCalls[op].name)) throw error;
         singleFunctionless.add(op);
+        if (op === 'claimBounded') warnUnboundedClaims(names, singleCalls[op].name);
       }
     }
     return run(db, op, values);

@@ -27,6 +27,7 @@ import type {
   Store,
 } from '../store/store.js';
 import { claimMany, completeAndClaimMany, completeMany } from './batch.js';
+import { withBoundedLockWait } from './bounded-lock-wait.js';
 import { type PgQueryable, toStoreError } from './client.js';
 import { claimUnlessHeld, DEFAULT_BUSY_RETRY_AFTER_MS } from './held-key.js';
 import { DEFAULT_SCHEMA, DEFAULT_TABLE, tableNames } from './identifiers.js';
@@ -196,15 +197,21 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
       return guarded('saveStep', () => ops.saveStep(pool, key, token, name, value));
     },
     loadSteps: (key, token) => guarded('loadSteps', () => ops.loadSteps(pool, key, token)),
-    get: (key) => guarded('get', () => ops.get(pool, key)),
-    inspect: (key) => guarded('inspect', () => ops.inspect(pool, key)),
+    // Reads and admin calls wait at most 100 ms for a lock, the table's included (see bounded-lock-wait.ts);
+    // loadSteps waits, as the calls after the effect do: a takeover that failed to load would release its steps.
+    get: (key) => guarded('get', () => withBoundedLockWait(pool, (db) => ops.get(db, key))),
+    inspect: (key) =>
+      guarded('inspect', () => withBoundedLockWait(pool, (db) => ops.inspect(db, key))),
     listCrashed: async (listOptions) => {
       const { limit, after } = checkListCrashedOptions(listOptions, 'postgresStore');
       // One row more than the page: it says whether a next page exists.
-      const rows = await guarded('listCrashed', () => ops.listCrashed(pool, after, limit + 1));
+      const rows = await guarded('listCrashed', () =>
+        withBoundedLockWait(pool, (db) => ops.listCrashed(db, after, limit + 1)),
+      );
       return keyOrderedPage(rows, limit);
     },
-    delete: (key) => guarded('delete', () => ops.delete(pool, key)),
+    delete: (key) =>
+      guarded('delete', () => withBoundedLockWait(pool, (db) => ops.delete(db, key))),
     purgeExpired: (purgeOptions: PurgeOptions = {}) => {
       const limit = purgeOptions.limit ?? 1000;
       if (!Number.isSafeInteger(limit) || limit < 1) {
@@ -212,9 +219,9 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
           new InvalidOptionsError(`purgeExpired: limit must be a positive integer, got ${limit}`),
         );
       }
-      return guarded('purgeExpired', () => ops.purge(pool, limit));
+      return guarded('purgeExpired', () => withBoundedLockWait(pool, (db) => ops.purge(db, limit)));
     },
-    stats: () => guarded('stats', () => ops.stats(pool)),
+    stats: () => guarded('stats', () => withBoundedLockWait(pool, (db) => ops.stats(db))),
   };
   return store;
 }

@@ -62,3 +62,42 @@ describe('migrate() backing off under idle_in_transaction_session_timeout', () =
     }
   });
 });
+
+describe('migrate() backing off under a short statement_timeout', () => {
+  it('sleeps in steps that fit the session statement_timeout, and applies once the blocking transaction ends', async () => {
+    // Arrange: the migrator's statements are cancelled after 200 ms; with a 100 ms lock timeout its pauses
+    // double past that (100, ~200, ~400 ms), and a transaction holds the table for about 700 ms. The pause
+    // slept in 500 ms steps: its pg_sleep was cancelled (57014) and the migration failed.
+    await pool.query(`DELETE FROM "${schema}".idempotency_records_migrations WHERE id = 2`);
+    const migrator = new pg.Pool({
+      connectionString: env.databaseUrl,
+      max: 1,
+      options: '-c statement_timeout=200',
+    });
+    migrator.on('error', () => {});
+    const holder = await pool.connect();
+    try {
+      await holder.query('BEGIN');
+      await transactionClaims(holder, schema).claim('held-st', {
+        fingerprint: 'fp',
+        leaseMs: 60_000,
+      });
+      const ended = new Promise<void>((resolve) => setTimeout(resolve, 700)).then(async () => {
+        await holder.query('COMMIT');
+      });
+      // Act
+      const result = await migrate(migrator, { schema, lockTimeoutMs: 100, lockRetries: 8 }).then(
+        (value) => ({ value }),
+        (error: unknown) => ({ error }),
+      );
+      await ended;
+      // Assert
+      expect(result).toEqual({
+        value: { applied: ['0002_key_collation'], version: expect.any(Number) },
+      });
+    } finally {
+      holder.release();
+      await migrator.end();
+    }
+  });
+});

@@ -180,6 +180,13 @@ describe('postgresStore while a session holds the records table', () => {
       'in_progress',
     ],
     [
+      // Not after an effect, but a takeover's handler that failed to load its steps would throw, and the
+      // engine would release the claim and the steps recorded before it: a retry would run them again.
+      'loadSteps',
+      (store: PostgresStore, key: string, token: number) => store.loadSteps(key, token),
+      'in_progress',
+    ],
+    [
       'completeMany',
       (store: PostgresStore, key: string, token: number) =>
         store.completeMany!([
@@ -357,5 +364,37 @@ describe('postgresStore on a schema migrated up to 0007 (no claim_one)', () => {
       const error = await errorWithin(store.claim(newKey('old'), lease));
       expect(isStoreUnavailableError(error)).toBe(true);
     });
+  });
+
+  it('warns once per table that its claims wait for the table lock without bound', async () => {
+    // Arrange: a table of its own (no store has claimed on it yet in this process). The fallback is silent
+    // otherwise, and without a connection lock_timeout it hangs every request on a table lock: the warning
+    // names the cause before that incident.
+    const own = uniqueSchema('tablelock7w');
+    await applyMigrations(pool, own, 1, 7);
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning);
+    process.on('warning', onWarning);
+    try {
+      // Act: two stores on the table, two claims each.
+      for (const store of [
+        postgresStore({ pool, schema: own }),
+        postgresStore({ pool, schema: own }),
+      ]) {
+        await store.claim(newKey('warn'), lease);
+        await store.claim(newKey('warn'), lease);
+      }
+      await new Promise((resolve) => setImmediate(resolve));
+    } finally {
+      process.off('warning', onWarning);
+      await pool.query(`DROP SCHEMA IF EXISTS "${own}" CASCADE`);
+    }
+    // Assert: one warning, with its code, naming the table and the missing function.
+    const ours = warnings.filter(
+      (warning) =>
+        (warning as { code?: string }).code === 'IDEMPOTENCY_KIT_POSTGRES_UNBOUNDED_CLAIMS',
+    );
+    expect(ours).toHaveLength(1);
+    expect(ours[0]?.message).toContain(`${own}.idempotency_records_claim_one`);
   });
 });

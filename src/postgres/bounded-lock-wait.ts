@@ -1,0 +1,57 @@
+/**
+ * The store's reads and admin calls (`get`, `inspect`, `listCrashed`, `stats`, `delete`, `purgeExpired`) with
+ * their lock waits bounded: while another session held or awaited a lock on the records table (an `ALTER
+ * TABLE`, a `LOCK TABLE … ACCESS EXCLUSIVE`, a `VACUUM FULL`, a migration queued behind a long transaction),
+ * each waited as long as it did, on a pool connection of its own: a health probe (`get`) hung, and so did
+ * the pool once enough of them queued. A statement's own `set_config` comes too late for the table's lock
+ * (taken while it is parsed, or its prepared plan checked), so the statement runs in a transaction of its
+ * own whose `SET LOCAL lock_timeout` is in force first: past {@link BOUNDED_LOCK_WAIT_MS} it fails with
+ * 55P03, nothing applied, which the store reports as StoreUnavailableError.
+ *
+ * Giving up is safe for these: they read, or (delete, purge) remove what the caller asked to remove and may
+ * ask again; none records a handler's effect. Never for completions, extensions or steps (see migration
+ * 0008), nor for `loadSteps`: a takeover's handler that fails to load its steps throws, and the engine then
+ * releases the claim, deleting the steps recorded before it, so a retry would run their effects again.
+ * The transaction costs two round trips more than the bare statement: none of these calls is on a request's
+ * path (the engine calls none of them), so they are spent where they cost nothing.
+ * @module
+ */
+import { guardConnection, isPool, type PgQueryable } from './client.js';
+
+/** How long a bounded call waits for any lock, the records table's included, before giving up (55P03). */
+export const BOUNDED_LOCK_WAIT_MS = 100;
+
+/**
+ * Run `body` on a connection of `db` inside a transaction whose `lock_timeout` is
+ * {@link BOUNDED_LOCK_WAIT_MS}, and commit. `db` that is not a pool (a single client the caller shares, where
+ * a transaction would take in the caller's own statements) runs `body` as it is, unbounded.
+ * @throws what `body` or the database threw (55P03 past the bound); the transaction is rolled back.
+ */
+export async function withBoundedLockWait<T>(
+  db: PgQueryable,
+  body: (db: PgQueryable) => Promise<T>,
+): Promise<T> {
+  if (!isPool(db)) return body(db);
+  const client = await db.connect();
+  let broken: Error | undefined;
+  const unguard = guardConnection(client, (error) => {
+    broken = error;
+  });
+  try {
+    // One round trip for both: a simple query may carry several statements. SET LOCAL ends with the
+    // transaction, so the connection goes back to the pool with its own setting.
+    await client.query(`BEGIN; SET LOCAL lock_timeout = '${BOUNDED_LOCK_WAIT_MS}ms'`);
+    const result = await body(client);
+    await client.query('COMMIT');
+    return result;
+  } catch (error) {
+    // A connection that cannot roll back is discarded rather than reused.
+    await client.query('ROLLBACK').catch((rollbackError: unknown) => {
+      broken ??= rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
+    });
+    throw error;
+  } finally {
+    unguard();
+    client.release(broken);
+  }
+}
