@@ -42,7 +42,11 @@ import {
   readCommand,
   type StreamEntry,
 } from './redis-client.js';
-import { deadLetter as deadLetterScript, reclaim as reclaimScript } from './scripts.gen.js';
+import {
+  deadLetter as deadLetterScript,
+  reclaim as reclaimScript,
+  setIdle as setIdleScript,
+} from './scripts.gen.js';
 
 /** The default key field. */
 export const KEY_FIELD = 'x-idempotency-key';
@@ -65,6 +69,13 @@ const MAX_SCRIPT_FIELDS = 7_000;
  * Lua's `unpack`, which fails past ~8,000 values (a `concurrency` that large would fail every round).
  */
 const MAX_SCRIPT_CLAIMS = 1_000;
+
+/**
+ * Most pending ids one round of the reclaim script looks at: ten per entry it may claim, as `XAUTOCLAIM`
+ * does, at least 100 and at most 1,000. Unbounded (`XPENDING … IDLE`), a round walked the whole pending
+ * list whenever few of its ids were idle enough: about 4 ms of Redis time for 50,000 ids, every round.
+ */
+const lookAt = (claims: number) => Math.min(Math.max(claims * 10, 100), 1_000);
 
 /** A failure of the consumer as a whole rather than of one message. */
 export interface RedisStreamsConsumerErrorEvent {
@@ -299,27 +310,58 @@ export async function idempotentConsumer(
     resolved.brokerTimeoutMs,
   );
   const ack = (id: string) => acks.ack(id);
-  // Re-own the entry and set its idle time: XAUTOCLAIM takes it once idle reaches `minIdle`. JUSTID keeps
-  // the delivery count as it is. Resolves to whether the entry is gone from the stream itself: then Redis 7
-  // has just dropped it from the pending list (deleted-entries.ts), and it is this process's to report.
-  const setIdle = async (id: string, idleMs: number): Promise<boolean> => {
+  // Whether idle times are set through scripts/set-idle-1.lua: until Redis refuses to run it
+  // (isScriptRefused), then XCLAIM and, when it claims nothing, an XRANGE, as before the script.
+  let scriptedIdle = true;
+  // Re-own `ids` and set their idle time: a claim round takes them once idle reaches `minIdle`. JUSTID keeps
+  // the delivery counts as they are. Resolves to the ids found deleted while still pending (acked by the
+  // script, or dropped by Redis 7's XCLAIM): this process's to report. An id no longer pending was settled
+  // by another consumer (reclaimed, run, acked), deleted since or not: nothing to report.
+  const setIdle = async (ids: string[], idleMs: number): Promise<string[]> => {
+    if (scriptedIdle) {
+      try {
+        const reply = await command(client, [
+          'EVAL',
+          setIdleScript.source,
+          '1',
+          stream,
+          group,
+          consumer,
+          String(idleMs),
+          ...ids,
+        ]);
+        return Array.isArray(reply) ? reply.map(String) : [];
+      } catch (error) {
+        if (!isScriptRefused(error)) throw error;
+        scriptedIdle = false;
+      }
+    }
     const reply = await command(client, [
       'XCLAIM',
       stream,
       group,
       consumer,
       '0',
-      id,
+      ...ids,
       'IDLE',
       String(idleMs),
       'JUSTID',
     ]);
-    // The id claimed (the usual case), or a reply of another form: nothing more to look at.
-    if (!Array.isArray(reply) || reply.some((claimed) => String(claimed) === id)) return false;
-    // No longer pending: acked by another delivery (the entry is still there), or deleted.
-    const found = await command(client, ['XRANGE', stream, id, id]);
-    return Array.isArray(found) && found.length === 0;
+    // A reply of another form: nothing more to look at.
+    if (!Array.isArray(reply)) return [];
+    const claimed = new Set(reply.map(String));
+    const deleted: string[] = [];
+    for (const id of ids) {
+      if (claimed.has(id)) continue;
+      // No longer pending: acked by another delivery, or deleted. XCLAIM has dropped a deleted id already,
+      // so an entry another consumer settled and a trim removed since is taken for deleted too: only the
+      // script tells them apart (see the docs).
+      const found = await command(client, ['XRANGE', stream, id, id]);
+      if (Array.isArray(found) && found.length === 0) deleted.push(id);
+    }
+    return deleted;
   };
+  const setOneIdle = async (id: string, idleMs: number) => (await setIdle([id], idleMs)).length > 0;
 
   // An entry deleted while pending (deleted-entries.ts): reported, then recorded in the dead-letter
   // stream, with its fields when this process holds them. Rejects, reported too, if it cannot be recorded.
@@ -361,7 +403,18 @@ export async function idempotentConsumer(
       // Deleted while held, and dropped from the pending list by this delivery's own XCLAIM: no other
       // delivery of it can come, and the script, finding it not pending, would write nothing. Its fields
       // are only here: written as the letter decided on; nothing left to ack.
-      await command(client, ['XADD', deadLetterStream, '*', ...fields]);
+      const started = performance.now();
+      try {
+        await command(client, ['XADD', deadLetterStream, '*', ...fields]);
+      } catch (error) {
+        // Failed in time, the settle's retry records it (reportDeleted). Failed after the settle gave up
+        // on it (brokerTimeout), no retry follows, and no redelivery can come: recorded here the same way,
+        // instead of lost with only an onBrokerError. (A failure of that record is reported by it.)
+        if (performance.now() - started >= resolved.brokerTimeoutMs) {
+          await reportDeleted(entry.id, entry).catch(() => undefined);
+        }
+        throw error;
+      }
       return undefined;
     }
     if (atomicLetters && fields.length <= MAX_SCRIPT_FIELDS) {
@@ -414,6 +467,8 @@ export async function idempotentConsumer(
     return call;
   };
   const stop = new AbortController();
+  // The ids of the entries this process is handling (see `reclaim`).
+  const handling = new Set<string>();
   // Resolves to false, starting nothing, when close() began while it waited for a slot.
   const start = async (entry: StreamEntry, deliveryCount: number): Promise<boolean> => {
     await inFlight.acquire();
@@ -422,6 +477,7 @@ export async function idempotentConsumer(
       return false;
     }
     const held: HeldEntry = { deleted: false };
+    handling.add(entry.id);
     inFlight.run(() =>
       processDelivery(resolved, handler, {
         message: entry,
@@ -436,7 +492,10 @@ export async function idempotentConsumer(
           tracked(
             (async () => {
               if (!held.deleted) {
-                held.deleted = await setIdle(entry.id, Math.max(minIdleMs - Math.ceil(delayMs), 0));
+                held.deleted = await setOneIdle(
+                  entry.id,
+                  Math.max(minIdleMs - Math.ceil(delayMs), 0),
+                );
               }
               // Gone from the pending list with the stream's copy: no redelivery will come. Recorded
               // with its fields instead of waited for in vain.
@@ -445,11 +504,11 @@ export async function idempotentConsumer(
           ),
         deadLetter: (letter) => tracked(deadLetter(entry, deliveryCount, letter, held)),
         touch: async () => {
-          if (!held.deleted) held.deleted = await setIdle(entry.id, 0);
+          if (!held.deleted) held.deleted = await setOneIdle(entry.id, 0);
         },
         // At most a timer's limit (a minIdle of months): past it the entry would be touched in a loop.
         touchIntervalMs: Math.min(Math.max(Math.floor(minIdleMs / 3), 10), MAX_TIMER_MS),
-      }),
+      }).finally(() => handling.delete(entry.id)),
     );
     return true;
   };
@@ -490,7 +549,8 @@ export async function idempotentConsumer(
   // set to `minIdle` so that XAUTOCLAIM hands them to a live consumer at its next round rather than after
   // `minIdle`. Each delivery is recorded first (consumer/handed-back.ts): the one XAUTOCLAIM then counts
   // does not count against maxDeliveries. A hand-back that fails, or is abandoned, leaves them pending all
-  // the same, reclaimed after `minIdle`.
+  // the same, reclaimed after `minIdle`. One deleted since it was read is reported and recorded, with its
+  // fields (the set-idle script tells it apart from one settled elsewhere).
   async function handBack(entries: StreamEntry[], counts: number[]): Promise<void> {
     if (entries.length === 0) return;
     await Promise.all(
@@ -498,19 +558,20 @@ export async function idempotentConsumer(
         recordHandedBack(resolved, `${stream}:${entry.id}`, counts[index] ?? 1),
       ),
     );
-    await loopCommand(
-      command(client, [
-        'XCLAIM',
-        stream,
-        group,
-        consumer,
-        '0',
-        ...entries.map((entry) => entry.id),
-        'IDLE',
-        String(minIdleMs),
-        'JUSTID',
-      ]),
+    const deleted = await loopCommand(
+      setIdle(
+        entries.map((entry) => entry.id),
+        minIdleMs,
+      ),
       'XCLAIM',
+    );
+    if (deleted === ABANDONED || deleted.length === 0) return;
+    // Deleted while pending since it was read: reported and recorded with its fields, which only this
+    // process holds now, as a retry meeting the deletion does. A record that fails was reported too.
+    const byId = new Map(entries.map((entry) => [entry.id, entry]));
+    await loopCommand(
+      Promise.allSettled(deleted.map((id) => reportDeleted(id, byId.get(id)))),
+      'XADD',
     );
   }
 
@@ -538,6 +599,7 @@ export async function idempotentConsumer(
             String(minIdleMs),
             cursor,
             String(Math.min(count, MAX_SCRIPT_CLAIMS)),
+            String(lookAt(Math.min(count, MAX_SCRIPT_CLAIMS))),
           ]),
           'XAUTOCLAIM',
         );
@@ -593,14 +655,21 @@ export async function idempotentConsumer(
     // entry waits for its retry): nothing left to deliver. Reported and recorded (deleted-entries.ts), then
     // acked: Redis 6.2 keeps such an id pending (Redis 7 has dropped it already), and one whose record
     // failed stays so, to be reported again in a later round. Each XACK is bounded by the batcher.
-    if (claimed.deleted.length > 0) {
+    // XAUTOCLAIM (where the script is refused) drops deleted ids whatever their idle time, those of entries
+    // a live consumer still handles too: one this process handles is left to its holder, whose next idle
+    // reset (XCLAIM, then XRANGE) finds it gone and records it with its fields if it is not executed. Held
+    // by another process, it cannot be told apart here (see the docs).
+    const deleted = scriptedClaims
+      ? claimed.deleted
+      : claimed.deleted.filter((id) => !handling.has(id));
+    if (deleted.length > 0) {
       const recorded = await loopCommand(
-        Promise.allSettled(claimed.deleted.map((id) => reportDeleted(id))),
+        Promise.allSettled(deleted.map((id) => reportDeleted(id))),
         'XADD',
       );
       if (recorded === ABANDONED) return;
       await Promise.all(
-        claimed.deleted.filter((_, index) => recorded[index]?.status === 'fulfilled').map(ack),
+        deleted.filter((_, index) => recorded[index]?.status === 'fulfilled').map(ack),
       );
     }
     await startAll(claimed.entries, claimed.counts);

@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { createIdempotency, memoryStore } from '../../../src/index.js';
 import {
   idempotentConsumer,
+  type RedisStreamsConsumerErrorEvent,
   type RedisStreamsConsumerOptions,
 } from '../../../src/redis-streams/index.js';
 import { env } from '../../helpers/env.js';
@@ -99,5 +100,75 @@ describe('Redis Streams consumer: entries read while closing', () => {
     await waitUntil('B to execute the entry', () => executed === 1, 5_000);
     expect(runsOnB).toEqual([2, 3]);
     expect(deadLetters).toEqual([]);
+  });
+
+  it('reports and records an entry it hands back that was deleted since its read, instead of dropping it', async () => {
+    // Arrange: consumer A blocked in its read; its hand-back command is preceded by an XDEL of the entry (a
+    // MAXLEN trim landing between the read and the hand-back). Before, the hand-back's XCLAIM dropped the
+    // deleted id from the pending list without a word: the message was lost in silence.
+    const stream = `ik-test:streams-close-hand-back-deleted:${run}`;
+    streams.push(stream, `${stream}:dlq`);
+    const blockingName = `ik-close-hand-back-deleted-${run}`;
+    const blocking = createClient({ url: env.redisUrl, name: blockingName });
+    await blocking.connect();
+    cleanups.push(() => blocking.destroy());
+    let handedBack: string | undefined;
+    const client = {
+      sendCommand: async (args: Array<string | Buffer>, options?: object) => {
+        const text = args.map(String);
+        const isHandBack =
+          (text[0] === 'XCLAIM' && text.includes('30000')) ||
+          (text[0] === 'EVAL' && text[1]?.includes('set-idle-1.lua') && text[6] === '30000');
+        if (isHandBack && handedBack === undefined) {
+          handedBack = text[0] === 'XCLAIM' ? text[5] : text[7];
+          await fixture.admin.sendCommand(['XDEL', stream, String(handedBack)]);
+        }
+        return fixture.admin.sendCommand(args, options as never);
+      },
+    };
+    const errors: RedisStreamsConsumerErrorEvent[] = [];
+    let ran = 0;
+    const a = await idempotentConsumer(
+      client,
+      () => {
+        ran++;
+      },
+      {
+        stream,
+        group: 'workers',
+        name: `close-hand-back-deleted-${run}`,
+        consumer: 'a',
+        idempotency: createIdempotency({ store: memoryStore() }),
+        minIdle: '30s',
+        blockingClient: blocking,
+        block: '5s',
+        claimInterval: '1h',
+        hooks: { onConsumerError: (event) => void errors.push(event) },
+      },
+    );
+    await waitUntil('A to block in its read', () => blockedInRead(blockingName));
+
+    // Act
+    const closing = a.close();
+    const id = await add(stream, 'pay-trimmed-while-closing');
+    const closed = await closing;
+
+    // Assert: reported, and recorded with its fields; nothing left pending.
+    expect(closed).toBe(true);
+    expect(ran).toBe(0);
+    expect(handedBack).toBe(id);
+    expect(errors.map((event) => [event.operation, event.entryId])).toEqual([['deleted', id]]);
+    const letters = (await fixture.admin.sendCommand([
+      'XRANGE',
+      `${stream}:dlq`,
+      '-',
+      '+',
+    ])) as Array<[string, string[]]>;
+    expect(letters).toHaveLength(1);
+    const fields = letters[0]?.[1] ?? [];
+    expect(fields).toContain('pay-trimmed-while-closing');
+    expect(fields[fields.indexOf('x-idempotency-dead-letter-reason') + 1]).toBe('deleted');
+    const [count] = (await fixture.admin.sendCommand(['XPENDING', stream, 'workers'])) as [number];
+    expect(Number(count)).toBe(0);
   });
 });

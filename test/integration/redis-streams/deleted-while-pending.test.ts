@@ -221,4 +221,37 @@ describe('Redis Streams consumer: entries deleted while pending', () => {
     expect(await letters(stream)).toEqual([]);
     expect(await pendingCount(stream)).toBe(0);
   });
+
+  it('reports nothing when the entry a retry re-takes was settled by another consumer, then trimmed', async () => {
+    // Arrange: while the handler runs, another consumer reclaims the entry, runs and acks it, and a MAXLEN
+    // cap trims it; then the handler fails, with deliveries left. Before, the retry's XCLAIM found the
+    // entry neither claimable nor in the stream and took it for deleted: a processed message was reported
+    // lost and dead-lettered.
+    const { stream, events, options } = await setUp('settled-elsewhere');
+    const id = String(
+      await fixture.admin.sendCommand(['XADD', stream, '*', 'x-idempotency-key', 'pay-5']),
+    );
+    let handled = 0;
+    let retried = 0;
+    // Act
+    const consumer = await idempotentConsumer(
+      fixture.admin,
+      async () => {
+        handled++;
+        await fixture.admin.sendCommand(['XCLAIM', stream, 'workers', 'other', '0', id, 'JUSTID']);
+        await fixture.admin.sendCommand(['XACK', stream, 'workers', id]);
+        await fixture.admin.sendCommand(['XTRIM', stream, 'MAXLEN', '0']);
+        throw new Error('card processor down');
+      },
+      { ...options, maxDeliveries: 3, hooks: { ...options.hooks, onRetry: () => void retried++ } },
+    );
+    cleanups.push(() => consumer.close());
+    await waitUntil('the retry', () => retried === 1);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    // Assert: nothing reported or recorded; the entry is not pending.
+    expect(handled).toBe(1);
+    expect(events.errors.filter((event) => event.operation === 'deleted')).toEqual([]);
+    expect(await letters(stream)).toEqual([]);
+    expect(await pendingCount(stream)).toBe(0);
+  });
 });

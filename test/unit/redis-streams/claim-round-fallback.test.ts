@@ -5,7 +5,11 @@
  */
 import { describe, expect, it } from 'vitest';
 import { createIdempotency, memoryStore } from '../../../src/index.js';
-import { idempotentConsumer, type RedisStreamsClient } from '../../../src/redis-streams/index.js';
+import {
+  idempotentConsumer,
+  type RedisStreamsClient,
+  type RedisStreamsConsumerErrorEvent,
+} from '../../../src/redis-streams/index.js';
 
 const until = async (what: string, predicate: () => boolean) => {
   const deadline = Date.now() + 2000;
@@ -57,5 +61,52 @@ describe('Redis Streams consumer: claim rounds where the reclaim script is refus
     // Assert
     expect(counts).toEqual([3]);
     expect(sent.filter((name) => name === 'EVAL')).toHaveLength(1);
+  });
+
+  it('leaves to this process a deleted entry it still handles, which XAUTOCLAIM lists as deleted', async () => {
+    // Arrange: EVAL refused; the entry read is deleted while its handler runs, and every XAUTOCLAIM lists
+    // it as deleted (Redis 7 drops deleted ids whatever their idle time). Before, the claim round reported
+    // it lost (and dead-lettered it) though its handler went on and executed it.
+    const errors: RedisStreamsConsumerErrorEvent[] = [];
+    let read = false;
+    let executed = 0;
+    const client: RedisStreamsClient = {
+      sendCommand: async (args: Array<string | Buffer>) => {
+        const name = String(args[0]);
+        if (name === 'EVAL') {
+          throw new Error("NOPERM User worker has no permissions to run the 'eval' command");
+        }
+        if (name === 'XAUTOCLAIM') return ['0-0', [], read ? ['5-0'] : []];
+        if (name === 'XREADGROUP') {
+          if (read) return null;
+          read = true;
+          return [['s', [['5-0', ['x-idempotency-key', 'held']]]]];
+        }
+        return 1;
+      },
+    };
+    // Act
+    const consumer = await idempotentConsumer(
+      client,
+      async () => {
+        await new Promise((resolve) => setTimeout(resolve, 150));
+      },
+      {
+        stream: 's',
+        group: 'g',
+        name: 'c',
+        idempotency: createIdempotency({ store: memoryStore() }),
+        pollInterval: '5ms',
+        claimInterval: '20ms',
+        hooks: {
+          onConsumerError: (event) => void errors.push(event),
+          onExecuted: () => void executed++,
+        },
+      },
+    );
+    await until('the entry to be executed', () => executed === 1);
+    await consumer.close();
+    // Assert
+    expect(errors.filter((event) => event.operation === 'deleted')).toEqual([]);
   });
 });

@@ -16,6 +16,8 @@ function fakeClient(entries: string[], evalError?: string) {
       const name = String(args[0]);
       // A claim round (the reclaim script): nothing to claim, and not a letter's command.
       if (name === 'EVAL' && String(args[1]).includes('reclaim-1.lua')) return ['0-0', [], [], []];
+      // An idle time set (the set-idle script, a retry's or a touch's): nothing deleted, not a letter's.
+      if (name === 'EVAL' && String(args[1]).includes('set-idle-1.lua')) return [];
       sent.push(name);
       if (name === 'XAUTOCLAIM') return ['0-0', [], []];
       if (name === 'XREADGROUP') {
