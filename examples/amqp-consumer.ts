@@ -43,6 +43,9 @@ const consumer = await idempotentConsumer(
     idempotency,
     maxDeliveries: 5,
     prefetch: 20,
+    // The retry queue as a quorum queue with at-least-once dead-lettering (RabbitMQ 3.10+): a retry copy
+    // that `queue` cannot take when its delay ends (full, deleted, leaderless) is kept, not dropped.
+    retryQueueType: 'quorum',
     hooks: {
       onExecuted: () => void settled++,
       onDuplicate: ({ key }) => {

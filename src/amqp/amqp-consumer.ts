@@ -18,6 +18,7 @@ import { booleanOption } from '../core/option-checks.js';
 import { AckBatcher } from './acks.js';
 import type { AmqpConfirmChannel, AmqpMessage } from './amqp-types.js';
 import { channelListeners } from './channel-listeners.js';
+import { type AmqpRetryQueueType, declareQueues, retryQueueType } from './declare.js';
 import { AmqpDelivery, AmqpSettler } from './delivery.js';
 import { HandlerSlots } from './handler-slots.js';
 import { defaultAmqpKey } from './headers.js';
@@ -62,11 +63,24 @@ export interface AmqpConsumerOptions extends ConsumerOptions<AmqpMessage> {
    */
   retryQueue?: string;
   /**
+   * The type of retry queue the adapter declares. `'classic'` dead-letters a copy back to `queue` at most
+   * once: if `queue` refuses it then (full with `x-overflow: reject-publish`, deleted, a quorum queue
+   * without a leader), RabbitMQ drops it silently. `'quorum'` (RabbitMQ 3.10+) declares a quorum queue
+   * with `x-dead-letter-strategy: at-least-once` and `x-overflow: reject-publish`: the copy is kept until
+   * `queue` takes it. An existing retry queue of the other type fails the declaration with an
+   * `InvalidOptionsError` (see docs/consumers/amqp.md for the migration).
+   * @default 'classic'
+   */
+  retryQueueType?: AmqpRetryQueueType;
+  /**
    * Where dead letters go, with the error recorded in headers. Must differ from `queue` and `retryQueue`.
    * @default `${queue}.dlq`
    */
   deadLetterQueue?: string;
-  /** Declare the retry and dead-letter queues (durable) at start. @default true */
+  /**
+   * Declare the retry and dead-letter queues (durable) at start. One that exists with other arguments
+   * fails with an `InvalidOptionsError` (RabbitMQ closes the channel). @default true
+   */
   declare?: boolean;
   /**
    * Prefetch (unacked deliveries in flight), 1–65535. Also the concurrency, unless `concurrency` is set
@@ -80,6 +94,7 @@ export interface AmqpConsumerOptions extends ConsumerOptions<AmqpMessage> {
 const AMQP_OPTION_FIELDS = {
   queue: true,
   retryQueue: true,
+  retryQueueType: true,
   deadLetterQueue: true,
   declare: true,
   prefetch: true,
@@ -159,16 +174,11 @@ export async function idempotentConsumer(
     resolved.concurrency,
   );
   const declare = booleanOption(options.declare, 'declare', true);
+  const retryType = retryQueueType(options.retryQueueType);
   // Before declaring anything: a queue that does not exist must not leave a retry and a dead-letter queue
   // behind. (RabbitMQ closes the channel on the failed check, as it would on the consume.)
   await channel.checkQueue(queue);
-  if (declare) {
-    await channel.assertQueue(retryQueue, {
-      durable: true,
-      arguments: { 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': queue },
-    });
-    await channel.assertQueue(deadLetterQueue, { durable: true });
-  }
+  if (declare) await declareQueues(channel, { queue, retryQueue, deadLetterQueue }, retryType);
   await channel.prefetch(prefetch);
 
   const settler = new AmqpSettler(channel, new AckBatcher(channel), retryQueue, deadLetterQueue);

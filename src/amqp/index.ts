@@ -28,6 +28,7 @@ export type {
   AmqpPublishOptions,
   AmqpReturnedMessage,
 } from './amqp-types.js';
+export type { AmqpRetryQueueType } from './declare.js';
 export {
   CONSUMER_HEADER,
   DEAD_LETTER_DELIVERIES_HEADER,
