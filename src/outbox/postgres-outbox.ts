@@ -6,6 +6,7 @@
 import { POSTGRES_OUTBOX_OBJECTS } from '../core/derived-names.js';
 import { InvalidOptionsError } from '../core/errors.js';
 import { checkMigrationsOwner, type MigrationRow } from '../core/migrations-owner.js';
+import { checkOutGuarded } from '../postgres/check-out.js';
 import { createSchemaIfMissing } from '../postgres/schema.js';
 import { postgresNamesCheck } from '../postgres/taken-names.js';
 import { isPgPool, type PgPoolClient, type PgQueryable } from './clients.js';
@@ -126,14 +127,21 @@ export async function migratePostgresOutbox(
   db: PgQueryable,
   names: OutboxNames,
 ): Promise<MigrateOutboxResult> {
+  let failure: unknown;
   let checkedOut: PgPoolClient | undefined;
+  // A connection whose backend dies between statements must not crash the process: the failure is kept,
+  // the connection discarded, and the next statement reports it.
+  let unguard = () => {};
   try {
-    checkedOut = isPgPool(db) ? await db.connect() : undefined;
+    if (isPgPool(db)) {
+      ({ client: checkedOut, unguard } = await checkOutGuarded(db, (error) => {
+        failure = error;
+      }));
+    }
   } catch (error) {
     throw outboxStoreError('migrate', error);
   }
   const client: PgQueryable = checkedOut ?? db;
-  let failure: unknown;
   try {
     await client.query('BEGIN');
     // Released at COMMIT/ROLLBACK, so it also works behind a transaction-mode pooler.
@@ -178,6 +186,7 @@ export async function migratePostgresOutbox(
     await client.query('ROLLBACK').catch(() => {});
     throw outboxStoreError('migrate', error);
   } finally {
+    unguard();
     // A connection that failed mid-transaction is discarded rather than reused.
     checkedOut?.release(failure instanceof Error ? failure : undefined);
   }

@@ -6,7 +6,14 @@
 import { MAX_TIMER_MS } from '../core/duration.js';
 import { InvalidOptionsError } from '../core/errors.js';
 import { booleanOption, knownFields, shownValue } from '../core/option-checks.js';
-import { isPgPool, isPgQueryable, type PgPoolClient, type PgQueryable } from './clients.js';
+import { checkOutGuarded } from '../postgres/check-out.js';
+import {
+  isPgPool,
+  isPgQueryable,
+  type PgPool,
+  type PgPoolClient,
+  type PgQueryable,
+} from './clients.js';
 import { outboxStoreError } from './errors.js';
 import { type OutboxMessage, parseHeaders } from './message.js';
 import { postgresOutboxNames, renderOutboxSql } from './names.js';
@@ -170,14 +177,7 @@ export function postgresOutboxSource(options: PostgresOutboxSourceOptions): Outb
   };
   if (listen && isPgPool(pool)) {
     source.subscribe = (wake, onError) =>
-      subscribe(
-        pool.connect.bind(pool),
-        names.channel,
-        names.channelIdentifier,
-        reconnectDelayMs,
-        wake,
-        onError,
-      );
+      subscribe(pool, names.channel, names.channelIdentifier, reconnectDelayMs, wake, onError);
   }
   return source;
 }
@@ -209,7 +209,7 @@ function byRowId(a: OutboxMessage, b: OutboxMessage): number {
 // destroyed and a new one is set up after `delayMs`. Polling covers the gap, and a wake after every
 // (re)subscribe picks up whatever committed while nobody listened.
 async function subscribe(
-  connect: () => Promise<PgPoolClient>,
+  pool: PgPool,
   channel: string,
   channelIdentifier: string,
   delayMs: number,
@@ -239,17 +239,27 @@ async function subscribe(
     timer = undefined;
     if (closed) return;
     let next: PgPoolClient;
+    // An 'error' listener is attached at the hand-over (an unhandled 'error' event would crash the
+    // process); one that came before `drop` took over is passed on to it.
+    let early: Error | undefined;
+    let unguard: () => void;
     try {
-      next = await connect();
+      ({ client: next, unguard } = await checkOutGuarded(pool, (error) => {
+        early ??= error;
+      }));
     } catch (error) {
       onError(outboxStoreError('listen', error));
       if (!closed) timer = setTimeout(() => void establish(), delayMs);
       return;
     }
-    // An 'error' listener is attached first: an unhandled 'error' event would crash the process.
     next.on('error', drop);
+    unguard();
     next.on('notification', onNotification);
     client = next;
+    if (early !== undefined) {
+      drop(early);
+      return;
+    }
     try {
       await next.query(`LISTEN ${channelIdentifier}`);
     } catch (error) {

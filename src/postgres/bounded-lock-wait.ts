@@ -16,7 +16,8 @@
  * path (the engine calls none of them), so they are spent where they cost nothing.
  * @module
  */
-import { guardConnection, isPool, type PgQueryable } from './client.js';
+import { checkOutGuarded } from './check-out.js';
+import { isPool, type PgQueryable } from './client.js';
 
 /** How long a bounded call waits for any lock, the records table's included, before giving up (55P03). */
 export const BOUNDED_LOCK_WAIT_MS = 100;
@@ -32,9 +33,8 @@ export async function withBoundedLockWait<T>(
   body: (db: PgQueryable) => Promise<T>,
 ): Promise<T> {
   if (!isPool(db)) return body(db);
-  const client = await db.connect();
   let broken: Error | undefined;
-  const unguard = guardConnection(client, (error) => {
+  const { client, unguard } = await checkOutGuarded(db, (error) => {
     broken = error;
   });
   try {

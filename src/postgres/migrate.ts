@@ -14,6 +14,7 @@ import { POSTGRES_STORE_OBJECTS } from '../core/derived-names.js';
 import type { Duration } from '../core/duration.js';
 import { InvalidOptionsError, StoreUnavailableError } from '../core/errors.js';
 import { checkMigrationsOwner, type MigrationRow } from '../core/migrations-owner.js';
+import { checkOutGuarded } from './check-out.js';
 import {
   guardConnection,
   isPool,
@@ -103,18 +104,24 @@ export async function migrate(
   }
   const names = tableNames(options.schema ?? DEFAULT_SCHEMA, options.table ?? DEFAULT_TABLE);
   const wait = migrateLockWait(options);
+  let failure: unknown;
+  const onConnectionError = (error: Error) => {
+    failure = error;
+  };
   let client: PgQueryable;
   let checkedOut: PgPoolClient | undefined;
+  let unguard: () => void;
   try {
-    checkedOut = isPool(db) ? await db.connect() : undefined;
-    client = checkedOut ?? db;
+    if (isPool(db)) {
+      ({ client: checkedOut, unguard } = await checkOutGuarded(db, onConnectionError));
+      client = checkedOut;
+    } else {
+      client = db;
+      unguard = guardConnection(client, onConnectionError);
+    }
   } catch (error) {
     throw toStoreError('migrate', error);
   }
-  let failure: unknown;
-  const unguard = guardConnection(client, (error) => {
-    failure = error;
-  });
   try {
     await client.query('BEGIN');
     // One lock per (schema, table): unrelated tables migrate in parallel. Released at COMMIT/ROLLBACK,

@@ -29,8 +29,8 @@ import { type IdempotencyRecord, RecordStatus } from '../core/record.js';
 import { runStorageKey } from '../core/reserved-scopes.js';
 import { settleRecord } from '../core/settle.js';
 import { isThenable } from '../core/thenable.js';
+import { checkOutGuarded } from './check-out.js';
 import {
-  guardConnection,
   isNodePostgres,
   isPool,
   isRetryableTransactionError,
@@ -642,17 +642,17 @@ export function postgresTransactional(
     }
 
     for (let transactionAttempt = 1; ; transactionAttempt++) {
+      const connection = { broken: false };
       let client: PgPoolClient;
+      let unguard: () => void;
       try {
-        client = await pool.connect();
+        ({ client, unguard } = await checkOutGuarded(pool, () => {
+          connection.broken = true;
+        }));
       } catch (error) {
         emit(hooks, 'onStoreError', { ...event, operation: 'connect', error });
         throw toStoreError('connect', error);
       }
-      const connection = { broken: false };
-      const unguard = guardConnection(client, () => {
-        connection.broken = true;
-      });
       try {
         return await once(client, transactionAttempt, connection);
       } catch (error) {
