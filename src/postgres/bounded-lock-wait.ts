@@ -12,12 +12,13 @@
  * ask again; none records a handler's effect. Never for completions, extensions or steps (see migration
  * 0008), nor for `loadSteps`: a takeover's handler that fails to load its steps throws, and the engine then
  * releases the claim, deleting the steps recorded before it, so a retry would run their effects again.
- * The transaction costs two round trips more than the bare statement: none of these calls is on a request's
- * path (the engine calls none of them), so they are spent where they cost nothing.
+ * The transaction costs two round trips more than the bare statement: no claim or completion calls these,
+ * so a request never pays them; consumers read `inspect` on redeliveries only (consumer/given-up.ts,
+ * consumer/handed-back.ts), where a timeout counts as the outage it is.
  * @module
  */
 import { checkOutGuarded } from './check-out.js';
-import { isPool, type PgQueryable } from './client.js';
+import { isDriverReadTimeout, isPool, type PgQueryable } from './client.js';
 
 /** How long a bounded call waits for any lock, the records table's included, before giving up (55P03). */
 export const BOUNDED_LOCK_WAIT_MS = 100;
@@ -45,6 +46,12 @@ export async function withBoundedLockWait<T>(
     await client.query('COMMIT');
     return result;
   } catch (error) {
+    if (isDriverReadTimeout(error)) {
+      // The driver stopped waiting (`query_timeout`) but the statement still runs: a ROLLBACK would queue
+      // behind it and fail only after a second timeout. Discarding the connection ends the transaction.
+      broken ??= error as Error;
+      throw error;
+    }
     // A connection that cannot roll back is discarded rather than reused.
     await client.query('ROLLBACK').catch((rollbackError: unknown) => {
       broken ??= rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));

@@ -57,6 +57,20 @@ export function guardConnection(client: PgQueryable, onError: (error: Error) => 
   return () => emitter.removeListener?.('error', onError);
 }
 
+/**
+ * True for node-postgres's `query_timeout` error: the driver stopped waiting, but the statement was sent
+ * and the connection stays busy with it until the server answers (a ROLLBACK sent after it queues behind
+ * it and waits a whole timeout more). Other errors without a SQLSTATE either leave the connection idle (a
+ * value the driver could not serialise) or fail the next statement at once (a connection that died).
+ */
+export function isDriverReadTimeout(error: unknown): boolean {
+  return (
+    error instanceof Error &&
+    error.message === 'Query read timeout' &&
+    sqlState(error) === undefined
+  );
+}
+
 /** The subset of a node-postgres `DatabaseError` we read. */
 interface PgErrorLike {
   code?: unknown;

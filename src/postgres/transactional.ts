@@ -31,6 +31,7 @@ import { settleRecord } from '../core/settle.js';
 import { isThenable } from '../core/thenable.js';
 import { checkOutGuarded } from './check-out.js';
 import {
+  isDriverReadTimeout,
   isNodePostgres,
   isPool,
   isRetryableTransactionError,
@@ -247,20 +248,6 @@ interface TransactionState {
    * a write the handler was told had failed.
    */
   unanswered?: unknown;
-}
-
-/**
- * True for node-postgres's `query_timeout` error: the driver stopped waiting, but the statement was sent
- * and the connection stays busy with it until the server answers. Other errors without a SQLSTATE either
- * leave the connection idle (a value the driver could not serialise) or fail the next statement at once (a
- * connection that died).
- */
-function isDriverReadTimeout(error: unknown): boolean {
-  return (
-    error instanceof Error &&
-    error.message === 'Query read timeout' &&
-    sqlState(error) === undefined
-  );
 }
 
 /** Remember `error` on `state` if the driver gave up waiting for the statement's answer. */

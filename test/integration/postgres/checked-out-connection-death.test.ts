@@ -4,7 +4,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { isStoreUnavailableError } from '../../../src/core/errors.js';
 import { migrateOutbox, postgresOutboxSource } from '../../../src/outbox/index.js';
 import { migrate, postgresStore, postgresTransactional } from '../../../src/postgres/index.js';
-import { type FatalProxy, startFatalProxy } from '../../helpers/pg-fatal-proxy.js';
+import { type FaultProxy, startFaultProxy } from '../../helpers/pg-fault-proxy.js';
 import { type PostgresFixture, setupPostgres } from '../../helpers/postgres-env.js';
 
 // A backend terminated while its connection passes from one caller to the next: the FATAL that ends it
@@ -15,7 +15,7 @@ import { type PostgresFixture, setupPostgres } from '../../helpers/postgres-env.
 // administrator command" out of the PostgreSQL store's tests).
 
 let fx: PostgresFixture;
-let proxy: FatalProxy;
+let proxy: FaultProxy;
 let pool: pg.Pool;
 const uncaught: unknown[] = [];
 const recordUncaught = (error: unknown) => uncaught.push(error);
@@ -43,7 +43,7 @@ async function handOverDying<T>(
   call: (pool: pg.Pool) => Promise<T>,
   max = 1,
 ): Promise<PromiseSettledResult<T>> {
-  proxy = await startFatalProxy();
+  proxy = await startFaultProxy();
   pool = new pg.Pool({ connectionString: proxy.url, max });
   pool.on('error', () => {});
   await Promise.all(Array.from({ length: max }, () => pool.query('SELECT pg_sleep(0.05)')));

@@ -1,22 +1,27 @@
 /**
- * A TCP proxy in front of the test PostgreSQL server that can end a reply the way a terminated backend
- * does, at the worst moment: once armed, the next reply that carries a ReadyForQuery is cut after it and
- * followed, in the same write, by a `FATAL 57P01` ErrorResponse, then the connection is closed. The client
- * reads both in one TCP read: the reply frees its connection (the pool hands it to the next caller) and the
- * FATAL arrives before that caller has run a statement.
+ * A TCP proxy in front of the test PostgreSQL server that fails it at chosen moments:
+ * - `arm()` ends a reply the way a terminated backend does, at the worst moment: the next reply that
+ *   carries a ReadyForQuery is cut after it and followed, in the same write, by a `FATAL 57P01`
+ *   ErrorResponse, then the connection is closed. The client reads both in one TCP read: the reply frees
+ *   its connection (the pool hands it to the next caller) and the FATAL arrives before that caller has run
+ *   a statement.
+ * - `stall()` stops passing the server's replies on (a partitioned server): statements are sent, never
+ *   answered, and only the driver's own `query_timeout` ends the wait.
  */
 import { once } from 'node:events';
 import net from 'node:net';
 import { env } from './env.js';
 
 /** The proxy's address and controls. */
-export interface FatalProxy {
+export interface FaultProxy {
   /** A connection string for the test database through the proxy. */
   url: string;
   /** Cut the next reply that carries a ReadyForQuery after it, with a FATAL behind it. */
   arm(): void;
   /** Resolves once an armed cut has been written. */
   cut: () => Promise<void>;
+  /** From now on, drop every reply of the server. */
+  stall(): void;
   close(): Promise<void>;
 }
 
@@ -47,9 +52,10 @@ function endOfReadyForQuery(data: Buffer): number {
 }
 
 /** Start a proxy to the test database's server on a free loopback port. */
-export async function startFatalProxy(): Promise<FatalProxy> {
+export async function startFaultProxy(): Promise<FaultProxy> {
   const target = new URL(env.databaseUrl);
   let armed = false;
+  let stalled = false;
   let signalCut!: () => void;
   const cutWritten = new Promise<void>((resolve) => {
     signalCut = resolve;
@@ -68,6 +74,7 @@ export async function startFatalProxy(): Promise<FatalProxy> {
     // Replies are buffered only while armed, to find a whole ReadyForQuery across TCP chunks.
     let pending = Buffer.alloc(0);
     upstream.on('data', (chunk: Buffer) => {
+      if (stalled) return;
       if (!armed) {
         client.write(chunk);
         return;
@@ -93,6 +100,9 @@ export async function startFatalProxy(): Promise<FatalProxy> {
       armed = true;
     },
     cut: () => cutWritten,
+    stall: () => {
+      stalled = true;
+    },
     close: async () => {
       for (const socket of sockets) socket.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));
