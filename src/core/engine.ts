@@ -509,11 +509,25 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       // A takeover is left to its lease instead: its release would delete the steps the crashed attempt
       // recorded (a charge made, run again by the next attempt) and end its reservation, as the Redis
       // store's refused claims leave one (redis-store.ts, releaseRefused).
+      //
+      // A claim on which a step's store call failed in this execution (`loadSteps` at a takeover's first
+      // step, `saveStep` after a step ran) is left to its lease too, whatever `fn` then threw (the step's
+      // StoreUnavailableError, an error of its own, an HTTP adapter's 5xx) and whatever `storeErrors`: the
+      // store may hold steps this execution could not load, or a result whose recording it could not
+      // confirm (a timeout after the write), and a release deletes them with the reservation, so the next
+      // retry would run the charge again. Nor is the error stored as final: the failure was the store's,
+      // not the request's, and a blip would become the key's answer for good. Left to its lease, the
+      // record keeps its steps, and the retry after the lease takes it over and replays them. A handler
+      // that catches the error and returns still completes; a step's OutcomeEncodingError is still stored
+      // as final (as `fn`'s own unencodable result is, settleUnencodable): a completed record runs nothing
+      // again either.
       const abandoned = isAbandonedClaimError(error);
-      const stored =
-        abandoned && attempt > 1
-          ? false
-          : await settleFailure(error, lease, retentionMs, abandoned ? false : storeErrors, event);
+      const leftToLease =
+        (abandoned && attempt > 1) ||
+        (lease.stepStoreFailed && !(error instanceof OutcomeEncodingError));
+      const stored = leftToLease
+        ? false
+        : await settleFailure(error, lease, retentionMs, abandoned ? false : storeErrors, event);
       if (abandoned) emit(hooks, 'onStoreError', { ...event, operation: 'claim', error });
       else if (hooks.onFailed !== undefined) {
         const durationMs = clock.now() - startedAt;

@@ -43,7 +43,8 @@ export interface IdempotencyHooks {
   /**
    * `fn` threw (or, in a transactional mode, its transaction rolled back with its error). `stored` is true
    * when the error was kept as the key's final outcome (`storeErrors`), false when the claim was released
-   * (or rolled back) so a retry runs again.
+   * (or rolled back) so a retry runs again, or left to its lease because a step's store call failed in
+   * this execution (a retry takes it over once the lease ends and replays the recorded steps).
    */
   onFailed?(
     event: HookEvent & { token: number; attempt: number; durationMs: number; stored: boolean },

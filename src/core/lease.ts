@@ -93,6 +93,31 @@ export class LeaseKeeper implements Beating {
    */
   private lastExtension: Promise<unknown> | undefined;
 
+  /**
+   * Set once a step's store call (`loadSteps`, `saveStep`) failed in this execution: the engine then
+   * leaves the claim to its lease whatever the handler does next, instead of releasing it (see
+   * {@link LeaseKeeper.stepStoreFailed}).
+   */
+  private stepsUnconfirmed = false;
+
+  /**
+   * True once a step's store call failed in this execution ({@link LeaseKeeper.stepStoreFailure}): the
+   * claim may hold steps this execution cannot see or confirm, which a release would delete.
+   */
+  get stepStoreFailed(): boolean {
+    return this.stepsUnconfirmed;
+  }
+
+  /**
+   * A step's store call (`loadSteps` or `saveStep`) failed: report it, and mark the claim as one the engine
+   * must not release (a release deletes the steps recorded on it, a crashed attempt's charge among them).
+   * @param operation the store method that failed
+   */
+  stepStoreFailure(operation: 'loadSteps' | 'saveStep', error: unknown): void {
+    this.stepsUnconfirmed = true;
+    this.reportStoreError(operation, error);
+  }
+
   /** How long the lease has left by this process's clock (see `heldUntil`), unless it is extended. */
   remainingMs(): number {
     return this.heldUntil - this.env.leaseClock.now();

@@ -130,7 +130,9 @@ export class StepRecorder {
    * store that cannot record steps (before `fn` runs).
    * @throws LeaseLostError when this execution no longer holds the key (nothing is recorded), without
    * running `fn` when that was already known (its signal aborted).
-   * @throws StoreUnavailableError when the store could not record the result (the step did run).
+   * @throws StoreUnavailableError when the store could not record the result (the step did run), or, on a
+   * takeover, load the recorded steps (nothing ran). Either way the engine then leaves the claim to its
+   * lease instead of releasing it, whatever the handler throws (engine.ts).
    */
   async run<S>(
     name: string,
@@ -197,7 +199,9 @@ export class StepRecorder {
       if (isReplicationShortError(error)) {
         saved = lease.replicationShort(error);
       } else {
-        lease.reportStoreError('saveStep', error);
+        // The step ran and the store may or may not hold its result (a timeout after the write): the
+        // claim is no longer the engine's to release (LeaseKeeper.stepStoreFailure).
+        lease.stepStoreFailure('saveStep', error);
         throw new StoreUnavailableError(`Store '${store.name}' failed to record step '${name}'`, {
           cause: error,
         });
@@ -220,7 +224,9 @@ export class StepRecorder {
     try {
       steps = await store.loadSteps?.(lease.storageKey, lease.token);
     } catch (error) {
-      lease.reportStoreError('loadSteps', error);
+      // The crashed attempt's steps are still on the claim: a release would delete them (see
+      // LeaseKeeper.stepStoreFailure), and the next attempt would run its charge again.
+      lease.stepStoreFailure('loadSteps', error);
       throw new StoreUnavailableError(`Store '${store.name}' failed to load the recorded steps`, {
         cause: error,
       });

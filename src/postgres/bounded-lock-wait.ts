@@ -10,8 +10,8 @@
  *
  * Giving up is safe for these: they read, or (delete, purge) remove what the caller asked to remove and may
  * ask again; none records a handler's effect. Never for completions, extensions or steps (see migration
- * 0008), nor for `loadSteps`: a takeover's handler that fails to load its steps throws, and the engine then
- * releases the claim, deleting the steps recorded before it, so a retry would run their effects again.
+ * 0008), nor for `loadSteps`: a takeover that fails to load its steps is left to its lease (the engine keeps
+ * them), so the retry would wait a whole lease instead of the lock's few moments.
  * The transaction costs two round trips more than the bare statement: no claim or completion calls these,
  * so a request never pays them; consumers read `inspect` on redeliveries only (consumer/given-up.ts,
  * consumer/handed-back.ts), where a timeout counts as the outage it is.

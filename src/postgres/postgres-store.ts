@@ -198,7 +198,8 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
     },
     loadSteps: (key, token) => guarded('loadSteps', () => ops.loadSteps(pool, key, token)),
     // Reads and admin calls wait at most 100 ms for a lock, the table's included (see bounded-lock-wait.ts);
-    // loadSteps waits, as the calls after the effect do: a takeover that failed to load would release its steps.
+    // loadSteps waits, as the calls after the effect do: a takeover that failed to load is left to its lease,
+    // and the retry would wait that whole lease instead of the lock's few moments.
     get: (key) => guarded('get', () => withBoundedLockWait(pool, (db) => ops.get(db, key))),
     inspect: (key) =>
       guarded('inspect', () => withBoundedLockWait(pool, (db) => ops.inspect(db, key))),
