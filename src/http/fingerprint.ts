@@ -2,14 +2,15 @@
  * The request fingerprint: SHA-256 over the method, the path, the canonical query, selected headers and the
  * body. JSON bodies are canonicalised (object key order never matters; a number a double would round, such
  * as an int64 id, by its exact value: `./json-numbers.ts`), multipart bodies are compared part by
- * part without their random boundary (`./multipart.ts`); other bodies are compared as raw bytes. A string
- * with a lone surrogate, anywhere, and a query byte that is not UTF-8 keep their own fingerprint rather
- * than that of U+FFFD (`../core/lone-surrogates.ts`, `./canonical-query.ts`). The function is total: any
- * input gives a fingerprint, never an exception, so hostile bodies can only ever produce a 422
- * (mismatch), never a 500.
+ * part without their random boundary (`./multipart.ts`); other bodies, and JSON bodies whose bytes are not
+ * UTF-8, are compared as raw bytes. A string with a lone surrogate, anywhere, and a query byte that is not
+ * UTF-8 keep their own fingerprint rather than that of U+FFFD (`../core/lone-surrogates.ts`,
+ * `./canonical-query.ts`). The function is total: any input gives a fingerprint, never an exception, so
+ * hostile bodies can only ever produce a 422 (mismatch), never a 500.
  * @module
  */
 
+import { isUtf8 } from 'node:buffer';
 import { createHash, hash } from 'node:crypto';
 import { bufferView } from '../core/bytes.js';
 import { ExactDecimal } from '../core/exact-decimal.js';
@@ -241,6 +242,20 @@ class Encoder {
         // Text is parsed as it is (its bytes decoded would turn a lone surrogate into U+FFFD): the same
         // string as the bytes' UTF-8 decoding for any other text.
         const text = typeof body === 'string' ? body : bufferView(bytes).toString('utf8');
+        // Bytes that are not UTF-8 (`{"note":"\xff"}`): decoding writes U+FFFD for each such sequence, so
+        // `\xff`, `\xfe` and a written U+FFFD would parse alike and a key reused for the other body be
+        // replayed. Compared as the bytes they are, as JSON that does not parse is: different bytes
+        // differ, the same bytes (a retry) match. Not decoded with each byte kept as a lone surrogate
+        // U+DC80+byte, as the query is (`./canonical-query.ts`): a JSON escape gives any lone surrogate
+        // too, so `{"note":"\xff"}` would read as `{"note":"\udcff"}`, another request (the handler's
+        // parser reads U+FFFD in one, U+DCFF in the other). Key order and whitespace then count, for such
+        // bodies only; every UTF-8 body is read as before and keeps its fingerprint. The bytes are checked
+        // only when the text holds U+FFFD (the decoder writes one for every such sequence): most bodies
+        // are spared a second pass over them.
+        if (typeof body !== 'string' && text.includes('\ufffd') && !isUtf8(bytes)) {
+          this.member('bytes', bytes);
+          return;
+        }
         let parsed: unknown;
         try {
           parsed = JSON.parse(text) as unknown;
