@@ -170,10 +170,16 @@ export function enqueue(
  *   one transaction under an advisory lock. Returns a promise.
  * - SQLite: pass a `Database`; runs in one `BEGIN IMMEDIATE` transaction. Synchronous.
  *
+ * A table that a newer release migrated further (older code starting up beside newer code during a rolling
+ * deploy, or after a rollback) is left as it is and reported in `schemaVersion` and `warning`, not refused:
+ * this release runs on it as long as the newer migrations keep older code working. Log the warning; the
+ * sources and relays do not migrate, so nothing else reports it.
+ *
  * @throws StoreUnavailableError when the database fails (nothing is applied then).
  * @throws InvalidOptionsError for a bad schema or table name.
  * @example
- * await migrateOutbox(pool, { schema: 'billing' });
+ * const { warning } = await migrateOutbox(pool, { schema: 'billing' });
+ * if (warning !== undefined) logger.warn(warning);
  * migrateOutbox(new Database('app.db'));
  */
 export function migrateOutbox(

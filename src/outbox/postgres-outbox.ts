@@ -6,6 +6,7 @@
 import { POSTGRES_OUTBOX_OBJECTS } from '../core/derived-names.js';
 import { InvalidOptionsError } from '../core/errors.js';
 import { checkMigrationsOwner, type MigrationRow } from '../core/migrations-owner.js';
+import { schemaAhead } from '../core/schema-ahead.js';
 import { checkOutGuarded } from '../postgres/check-out.js';
 import { createSchemaIfMissing } from '../postgres/schema.js';
 import { postgresNamesCheck } from '../postgres/taken-names.js';
@@ -16,12 +17,23 @@ import { migrations } from './migrations.gen.js';
 import { type OutboxNames, renderOutboxSql } from './names.js';
 import * as sql from './sql.gen.js';
 
-/** What {@link migratePostgresOutbox} and `migrateOutbox` report. */
+/** What {@link migratePostgresOutbox} and `migrateOutbox` report (both dialects). */
 export interface MigrateOutboxResult {
   /** Names of the migrations applied by this call, in order (empty when already up to date). */
   applied: string[];
-  /** Id of the newest migration now in place. */
+  /** Id of the newest migration this release knows, now in place. */
   version: number;
+  /**
+   * Only when a newer release migrated the table further than this one knows: the id of the newest migration
+   * recorded on it, greater than `version`. Absent otherwise, so the result of an up-to-date table is
+   * unchanged.
+   */
+  schemaVersion?: number;
+  /**
+   * With `schemaVersion`: says the table is ahead of this release and names the newer migrations, for the
+   * log. Nothing was applied or undone.
+   */
+  warning?: string;
 }
 
 const SET_IN_TRANSACTION = "SET LOCAL idempotency_kit.outbox_in_transaction = 'on'";
@@ -121,7 +133,8 @@ export function assertSameMessage(
 
 /**
  * Bring a PostgreSQL outbox table up to date, in one transaction under an advisory lock keyed by schema and
- * table: concurrent migrators wait, then find everything applied.
+ * table: concurrent migrators wait, then find everything applied. A table that a newer release migrated
+ * further is left as it is and reported in `schemaVersion` and `warning`, not refused (a rolling deploy).
  */
 export async function migratePostgresOutbox(
   db: PgQueryable,
@@ -180,7 +193,10 @@ export async function migratePostgresOutbox(
       applied.push(migration.name);
     }
     await client.query('COMMIT');
-    return { applied, version: Math.max(0, ...postgresMigrations.map((m) => m.id)) };
+    const version = Math.max(0, ...postgresMigrations.map((m) => m.id));
+    const table = `${names.schemaName}.${names.tableName}`;
+    // A newer release's migrations are reported, not refused, as the records table's migrate() does.
+    return { applied, version, ...schemaAhead(rows as MigrationRow[], version, table) };
   } catch (error) {
     failure = error;
     await client.query('ROLLBACK').catch(() => {});

@@ -7,6 +7,7 @@ import type { Clock } from '../core/clock.js';
 import { SQLITE_OUTBOX_OBJECTS } from '../core/derived-names.js';
 import { InvalidOptionsError } from '../core/errors.js';
 import { checkMigrationsOwner, type MigrationRow } from '../core/migrations-owner.js';
+import { schemaAhead } from '../core/schema-ahead.js';
 import { sqliteNamesCheck } from '../sqlite/taken-names.js';
 import type { SqliteDatabaseLike } from './clients.js';
 import { outboxStoreError } from './errors.js';
@@ -69,7 +70,8 @@ export function enqueueSqlite(
 
 /**
  * Bring a SQLite outbox table up to date in one `BEGIN IMMEDIATE` transaction: a second process waits for
- * the write lock (within its busy timeout), then finds nothing left to do. Synchronous.
+ * the write lock (within its busy timeout), then finds nothing left to do. Synchronous. A table that a newer
+ * release migrated further is left as it is and reported in `schemaVersion` and `warning`, not refused.
  */
 export function migrateSqliteOutbox(
   db: SqliteDatabaseLike,
@@ -107,7 +109,9 @@ export function migrateSqliteOutbox(
       insert.run({ id: migration.id, name: migration.name, applied_at: clock.now() });
       applied.push(migration.name);
     }
-    return { applied, version: Math.max(0, ...sqliteMigrations.map((m) => m.id)) };
+    const version = Math.max(0, ...sqliteMigrations.map((m) => m.id));
+    // A newer release's migrations are reported, not refused, as the records table's migrate() does.
+    return { applied, version, ...schemaAhead(rows, version, names.tableName) };
   };
   try {
     return db.transaction(run).immediate();

@@ -14,6 +14,7 @@ import { POSTGRES_STORE_OBJECTS } from '../core/derived-names.js';
 import type { Duration } from '../core/duration.js';
 import { InvalidOptionsError, StoreUnavailableError } from '../core/errors.js';
 import { checkMigrationsOwner, type MigrationRow } from '../core/migrations-owner.js';
+import { schemaAhead } from '../core/schema-ahead.js';
 import { checkOutGuarded } from './check-out.js';
 import {
   guardConnection,
@@ -155,15 +156,8 @@ export async function migrate(
     const applied = await applyPending(client, names, pending, wait);
     await client.query('COMMIT');
     const version = Math.max(0, ...migrations.map((m) => m.id));
-    const newer = recorded.filter((row) => row.id > version).sort((a, b) => a.id - b.id);
-    if (newer.length === 0) return { applied, version };
-    const schemaVersion = newer[newer.length - 1]!.id;
-    const warning =
-      `${names.schemaName}.${names.tableName} is at version ${schemaVersion}, newer than this release ` +
-      `knows (${version}): a newer release applied ${newer.map((row) => row.name).join(', ')}. Nothing was ` +
-      'applied or undone; this release runs on it as long as those migrations keep older code working ' +
-      '(see their release notes)';
-    return { applied, version, schemaVersion, warning };
+    const table = `${names.schemaName}.${names.tableName}`;
+    return { applied, version, ...schemaAhead(recorded, version, table) };
   } catch (error) {
     failure = error;
     await client.query('ROLLBACK').catch(() => {});

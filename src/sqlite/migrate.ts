@@ -8,6 +8,7 @@ import type { Duration } from '../core/duration.js';
 import { isIdempotencyError } from '../core/errors.js';
 import { checkMigrationsOwner, type MigrationRow } from '../core/migrations-owner.js';
 import { stringOption } from '../core/option-checks.js';
+import { schemaAhead } from '../core/schema-ahead.js';
 import { busyTimeoutOption, openDatabase, type SqliteDatabase, unavailable } from './client.js';
 import { migrations } from './migrations.gen.js';
 import * as sql from './sql.gen.js';
@@ -100,14 +101,5 @@ function applyPending(db: SqliteDatabase, table: string): MigrateResult {
     insert.run({ id: migration.id, name: migration.name, applied_at: Date.now() });
     applied.push(migration.name);
   }
-  // Read in id order (select-migrations.sql): the last is the newest.
-  const newer = rows.filter((row) => row.id > VERSION);
-  if (newer.length === 0) return { applied, version: VERSION };
-  const schemaVersion = newer[newer.length - 1]!.id;
-  const names = newer.map((row) => String(row.name)).join(', ');
-  const warning =
-    `${table} is at version ${schemaVersion}, newer than this release knows (${VERSION}): a newer ` +
-    `release applied ${names}. Nothing was applied or undone; this release runs on it as long as ` +
-    'those migrations keep older code working (see their release notes)';
-  return { applied, version: VERSION, schemaVersion, warning };
+  return { applied, version: VERSION, ...schemaAhead(rows, VERSION, table) };
 }

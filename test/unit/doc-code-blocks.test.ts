@@ -165,6 +165,14 @@ declare const paymentId: string, amount: number;`,
   },
   {
     doc: 'docs/outbox.md',
+    contains: 'logger.warn(result.warning)',
+    prelude: `import { migrateOutbox } from 'idempotency-kit/outbox';
+import type pg from 'pg';
+declare const pool: pg.Pool;
+declare const logger: { warn(message: string): void };`,
+  },
+  {
+    doc: 'docs/outbox.md',
     contains: "channel.on('close'",
     prelude: `import type { ChannelModel } from 'amqplib';
 import { amqpPublisher } from 'idempotency-kit/outbox';
