@@ -23,6 +23,7 @@ import { type Duration, MAX_TIMER_MS, toMs } from '../core/duration.js';
 import { InvalidOptionsError } from '../core/errors.js';
 import { callHook } from '../core/hooks.js';
 import { callbacksOption, durationOption, stringOption } from '../core/option-checks.js';
+import { loadScript } from '../redis/script-runner.js';
 import { AckBatcher } from './acks.js';
 import {
   deletedLetterFields,
@@ -33,6 +34,7 @@ import {
 import { letterWritten } from './letter-written.js';
 import { ABANDONED, awaitLoopCommand } from './loop-command.js';
 import {
+  type CommandArgument,
   command,
   isStreamsClient,
   parseAutoClaim,
@@ -42,11 +44,17 @@ import {
   readCommand,
   type StreamEntry,
 } from './redis-client.js';
+import { scriptCaller } from './script-call.js';
 import {
   deadLetter as deadLetterScript,
   reclaim as reclaimScript,
   setIdle as setIdleScript,
 } from './scripts.gen.js';
+
+// Their SHA1, computed once: each call is an EVALSHA (script-call.ts).
+const DEAD_LETTER_SCRIPT = loadScript(deadLetterScript);
+const RECLAIM_SCRIPT = loadScript(reclaimScript);
+const SET_IDLE_SCRIPT = loadScript(setIdleScript);
 
 /** The default key field. */
 export const KEY_FIELD = 'x-idempotency-key';
@@ -221,12 +229,12 @@ function refuseConflictingKeys(pairs: ReadonlyArray<readonly [string, Buffer]>):
  * - in progress elsewhere, store unavailable, or a handler error with deliveries left → the entry stays
  *   pending; its idle time is set to `minIdle − delay` so `XAUTOCLAIM` reclaims it after the delay;
  * - a handler error on the last allowed delivery (the `XPENDING` delivery count) → `XADD` to the dead-letter
- *   stream with the error recorded, then `XACK`.
+ *   stream with the error recorded and `XACK`, as one script (scripts/dead-letter-2.lua).
  *
  * Delays are capped at `minIdle`. A handler running longer than `minIdle` keeps its entry from being
  * reclaimed by resetting its idle time every `minIdle / 3`. An entry deleted from the stream while pending
  * (`XTRIM`, `MAXLEN`) is reported (`onConsumerError`, operation `deleted`) and recorded in the dead-letter
- * stream (deleted-entries.ts).
+ * stream (deleted-entries.ts), its id acked in the same script as its letter is written.
  * @example
  * const consumer = await idempotentConsumer(client, async (entry) => ship(entry.fields), {
  *   stream: 'orders', group: 'shipping', name: 'shipping', idempotency: { store },
@@ -310,27 +318,25 @@ export async function idempotentConsumer(
     resolved.brokerTimeoutMs,
   );
   const ack = (id: string) => acks.ack(id);
+  // Scripts go as EVALSHA, falling back to EVAL on NOSCRIPT (script-call.ts).
+  const runScript = scriptCaller(client);
   // Whether idle times are set through scripts/set-idle-1.lua: until Redis refuses to run it
   // (isScriptRefused), then XCLAIM and, when it claims nothing, an XRANGE, as before the script.
   let scriptedIdle = true;
   // Re-own `ids` and set their idle time: a claim round takes them once idle reaches `minIdle`. JUSTID keeps
-  // the delivery counts as they are. Resolves to the ids found deleted while still pending (acked by the
-  // script, or dropped by Redis 7's XCLAIM): this process's to report. An id no longer pending was settled
-  // by another consumer (reclaimed, run, acked), deleted since or not: nothing to report.
-  const setIdle = async (ids: string[], idleMs: number): Promise<string[]> => {
+  // the delivery counts as they are. Resolves to the ids found deleted while still pending: this process's
+  // to report. The script leaves them pending (`pending`), for their letter to ack (writeDeletedLetter); Redis 7's
+  // XCLAIM, without the script, has dropped them. An id no longer pending was settled by another consumer
+  // (reclaimed, run, acked), deleted since or not: nothing to report.
+  const setIdle = async (ids: string[], idleMs: number): Promise<FoundDeleted> => {
     if (scriptedIdle) {
       try {
-        const reply = await command(client, [
-          'EVAL',
-          setIdleScript.source,
-          '1',
-          stream,
-          group,
-          consumer,
-          String(idleMs),
-          ...ids,
-        ]);
-        return Array.isArray(reply) ? reply.map(String) : [];
+        const reply = await runScript(
+          SET_IDLE_SCRIPT,
+          [stream],
+          [group, consumer, String(idleMs), ...ids],
+        );
+        return { deleted: Array.isArray(reply) ? reply.map(String) : [], pending: true };
       } catch (error) {
         if (!isScriptRefused(error)) throw error;
         scriptedIdle = false;
@@ -348,7 +354,7 @@ export async function idempotentConsumer(
       'JUSTID',
     ]);
     // A reply of another form: nothing more to look at.
-    if (!Array.isArray(reply)) return [];
+    if (!Array.isArray(reply)) return { deleted: [], pending: false };
     const claimed = new Set(reply.map(String));
     const deleted: string[] = [];
     for (const id of ids) {
@@ -359,13 +365,66 @@ export async function idempotentConsumer(
       const found = await command(client, ['XRANGE', stream, id, id]);
       if (Array.isArray(found) && found.length === 0) deleted.push(id);
     }
-    return deleted;
+    return { deleted, pending: false };
   };
-  const setOneIdle = async (id: string, idleMs: number) => (await setIdle([id], idleMs)).length > 0;
+  // A held entry's idle time set, unless it was found deleted before (it then stays so).
+  const setHeldIdle = async (id: string, held: HeldEntry, idleMs: number): Promise<void> => {
+    if (held.deleted) return;
+    const found = await setIdle([id], idleMs);
+    if (found.deleted.length === 0) return;
+    held.deleted = true;
+    held.dropped = !found.pending;
+  };
+
+  // Whether a dead letter's XADD and its entry's XACK go as one script: until Redis refuses to run it
+  // (isScriptRefused), then two commands, as before the script.
+  let atomicLetters = true;
+  // Write the letter `fields` of entry `id` and ack the entry as one script, that writes only while the id
+  // is pending (scripts/dead-letter-2.lua): no crash or failed command can fall between the two, the id
+  // leaves the pending list only with its letter written. Resolves to false when it no longer was pending
+  // (its letter written, or the entry acked, by another delivery or consumer), having done nothing, and to
+  // undefined, having done nothing, where the script cannot run (refused, or too many fields).
+  const atomicLetter = async (
+    id: string,
+    fields: CommandArgument[],
+  ): Promise<boolean | undefined> => {
+    if (!atomicLetters || fields.length > MAX_SCRIPT_FIELDS) return undefined;
+    try {
+      const reply = await runScript(
+        DEAD_LETTER_SCRIPT,
+        [stream, deadLetterStream],
+        [group, id, ...fields],
+      );
+      // An integer reply: 0 from both clients (node-redis, ioredis) when the entry was not pending.
+      return reply !== 0;
+    } catch (error) {
+      if (!isScriptRefused(error)) throw error;
+      atomicLetters = false;
+      return undefined;
+    }
+  };
+  // The letter of entry `id`, deleted while pending, and its ack: as one script where a script left the id
+  // pending (`pending`); otherwise (the id perhaps dropped by Redis 7's XCLAIM or XAUTOCLAIM, or the script
+  // refused) XADD then XACK, letter before ack, so a failed XACK leaves the id pending (Redis 6.2) and a
+  // later round may write a second letter.
+  const writeDeletedLetter = async (
+    id: string,
+    fields: CommandArgument[],
+    pending: boolean,
+  ): Promise<void> => {
+    if (pending && (await atomicLetter(id, fields)) !== undefined) return;
+    await command(client, ['XADD', deadLetterStream, '*', ...fields]);
+    await ack(id);
+  };
 
   // An entry deleted while pending (deleted-entries.ts): reported, then recorded in the dead-letter
-  // stream, with its fields when this process holds them. Rejects, reported too, if it cannot be recorded.
-  const reportDeleted = async (id: string, entry?: StreamEntry): Promise<void> => {
+  // stream, with its fields when this process holds them, and acked with it (writeDeletedLetter; `pending`: the
+  // id was left pending by a script). Rejects, reported too, if it cannot be recorded.
+  const reportDeleted = async (
+    id: string,
+    pending: boolean,
+    entry?: StreamEntry,
+  ): Promise<void> => {
     const error = new EntryDeletedError(stream, id);
     // First: the report must not wait for a write that may hang or fail.
     reportError('deleted', error, id);
@@ -375,16 +434,13 @@ export async function idempotentConsumer(
       entry === undefined ? undefined : storedFields(entry),
     );
     try {
-      await command(client, ['XADD', deadLetterStream, '*', ...fields]);
+      await writeDeletedLetter(id, fields, pending);
     } catch (writeError) {
       reportError('deleted', writeError, id);
       throw writeError;
     }
   };
 
-  // Whether a dead letter's XADD and its entry's XACK go as one script: until Redis refuses to run it
-  // (isScriptRefused), then two commands, as before the script.
-  let atomicLetters = true;
   const deadLetter = async (
     entry: StreamEntry,
     deliveryCount: number,
@@ -399,10 +455,11 @@ export async function idempotentConsumer(
       failedAt: letter.failedAt,
       entryId: entry.id,
     });
-    if (held.deleted) {
-      // Deleted while held, and dropped from the pending list by this delivery's own XCLAIM: no other
-      // delivery of it can come, and the script, finding it not pending, would write nothing. Its fields
-      // are only here: written as the letter decided on; nothing left to ack.
+    if (held.dropped) {
+      // Deleted while held, and dropped from the pending list by this delivery's own XCLAIM (no set-idle
+      // script): no other delivery of it can come, and the script, finding it not pending, would write
+      // nothing. Its fields are only here: written as the letter decided on; nothing left to ack. (Found
+      // deleted by the script, it is still pending: its letter goes below, as any, and acks it.)
       const started = performance.now();
       try {
         await command(client, ['XADD', deadLetterStream, '*', ...fields]);
@@ -411,34 +468,17 @@ export async function idempotentConsumer(
         // on it (brokerTimeout), no retry follows, and no redelivery can come: recorded here the same way,
         // instead of lost with only an onBrokerError. (A failure of that record is reported by it.)
         if (performance.now() - started >= resolved.brokerTimeoutMs) {
-          await reportDeleted(entry.id, entry).catch(() => undefined);
+          await reportDeleted(entry.id, false, entry).catch(() => undefined);
         }
         throw error;
       }
       return undefined;
     }
-    if (atomicLetters && fields.length <= MAX_SCRIPT_FIELDS) {
-      try {
-        // One operation, and only for an entry still pending: a second write of the same letter (a
-        // redelivery's, or a late one given up on) writes nothing (scripts/dead-letter-2.lua), and says
-        // so, that this delivery is not reported as a letter written.
-        const reply = await command(client, [
-          'EVAL',
-          deadLetterScript.source,
-          '2',
-          stream,
-          deadLetterStream,
-          group,
-          entry.id,
-          ...fields,
-        ]);
-        // An integer reply: 0 from both clients (node-redis, ioredis) when the entry was not pending.
-        return reply === 0 ? NOT_WRITTEN : undefined;
-      } catch (error) {
-        if (!isScriptRefused(error)) throw error;
-        atomicLetters = false;
-      }
-    }
+    // One operation, and only for an entry still pending: a second write of the same letter (a
+    // redelivery's, or a late one given up on) writes nothing, and says so, that this delivery is not
+    // reported as a letter written.
+    const written = await atomicLetter(entry.id, fields);
+    if (written !== undefined) return written ? undefined : NOT_WRITTEN;
     // Two commands: an XACK that failed after its XADD landed (or a lost XADD reply, a crash between the
     // two) left the entry pending with its letter written. A later delivery than the one that decided the
     // letter looks for it in the dead-letter stream before writing it again (letter-written.ts); the one
@@ -476,7 +516,7 @@ export async function idempotentConsumer(
       inFlight.release();
       return false;
     }
-    const held: HeldEntry = { deleted: false };
+    const held: HeldEntry = { deleted: false, dropped: false };
     handling.add(entry.id);
     inFlight.run(() =>
       processDelivery(resolved, handler, {
@@ -491,21 +531,14 @@ export async function idempotentConsumer(
         retry: (delayMs) =>
           tracked(
             (async () => {
-              if (!held.deleted) {
-                held.deleted = await setOneIdle(
-                  entry.id,
-                  Math.max(minIdleMs - Math.ceil(delayMs), 0),
-                );
-              }
-              // Gone from the pending list with the stream's copy: no redelivery will come. Recorded
-              // with its fields instead of waited for in vain.
-              if (held.deleted) await reportDeleted(entry.id, entry);
+              await setHeldIdle(entry.id, held, Math.max(minIdleMs - Math.ceil(delayMs), 0));
+              // Gone from the stream: no redelivery will come. Recorded with its fields instead of
+              // waited for in vain (and acked with its letter, where the script left it pending).
+              if (held.deleted) await reportDeleted(entry.id, !held.dropped, entry);
             })(),
           ),
         deadLetter: (letter) => tracked(deadLetter(entry, deliveryCount, letter, held)),
-        touch: async () => {
-          if (!held.deleted) held.deleted = await setOneIdle(entry.id, 0);
-        },
+        touch: () => setHeldIdle(entry.id, held, 0),
         // At most a timer's limit (a minIdle of months): past it the entry would be touched in a loop.
         touchIntervalMs: Math.min(Math.max(Math.floor(minIdleMs / 3), 10), MAX_TIMER_MS),
       }).finally(() => handling.delete(entry.id)),
@@ -558,19 +591,19 @@ export async function idempotentConsumer(
         recordHandedBack(resolved, `${stream}:${entry.id}`, counts[index] ?? 1),
       ),
     );
-    const deleted = await loopCommand(
+    const found = await loopCommand(
       setIdle(
         entries.map((entry) => entry.id),
         minIdleMs,
       ),
       'XCLAIM',
     );
-    if (deleted === ABANDONED || deleted.length === 0) return;
+    if (found === ABANDONED || found.deleted.length === 0) return;
     // Deleted while pending since it was read: reported and recorded with its fields, which only this
     // process holds now, as a retry meeting the deletion does. A record that fails was reported too.
     const byId = new Map(entries.map((entry) => [entry.id, entry]));
     await loopCommand(
-      Promise.allSettled(deleted.map((id) => reportDeleted(id, byId.get(id)))),
+      Promise.allSettled(found.deleted.map((id) => reportDeleted(id, found.pending, byId.get(id)))),
       'XADD',
     );
   }
@@ -579,34 +612,42 @@ export async function idempotentConsumer(
   // it (an ACL user denied EVAL, a proxy without it), then XAUTOCLAIM and an XPENDING per entry, as before.
   let scriptedClaims = true;
 
-  /** One claim round's entries, with their delivery counts, and the ids found deleted while pending. */
-  async function claimRound(
-    count: number,
-  ): Promise<
-    | { cursor: string; entries: StreamEntry[]; deleted: string[]; counts: number[] }
+  /**
+   * One claim round's entries, with their delivery counts, and the ids found deleted while pending:
+   * still pending when the script found them (`pending`), perhaps dropped by `XAUTOCLAIM` otherwise.
+   */
+  async function claimRound(count: number): Promise<
+    | {
+        cursor: string;
+        entries: StreamEntry[];
+        deleted: string[];
+        counts: number[];
+        pending: boolean;
+      }
     | typeof ABANDONED
   > {
     if (scriptedClaims) {
       try {
         const reply = await loopCommand(
-          readCommand(client, [
-            'EVAL',
-            reclaimScript.source,
-            '1',
-            stream,
-            group,
-            consumer,
-            String(minIdleMs),
-            cursor,
-            String(Math.min(count, MAX_SCRIPT_CLAIMS)),
-            String(lookAt(Math.min(count, MAX_SCRIPT_CLAIMS))),
-          ]),
+          runScript(
+            RECLAIM_SCRIPT,
+            [stream],
+            [
+              group,
+              consumer,
+              String(minIdleMs),
+              cursor,
+              String(Math.min(count, MAX_SCRIPT_CLAIMS)),
+              String(lookAt(Math.min(count, MAX_SCRIPT_CLAIMS))),
+            ],
+            true,
+          ),
           'XAUTOCLAIM',
         );
         if (reply === ABANDONED) return ABANDONED;
         const claimed = parseAutoClaim(stream, reply);
         const counts = Array.isArray(reply) && Array.isArray(reply[3]) ? reply[3].map(Number) : [];
-        return { ...claimed, counts };
+        return { ...claimed, counts, pending: true };
       } catch (error) {
         if (!isScriptRefused(error)) throw error;
         scriptedClaims = false;
@@ -644,6 +685,7 @@ export async function idempotentConsumer(
     return {
       ...claimed,
       counts: claimed.entries.map((entry, index) => counts[index]?.get(entry.id) ?? 2),
+      pending: false,
     };
   }
 
@@ -652,24 +694,19 @@ export async function idempotentConsumer(
     if (claimed === ABANDONED) return;
     cursor = claimed.cursor;
     // Deleted while pending, and idle past minIdle (abandoned by a consumer that crashed, or one whose
-    // entry waits for its retry): nothing left to deliver. Reported and recorded (deleted-entries.ts), then
-    // acked: Redis 6.2 keeps such an id pending (Redis 7 has dropped it already), and one whose record
-    // failed stays so, to be reported again in a later round. Each XACK is bounded by the batcher.
-    // XAUTOCLAIM (where the script is refused) drops deleted ids whatever their idle time, those of entries
-    // a live consumer still handles too: one this process handles is left to its holder, whose next idle
-    // reset (XCLAIM, then XRANGE) finds it gone and records it with its fields if it is not executed. Held
-    // by another process, it cannot be told apart here (see the docs).
-    const deleted = scriptedClaims
-      ? claimed.deleted
-      : claimed.deleted.filter((id) => !handling.has(id));
+    // entry waits for its retry): nothing left to deliver. Reported and recorded (deleted-entries.ts), the
+    // letter and the ack in one script: the script left the id pending, so one whose record fails (or
+    // whose process dies first) stays so, to be recorded at a later round. Without it, XADD then XACK
+    // (Redis 6.2 keeps such an id pending; Redis 7's XAUTOCLAIM has dropped it already).
+    // One this process handles is left to its holder: it settles it, with its fields (an idle reset that
+    // found it deleted stops resetting it, so it turns idle). XAUTOCLAIM (where the script is refused) also
+    // drops the ids of entries a live consumer of another process handles: they cannot be told apart here
+    // (see the docs).
+    const deleted = claimed.deleted.filter((id) => !handling.has(id));
     if (deleted.length > 0) {
-      const recorded = await loopCommand(
-        Promise.allSettled(deleted.map((id) => reportDeleted(id))),
+      await loopCommand(
+        Promise.allSettled(deleted.map((id) => reportDeleted(id, claimed.pending))),
         'XADD',
-      );
-      if (recorded === ABANDONED) return;
-      await Promise.all(
-        deleted.filter((_, index) => recorded[index]?.status === 'fulfilled').map(ack),
       );
     }
     await startAll(claimed.entries, claimed.counts);
@@ -783,10 +820,23 @@ export async function idempotentConsumer(
 /** What one delivery knows of its entry beyond the entry itself. */
 interface HeldEntry {
   /**
-   * The entry was deleted from the stream while this delivery held it, and this delivery's own `XCLAIM`
-   * (a reset of its idle time) dropped it from the pending list: its fields are only in this process now.
+   * The entry was deleted from the stream while this delivery held it (a reset of its idle time found it
+   * gone): its fields are only in this process now. Its idle time is no longer reset.
    */
   deleted: boolean;
+  /**
+   * And this delivery's own `XCLAIM` (no set-idle script) dropped it from the pending list: no script can
+   * write its letter (it writes only for a pending id), and there is nothing left to ack.
+   */
+  dropped: boolean;
+}
+
+/** Ids a reset of idle times found deleted while pending. */
+interface FoundDeleted {
+  /** The ids, in order. */
+  deleted: string[];
+  /** Still pending (the set-idle script leaves them so), or dropped by Redis 7's `XCLAIM`. */
+  pending: boolean;
 }
 
 /**

@@ -5,6 +5,8 @@
   wrote it) finds the entry acked and writes nothing. Nothing is written before the checks that can fail
   (XADD to a key of another type raises, and the entry stays pending, unacked). Both keys must hash to one
   slot on Redis Cluster (otherwise CROSSSLOT, and the caller writes the letter and acks in two commands).
+  Also the letter of an entry deleted while pending (reason `deleted`): XPENDING still lists its id, which
+  the other scripts leave pending for this one to record and ack, so that no crash falls between the two.
 
   KEYS[1]  the consumed stream
   KEYS[2]  the dead-letter stream

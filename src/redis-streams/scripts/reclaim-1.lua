@@ -7,7 +7,9 @@
   claim), where XAUTOCLAIM needed an XPENDING per entry. Looks at `ARGV[6]` pending ids at most per round,
   as XAUTOCLAIM does (COUNT × 10): `XPENDING … IDLE` skips the ids not idle enough without a bound, so a
   round over a long pending list held by live consumers walked all of it (about 4 ms for 50,000 ids) at
-  every round of every consumer.
+  every round of every consumer. A deleted id is not claimed but left pending (Redis 7's XCLAIM would drop
+  it): it leaves the pending list only with its letter (dead-letter-2.lua), so a process that dies, or a
+  letter that fails, after this round leaves it for a later round, instead of gone with no record.
 
   KEYS[1]  the stream
   ARGV[1]  the consumer group
@@ -18,8 +20,8 @@
   ARGV[6]  how many pending ids to look at, at most
 
   Returns  { next cursor ('0-0' once the pending list is all looked at), claimed entries (XCLAIM's reply:
-           {id, {field, value, …}}), ids deleted while pending (Redis 7 has dropped them from the pending
-           list; Redis 6.2 keeps them: the caller acks them), the claimed entries' delivery counts, in order }
+           {id, {field, value, …}}), ids deleted while pending (still pending: the caller records them
+           and acks them in one step), the claimed entries' delivery counts, in order }
 ]]
 local pending = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[4], '+', ARGV[6])
 local minIdle = tonumber(ARGV[3])
@@ -38,30 +40,31 @@ for _, item in ipairs(pending) do
     counts[item[1]] = item[4]
   end
 end
+local deleted = {}
+local live = {}
+for _, id in ipairs(ids) do
+  if #redis.call('XRANGE', KEYS[1], id, id) == 0 then
+    deleted[#deleted + 1] = id
+  else
+    live[#live + 1] = id
+  end
+end
 local cursor = '0-0'
 if #ids == most or #pending == tonumber(ARGV[6]) then
   cursor = '(' .. last
 end
-if #ids == 0 then
-  return { cursor, {}, {}, {} }
+if #live == 0 then
+  return { cursor, {}, deleted, {} }
 end
--- Every id is idle enough (nothing runs between the two commands): XCLAIM takes all that still exist.
-local claimed = redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], unpack(ids))
+-- Every id is idle enough and its entry exists (nothing runs between the commands): XCLAIM takes them all.
+local claimed = redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], unpack(live))
 local entries = {}
-local found = {}
 local claimedCounts = {}
 for _, entry in ipairs(claimed) do
-  -- Redis 6.2 answers a deleted entry with a nil (false here), or an entry with no fields.
+  -- Defensive, as before the existence check: Redis 6.2 answers a deleted entry with a nil (false here).
   if type(entry) == 'table' and type(entry[2]) == 'table' then
     entries[#entries + 1] = entry
-    found[entry[1]] = true
     claimedCounts[#claimedCounts + 1] = counts[entry[1]] + 1
-  end
-end
-local deleted = {}
-for _, id in ipairs(ids) do
-  if not found[id] then
-    deleted[#deleted + 1] = id
   end
 end
 return { cursor, entries, deleted, claimedCounts }

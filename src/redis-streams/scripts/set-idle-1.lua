@@ -4,8 +4,11 @@
   answers both the same way, and the id no longer pending afterwards: an entry another consumer reclaimed,
   ran and acked (then trimmed) was reported deleted and dead-lettered, though it was processed. Decided
   here before any XCLAIM, atomically: an id no longer pending was settled elsewhere (nothing to do); an
-  id still pending whose entry is gone was deleted while pending (acked here, and returned for the caller
-  to report). One XCLAIM per id: no `unpack`, whose limit (~8,000 values) a large batch would pass.
+  id still pending whose entry is gone was deleted while pending (returned for the caller to report). Such
+  an id is left pending, neither acked nor claimed (Redis 7's XCLAIM would drop it): it leaves the pending
+  list only with its letter (dead-letter-2.lua), so a process that dies, or a letter that fails, before
+  that leaves it for a claim round to record, instead of acked with no record. One XCLAIM per id: no
+  `unpack`, whose limit (~8,000 values) a large batch would pass.
 
   KEYS[1]  the stream
   ARGV[1]  the consumer group
@@ -13,15 +16,14 @@
   ARGV[3]  the idle time to set, in ms
   ARGV[4…] the entry ids
 
-  Returns  the ids deleted while pending (now acked: dropped from the pending list), in order.
+  Returns  the ids deleted while pending (still pending, their idle time unchanged), in order.
 ]]
 local deleted = {}
 for i = 4, #ARGV do
   local id = ARGV[i]
   if #redis.call('XPENDING', KEYS[1], ARGV[1], id, id, 1) > 0 then
     if #redis.call('XRANGE', KEYS[1], id, id) == 0 then
-      -- Explicit: Redis 7's XCLAIM would drop it silently, Redis 6.2's keep it.
-      redis.call('XACK', KEYS[1], ARGV[1], id)
+      -- Not claimed: Redis 7's XCLAIM would drop it silently (Redis 6.2's keep it).
       deleted[#deleted + 1] = id
     else
       redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, id, 'IDLE', ARGV[3], 'JUSTID')

@@ -7,14 +7,19 @@
 import { createClient } from 'redis';
 import { describe, expect, it } from 'vitest';
 import { createIdempotency, memoryStore } from '../../../src/index.js';
+import { loadScript } from '../../../src/redis/script-runner.js';
 import {
   idempotentConsumer,
   type RedisStreamsConsumerErrorEvent,
   type RedisStreamsConsumerOptions,
 } from '../../../src/redis-streams/index.js';
+import { setIdle } from '../../../src/redis-streams/scripts.gen.js';
 import { env } from '../../helpers/env.js';
 import { streamsFixture } from '../../helpers/streams-fixture.js';
 import { waitUntil } from '../../helpers/wait-until.js';
+
+// The set-idle script as the consumer sends it: EVALSHA with its SHA1 (EVAL with its source after NOSCRIPT).
+const SET_IDLE_SHA = loadScript(setIdle).sha;
 
 describe('Redis Streams consumer: entries read while closing', () => {
   const fixture = streamsFixture();
@@ -118,7 +123,9 @@ describe('Redis Streams consumer: entries read while closing', () => {
         const text = args.map(String);
         const isHandBack =
           (text[0] === 'XCLAIM' && text.includes('30000')) ||
-          (text[0] === 'EVAL' && text[1]?.includes('set-idle-1.lua') && text[6] === '30000');
+          (((text[0] === 'EVAL' && text[1]?.includes('set-idle-1.lua')) ||
+            (text[0] === 'EVALSHA' && text[1] === SET_IDLE_SHA)) &&
+            text[6] === '30000');
         if (isHandBack && handedBack === undefined) {
           handedBack = text[0] === 'XCLAIM' ? text[5] : text[7];
           await fixture.admin.sendCommand(['XDEL', stream, String(handedBack)]);

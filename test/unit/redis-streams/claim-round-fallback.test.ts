@@ -26,6 +26,9 @@ describe('Redis Streams consumer: claim rounds where the reclaim script is refus
     let reclaimable = true;
     const client: RedisStreamsClient = {
       sendCommand: async (args: Array<string | Buffer>) => {
+        // No script cache here: each script goes as EVAL, after its EVALSHA's NOSCRIPT (script-call.ts).
+        if (String(args[0]) === 'EVALSHA')
+          throw new Error('NOSCRIPT No matching script. Please use EVAL.');
         const name = String(args[0]);
         sent.push(name);
         if (name === 'EVAL') {
@@ -72,6 +75,9 @@ describe('Redis Streams consumer: claim rounds where the reclaim script is refus
     let executed = 0;
     const client: RedisStreamsClient = {
       sendCommand: async (args: Array<string | Buffer>) => {
+        // No script cache here: each script goes as EVAL, after its EVALSHA's NOSCRIPT (script-call.ts).
+        if (String(args[0]) === 'EVALSHA')
+          throw new Error('NOSCRIPT No matching script. Please use EVAL.');
         const name = String(args[0]);
         if (name === 'EVAL') {
           throw new Error("NOPERM User worker has no permissions to run the 'eval' command");

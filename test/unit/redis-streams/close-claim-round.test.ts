@@ -16,6 +16,9 @@ function fakeClient() {
   const sent: string[][] = [];
   const client: RedisStreamsClient = {
     sendCommand: async (args: Array<string | Buffer>) => {
+      // No script cache here: each script goes as EVAL, after its EVALSHA's NOSCRIPT (script-call.ts).
+      if (String(args[0]) === 'EVALSHA')
+        throw new Error('NOSCRIPT No matching script. Please use EVAL.');
       const text = args.map(String);
       sent.push(text);
       const isScriptedClaim = text[0] === 'EVAL' && text[1]?.includes('reclaim-1.lua');

@@ -13,6 +13,9 @@ function fakeClients() {
   const sent: string[][] = [];
   const client: RedisStreamsClient = {
     sendCommand: async (args: string[]) => {
+      // No script cache here: each script goes as EVAL, after its EVALSHA's NOSCRIPT (script-call.ts).
+      if (String(args[0]) === 'EVALSHA')
+        throw new Error('NOSCRIPT No matching script. Please use EVAL.');
       sent.push(args);
       if (args[0] === 'XAUTOCLAIM') return ['0-0', [], []];
       if (args[0] === 'XREADGROUP') return new Promise((resolve) => reads.push(resolve));

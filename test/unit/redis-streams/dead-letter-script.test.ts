@@ -13,6 +13,9 @@ function fakeClient(entries: string[], evalError?: string) {
   const sent: string[] = [];
   const client: RedisStreamsClient = {
     sendCommand: async (args: Array<string | Buffer>) => {
+      // No script cache here: each script goes as EVAL, after its EVALSHA's NOSCRIPT (script-call.ts).
+      if (String(args[0]) === 'EVALSHA')
+        throw new Error('NOSCRIPT No matching script. Please use EVAL.');
       const name = String(args[0]);
       // A claim round (the reclaim script): nothing to claim, and not a letter's command.
       if (name === 'EVAL' && String(args[1]).includes('reclaim-1.lua')) return ['0-0', [], [], []];
