@@ -1,10 +1,12 @@
 /**
  * The answer the Hono handler gave, for when producing it fails after the handler's work is done: `c.json`
  * that cannot serialize what the handler answers with (a BigInt, a circular object, a `toJSON` that
- * throws), or a middleware between the layer and the handler that throws once the handler has returned
- * (after `await next()`). Hono renders that error through onError, a 500 where the handler answered 201;
- * judged by that 500, the key was released and the retry charged a second time. The key is judged by the
- * answer instead (`Execution.answerLost`), as Express's `res.json` and Fastify's serializer are.
+ * throws), a `c.html` whose async render (a promise, JSX) rejects, or a middleware between the layer and
+ * the handler that throws once the handler has returned (after `await next()`). Hono renders an `Error`
+ * through onError, a 500 where the handler answered 201, and lets anything else thrown (`throw { code }`)
+ * out of `next()`; judged by either, the key was released and the retry charged a second time. The key is
+ * judged by the answer instead (`Execution.answerLost`), as Express's `res.json` and Fastify's serializer
+ * are.
  *
  * `c.json(x, 201)` is Hono's `res.status(201).json(x)`: the handler calls it with its answer, so a throw
  * from it counts as an answer lost, not as the handler's own error. A throw from the handler's code before
@@ -18,14 +20,25 @@ const HELPERS = ['json', 'text', 'body', 'html', 'newResponse'] as const;
 
 type Helper = (...args: unknown[]) => unknown;
 
-/**
- * Watch `c` while the handler runs under the layer. Returns a function that gives, once `next()` has
- * settled, the status of the handler's answer when it was lost (see the module), else `undefined`: the
- * status a helper threw on, even when the handler caught that error and answered something else (as with
- * Express's `res.json`: the work behind the answer is done either way), or the status of the response the
- * handler returned when an error (`c.error`) followed it.
- */
-export function watchAnswer(c: Context): () => number | undefined {
+/** What {@link watchAnswer} saw of the handler's answer, read once `next()` has settled. */
+export interface HandlerAnswer {
+  /**
+   * `next()` resolved: the status of the handler's answer when it was lost, else `undefined`. The status
+   * a helper failed on, even when the handler caught that error and answered something else (as with
+   * Express's `res.json`: the work behind the answer is done either way), or the status of the response
+   * the handler returned when an error (`c.error`) followed it.
+   */
+  lost(): number | undefined;
+  /**
+   * `next()` rejected (a value that is not an `Error`, which Hono does not hand to onError): the status
+   * of the answer the handler had given before, else `undefined` (it threw before answering). No `c.error`
+   * to look at here: the rejection itself is the error that followed the answer.
+   */
+  given(): number | undefined;
+}
+
+/** Watch `c` while the handler runs under the layer (see the module). */
+export function watchAnswer(c: Context): HandlerAnswer {
   let thrown: number | undefined;
   let answered: number | undefined;
   // The status `c.status()` set, which a helper given none answers with.
@@ -38,16 +51,26 @@ export function watchAnswer(c: Context): () => number | undefined {
   for (const name of HELPERS) {
     const helper = c[name] as unknown as Helper;
     (c as unknown as Record<string, Helper>)[name] = (...args: unknown[]) => {
+      // Read now: the status may change before an async render settles.
+      const answering = statusOf(args[1], status);
+      let result: unknown;
       try {
-        return helper(...args);
+        result = helper(...args);
       } catch (error) {
-        thrown ??= statusOf(args[1], status);
+        thrown ??= answering;
         throw error;
       }
+      // `c.html` given a promise or JSX renders asynchronously: its failure is a rejection, not a throw.
+      if (!(result instanceof Promise)) return result;
+      return result.catch((error: unknown) => {
+        thrown ??= answering;
+        throw error;
+      });
     };
   }
-  // Hono sets `c.res` to what the handler returned, then, if a middleware after the layer throws, to
-  // onError's reply (with `c.error` set first): the first set without an error is the handler's answer.
+  // Hono sets `c.res` to what the handler returned, then, if a middleware after the layer throws an
+  // `Error`, to onError's reply (with `c.error` set first): the first set without an error is the
+  // handler's answer.
   const accessor = resAccessor(c);
   if (accessor !== undefined) {
     Object.defineProperty(c, 'res', {
@@ -60,7 +83,10 @@ export function watchAnswer(c: Context): () => number | undefined {
       },
     });
   }
-  return () => thrown ?? (c.error === undefined ? undefined : answered);
+  return {
+    lost: () => thrown ?? (c.error === undefined ? undefined : answered),
+    given: () => thrown ?? answered,
+  };
 }
 
 // The status a helper answers with: its second argument (a status, or an init with one), else `c.status`.

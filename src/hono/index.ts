@@ -227,14 +227,19 @@ export function idempotency(options: HonoIdempotencyOptions): HonoIdempotency {
       const { execution } = decision;
       c.set('idempotency', execution.context);
       cacheText(c);
-      const lostAnswer = watchAnswer(c);
+      const handlerAnswer = watchAnswer(c);
       try {
         await execution.enter(next);
       } catch (error) {
         // Hono hands only `Error`s to onError: anything else thrown (`throw { code: 'declined' }`) comes
-        // back out of `next`. No response was produced, so the key is released, as for a thrown error;
-        // left alone, the claim would stay in progress while the process lives.
-        await execution.fail(error);
+        // back out of `next`, and the client gets a 500 (or the runtime's failure). Thrown after the
+        // handler answered (a middleware after the layer, a `toJSON` throwing a string), the key is
+        // judged by that answer, as for an `Error` (`./handler-answer.ts`); thrown before, no response
+        // was produced, so the key is released, as for a thrown error (left alone, the claim would stay
+        // in progress while the process lives).
+        const given = handlerAnswer.given();
+        if (given === undefined) await execution.fail(error);
+        else await execution.answerLost(given, 500);
         throw error;
       }
       // Nothing produced a response (a handler without a `return`): Hono answers 500 once the middleware
@@ -249,7 +254,7 @@ export function idempotency(options: HonoIdempotencyOptions): HonoIdempotency {
       // An error after the handler answered (`c.json` that cannot serialize its answer, a middleware
       // after the layer that threw once the handler returned): what went out is not the handler's answer,
       // and the key is judged by that answer (`./handler-answer.ts`).
-      const answered = lostAnswer();
+      const answered = handlerAnswer.lost();
       if (answered !== undefined) {
         await execution.answerLost(answered, c.res.status);
         return;
