@@ -7,7 +7,8 @@
  */
 import { InvalidOptionsError } from '../core/errors.js';
 import type { RedisClientLike } from '../redis/client.js';
-import { checkPrefix, type RedisStore, redisStore } from '../redis/redis-store.js';
+import { type RedisStore, redisStore } from '../redis/redis-store.js';
+import { checkPrefix } from '../redis/redis-store-options.js';
 import type { DatabaseArgs, RedisClientLibrary } from './args.js';
 import { importPeer, MissingPeerError } from './peer.js';
 import { reachWithin } from './reach-within.js';

@@ -1,7 +1,7 @@
 /**
  * What each write call of the Redis store does when the `WAIT` behind it (`waitForReplicas`) answered
  * fewer replicas than asked: one handler per kind of call, built once per store, that the store's single
- * write path (`write` in redis-store.ts) calls only then. A won claim and an extension are refused (nothing
+ * write path (`write-path.ts`) calls only then. A won claim and an extension are refused (nothing
  * may run on a write a failover could lose); a completion, a release and a step's result are applied, and
  * told apart as unconfirmed with a `ReplicationShortError` that the engine reports. See
  * docs/stores/redis.md, "Waiting for replicas".
