@@ -406,38 +406,56 @@ export async function idempotentConsumer(
   // The letter of entry `id`, deleted while pending, and its ack: as one script where a script left the id
   // pending (`pending`); otherwise (the id perhaps dropped by Redis 7's XCLAIM or XAUTOCLAIM, or the script
   // refused) XADD then XACK, letter before ack, so a failed XACK leaves the id pending (Redis 6.2) and a
-  // later round may write a second letter.
+  // later round may write a second letter. Resolves to false when the script found the id no longer
+  // pending (another consumer recorded it first): nothing written.
   const writeDeletedLetter = async (
     id: string,
     fields: CommandArgument[],
     pending: boolean,
-  ): Promise<void> => {
-    if (pending && (await atomicLetter(id, fields)) !== undefined) return;
+  ): Promise<boolean> => {
+    const written = pending ? await atomicLetter(id, fields) : undefined;
+    if (written !== undefined) return written;
     await command(client, ['XADD', deadLetterStream, '*', ...fields]);
     await ack(id);
+    return true;
   };
 
-  // An entry deleted while pending (deleted-entries.ts): reported, then recorded in the dead-letter
-  // stream, with its fields when this process holds them, and acked with it (writeDeletedLetter; `pending`: the
-  // id was left pending by a script). Rejects, reported too, if it cannot be recorded.
+  // An entry deleted while pending (deleted-entries.ts): reported, unless another consumer recorded it
+  // first, and recorded in the dead-letter stream, with its fields when this process holds them, and acked
+  // with it (writeDeletedLetter; `pending`: the id was left pending by a script). Rejects, reported too,
+  // if it cannot be recorded.
   const reportDeleted = async (
     id: string,
     pending: boolean,
     entry?: StreamEntry,
   ): Promise<void> => {
     const error = new EntryDeletedError(stream, id);
-    // First: the report must not wait for a write that may hang or fail.
-    reportError('deleted', error, id);
+    let reported = false;
+    const report = () => {
+      if (reported) return;
+      reported = true;
+      reportError('deleted', error, id);
+    };
+    // Left pending by a script, the id is recorded by one script run only (dead-letter-2.lua): the report
+    // waits for its answer, so that of two consumers whose claim rounds found the id at once only the one
+    // that wrote the letter reports it (both did, for one letter). Not past brokerTimeout, nor for two
+    // commands that cannot tell: the report must not wait for a write that may hang or fail.
+    const timer = pending ? setTimeout(report, resolved.brokerTimeoutMs) : undefined;
+    timer?.unref?.();
+    if (!pending) report();
     const fields = deletedLetterFields(
       error,
       resolved.name,
       entry === undefined ? undefined : storedFields(entry),
     );
     try {
-      await writeDeletedLetter(id, fields, pending);
+      if (await writeDeletedLetter(id, fields, pending)) report();
     } catch (writeError) {
+      report();
       reportError('deleted', writeError, id);
       throw writeError;
+    } finally {
+      clearTimeout(timer);
     }
   };
 
@@ -464,6 +482,15 @@ export async function idempotentConsumer(
       try {
         await command(client, ['XADD', deadLetterStream, '*', ...fields]);
       } catch (error) {
+        // An error is not always a refusal: a connection reset after Redis ran the XADD, or the client's
+        // own command timeout (ioredis `commandTimeout`) rejecting while Redis still runs it, leaves the
+        // letter written. Taken for not written, it was recorded again (below, or by the settle's retry):
+        // two letters for one entry. So it is looked for first (letter-written.ts); sent after the XADD on
+        // the same connection, the look sees it if it ever reached Redis (not so across a pool's
+        // connections). A look that fails too tells nothing: recorded as before, rather than lost.
+        if (await letterWritten(client, deadLetterStream, entry.id, letter).catch(() => false)) {
+          return undefined;
+        }
         // Failed in time, the settle's retry records it (reportDeleted). Failed after the settle gave up
         // on it (brokerTimeout), no retry follows, and no redelivery can come: recorded here the same way,
         // instead of lost with only an onBrokerError. (A failure of that record is reported by it.)

@@ -87,8 +87,29 @@ describe('Redis Streams consumer: dead letters written once without the script',
       const user = `ik-test-noeval-${run}-${others}`;
       const stream = `ik-test:streams-dead-letter-fallback:${run}:${others}`;
       streams.push(stream, `${stream}:dlq`);
-      const client = await userWithoutScripts(user);
+      const real = await userWithoutScripts(user);
       await fixture.admin.sendCommand(['ACL', 'SETUSER', user, '-xack']);
+      // No claim round after the XACK failed runs (XAUTOCLAIM: no script) until the letters after it
+      // are added and XACK is allowed again: the redelivery comes then, once. Without the gate, adding
+      // the letters one by one (300-400 ms on a loaded machine) outlasted the 100 ms retry delay: each
+      // redelivery meanwhile found its letter, had its XACK denied and was retried, so the letter was
+      // reported by the third delivery or a later one ('dead-letter:3'), not by the second.
+      let ackFailed = false;
+      let allowClaims = () => {};
+      const claimsAllowed = new Promise<void>((resolve) => {
+        allowClaims = resolve;
+      });
+      const client: RedisStreamsClient = {
+        sendCommand: async (args: Array<string | Buffer>, options?: object) => {
+          if (String(args[0]) === 'XAUTOCLAIM' && ackFailed) await claimsAllowed;
+          try {
+            return await real.sendCommand(args, options);
+          } catch (error) {
+            if (String(args[0]) === 'XACK') ackFailed = true;
+            throw error;
+          }
+        },
+      };
       const { consumer, calls, events, brokerErrors } = await failingConsumer(
         client,
         stream,
@@ -111,6 +132,7 @@ describe('Redis Streams consumer: dead letters written once without the script',
         ]);
       }
       await fixture.admin.sendCommand(['ACL', 'SETUSER', user, '+xack']);
+      allowClaims();
       await waitUntil('the entry acked', async () => (await pending(stream)) === 0, 10_000);
       await new Promise((resolve) => setTimeout(resolve, 300));
 
