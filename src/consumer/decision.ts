@@ -25,7 +25,10 @@ export type AttemptResult =
   | { kind: 'mismatch' }
   /** No idempotency key could be extracted, or it is not a valid key. */
   | { kind: 'invalid_key'; error: unknown }
-  /** The store failed: nothing ran (fail closed). */
+  /**
+   * The store failed: nothing ran (fail closed), or the handler rethrew the `StoreUnavailableError` a step
+   * threw because the store failed under it (the claim is then left to its lease).
+   */
   | { kind: 'store_unavailable'; error: unknown; retryAfterMs: number }
   /** The handler ran, but its completion was fenced out: another delivery took the key over. */
   | { kind: 'lease_lost'; error: unknown }

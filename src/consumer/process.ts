@@ -134,11 +134,14 @@ function attemptDeadline(attempt: { deadlinePassed(): void }): void {
 /**
  * One delivery run through the engine: what `engine.run` calls, and whether the error that came out of it
  * was the handler's own. A handler may well throw a `StoreUnavailableError` of its own, which must count
- * as a handler failure, not as this consumer's store being down, so its error is told apart by identity.
+ * as a handler failure, not as this consumer's store being down, so its error is told apart by identity
+ * (and a step's own store failure, rethrown, by identity too: see `handlerResult`).
  */
 class Attempt<M> {
   handlerFailed = false;
   handlerError: unknown;
+  /** The engine's context of the run, once the handler started. */
+  private run: RunContext | undefined;
   /**
    * Keeps the broker's timer alive from the handler's start until `engine.run` settled, completion
    * included: a completion retried through a store outage (for up to the lease) must not let the broker
@@ -207,9 +210,7 @@ class Attempt<M> {
           return MISMATCH;
       }
     } catch (error) {
-      if (this.handlerFailed && this.handlerError === error) {
-        return { kind: 'handler_error', error };
-      }
+      if (this.handlerFailed && this.handlerError === error) return this.handlerResult();
       if (isInvalidKeyError(error)) return { kind: 'invalid_key', error };
       if (isStoreUnavailableError(error)) {
         return { kind: 'store_unavailable', error, retryAfterMs: error.retryAfterMs };
@@ -234,6 +235,7 @@ class Attempt<M> {
       throw lateClaim(this.options.engine, this.options.storeTimeoutMs);
     }
     this.phase = HANDLING;
+    this.run = context;
     clearTimeout(this.deadline);
     const { delivery } = this;
     // Stopped once `engine.run` settled (see `outcome`), not when the handler did.
@@ -324,7 +326,7 @@ class Attempt<M> {
           'the claim is left to expire after its lease (storeTimeout)',
         ),
       );
-      return { kind: 'handler_error', error: this.handlerError };
+      return this.handlerResult();
     }
     // The handler ran and its completion is not confirmed: never acked. The redelivery meets the
     // completion if it was written after all (a duplicate, acked), else the claim, in progress until its
@@ -337,6 +339,28 @@ class Attempt<M> {
         'never acked without a durable completion',
     );
     return { kind: 'store_unavailable', error, retryAfterMs: error.retryAfterMs };
+  }
+
+  /**
+   * What the handler's own failure counts as: a handler error, unless it is the `StoreUnavailableError` a
+   * step threw because the store failed under it (by identity, see ExecutionContext.threwForStepStore),
+   * rethrown. That is the store's outage, not the message's fault: redelivered later as when the claim
+   * itself fails, never dead-lettered for it. Counted as a handler error, it used up `maxDeliveries`
+   * through an outage and dead-lettered a message that would have run once the store was back. The
+   * engine leaves that claim to its lease (its recorded steps kept), so the redelivery waits behind it
+   * as `in_progress`, then takes it over and replays the recorded steps. A `StoreUnavailableError` of the
+   * handler's own making (its own database) is still a handler error.
+   */
+  private handlerResult(): AttemptResult {
+    const error = this.handlerError;
+    if (
+      this.run !== undefined &&
+      isStoreUnavailableError(error) &&
+      ExecutionContext.threwForStepStore(this.run, error)
+    ) {
+      return { kind: 'store_unavailable', error, retryAfterMs: error.retryAfterMs };
+    }
+    return { kind: 'handler_error', error };
   }
 
   /** How long after the handler succeeded its completion is waited for: the lease plus `storeTimeout`. */

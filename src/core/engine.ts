@@ -186,8 +186,9 @@ export interface RunContext {
    * gets the step's downstream key to pass to the provider it calls. Needs a store with
    * `capabilities.steps` (every built-in store); names match `[A-Za-z0-9._:-]{1,100}` and are unique
    * within an execution. A result the step's codec cannot encode (a BigInt) rejects with
-   * `OutcomeEncodingError`, recorded as the step's outcome; thrown out of `fn`, it is stored as the key's
-   * final outcome whatever `storeErrors` says, so the step never runs again.
+   * `OutcomeEncodingError`, recorded as the step's outcome (a takeover's step rejects with its
+   * `ReplayedError`); should `fn` then throw, that or its own error, a failure is stored as the key's final
+   * outcome whatever `storeErrors` says, so the step never runs again.
    * @example
    * const charge = await ctx.step('charge', ({ downstreamKey }) =>
    *   stripe.paymentIntents.create(params, { idempotencyKey: downstreamKey }),
@@ -262,6 +263,25 @@ function shouldStoreError(policy: StoreErrorsPolicy, error: unknown): boolean {
   } catch {
     return false;
   }
+}
+
+/**
+ * The outcome to keep as the key's final one after `fn` threw `error`, or `undefined` to release the claim:
+ * a step's recorded failure that `fn` rethrew, as recorded; `fn`'s error when the policy stores it, or it
+ * is an OutcomeEncodingError (a step's result that could not be encoded: the step's effect happened); else
+ * the failure a step of this execution recorded, if one did (see settleFailure).
+ */
+function finalFailure(
+  error: unknown,
+  lease: LeaseKeeper,
+  storeErrors: StoreErrorsPolicy,
+): Uint8Array | undefined {
+  const recorded = lease.stepFailureOf(error);
+  if (recorded !== undefined) return recorded;
+  if (error instanceof OutcomeEncodingError || shouldStoreError(storeErrors, error)) {
+    return encodeErrorOutcome(error);
+  }
+  return lease.firstStepFailure;
 }
 
 function asStoreError(store: Store, operation: string, error: unknown): StoreUnavailableError {
@@ -518,13 +538,15 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       // retry would run the charge again. Nor is the error stored as final: the failure was the store's,
       // not the request's, and a blip would become the key's answer for good. Left to its lease, the
       // record keeps its steps, and the retry after the lease takes it over and replays them. A handler
-      // that catches the error and returns still completes; a step's OutcomeEncodingError is still stored
-      // as final (as `fn`'s own unencodable result is, settleUnencodable): a completed record runs nothing
-      // again either.
+      // that catches the error and returns still completes; a step's OutcomeEncodingError (or its replay
+      // on a takeover) is still stored as final (as `fn`'s own unencodable result is, settleUnencodable):
+      // a completed record runs nothing again either.
       const abandoned = isAbandonedClaimError(error);
       const leftToLease =
         (abandoned && attempt > 1) ||
-        (lease.stepStoreFailed && !(error instanceof OutcomeEncodingError));
+        (lease.stepStoreFailed &&
+          !(error instanceof OutcomeEncodingError) &&
+          lease.stepFailureOf(error) === undefined);
       const stored = leftToLease
         ? false
         : await settleFailure(error, lease, retentionMs, abandoned ? false : storeErrors, event);
@@ -576,6 +598,13 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
   // After `fn` threw: store the error as final, or release the claim so a retry runs again. Either way the
   // caller gets `fn`'s own error; a store failure here only means the claim expires on its own. Resolves
   // to true when the error is now the key's stored outcome.
+  //
+  // A step whose recorded outcome is a failure (its result could not be encoded: the step's effect
+  // happened) makes the failure final whatever the policy and whatever `fn` then threw (the step's error,
+  // an error of its own, an HTTP adapter's 5xx): a release would delete the recorded step, and the next
+  // retry would run its effect again. A takeover's replay of such a step (a ReplayedError) is stored as
+  // the outcome recorded for the step, so every later retry gets what the first attempt's did
+  // (`original.code` 'outcome_not_encodable'), not a replay of a replay.
   async function settleFailure(
     error: unknown,
     lease: LeaseKeeper,
@@ -586,11 +615,10 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     const { storageKey, token } = lease;
     let keepError = false;
     try {
-      // A step's result that could not be encoded: the step's effect happened, so the failure is final
-      // whatever the policy, as for `fn`'s own result (a release would run the step again).
-      keepError = error instanceof OutcomeEncodingError || shouldStoreError(storeErrors, error);
-      if (keepError) {
-        const stored = await complete(lease, encodeErrorOutcome(error), retentionMs, event);
+      const outcome = finalFailure(error, lease, storeErrors);
+      keepError = outcome !== undefined;
+      if (outcome !== undefined) {
+        const stored = await complete(lease, outcome, retentionMs, event);
         if (!stored && !lease.lossReported) emit(hooks, 'onLeaseLost', { ...event, token });
         return stored;
       }

@@ -94,28 +94,88 @@ export class LeaseKeeper implements Beating {
   private lastExtension: Promise<unknown> | undefined;
 
   /**
-   * Set once a step's store call (`loadSteps`, `saveStep`) failed in this execution: the engine then
-   * leaves the claim to its lease whatever the handler does next, instead of releasing it (see
-   * {@link LeaseKeeper.stepStoreFailed}).
+   * The `StoreUnavailableError`s the step runner threw because a step's store call (`loadSteps`,
+   * `saveStep`) failed in this execution, `undefined` until one did: the engine then leaves the claim to
+   * its lease whatever the handler does next, instead of releasing it (see
+   * {@link LeaseKeeper.stepStoreFailed}), and a consumer tells them apart by identity from a handler's own.
    */
-  private stepsUnconfirmed = false;
+  private stepStoreErrors: unknown[] | undefined;
+
+  /**
+   * The failures recorded as steps' outcomes, in order (a result the step's codec could not encode, or
+   * its replay on a takeover): the error the step threw, and the outcome recorded for it. `undefined`
+   * until one. See {@link LeaseKeeper.stepFailed}.
+   */
+  private stepFailures: Array<{ thrown: unknown; outcome: Uint8Array }> | undefined;
 
   /**
    * True once a step's store call failed in this execution ({@link LeaseKeeper.stepStoreFailure}): the
    * claim may hold steps this execution cannot see or confirm, which a release would delete.
    */
   get stepStoreFailed(): boolean {
-    return this.stepsUnconfirmed;
+    return this.stepStoreErrors !== undefined;
   }
 
   /**
    * A step's store call (`loadSteps` or `saveStep`) failed: report it, and mark the claim as one the engine
    * must not release (a release deletes the steps recorded on it, a crashed attempt's charge among them).
    * @param operation the store method that failed
+   * @param error what the store threw
+   * @param thrown the error the step runner throws for it, remembered for {@link LeaseKeeper.threwForStepStore}
+   * @returns `thrown`
    */
-  stepStoreFailure(operation: 'loadSteps' | 'saveStep', error: unknown): void {
-    this.stepsUnconfirmed = true;
+  stepStoreFailure(
+    operation: 'loadSteps' | 'saveStep',
+    error: unknown,
+    thrown: StoreUnavailableError,
+  ): StoreUnavailableError {
+    this.stepStoreErrors ??= [];
+    this.stepStoreErrors.push(thrown);
     this.reportStoreError(operation, error);
+    return thrown;
+  }
+
+  /**
+   * Whether `error` is, by identity, an error the step runner threw in this execution because a step's
+   * store call failed: the store is down, not the handler at fault (a consumer redelivers it later instead
+   * of counting a handler failure). A handler's own `StoreUnavailableError` is not.
+   */
+  threwForStepStore(error: unknown): boolean {
+    return this.stepStoreErrors?.includes(error) === true;
+  }
+
+  /**
+   * A step ran, its effect happened, and its recorded outcome is a failure (its result could not be
+   * encoded), thrown now by the step on its first run or replayed on a takeover: the claim must not be
+   * released (a release deletes the recorded step, and the next retry runs its effect again). The engine
+   * keeps a failure as the key's final outcome instead (see {@link LeaseKeeper.firstStepFailure}).
+   * @param thrown the error the step throws
+   * @param outcome the outcome recorded for the step (an error outcome)
+   * @returns `thrown`
+   */
+  stepFailed<E>(thrown: E, outcome: Uint8Array): E {
+    this.stepFailures ??= [];
+    this.stepFailures.push({ thrown, outcome });
+    return thrown;
+  }
+
+  /**
+   * The outcome recorded for the step whose failure `error` is, by identity ({@link LeaseKeeper.stepFailed}):
+   * kept as final when `fn` rethrows it, so that a takeover that rethrows its `ReplayedError` stores what
+   * the first attempt would have (the `OutcomeEncodingError`), not a description of the replay.
+   * `undefined` when `error` is no step's recorded failure.
+   */
+  stepFailureOf(error: unknown): Uint8Array | undefined {
+    return this.stepFailures?.find((failure) => failure.thrown === error)?.outcome;
+  }
+
+  /**
+   * The outcome recorded for the first step of this execution whose recorded outcome is a failure
+   * ({@link LeaseKeeper.stepFailed}), `undefined` when none: the key's final outcome when `fn` then throws
+   * an error of its own that is not to be stored, since a release would run that step's effect again.
+   */
+  get firstStepFailure(): Uint8Array | undefined {
+    return this.stepFailures?.[0]?.outcome;
   }
 
   /** How long the lease has left by this process's clock (see `heldUntil`), unless it is extended. */

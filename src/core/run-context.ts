@@ -34,6 +34,18 @@ export class ExecutionContext implements RunContext {
     return context instanceof ExecutionContext ? context.#leaseMs : undefined;
   }
 
+  /**
+   * Whether `error` is, by identity, the `StoreUnavailableError` a step of `context`'s execution threw
+   * because its store call (`loadSteps`, `saveStep`) failed: the store is down, not the handler at fault,
+   * and the engine leaves the claim to its lease. False for any other error (a handler's own
+   * `StoreUnavailableError` included), and for a context that is not one of this package's executions.
+   * Internal, not part of `RunContext`: a consumer redelivers such a failure later as a store outage,
+   * instead of counting it toward `maxDeliveries` as a handler error.
+   */
+  static threwForStepStore(context: RunContext, error: unknown): boolean {
+    return context instanceof ExecutionContext && context.#lease.threwForStepStore(error);
+  }
+
   constructor(
     lease: LeaseKeeper,
     token: number,

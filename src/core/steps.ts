@@ -133,6 +133,10 @@ export class StepRecorder {
    * @throws StoreUnavailableError when the store could not record the result (the step did run), or, on a
    * takeover, load the recorded steps (nothing ran). Either way the engine then leaves the claim to its
    * lease instead of releasing it, whatever the handler throws (engine.ts).
+   * @throws OutcomeEncodingError when the step's result could not be encoded (the step did run; recorded
+   * as its outcome), and on a takeover ReplayedError for such a recorded step (`original` describes the
+   * OutcomeEncodingError). Either way the engine then keeps a failure as the key's final outcome instead
+   * of releasing the claim, whatever the handler throws (engine.ts).
    */
   async run<S>(
     name: string,
@@ -161,9 +165,11 @@ export class StepRecorder {
           lease.reportStep(name, this.#attempt);
           return replayed;
         }
-        // A step that ran but whose result could not be encoded: it must not run again either.
+        // A step that ran but whose result could not be encoded: it must not run again either. Nor may
+        // the claim be released now: a release would delete this record, and the next retry would run the
+        // step's effect. The failure is as final as it was on the attempt that recorded it (engine.ts).
         lease.reportStep(name, this.#attempt);
-        throw new ReplayedError(decoded.error);
+        throw lease.stepFailed(new ReplayedError(decoded.error), recorded[name] as Uint8Array);
       }
     }
     // A lease already known lost (a heartbeat or extendLease was fenced out, or maxExecution passed): the
@@ -201,15 +207,19 @@ export class StepRecorder {
       } else {
         // The step ran and the store may or may not hold its result (a timeout after the write): the
         // claim is no longer the engine's to release (LeaseKeeper.stepStoreFailure).
-        lease.stepStoreFailure('saveStep', error);
-        throw new StoreUnavailableError(`Store '${store.name}' failed to record step '${name}'`, {
-          cause: error,
-        });
+        throw lease.stepStoreFailure(
+          'saveStep',
+          error,
+          new StoreUnavailableError(`Store '${store.name}' failed to record step '${name}'`, {
+            cause: error,
+          }),
+        );
       }
     }
     if (!saved) throw lease.fencedOut();
     lease.reportStep(name, this.#attempt, durationMs);
-    if (encodingError !== undefined) throw encodingError;
+    // Recorded as a failure: whatever the handler throws next, the claim must not be released.
+    if (encodingError !== undefined) throw lease.stepFailed(encodingError, bytes);
     // What the store holds, not `value` itself: the code after the step must see on the first attempt
     // what a takeover sees. Handing back the live value instead (a Date, a Map, a class instance, a field
     // set to undefined) let a handler pass its first run and throw on every takeover, and the throw
@@ -226,10 +236,13 @@ export class StepRecorder {
     } catch (error) {
       // The crashed attempt's steps are still on the claim: a release would delete them (see
       // LeaseKeeper.stepStoreFailure), and the next attempt would run its charge again.
-      lease.stepStoreFailure('loadSteps', error);
-      throw new StoreUnavailableError(`Store '${store.name}' failed to load the recorded steps`, {
-        cause: error,
-      });
+      throw lease.stepStoreFailure(
+        'loadSteps',
+        error,
+        new StoreUnavailableError(`Store '${store.name}' failed to load the recorded steps`, {
+          cause: error,
+        }),
+      );
     }
     if (steps === undefined) throw lease.fencedOut();
     return steps;

@@ -369,6 +369,78 @@ export function defineConsumerSuite(broker: BrokerName): void {
       }
     });
 
+    it("redelivers later a handler that rethrows its step's store failure: never dead-lettered, the charge replayed", async () => {
+      const { brokerCase, worker } = await newCase('step-outage');
+      const { counts, hooks } = tally();
+      const proxy = await startRedisProxy(env.redisUrl);
+      const proxied = await connectClient('node-redis', proxy.url);
+      try {
+        const outageStore = redisStore({
+          client: proxied.client,
+          prefix,
+          checkEvictionPolicy: false,
+          timeoutMs: 300,
+        });
+        const unavailable: unknown[] = [];
+        let charges = 0;
+        let ships = 0;
+        await brokerCase.publish('step-outage-1', 'work');
+
+        await start(
+          brokerCase,
+          async (_message, context) => {
+            counts.handlerCalls++;
+            await context.step('charge', () => ++charges);
+            // The link goes down while `ship` runs: its result cannot be recorded, and the handler
+            // rethrows the step's StoreUnavailableError.
+            await context.step('ship', () => {
+              ships++;
+              if (ships === 1) proxy.cut();
+              return ships;
+            });
+          },
+          {
+            // A short lease: the claim is left to it (its recorded charge kept), and taken over after it.
+            idempotency: createIdempotency({ store: outageStore, leaseMs: 2000 }),
+            name: worker,
+            // One delivery allowed: counted as a handler error, the first failure dead-lettered it.
+            maxDeliveries: 1,
+            minRetryDelay: '100ms',
+            maxRetryDelay: '300ms',
+            hooks: {
+              ...hooks,
+              onRetry: (event) => {
+                if (event.reason === 'store_unavailable') unavailable.push(event.error);
+              },
+            },
+          },
+        );
+        await waitUntil(
+          'a redelivery for store_unavailable (or a dead letter)',
+          () => unavailable.length >= 1 || counts.deadLetter > 0,
+        );
+        expect(counts.deadLetter).toBe(0);
+        expect(isStoreUnavailableError(unavailable[0])).toBe(true);
+        expect(String((unavailable[0] as Error).message)).toContain("failed to record step 'ship'");
+
+        proxy.restore();
+        await waitUntil(
+          'the execution once the store is back and the lease ended',
+          () => counts.executed === 1,
+        );
+        expect(counts.deadLetter).toBe(0);
+        expect(await brokerCase.deadLetters()).toHaveLength(0);
+        // The recorded charge was replayed on the takeover; `ship`, never recorded, ran again.
+        expect(charges).toBe(1);
+        expect(ships).toBe(2);
+        await sleep(300);
+        expect(counts.executed).toBe(1);
+      } finally {
+        await proxied.close();
+        await proxy.close();
+      }
+    });
+
     it('fails closed on an engine shared with a route that fails open: no copy runs unprotected', async () => {
       const { brokerCase, worker } = await newCase('fail-open-engine');
       const { counts, hooks } = tally();
