@@ -7,7 +7,7 @@
  * @module
  */
 import type { Idempotency, RunContext, RunOutcome, RunRequest } from '../core/engine.js';
-import { isInvalidKeyError, isStoreUnavailableError } from '../core/errors.js';
+import { isInvalidKeyError, isReplayedError, isStoreUnavailableError } from '../core/errors.js';
 import { SCOPE_SOURCE, type ScopeSourced } from '../core/reserved-scopes.js';
 import { isThenable } from '../core/thenable.js';
 import { type IdempotencyContext, runWithContext } from './context.js';
@@ -446,6 +446,17 @@ function errorResponse(error: unknown): HttpResponseData | undefined {
   }
   if (isInvalidKeyError(error)) {
     return problemResponse('invalid_key', { detail: error.message });
+  }
+  // A failure stored as the key's final outcome (a step whose result could not be encoded: its charge was
+  // made, so the handler must not run again). Answered by the layer with a stable code, the same on every
+  // retry, instead of a throw the framework turns into its own error page.
+  if (isReplayedError(error)) {
+    const { code } = error.original;
+    return problemResponse('replayed_error', {
+      detail:
+        `The first request with this key failed${code === undefined ? '' : ` (${code})`} after its ` +
+        'effects began, so it is not run again. Use a new key to try the operation again.',
+    });
   }
   return undefined;
 }

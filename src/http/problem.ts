@@ -31,6 +31,7 @@ export const PROBLEM_STATUS = {
   request_too_large: 413,
   key_mismatch: 422,
   store_unavailable: 503,
+  replayed_error: 500,
 } as const satisfies Partial<Record<ErrorCode | ProblemOnlyCode, number>>;
 
 /** A code the layer can answer with. */
@@ -47,6 +48,7 @@ const TITLES: Record<ProblemCode, string> = {
   request_too_large: 'The request body is too large to check against its Idempotency-Key',
   key_mismatch: 'Idempotency-Key reused with a different request',
   store_unavailable: 'Idempotency store unavailable',
+  replayed_error: 'The request with this Idempotency-Key failed, and its failure is final',
 };
 
 /** Options of {@link problemResponse}. */

@@ -59,6 +59,7 @@ describe('problem responses', () => {
     ['request_too_large', 413],
     ['key_mismatch', 422],
     ['store_unavailable', 503],
+    ['replayed_error', 500],
   ] as const)('maps %s to %i with a type into errors.md', (code, status) => {
     // Act
     const response = problemResponse(code);
