@@ -24,6 +24,11 @@ export interface StreamsFixture {
   readonly admin: StreamsAdminClient;
   /** Add an entry keyed `key` (field `x-idempotency-key`) to `stream`. */
   add(stream: string, key: string): Promise<unknown>;
+  /**
+   * Add an entry keyed `key`, have consumer `crashed` of group `workers` read it (it stays pending, as a
+   * crashed consumer leaves it), then delete it: an entry deleted while pending. Resolves to its id.
+   */
+  addDeletedWhilePending(stream: string, key: string): Promise<string>;
 }
 
 /** Register the file's setup and teardown, and return what the tests use (see the module's comment). */
@@ -40,6 +45,20 @@ export function streamsFixture(): StreamsFixture {
     },
     add: (stream, key) =>
       fixture.admin.sendCommand(['XADD', stream, '*', 'x-idempotency-key', key]),
+    addDeletedWhilePending: async (stream, key) => {
+      const id = String(await fixture.add(stream, key));
+      await fixture.admin.sendCommand([
+        'XREADGROUP',
+        'GROUP',
+        'workers',
+        'crashed',
+        'STREAMS',
+        stream,
+        '>',
+      ]);
+      await fixture.admin.sendCommand(['XDEL', stream, id]);
+      return id;
+    },
   };
   beforeAll(async () => {
     await requireService('Redis', env.redisUrl);

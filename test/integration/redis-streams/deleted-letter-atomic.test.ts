@@ -65,17 +65,7 @@ describe('Redis Streams consumer: a deleted entry’s letter and its ack as one 
   it('records at a later round an entry a claim round found deleted whose letter failed, instead of losing it', async () => {
     // Arrange: an entry a crashed consumer read, then deleted while pending; its letter fails at first.
     const { stream, options, letterFailed } = await setUp('reclaimed');
-    const id = String(await fixture.add(stream, 'pay-atomic-1'));
-    await fixture.admin.sendCommand([
-      'XREADGROUP',
-      'GROUP',
-      'workers',
-      'crashed',
-      'STREAMS',
-      stream,
-      '>',
-    ]);
-    await fixture.admin.sendCommand(['XDEL', stream, id]);
+    const id = await fixture.addDeletedWhilePending(stream, 'pay-atomic-1');
     let handled = 0;
     const consumer = await idempotentConsumer(
       fixture.admin,

@@ -23,17 +23,7 @@ describe('Redis Streams consumer: a deleted entry found by two consumers at once
     const stream = `ik-test:streams-deleted-once:${run}:${process.pid}`;
     streams.push(stream, `${stream}:dlq`);
     await fixture.admin.sendCommand(['XGROUP', 'CREATE', stream, 'workers', '0', 'MKSTREAM']);
-    const id = String(await fixture.add(stream, 'pay-deleted-once'));
-    await fixture.admin.sendCommand([
-      'XREADGROUP',
-      'GROUP',
-      'workers',
-      'crashed',
-      'STREAMS',
-      stream,
-      '>',
-    ]);
-    await fixture.admin.sendCommand(['XDEL', stream, id]);
+    const id = await fixture.addDeletedWhilePending(stream, 'pay-deleted-once');
     // Each consumer's dead-letter script (the only script with two keys) waits for the other's: both
     // claim rounds have found the id deleted, and pending, before either records it.
     let arrived = 0;

@@ -73,19 +73,7 @@ describe('Redis Streams consumer: entries deleted while pending', () => {
   it('reports and records an entry XAUTOCLAIM finds deleted, instead of acking it in silence', async () => {
     // Arrange: an entry a crashed consumer read, then deleted (a MAXLEN cap, an XDEL) while pending.
     const { stream, events, options } = await setUp('reclaimed');
-    const id = String(
-      await fixture.admin.sendCommand(['XADD', stream, '*', 'x-idempotency-key', 'pay-1']),
-    );
-    await fixture.admin.sendCommand([
-      'XREADGROUP',
-      'GROUP',
-      'workers',
-      'crashed',
-      'STREAMS',
-      stream,
-      '>',
-    ]);
-    await fixture.admin.sendCommand(['XDEL', stream, id]);
+    const id = await fixture.addDeletedWhilePending(stream, 'pay-1');
     let handled = 0;
     // Act
     const consumer = await idempotentConsumer(
