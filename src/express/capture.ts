@@ -88,7 +88,8 @@ class Capture {
    *   unknown; keep a marker, so that the key does not stay `in_progress` while the process lives and a
    *   retry is answered `response_not_captured`, never run again;
    * - an error destroyed it (a stream piped into it failed: `pipeline` destroys the response with the
-   *   source's error): no valid response was produced, so the key is released, as for a thrown error;
+   *   source's error): the handler answered with that stream, so its work is done, and the key is judged
+   *   by the status it answered with (`Execution.bodyFailed`: a marker, or released after a 5xx);
    * - its connection closed without an error (the client went away): the handler may still be running
    *   and end it, which stores the outcome as usual, so nothing is decided here.
    */
@@ -101,7 +102,8 @@ class Capture {
       void this.settle(res.statusCode, () => this.execution.uncaptured(res.statusCode));
     } else if (res.errored !== null && res.errored !== undefined) {
       this.ended = true;
-      void this.settle(res.statusCode, () => this.execution.fail(res.errored));
+      const { errored } = res;
+      void this.settle(res.statusCode, () => this.execution.bodyFailed(res.statusCode, errored));
     }
   };
 

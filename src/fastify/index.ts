@@ -196,10 +196,11 @@ async function capturePayload(reply: FastifyReply, running: Running, sent: unkno
   try {
     whole = await readWhole(payload.getReader(), execution.policy.maxBodyBytes);
   } catch (error) {
-    // The stream failed before it was complete: no valid response was produced, so the key is released
-    // (as for a thrown error) and Fastify answers the error. Left alone, the claim would stay in progress,
-    // its lease extended while the process lives.
-    await execution.fail(error);
+    // The stream failed before it was complete, and Fastify answers the error. The handler answered, so
+    // the key is judged by the status it answered with (`Execution.bodyFailed`): released, a retry charged
+    // a second time; left alone, the claim would stay in progress, its lease extended while the process
+    // lives.
+    await execution.bodyFailed(status, error);
     throw error;
   }
   if (whole instanceof Uint8Array) {

@@ -95,6 +95,15 @@ export interface Execution {
    * Does nothing once `finish` or `fail` was called. Never rejects.
    */
   answerLost(answered: number, sent: number): Promise<void>;
+  /**
+   * The handler answered `status` with a body stream, and the stream failed before its end (`error`): the
+   * client got the head and a cut body. The handler's work is done, so the key is judged by the answer, as
+   * in `answerLost`: a status that would have been stored keeps a `not_captured` marker (retries are
+   * answered `response_not_captured`, never run again; released, a retry charged a second time), and one
+   * that releases the key (a 5xx) releases it. Does nothing once `finish` or `fail` was called. Never
+   * rejects.
+   */
+  bodyFailed(status: number, error: unknown): Promise<void>;
 }
 
 /** What the adapter does with a request. */
@@ -116,6 +125,11 @@ export function replayResponse(outcome: HttpOutcome): HttpResponseData {
   if (outcome.kind === 'too_large') {
     return problemResponse('response_too_large', {
       detail: `The first response (status ${outcome.status}) exceeded the size kept for replay; it was sent once and will not be repeated. Use a new key for a new request.`,
+    });
+  }
+  if (outcome.kind === 'not_captured' && outcome.cut === true) {
+    return problemResponse('response_not_captured', {
+      detail: `The first request was answered (status ${outcome.status}) with a body stream that failed before its end, so the response could not be kept; the handler ran, and it will not be run again. Use a new key for a new request.`,
     });
   }
   if (outcome.kind === 'not_captured') {
@@ -335,6 +349,14 @@ class HttpExecution implements Execution {
   answerLost(answered: number, sent: number): Promise<void> {
     if (this.releases(answered)) return this.fail(undefined);
     return this.cutOff(sent);
+  }
+
+  bodyFailed(status: number, error: unknown): Promise<void> {
+    if (this.releases(status)) return this.fail(error);
+    if (this.done) return this.settled;
+    this.done = true;
+    this.resolveHandler({ kind: 'not_captured', status, cut: true });
+    return this.settled;
   }
 
   // A response of this status releases the key: a 5xx unless the policy stores those too, and a final

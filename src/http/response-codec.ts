@@ -28,13 +28,18 @@ export interface TooLargeMarker {
 
 /**
  * The handler's response reached the client without passing through the capture (Express: a response
- * ended through a prototype chain without the adapter's hooks), so its bytes are unknown: it was sent once
- * and not kept.
+ * ended through a prototype chain without the adapter's hooks), or its body stream failed part-way
+ * (`cut`), so its bytes are unknown: it was sent once and not kept.
  */
 export interface NotCapturedMarker {
   kind: 'not_captured';
   /** Status of the response that was sent. */
   status: number;
+  /**
+   * The handler answered with a body stream that failed before its end: the client got its status and
+   * head, then a cut body. Absent for a response that went around the capture.
+   */
+  cut?: true;
 }
 
 /** What an HTTP execution stores. */
@@ -47,6 +52,12 @@ interface Meta {
   s: number;
   h?: Array<[string, string]>;
   n?: number;
+  /**
+   * 1 on a `not_captured` marker whose body stream failed (`cut`). An optional field, not a new kind: a
+   * release before it reads such a record as the `not_captured` marker it is (a rolling deploy answers
+   * the same 409, only with the older detail).
+   */
+  c?: 1;
 }
 
 // Replays of one key decode the same metadata again and again: keep the last few parsed, by their text
@@ -84,7 +95,9 @@ export const httpResponseCodec: OutcomeCodec = {
         ? { k: 'r', s: outcome.status, h: outcome.headers }
         : outcome.kind === 'too_large'
           ? { k: 't', s: outcome.status, n: outcome.bytes }
-          : { k: 'u', s: outcome.status };
+          : outcome.cut === true
+            ? { k: 'u', s: outcome.status, c: 1 }
+            : { k: 'u', s: outcome.status };
     const json = JSON.stringify(meta);
     const metaLength = Buffer.byteLength(json, 'utf8');
     const bodyLength = outcome.kind === 'response' ? outcome.body.byteLength : 0;
@@ -102,7 +115,11 @@ export const httpResponseCodec: OutcomeCodec = {
     const metaLength = buffer.readUInt32BE(1);
     const meta = parseMeta(buffer.toString('utf8', 5, 5 + metaLength));
     if (meta.k === 't') return { kind: 'too_large', status: meta.s, bytes: meta.n ?? 0 };
-    if (meta.k === 'u') return { kind: 'not_captured', status: meta.s };
+    if (meta.k === 'u') {
+      return meta.c === 1
+        ? { kind: 'not_captured', status: meta.s, cut: true }
+        : { kind: 'not_captured', status: meta.s };
+    }
     const stored: StoredResponse = {
       kind: 'response',
       status: meta.s,

@@ -8,8 +8,10 @@
  * The outcome is decided at the stream's end, never before:
  * - it ends: the body (or, past `maxBodyBytes`, the `response_too_large` marker) is stored, then the end
  *   goes out;
- * - it fails: no valid response was produced; the key is released, as for a thrown error, and the error
- *   goes on to the server, which cuts the response;
+ * - it fails: the client gets the head and a cut body, and the error goes on to the server, which cuts
+ *   the response. The handler answered, so its work is done: the key is judged by the status it answered
+ *   with (`Execution.bodyFailed`), never released for a retry to charge a second time, unless that status
+ *   would have released it (a 5xx);
  * - the client goes away: the handler is not stopped and neither is the storing (releasing the key then
  *   would let a retry run beside a handler that still runs). The relay reads the rest of the stream itself
  *   and stores it, so the retry gets the whole body. It stops reading, and passes the cancel on to the
@@ -110,9 +112,9 @@ export class BodyRelay {
       if (next.done !== true) chunk = bytesOf(next.value);
     } catch (error) {
       if (this.stopped) return null;
-      // The stream failed before its end: no valid response was produced.
+      // The stream failed before its end: the answer was given, its body was cut.
       this.over = true;
-      await this.execution.fail(error);
+      await this.execution.bodyFailed(this.response.status, error);
       throw error;
     }
     if (chunk === undefined) {
@@ -164,7 +166,7 @@ export class BodyRelay {
           await this.complete(undefined);
           return;
         }
-        // A failure has released the key already.
+        // A failure has settled the execution already.
         if ((await this.next().catch(() => null)) === null) return;
         if (read % CHUNKS_PER_TURN === 0) await nextTurn();
       }

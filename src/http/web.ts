@@ -157,8 +157,9 @@ function plainBody(response: Response): Uint8Array | undefined {
  * (`./stream-relay.ts`): either way an immediate retry gets the replay, not a 409.
  *
  * Whatever fails before the outcome is handed over releases the key and is rethrown: a body that cannot be
- * read (already read, or locked by a reader the handler took), a body stream that errors, a handler that
- * returned something other than a `Response`. Left alone, the claim would stay in progress, its lease
+ * read (already read, or locked by a reader the handler took), a handler that returned something other
+ * than a `Response`. A body stream that errors is the exception: the handler answered, so the key is judged
+ * by the status it answered with (`Execution.bodyFailed`). Left alone, the claim would stay in progress, its lease
  * extended while the process lives, and every retry would get 409.
  */
 export async function captureWebResponse(
@@ -201,7 +202,15 @@ async function capture(response: Response, execution: Execution): Promise<Respon
     return response;
   }
   const reader = response.body.getReader();
-  const whole = await readWhole(reader, execution.policy.maxBodyBytes);
+  let whole: Awaited<ReturnType<typeof readWhole>>;
+  try {
+    whole = await readWhole(reader, execution.policy.maxBodyBytes);
+  } catch (error) {
+    // The body stream failed at once: the handler answered, so the key is judged by its status, as for a
+    // stream that fails later (`./stream-relay.ts`); the server answers the error.
+    await execution.bodyFailed(response.status, error);
+    throw error;
+  }
   if (whole instanceof Uint8Array) {
     await execution.finish({
       status: response.status,

@@ -2,9 +2,9 @@
  * Where the Fastify plugin sits in a request's lifecycle: its claim is the last preHandler of a route, so
  * a reply from any hook (the route's own `preHandler` option, an instance hook added after the plugin) is
  * never stored, nor one from a preHandler another plugin's `onRoute` hook added after the claim (the key
- * is released: the handler never ran); a reply stream that fails releases the key; a reply the app writes
- * itself after `reply.hijack()` leaves a `response_not_captured` marker instead of a claim in progress
- * forever.
+ * is released: the handler never ran); a reply stream that fails keeps a `response_not_captured` marker
+ * (the handler answered: never run again); a reply the app writes itself after `reply.hijack()` leaves a
+ * `response_not_captured` marker instead of a claim in progress forever.
  */
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
@@ -152,17 +152,19 @@ it('never runs the handler of a key released for a reply an async preHandler sen
   expect(runs.get('/rate-limited')).toBe(1);
 });
 
-it('releases the key of a reply stream that fails, so the retry runs again', async () => {
+it('keeps a response_not_captured marker for a reply stream that fails: settled, never run again', async () => {
   const base = await start();
   const key = randomUUID();
   await post(`${base}/export`, { 'idempotency-key': key })
     .then((response) => response.text())
     .catch(() => undefined);
-  // Before, the key stayed in progress (its lease extended while the process lived): 409 forever.
+  // Once, the key stayed in progress (its lease extended while the process lived): 409 in_progress
+  // forever. Then it was released, and the retry charged a second time: the handler answered 200 with
+  // its stream, so its work is done, and the key now keeps a marker.
   const retry = await post(`${base}/export`, { 'idempotency-key': key });
-  expect(retry.status).toBe(200);
-  expect(await retry.text()).toBe('id,amount\n1,4200\n');
-  expect(runs.get('/export')).toBe(2);
+  expect(retry.status).toBe(409);
+  expect(((await retry.json()) as { code: string }).code).toBe('response_not_captured');
+  expect(runs.get('/export')).toBe(1);
 });
 
 it('keeps a response_not_captured marker for a reply written after reply.hijack(), and never runs it again', async () => {

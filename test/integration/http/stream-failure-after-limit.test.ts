@@ -1,9 +1,9 @@
 /**
  * A response stream larger than `maxBodyBytes` is streamed through unbuffered, and its outcome is only
- * known at its end: a stream that fails after passing the limit produced no valid response, so the key is
- * released (the retry runs the handler again, as after a thrown error) instead of kept as a
- * `response_too_large` marker that would answer 409 to every retry for the whole retention. One that ends
- * keeps the marker, stored before its last bytes go out. On every adapter, over real sockets.
+ * known at its end: a stream that fails after passing the limit keeps a `response_not_captured` marker (the
+ * handler answered 200, so its work is done: a retry must not run it again), not the `response_too_large`
+ * one of a body that was sent whole. One that ends keeps the `response_too_large` marker, stored before its
+ * last bytes go out. On every adapter, over real sockets.
  */
 import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
@@ -117,7 +117,7 @@ async function post(url: string, key: string) {
   }
 }
 
-// A few tries: the failed run's release completes just after the client sees its body cut.
+// A few tries: the failed run's marker is stored just after the client sees its body cut.
 async function retry(url: string, key: string) {
   let answer = await post(url, key);
   for (let i = 0; i < 20 && answer.status === 409 && answer.body?.includes('in_progress'); i++) {
@@ -128,15 +128,17 @@ async function retry(url: string, key: string) {
 }
 
 describe.each(['express', 'fastify', 'fastify (web stream)', 'fetch', 'hono'])('%s', (name) => {
-  it('releases the key of a stream that fails after passing maxBodyBytes: the retry runs again', async () => {
+  it('keeps a response_not_captured marker for a stream that fails after passing maxBodyBytes: never run again', async () => {
     const key = randomUUID();
     const first = await post(`${bases[name]}?fail=1`, key);
     expect(first.status).toBe(200);
     expect(first.error).toBeDefined(); // the body was cut
     const second = await retry(`${bases[name]}?fail=1`, key);
-    expect(second.status).toBe(200);
-    expect(second.body).toHaveLength(4 * CHUNK);
-    expect(runs.get(key)).toBe(2);
+    expect(second.status).toBe(409);
+    expect(JSON.parse(second.body ?? '{}').code).toBe('response_not_captured');
+    const third = await post(`${bases[name]}?fail=1`, key);
+    expect(JSON.parse(third.body ?? '{}').code).toBe('response_not_captured');
+    expect(runs.get(key)).toBe(1);
   });
 
   it('keeps the response_too_large marker of a stream that ends, stored before its end goes out', async () => {
