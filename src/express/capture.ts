@@ -87,9 +87,12 @@ class Capture {
    *   copy of Express, or Node's own `end` called directly): the client got a response whose bytes are
    *   unknown; keep a marker, so that the key does not stay `in_progress` while the process lives and a
    *   retry is answered `response_not_captured`, never run again;
-   * - an error destroyed it (a stream piped into it failed: `pipeline` destroys the response with the
-   *   source's error): the handler answered with that stream, so its work is done, and the key is judged
-   *   by the status it answered with (`Execution.bodyFailed`: a marker, or released after a 5xx);
+   * - an error destroyed it after its head went out (a stream piped into it failed: `pipeline` destroys
+   *   the response with the source's error): the handler answered with that stream, so its work is done,
+   *   and the key is judged by the status it answered with (`Execution.bodyFailed`: a marker, or released
+   *   after a 5xx). Destroyed before anything went out (`res.destroy(error)` in place of an answer, or a
+   *   stream that failed before its first chunk), nothing tells an answer from an abandoned request: the
+   *   key is released, as for a thrown error;
    * - its connection closed without an error (the client went away): the handler may still be running
    *   and end it, which stores the outcome as usual, so nothing is decided here.
    */
@@ -103,7 +106,11 @@ class Capture {
     } else if (res.errored !== null && res.errored !== undefined) {
       this.ended = true;
       const { errored } = res;
-      void this.settle(res.statusCode, () => this.execution.bodyFailed(res.statusCode, errored));
+      void this.settle(res.statusCode, () =>
+        res.headersSent
+          ? this.execution.bodyFailed(res.statusCode, errored)
+          : this.execution.fail(errored),
+      );
     }
   };
 

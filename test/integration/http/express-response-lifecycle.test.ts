@@ -143,6 +143,28 @@ describe.each([
     expect(code).toBe('response_not_captured');
     expect(runs).toBe(1);
   });
+
+  it('releases the key of a response destroyed with an error before anything went out: nothing was answered', async () => {
+    let runs = 0;
+    const app = framework();
+    app.use(idempotency({ store: memoryStore() }));
+    app.post('/abandon', (_req, res) => {
+      runs++;
+      // In place of an answer: the first run gives up on the request; the retry answers.
+      if (runs === 1) res.destroy(new Error('gave up before answering'));
+      else res.status(201).json({ run: runs });
+    });
+    const base = await listenExpress(app);
+    const key = randomUUID();
+    await post(base, '/abandon', { 'idempotency-key': key }).catch(() => undefined);
+    let retry: Raw | undefined;
+    for (let i = 0; i < 50 && retry?.status !== 201; i++) {
+      await new Promise((done) => setTimeout(done, 10));
+      retry = await post(base, '/abandon', { 'idempotency-key': key });
+    }
+    expect(retry?.status).toBe(201);
+    expect(runs).toBe(2);
+  });
 });
 
 describe('Express: encoded bodies', () => {
