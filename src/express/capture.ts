@@ -106,10 +106,9 @@ class Capture {
     } else if (res.errored !== null && res.errored !== undefined) {
       this.ended = true;
       const { errored } = res;
-      void this.settle(res.statusCode, () =>
-        res.headersSent
-          ? this.execution.bodyFailed(res.statusCode, errored)
-          : this.execution.fail(errored),
+      const status = this.sentStatus ?? res.statusCode;
+      void this.settle(status, () =>
+        res.headersSent ? this.execution.bodyFailed(status, errored) : this.execution.fail(errored),
       );
     }
   };
@@ -236,7 +235,14 @@ class Capture {
       this.headFailed(response.status);
       throw error;
     }
-    void this.settle(response.status, () => this.execution.finish(response)).then(() => {
+    // The answer of a timeout middleware (`connect-timeout` marks the request `timedout` and passes an
+    // error on while the handler runs on): not the handler's outcome. Released as the 503 it is, a retry
+    // ran the handler beside the first (a second charge); a marker is kept instead (`cutOff`), as for
+    // Fastify's `handlerTimeout`, so that no retry runs it again.
+    const outcome = timedOut(res)
+      ? () => this.execution.cutOff(response.status)
+      : () => this.execution.finish(response);
+    void this.settle(response.status, outcome).then(() => {
       this.held = false;
       end.apply(res, args);
       const late = this.late;
@@ -244,6 +250,14 @@ class Capture {
       if (late !== undefined) for (const call of late) call();
     });
   }
+}
+
+/**
+ * The request was timed out by a timeout middleware before this response ended: `connect-timeout` (and
+ * the middlewares modelled on it) set `req.timedout`.
+ */
+function timedOut(res: Response): boolean {
+  return (res.req as { timedout?: unknown } | undefined)?.timedout === true;
 }
 
 // Statuses whose responses have no body, hence no Content-Length of their own (RFC 9110 §8.6).

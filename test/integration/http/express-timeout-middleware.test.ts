@@ -1,0 +1,77 @@
+/**
+ * `connect-timeout` mounted before the Express middleware answers 503 while the handler runs on (it only
+ * marks the request `req.timedout` and passes an error on). Judged by that 503, the key was released, and
+ * the client's retry ran the handler beside the first: a second charge. The middleware now reads such an
+ * answer as Fastify's `handlerTimeout` is read: not the handler's outcome, so the key keeps a
+ * `response_not_captured` marker and no retry runs it again. A route whose handler answers in time is
+ * stored as usual. On Express 5 and 4, over real sockets.
+ */
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import timeout from 'connect-timeout';
+import express from 'express';
+import express4 from 'express4';
+import { describe, expect, it } from 'vitest';
+import { idempotency } from '../../../src/express/index.js';
+import { memoryStore } from '../../../src/index.js';
+import { listenExpress } from '../../helpers/listen-express.js';
+import { postWithKey } from '../../helpers/post-with-key.js';
+
+type Problem = { code?: string };
+
+describe.each([
+  ['Express 5', express],
+  ['Express 4', express4 as unknown as typeof express],
+])('%s behind connect-timeout', (_name, framework) => {
+  async function start(handlerMs: number) {
+    const runs = new Map<string, number>();
+    const app = framework();
+    app.use(timeout('100ms'));
+    app.use(idempotency({ store: memoryStore() }));
+    app.post('/charges', async (req, res) => {
+      const key = String(req.headers['idempotency-key']);
+      runs.set(key, (runs.get(key) ?? 0) + 1);
+      await sleep(handlerMs); // the charge
+      // connect-timeout's own advice: answer only if the request has not timed out.
+      if (!(req as { timedout?: boolean }).timedout) res.status(201).json({ charged: true });
+    });
+    // The app's error handler answers the timeout's error (a 503 with `status`).
+    app.use(
+      (
+        error: Error & { status?: number },
+        _req: express.Request,
+        res: express.Response,
+        _next: express.NextFunction,
+      ) => {
+        res.status(error.status ?? 500).json({ error: error.message });
+      },
+    );
+    return { base: await listenExpress(app), runs };
+  }
+
+  it('keeps a response_not_captured marker for the timeout answer: the retry never charges again', async () => {
+    const { base, runs } = await start(300);
+    const key = randomUUID();
+    const first = await postWithKey<Problem>(`${base}/charges`, key, '{}');
+    expect(first.status).toBe(503);
+    // While the handler still runs, and once it has ended: never a second run.
+    const during = await postWithKey<Problem>(`${base}/charges`, key, '{}');
+    expect(during.status).toBe(409);
+    await sleep(400);
+    const after = await postWithKey<Problem>(`${base}/charges`, key, '{}');
+    expect(after.status).toBe(409);
+    expect(after.body.code).toBe('response_not_captured');
+    expect(runs.get(key)).toBe(1);
+  });
+
+  it('stores the answer of a handler that answers in time, as usual', async () => {
+    const { base, runs } = await start(5);
+    const key = randomUUID();
+    const first = await postWithKey<{ charged?: boolean }>(`${base}/charges`, key, '{}');
+    expect(first.status).toBe(201);
+    const retry = await postWithKey<{ charged?: boolean }>(`${base}/charges`, key, '{}');
+    expect(retry.status).toBe(201);
+    expect(retry.replayed).toBe('true');
+    expect(runs.get(key)).toBe(1);
+  });
+});
