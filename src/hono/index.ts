@@ -23,6 +23,7 @@ import {
 } from '../http/index.js';
 import { checkAdapterOptions, scopeFunctionOption } from '../http/options.js';
 import { announcedBody, readBodyUpTo, tooLargeDecision, webBody } from '../http/web.js';
+import { setAsideEarlierResponse } from './earlier-response.js';
 import { watchAnswer } from './handler-answer.js';
 
 export type { IdempotencyContext } from '../http/index.js';
@@ -218,6 +219,9 @@ export function idempotency(options: HonoIdempotencyOptions): HonoIdempotency {
         decision = tooLargeDecision(error);
       }
       if (decision.action === 'pass') return next();
+      // A `c.res` a middleware before the layer set would have Hono drop what is answered from here on
+      // (`./earlier-response.ts`).
+      const earlier = setAsideEarlierResponse(c);
       if (decision.action === 'respond') {
         // Only a browser's cross-origin request carries Origin: any other request skips the CORS look-up
         // (reading `c.res` builds a Response when no middleware has).
@@ -238,14 +242,18 @@ export function idempotency(options: HonoIdempotencyOptions): HonoIdempotency {
         // was produced, so the key is released, as for a thrown error (left alone, the claim would stay
         // in progress while the process lives).
         const given = handlerAnswer.given();
+        // A middleware before the layer that catches it sends its own `c.res`, as without the layer.
+        earlier.putBack();
         if (given === undefined) await execution.fail(error);
         else await execution.answerLost(given, 500);
         throw error;
       }
       // Nothing produced a response (a handler without a `return`): Hono answers 500 once the middleware
-      // returns ("Context is not finalized"). No valid response, so the key is released, as for a thrown
-      // error; read now, `c.res` would be Hono's placeholder, an empty 200, stored and replayed to retries.
+      // returns ("Context is not finalized"), or sends the response a middleware before the layer set. No
+      // valid response, so the key is released, as for a thrown error; read now, `c.res` would be Hono's
+      // placeholder, an empty 200, or that earlier response, stored and replayed to retries.
       if (!c.finalized) {
+        earlier.putBack();
         await execution.fail(
           new Error('The handler returned no response (Hono context not finalized)'),
         );

@@ -1,0 +1,164 @@
+/**
+ * A `c.res` a middleware before the layer set before calling `next()` (a default answer it means the
+ * handler to replace). Hono marks the context finalized when `c.res` is set, and then drops every response
+ * returned after it: the handler's answer never reached `c.res`, and the layer stored the earlier response
+ * in its place. A 200 default was replayed to every retry (the handler's 201 lost for good), a 503 default
+ * released the key after the handler had charged (the retry charged a second time), and a handler that
+ * answered nothing had the default stored. Its answers (a replay, a problem) were dropped as well: a
+ * request without a required key got the default, not its 400. Only the handler's answer is judged and
+ * stored now. On `@hono/node-server`.
+ */
+import { randomUUID } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { serve } from '@hono/node-server';
+import { type Context, Hono, type MiddlewareHandler } from 'hono';
+import { afterEach, expect, it } from 'vitest';
+import { idempotency } from '../../../src/hono/index.js';
+import { memoryStore } from '../../../src/index.js';
+
+let close: (() => void) | undefined;
+afterEach(() => {
+  close?.();
+  close = undefined;
+});
+
+async function listen(app: Hono): Promise<string> {
+  const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' });
+  close = () => server.close();
+  await new Promise((resolve) => server.once('listening', resolve));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+/** A middleware before the layer that sets a default answer, then lets the request on. */
+const presets =
+  (status: number, body = 'default'): MiddlewareHandler =>
+  async (c, next) => {
+    c.res = new Response(body, { status, headers: { 'x-preset': 'yes' } });
+    await next();
+  };
+
+/** An app with `earlier` before the layer and a counted `/charges` handler; its base URL and run count. */
+async function appWith(
+  earlier: MiddlewareHandler,
+  handler: (c: Context, runs: number) => Response | undefined,
+  options: { key?: 'required' } = {},
+): Promise<{ send: (key?: string) => Promise<Response>; runs: () => number }> {
+  let runs = 0;
+  const app = new Hono();
+  app.use(earlier);
+  app.use(idempotency({ store: memoryStore(), ...options }));
+  app.post('/charges', ((c: Context) => handler(c, ++runs)) as never);
+  const base = await listen(app);
+  return {
+    send: (key) =>
+      fetch(`${base}/charges`, {
+        method: 'POST',
+        headers: key === undefined ? {} : { 'idempotency-key': key },
+      }),
+    runs: () => runs,
+  };
+}
+
+it("stores and replays the handler's answer, not a default a middleware before the layer set", async () => {
+  const app = await appWith(presets(200), (c) => c.json({ charged: true }, 201));
+  const key = randomUUID();
+  const first = await app.send(key);
+  // Before, Hono dropped the handler's 201 (the context was finalized) and the layer stored the default.
+  expect(first.status).toBe(201);
+  expect(await first.json()).toEqual({ charged: true });
+  // The earlier middleware's headers are merged as Hono merges a `c.res` set before the handler's.
+  expect(first.headers.get('x-preset')).toBe('yes');
+  const retry = await app.send(key);
+  expect(retry.headers.get('idempotent-replayed')).toBe('true');
+  expect(retry.status).toBe(201);
+  expect(await retry.json()).toEqual({ charged: true });
+  expect(app.runs()).toBe(1);
+});
+
+it('does not release the key of a handler that charged when the default before it is a 5xx', async () => {
+  const app = await appWith(presets(503, 'unavailable'), (c) => c.json({ charged: true }, 201));
+  const key = randomUUID();
+  const first = await app.send(key);
+  expect(first.status).toBe(201);
+  await first.arrayBuffer();
+  // Before, the stored "answer" was the 503 default: the key was released and the retry charged again.
+  const retry = await app.send(key);
+  expect(retry.headers.get('idempotent-replayed')).toBe('true');
+  expect(retry.status).toBe(201);
+  expect(app.runs()).toBe(1);
+});
+
+it('stores nothing for a handler that answered nothing: the default goes out, as without the layer', async () => {
+  const app = await appWith(presets(200), (c, runs) =>
+    runs === 1 ? undefined : c.json({ charged: true }, 201),
+  );
+  const key = randomUUID();
+  const first = await app.send(key);
+  // What Hono sends without the layer: the earlier middleware's response.
+  expect(first.status).toBe(200);
+  expect(await first.text()).toBe('default');
+  // Before, the default was stored as the handler's answer and replayed; now the key is released.
+  const retry = await app.send(key);
+  expect(retry.headers.get('idempotent-replayed')).toBeNull();
+  expect(retry.status).toBe(201);
+  expect(app.runs()).toBe(2);
+});
+
+it("sends the layer's own answers (a problem, a replay), not the default before it", async () => {
+  const app = await appWith(presets(200), (c) => c.json({ charged: true }, 201), {
+    key: 'required',
+  });
+  const missing = await app.send();
+  // Before, Hono dropped the 400 problem for the default 200: the client saw a success, nothing ran.
+  expect(missing.status).toBe(400);
+  expect(missing.headers.get('content-type')).toBe('application/problem+json');
+  expect(app.runs()).toBe(0);
+});
+
+it('judges a thrown value after the answer by that answer when a default came before', async () => {
+  // A middleware between the layer and the handler that throws a non-`Error` after the handler answered:
+  // Hono lets it out of `next()`. The answer was never set on the finalized context, so the layer saw no
+  // answer and released the key.
+  let runs = 0;
+  const app = new Hono();
+  app.use(presets(200));
+  app.use(idempotency({ store: memoryStore() }));
+  app.use(async (_c, next) => {
+    await next();
+    throw { code: 'audit_unavailable' };
+  });
+  app.post('/charges', (c) => {
+    runs++;
+    return c.json({ charged: true }, 201);
+  });
+  const key = randomUUID();
+  const send = () =>
+    app.request('/charges', { method: 'POST', headers: { 'idempotency-key': key } });
+  await expect(send()).rejects.toEqual({ code: 'audit_unavailable' });
+  const retry = await send();
+  expect(retry.status).toBe(409);
+  expect(((await retry.json()) as { code: string }).code).toBe('response_not_captured');
+  expect(runs).toBe(1);
+});
+
+it("lets the handler's c.header() change an earlier response whose headers are immutable", async () => {
+  // A `fetch()` result's headers are immutable: Hono copies a finalized `c.res` before `c.header()`
+  // changes it, and the layer keeps that working while it un-finalizes.
+  const fetches: MiddlewareHandler = async (c, next) => {
+    c.res = await fetch('data:text/plain,maintenance');
+    await next();
+  };
+  const app = await appWith(fetches, (c) => {
+    c.header('x-order', 'ord_1');
+    return c.json({ charged: true }, 201);
+  });
+  const key = randomUUID();
+  const first = await app.send(key);
+  expect(first.status).toBe(201);
+  expect(first.headers.get('x-order')).toBe('ord_1');
+  await first.arrayBuffer();
+  const retry = await app.send(key);
+  expect(retry.headers.get('idempotent-replayed')).toBe('true');
+  expect(retry.status).toBe(201);
+  expect(app.runs()).toBe(1);
+});
