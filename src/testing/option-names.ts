@@ -7,7 +7,7 @@
 import { InvalidOptionsError } from '../core/errors.js';
 import { knownFields, shownValue } from '../core/option-checks.js';
 import type { CrossProcessOptions } from './claim-storm.js';
-import type { StoreSuiteOptions } from './store-checks.js';
+import type { StoreSuiteOptions } from './suite-options.js';
 
 // Records keyed by the interfaces' keys: a field added to an interface and not here fails to compile.
 const STORE_SUITE: Readonly<Record<keyof StoreSuiteOptions, true>> = {
