@@ -21,7 +21,7 @@ import { spawnChildConsumer } from '../helpers/consumer-process.js';
 import { env, requireService } from '../helpers/env.js';
 import { heldStore } from '../helpers/held-store.js';
 import { connectClient, deleteKeys, type TestRedisClient } from '../helpers/redis-clients.js';
-import { startRedisProxy } from '../helpers/tcp-proxy.js';
+import { startRedisProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
 import { waitUntil as pollUntil } from '../helpers/wait-until.js';
 
 const SERVICE: Record<BrokerName, [string, string]> = {
@@ -107,6 +107,31 @@ export function defineConsumerSuite(broker: BrokerName): void {
       const consumer = await brokerCase.start(...args);
       consumers.push(consumer);
       return consumer;
+    }
+
+    /**
+     * Run `body` with a store on the suite's prefix (300 ms call timeout) whose client goes through a
+     * proxy that can cut the link to the real Redis server (`proxy.cut()`, `proxy.restore()`): a store
+     * outage on demand, for the cases that check what a consumer does through one. The client and the
+     * proxy are closed however `body` ends.
+     */
+    async function withStoreOutage(
+      body: (outage: { proxy: TcpProxy; outageStore: RedisStore }) => Promise<void>,
+    ): Promise<void> {
+      const proxy = await startRedisProxy(env.redisUrl);
+      const proxied = await connectClient('node-redis', proxy.url);
+      try {
+        const outageStore = redisStore({
+          client: proxied.client,
+          prefix,
+          checkEvictionPolicy: false,
+          timeoutMs: 300,
+        });
+        await body({ proxy, outageStore });
+      } finally {
+        await proxied.close();
+        await proxy.close();
+      }
     }
 
     /**
@@ -320,16 +345,7 @@ export function defineConsumerSuite(broker: BrokerName): void {
     it('redelivers later while the store is unreachable, then executes once: never acked, never dead-lettered', async () => {
       const { brokerCase, worker } = await newCase('outage');
       const { counts, hooks } = tally();
-      // The store's client goes through a proxy that can cut the link to the real Redis server.
-      const proxy = await startRedisProxy(env.redisUrl);
-      const proxied = await connectClient('node-redis', proxy.url);
-      try {
-        const outageStore = redisStore({
-          client: proxied.client,
-          prefix,
-          checkEvictionPolicy: false,
-          timeoutMs: 300,
-        });
+      await withStoreOutage(async ({ proxy, outageStore }) => {
         let unavailable = 0;
         proxy.cut();
         await brokerCase.publish('outage-1', 'during the outage');
@@ -363,24 +379,13 @@ export function defineConsumerSuite(broker: BrokerName): void {
         expect((await store.get(storageKey))?.status).toBe('completed');
         await sleep(300);
         expect(counts.handlerCalls).toBe(1);
-      } finally {
-        await proxied.close();
-        await proxy.close();
-      }
+      });
     });
 
     it("redelivers later a handler that rethrows its step's store failure: never dead-lettered, the charge replayed", async () => {
       const { brokerCase, worker } = await newCase('step-outage');
       const { counts, hooks } = tally();
-      const proxy = await startRedisProxy(env.redisUrl);
-      const proxied = await connectClient('node-redis', proxy.url);
-      try {
-        const outageStore = redisStore({
-          client: proxied.client,
-          prefix,
-          checkEvictionPolicy: false,
-          timeoutMs: 300,
-        });
+      await withStoreOutage(async ({ proxy, outageStore }) => {
         const unavailable: unknown[] = [];
         let charges = 0;
         let ships = 0;
@@ -435,24 +440,13 @@ export function defineConsumerSuite(broker: BrokerName): void {
         expect(ships).toBe(2);
         await sleep(300);
         expect(counts.executed).toBe(1);
-      } finally {
-        await proxied.close();
-        await proxy.close();
-      }
+      });
     });
 
     it('fails closed on an engine shared with a route that fails open: no copy runs unprotected', async () => {
       const { brokerCase, worker } = await newCase('fail-open-engine');
       const { counts, hooks } = tally();
-      const proxy = await startRedisProxy(env.redisUrl);
-      const proxied = await connectClient('node-redis', proxy.url);
-      try {
-        const outageStore = redisStore({
-          client: proxied.client,
-          prefix,
-          checkEvictionPolicy: false,
-          timeoutMs: 300,
-        });
+      await withStoreOutage(async ({ proxy, outageStore }) => {
         let unavailable = 0;
         proxy.cut();
         await brokerCase.publish('open-1', 'copy 1');
@@ -482,10 +476,7 @@ export function defineConsumerSuite(broker: BrokerName): void {
         await waitUntil('both copies settled', () => counts.executed + counts.duplicate === 2);
         expect(counts.handlerCalls).toBe(1);
         expect(counts.executed).toBe(1);
-      } finally {
-        await proxied.close();
-        await proxy.close();
-      }
+      });
     });
 
     it('lets a duplicate take over the key of a hung handler once maxExecution has passed', async () => {
@@ -520,15 +511,7 @@ export function defineConsumerSuite(broker: BrokerName): void {
       it('keeps the delivery alive while its completion is retried through a store outage: no redelivery meanwhile', async () => {
         const { brokerCase, worker } = await newCase('complete-outage');
         const { counts, hooks } = tally();
-        const proxy = await startRedisProxy(env.redisUrl);
-        const proxied = await connectClient('node-redis', proxy.url);
-        try {
-          const outageStore = redisStore({
-            client: proxied.client,
-            prefix,
-            checkEvictionPolicy: false,
-            timeoutMs: 300,
-          });
+        await withStoreOutage(async ({ proxy, outageStore }) => {
           const deliveries: number[] = [];
           let retries = 0;
           await start(
@@ -563,25 +546,14 @@ export function defineConsumerSuite(broker: BrokerName): void {
           expect(deliveries).toEqual([1]);
           expect(counts.executed + counts.duplicate).toBe(1);
           expect(counts.deadLetter).toBe(0);
-        } finally {
-          await proxied.close();
-          await proxy.close();
-        }
+        });
       });
     }
 
     it('close() during a store outage after the handler ran: bounded by drainTimeout, never acks before the completion is durable', async () => {
       const { brokerCase, worker } = await newCase('close-outage');
       const { counts, hooks } = tally();
-      const proxy = await startRedisProxy(env.redisUrl);
-      const proxied = await connectClient('node-redis', proxy.url);
-      try {
-        const outageStore = redisStore({
-          client: proxied.client,
-          prefix,
-          checkEvictionPolicy: false,
-          timeoutMs: 300,
-        });
+      await withStoreOutage(async ({ proxy, outageStore }) => {
         const storageKey = engine().storageKeyFor('close-outage-1', `consumer:${worker}`);
         let completedWhenAcked: unknown = 'not acked';
         const consumer = await start(
@@ -624,10 +596,7 @@ export function defineConsumerSuite(broker: BrokerName): void {
         await sleep(300);
         expect(counts.handlerCalls).toBe(1);
         expect(counts.executed + counts.duplicate).toBe(1);
-      } finally {
-        await proxied.close();
-        await proxy.close();
-      }
+      });
     });
 
     // Store calls that never answer (a store without timeouts of its own, a hung connection): each such

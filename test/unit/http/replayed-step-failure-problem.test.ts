@@ -5,10 +5,9 @@
  * its own error page; the layer now answers it itself, as `application/problem+json` with the stable code
  * `replayed_error`, the same on every retry.
  */
-import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { idempotencyOf, withIdempotency } from '../../../src/fetch/index.js';
 import { createIdempotency, memoryStore } from '../../../src/index.js';
+import { stepHandlerPost } from '../../helpers/fetch-step-handler.js';
 
 describe.each(['rethrows the step failure', 'answers 500'] as const)(
   'a fetch handler whose step result cannot be encoded, and which then %s',
@@ -17,31 +16,20 @@ describe.each(['rethrows the step failure', 'answers 500'] as const)(
       // Arrange
       const engine = createIdempotency({ store: memoryStore() });
       let charges = 0;
-      const handler = withIdempotency(
-        async (request: Request) => {
-          const context = idempotencyOf(request);
-          if (context === undefined) throw new Error('no idempotency context');
-          try {
-            await context.step('charge', () => {
-              charges++;
-              return { amount: 10n };
-            });
-            return Response.json({ ok: true }, { status: 201 });
-          } catch (error) {
-            if (failure === 'rethrows the step failure') throw error;
-            return Response.json({ error: 'internal' }, { status: 500 });
-          }
+      const post = stepHandlerPost({
+        engine,
+        handle: async (context) => {
+          await context.step('charge', () => {
+            charges++;
+            return { amount: 10n };
+          });
+          return Response.json({ ok: true }, { status: 201 });
         },
-        { engine },
-      );
-      const key = randomUUID();
-      const post = () =>
-        handler(
-          new Request('http://api.test/charges', {
-            method: 'POST',
-            headers: { 'idempotency-key': key },
-          }),
-        );
+        onFailure:
+          failure === 'rethrows the step failure'
+            ? 'rethrow'
+            : () => Response.json({ error: 'internal' }, { status: 500 }),
+      });
 
       // Act
       await post().catch((error: unknown) => error);

@@ -5,11 +5,10 @@
  * charged again. The claim is now left to its lease: the retry gets 409 with Retry-After until it ends,
  * then takes the key over and gets the charge replayed.
  */
-import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { idempotencyOf, withIdempotency } from '../../../src/fetch/index.js';
 import { createIdempotency, memoryStore, type Store } from '../../../src/index.js';
 import { ManualClock } from '../../helpers/clock.js';
+import { stepHandlerPost } from '../../helpers/fetch-step-handler.js';
 
 const LEASE_MS = 1000;
 
@@ -32,28 +31,17 @@ describe.each(['answers 503', 'throws'] as const)(
       };
       const engine = createIdempotency({ store, clock, leaseMs: LEASE_MS, extendLease: false });
       let charges = 0;
-      const handler = withIdempotency(
-        async (request: Request) => {
-          const context = idempotencyOf(request);
-          if (context === undefined) throw new Error('no idempotency context');
-          try {
-            const charge = await context.step('charge', () => `ch_${++charges}`);
-            return Response.json({ charge }, { status: 201 });
-          } catch (error) {
-            if (failure === 'throws') throw error;
-            return Response.json({ error: 'try again' }, { status: 503 });
-          }
+      const post = stepHandlerPost({
+        engine,
+        handle: async (context) => {
+          const charge = await context.step('charge', () => `ch_${++charges}`);
+          return Response.json({ charge }, { status: 201 });
         },
-        { engine },
-      );
-      const key = randomUUID();
-      const post = () =>
-        handler(
-          new Request('http://api.test/charges', {
-            method: 'POST',
-            headers: { 'idempotency-key': key },
-          }),
-        );
+        onFailure:
+          failure === 'throws'
+            ? 'rethrow'
+            : () => Response.json({ error: 'try again' }, { status: 503 }),
+      });
 
       // Act
       const first = await post().catch((error: unknown) => error);
