@@ -14,17 +14,14 @@ export type {
   KeyExtractor,
 } from '../consumer/index.js';
 export { DeadLetterReason, RetryReason } from '../consumer/index.js';
-export { DELETED_REASON, EntryDeletedError } from './deleted-entries.js';
-export type { CommandArgument, RedisStreamsClient, StreamEntry } from './redis-client.js';
 export type {
-  RedisStreamsConsumer,
   RedisStreamsConsumerErrorEvent,
   RedisStreamsConsumerHooks,
   RedisStreamsConsumerOptions,
-} from './redis-streams-consumer.js';
-export {
-  defaultStreamKey,
-  idempotentConsumer,
-  KEY_FIELD,
-  MIN_IDLE_FLOOR_MS,
-} from './redis-streams-consumer.js';
+} from './consumer-options.js';
+export { MIN_IDLE_FLOOR_MS } from './consumer-options.js';
+export { DELETED_REASON, EntryDeletedError } from './deleted-entries.js';
+export type { CommandArgument, RedisStreamsClient, StreamEntry } from './redis-client.js';
+export type { RedisStreamsConsumer } from './redis-streams-consumer.js';
+export { idempotentConsumer } from './redis-streams-consumer.js';
+export { defaultStreamKey, KEY_FIELD } from './stream-key.js';

@@ -18,6 +18,16 @@ import { TIMED_OUT, within } from '../consumer/timer-race.js';
 /** What {@link awaitLoopCommand} resolves to when `close()` abandoned a command past its bound. */
 export const ABANDONED: unique symbol = Symbol('abandoned');
 
+/**
+ * How the consumer sends one of its loop's commands: {@link awaitLoopCommand} with its bound (`ms`, else
+ * `brokerTimeout`), its report and its `close()`.
+ */
+export type LoopCommand = <T>(
+  sent: Promise<T>,
+  what: string,
+  ms?: number,
+) => Promise<T | typeof ABANDONED>;
+
 /** What {@link awaitLoopCommand} needs besides the command. */
 export interface LoopCommandBound {
   /** The command's bound in ms: `brokerTimeout`, plus `block` for a blocking read. */

@@ -1,175 +1,40 @@
 /**
- * The idempotent Redis Streams consumer (consumer groups): thin over the shared consumer module.
- * Redelivery later leaves the entry pending and lets a claim round (`scripts/reclaim-1.lua`, or
- * `XAUTOCLAIM`) reclaim it once idle; the entry's idle time is set so that this happens after the decided
- * delay, and is reset while a handler runs.
+ * The idempotent Redis Streams consumer (consumer groups): thin over the shared consumer module. Its read
+ * loop reads entries (`XREADGROUP`) and reclaims idle ones (claim-round.ts), starts each in a free slot,
+ * and hands back what it read once `close()` began. Redelivery later leaves the entry pending and lets a
+ * claim round reclaim it once idle; the entry's idle time is set (idle-times.ts) so that this happens after
+ * the decided delay, and is reset while a handler runs. Dead letters: dead-letters.ts; entries deleted
+ * while pending: deleted-letters.ts.
  * @module
  */
-import { hostname } from 'node:os';
 import {
   type ConsumerHandler,
-  type ConsumerHooks,
-  type ConsumerOptions,
-  type DeadLetter,
   InFlight,
-  NOT_WRITTEN,
   processDelivery,
   recordHandedBack,
   settlesWithin,
   sleep,
 } from '../consumer/index.js';
-import { resolveConsumerOptions } from '../consumer/options.js';
-import { type Duration, MAX_TIMER_MS, toMs } from '../core/duration.js';
-import { InvalidOptionsError } from '../core/errors.js';
-import { callHook } from '../core/hooks.js';
-import { callbacksOption, durationOption, stringOption } from '../core/option-checks.js';
-import { loadScript } from '../redis/script-runner.js';
+import { MAX_TIMER_MS } from '../core/duration.js';
 import { AckBatcher } from './acks.js';
+import { ClaimRounds } from './claim-round.js';
+import type { StreamsContext } from './consumer-context.js';
+import { consumerErrorReports } from './consumer-errors.js';
+import { type RedisStreamsConsumerOptions, resolveStreamsOptions } from './consumer-options.js';
+import { deadLetterWriter } from './dead-letters.js';
+import { deletedLetters } from './deleted-letters.js';
+import { type HeldEntry, idleTimes } from './idle-times.js';
+import { atomicLetter } from './letter-script.js';
+import { ABANDONED, awaitLoopCommand, type LoopCommand } from './loop-command.js';
 import {
-  deletedLetterFields,
-  EntryDeletedError,
-  letterFields,
-  storedFields,
-} from './deleted-entries.js';
-import { letterWritten } from './letter-written.js';
-import { ABANDONED, awaitLoopCommand } from './loop-command.js';
-import {
-  type CommandArgument,
   command,
-  isStreamsClient,
-  parseAutoClaim,
-  parsePendingCounts,
   parseReadGroup,
   type RedisStreamsClient,
   readCommand,
   type StreamEntry,
 } from './redis-client.js';
+import { isGroupGone } from './redis-errors.js';
 import { scriptCaller } from './script-call.js';
-import {
-  deadLetter as deadLetterScript,
-  reclaim as reclaimScript,
-  setIdle as setIdleScript,
-} from './scripts.gen.js';
-
-// Their SHA1, computed once: each call is an EVALSHA (script-call.ts).
-const DEAD_LETTER_SCRIPT = loadScript(deadLetterScript);
-const RECLAIM_SCRIPT = loadScript(reclaimScript);
-const SET_IDLE_SCRIPT = loadScript(setIdleScript);
-
-/** The default key field. */
-export const KEY_FIELD = 'x-idempotency-key';
-
-/**
- * Shortest `minIdle` accepted. Entries being handled have their idle time reset every `minIdle / 3`; much
- * below this, `XAUTOCLAIM` takes entries from live consumers between two resets (each time counting a
- * delivery), and every redelivery delay, capped at `minIdle`, becomes a busy loop.
- */
-export const MIN_IDLE_FLOOR_MS = 100;
-
-/**
- * Most letter fields (names and values) sent through the dead-letter script: Lua's `unpack` of its
- * arguments fails past ~8,000 values, so a letter of an entry with more fields goes as two commands.
- */
-const MAX_SCRIPT_FIELDS = 7_000;
-
-/**
- * Most entries one claim round of the reclaim script looks at: it passes their ids to `XCLAIM` through
- * Lua's `unpack`, which fails past ~8,000 values (a `concurrency` that large would fail every round).
- */
-const MAX_SCRIPT_CLAIMS = 1_000;
-
-/**
- * Most pending ids one round of the reclaim script looks at: ten per entry it may claim, as `XAUTOCLAIM`
- * does, at least 100 and at most 1,000. Unbounded (`XPENDING … IDLE`), a round walked the whole pending
- * list whenever few of its ids were idle enough: about 4 ms of Redis time for 50,000 ids, every round.
- */
-const lookAt = (claims: number) => Math.min(Math.max(claims * 10, 100), 1_000);
-
-/** A failure of the consumer as a whole rather than of one message. */
-export interface RedisStreamsConsumerErrorEvent {
-  /** The consumer's name. */
-  consumer: string;
-  /**
-   * What failed: `read` (an `XREADGROUP` or `XAUTOCLAIM`; the loop waits and tries again; or one of the
-   * loop's commands unanswered past `brokerTimeout`, its wait (at most `block`) more for a blocking read: a
-   * `BrokerTimeoutError`, and the loop waits for its answer), `create-group` (re-creating a group found
-   * missing), or `deleted`: an entry was deleted from the stream (`XDEL`, `XTRIM`, `XADD … MAXLEN`) while
-   * pending, so the message is lost to the group (an `EntryDeletedError`, and `entryId` set; also the
-   * failure to record it in the dead-letter stream, with the same `entryId`).
-   */
-  operation: 'read' | 'create-group' | 'deleted';
-  /** The error (a lost connection, `NOGROUP`, an `EntryDeletedError`, …). */
-  error: unknown;
-  /** With operation `deleted`: the id of the entry deleted while pending. */
-  entryId?: string;
-}
-
-/** The shared consumer hooks, plus the one for failures of the consumer as a whole. */
-export interface RedisStreamsConsumerHooks extends ConsumerHooks<StreamEntry> {
-  /**
-   * A read failed (the loop goes on after a pause), or the group was missing (`NOGROUP`: the group or the
-   * stream was deleted) and is re-created. Never called for one message's own operations: those go to
-   * `onBrokerError`.
-   */
-  onConsumerError?(event: RedisStreamsConsumerErrorEvent): void;
-}
-
-/** Options of {@link idempotentConsumer} for Redis Streams. */
-export interface RedisStreamsConsumerOptions extends ConsumerOptions<StreamEntry> {
-  /** Observation callbacks. */
-  hooks?: RedisStreamsConsumerHooks;
-  /** The stream key. */
-  stream: string;
-  /**
-   * The consumer group: created at `'0'` with `MKSTREAM` if missing at start. If it goes missing while the
-   * consumer runs, it is re-created after the last entry this consumer read (see the docs).
-   */
-  group: string;
-  /** This process's consumer name within the group. @default `${name}-${hostname}-${pid}` */
-  consumer?: string;
-  /**
-   * A second connection for the blocking `XREADGROUP … BLOCK`, so acks never wait behind it. Without
-   * one, the consumer polls `client` every `pollInterval`.
-   */
-  blockingClient?: RedisStreamsClient;
-  /** Longest wait of one blocking read; never past the next claim round (`claimInterval`). @default '1s' */
-  block?: Duration;
-  /**
-   * Wait between empty reads when there is no `blockingClient`, never past the next claim round
-   * (`claimInterval`): at most 2³¹−1 ms (about 24.8 days), a timer's limit. @default '50ms'
-   */
-  pollInterval?: Duration;
-  /**
-   * A pending entry idle this long is reclaimed (`XAUTOCLAIM`) by any consumer of the group: how a crashed
-   * consumer's messages come back, and the longest redelivery delay. At least 100 ms
-   * ({@link MIN_IDLE_FLOOR_MS}). @default '30s'
-   */
-  minIdle?: Duration;
-  /** How often this consumer looks for reclaimable entries. @default '1s' */
-  claimInterval?: Duration;
-  /** Where dead letters are added (fields + error fields); not `stream` itself. @default `${stream}:dlq` */
-  deadLetterStream?: string;
-}
-
-// The options RedisStreamsConsumerOptions adds to the shared ones, checked by the compiler both ways.
-const STREAMS_OPTION_FIELDS = {
-  stream: true,
-  group: true,
-  consumer: true,
-  blockingClient: true,
-  block: true,
-  pollInterval: true,
-  minIdle: true,
-  claimInterval: true,
-  deadLetterStream: true,
-} as const satisfies Record<
-  Exclude<keyof RedisStreamsConsumerOptions, keyof ConsumerOptions<StreamEntry>>,
-  true
->;
-const STREAMS_OPTION_NAMES = {
-  who: 'idempotentConsumer (Redis Streams)',
-  own: Object.keys(STREAMS_OPTION_FIELDS),
-};
 
 /** A running consumer. */
 export interface RedisStreamsConsumer {
@@ -185,41 +50,15 @@ export interface RedisStreamsConsumer {
    * that hangs without closing the connection) is abandoned: entries a late reply brings stay pending, for
    * `XAUTOCLAIM` to hand to a live consumer after `minIdle`. A loop command already past its bound
    * (`brokerTimeout`, plus its wait, at most `block`, for a blocking read) is abandoned at once: `close()`
-   * then resolves `false` as soon as in-flight entries settled.
+   * then resolves `false` as soon as in-flight entries settled. Its resolving is the end of
+   * `onConsumerError` reports, whatever it resolved: a report still owed then (a command left unanswered
+   * past `brokerTimeout`, a deleted entry whose letter is still being written, or fails) is dropped; the
+   * write goes on, and an entry whose letter does not land stays pending, for a live consumer's claim
+   * round to report and record (only where the scripts are refused may Redis 7 have dropped its id).
    */
   close(): Promise<boolean>;
   /** Resolves when the read loop ends. */
   readonly done: Promise<void>;
-}
-
-/**
- * The default key: the `x-idempotency-key` field, else the stream and the entry id (`orders:1700000000000-0`,
- * which dedups redeliveries of that entry only). The stream is part of it because entry ids are given out
- * per stream: two streams hand out the same ids (entries added in the same millisecond), and a consumer
- * name reused on a second stream acknowledged its entry as a duplicate of the first's, never running it.
- */
-export function defaultStreamKey(entry: StreamEntry): string | undefined {
-  if (entry.pairs !== undefined) refuseConflictingKeys(entry.pairs);
-  return entry.fields[KEY_FIELD] ?? `${entry.stream}:${entry.id}`;
-}
-
-/**
- * Throws when the key field occurs with two different values (`XADD s * x-idempotency-key a
- * x-idempotency-key b`): keyed by its last one, as the entry's `fields` have it, it ran as message `b` and
- * was acked as a duplicate if `b` had run, though the producer may have meant `a`. Such an entry is
- * dead-lettered instead (`invalid_key`), with its fields, all of them.
- */
-function refuseConflictingKeys(pairs: ReadonlyArray<readonly [string, Buffer]>): void {
-  let key: Buffer | undefined;
-  for (const [name, value] of pairs) {
-    if (name !== KEY_FIELD) continue;
-    if (key !== undefined && !key.equals(value)) {
-      throw new Error(
-        `The entry has the field '${KEY_FIELD}' more than once, with different values: which one is its idempotency key is unknown`,
-      );
-    }
-    key = value;
-  }
 }
 
 /**
@@ -246,59 +85,12 @@ export async function idempotentConsumer(
   handler: ConsumerHandler<StreamEntry>,
   options: RedisStreamsConsumerOptions,
 ): Promise<RedisStreamsConsumer> {
-  const resolved = resolveConsumerOptions(options, defaultStreamKey, STREAMS_OPTION_NAMES);
-  if (!isStreamsClient(client)) {
-    throw new InvalidOptionsError('client: pass a connected node-redis or ioredis client');
-  }
-  // null is "not given", as everywhere: the consumer then polls `client`.
-  const blockingClient = options.blockingClient ?? undefined;
-  if (blockingClient !== undefined && !isStreamsClient(blockingClient)) {
-    throw new InvalidOptionsError('blockingClient: pass a connected node-redis or ioredis client');
-  }
-  const stream = stringOption(options.stream, 'stream', '');
-  const group = stringOption(options.group, 'group', '');
-  if (!stream || !group) throw new InvalidOptionsError('stream and group are required');
-  const consumer = stringOption(
-    options.consumer,
-    'consumer',
-    `${options.name}-${hostname()}-${process.pid}`,
-  );
-  callbacksOption<RedisStreamsConsumerHooks>(options.hooks, 'hooks');
-  const blockMs = toMs(options.block ?? '1s', 'block');
-  // A timer: past MAX_TIMER_MS Node fires it at once, and the stream would be read in a loop.
-  const pollMs = durationOption(options.pollInterval, 'pollInterval', 50, { maxMs: MAX_TIMER_MS });
-  const minIdleMs = toMs(options.minIdle ?? '30s', 'minIdle');
-  if (minIdleMs < MIN_IDLE_FLOOR_MS) {
-    throw new InvalidOptionsError(
-      `minIdle: must be at least ${MIN_IDLE_FLOOR_MS}ms, got ${minIdleMs}ms (entries being handled are reset every minIdle / 3)`,
-    );
-  }
-  const claimMs = toMs(options.claimInterval ?? '1s', 'claimInterval');
-  const deadLetterStream = stringOption(
-    options.deadLetterStream,
-    'deadLetterStream',
-    `${stream}:dlq`,
-  );
-  if (deadLetterStream === '') {
-    throw new InvalidOptionsError('deadLetterStream: must be a stream name, got ""');
-  }
-  if (deadLetterStream === stream) {
-    // Each dead letter would be read again as a new entry, fail again, and be dead-lettered again.
-    throw new InvalidOptionsError('deadLetterStream: must not be the consumed stream itself');
-  }
-  const reportError = (
-    operation: RedisStreamsConsumerErrorEvent['operation'],
-    error: unknown,
-    entryId?: string,
-  ) => {
-    const event: RedisStreamsConsumerErrorEvent = { consumer: resolved.name, operation, error };
-    if (entryId !== undefined) event.entryId = entryId;
-    // A hook that throws or rejects is ignored.
-    callHook(
-      (event: RedisStreamsConsumerErrorEvent) => options.hooks?.onConsumerError?.(event),
-      event,
-    );
-  };
+  const settings = resolveStreamsOptions(client, options);
+  const { resolved, blockingClient, stream, group, consumer, blockMs, pollMs, minIdleMs, claimMs } =
+    settings;
+  // Ended as close() resolves: it is the end of reports (consumer-errors.ts).
+  const reports = consumerErrorReports(resolved.name, options.hooks);
+  const reportError = reports.report;
 
   // Create the group at `start` unless it exists; MKSTREAM, so a consumer may start before any producer.
   const createGroup = async (start: string) => {
@@ -317,209 +109,21 @@ export async function idempotentConsumer(
     (ids) => command(client, ['XACK', stream, group, ...ids]),
     resolved.brokerTimeoutMs,
   );
-  const ack = (id: string) => acks.ack(id);
-  // Scripts go as EVALSHA, falling back to EVAL on NOSCRIPT (script-call.ts).
-  const runScript = scriptCaller(client);
-  // Whether idle times are set through scripts/set-idle-1.lua: until Redis refuses to run it
-  // (isScriptRefused), then XCLAIM and, when it claims nothing, an XRANGE, as before the script.
-  let scriptedIdle = true;
-  // Re-own `ids` and set their idle time: a claim round takes them once idle reaches `minIdle`. JUSTID keeps
-  // the delivery counts as they are. Resolves to the ids found deleted while still pending: this process's
-  // to report. The script leaves them pending (`pending`), for their letter to ack (writeDeletedLetter); Redis 7's
-  // XCLAIM, without the script, has dropped them. An id no longer pending was settled by another consumer
-  // (reclaimed, run, acked), deleted since or not: nothing to report.
-  const setIdle = async (ids: string[], idleMs: number): Promise<FoundDeleted> => {
-    if (scriptedIdle) {
-      try {
-        const reply = await runScript(
-          SET_IDLE_SCRIPT,
-          [stream],
-          [group, consumer, String(idleMs), ...ids],
-        );
-        return { deleted: Array.isArray(reply) ? reply.map(String) : [], pending: true };
-      } catch (error) {
-        if (!isScriptRefused(error)) throw error;
-        scriptedIdle = false;
-      }
-    }
-    const reply = await command(client, [
-      'XCLAIM',
-      stream,
-      group,
-      consumer,
-      '0',
-      ...ids,
-      'IDLE',
-      String(idleMs),
-      'JUSTID',
-    ]);
-    // A reply of another form: nothing more to look at.
-    if (!Array.isArray(reply)) return { deleted: [], pending: false };
-    const claimed = new Set(reply.map(String));
-    const deleted: string[] = [];
-    for (const id of ids) {
-      if (claimed.has(id)) continue;
-      // No longer pending: acked by another delivery, or deleted. XCLAIM has dropped a deleted id already,
-      // so an entry another consumer settled and a trim removed since is taken for deleted too: only the
-      // script tells them apart (see the docs).
-      const found = await command(client, ['XRANGE', stream, id, id]);
-      if (Array.isArray(found) && found.length === 0) deleted.push(id);
-    }
-    return { deleted, pending: false };
+  const context: StreamsContext = {
+    client,
+    options: settings,
+    // Scripts go as EVALSHA, falling back to EVAL on NOSCRIPT (script-call.ts).
+    runScript: scriptCaller(client),
+    reportError,
+    ack: (id) => acks.ack(id),
   };
-  // A held entry's idle time set, unless it was found deleted before (it then stays so).
-  const setHeldIdle = async (id: string, held: HeldEntry, idleMs: number): Promise<void> => {
-    if (held.deleted) return;
-    const found = await setIdle([id], idleMs);
-    if (found.deleted.length === 0) return;
-    held.deleted = true;
-    held.dropped = !found.pending;
-  };
-
-  // Whether a dead letter's XADD and its entry's XACK go as one script: until Redis refuses to run it
-  // (isScriptRefused), then two commands, as before the script.
-  let atomicLetters = true;
-  // Write the letter `fields` of entry `id` and ack the entry as one script, that writes only while the id
-  // is pending (scripts/dead-letter-2.lua): no crash or failed command can fall between the two, the id
-  // leaves the pending list only with its letter written. Resolves to false when it no longer was pending
-  // (its letter written, or the entry acked, by another delivery or consumer), having done nothing, and to
-  // undefined, having done nothing, where the script cannot run (refused, or too many fields).
-  const atomicLetter = async (
-    id: string,
-    fields: CommandArgument[],
-  ): Promise<boolean | undefined> => {
-    if (!atomicLetters || fields.length > MAX_SCRIPT_FIELDS) return undefined;
-    try {
-      const reply = await runScript(
-        DEAD_LETTER_SCRIPT,
-        [stream, deadLetterStream],
-        [group, id, ...fields],
-      );
-      // An integer reply: 0 from both clients (node-redis, ioredis) when the entry was not pending.
-      return reply !== 0;
-    } catch (error) {
-      if (!isScriptRefused(error)) throw error;
-      atomicLetters = false;
-      return undefined;
-    }
-  };
-  // The letter of entry `id`, deleted while pending, and its ack: as one script where a script left the id
-  // pending (`pending`); otherwise (the id perhaps dropped by Redis 7's XCLAIM or XAUTOCLAIM, or the script
-  // refused) XADD then XACK, letter before ack, so a failed XACK leaves the id pending (Redis 6.2) and a
-  // later round may write a second letter. Resolves to false when the script found the id no longer
-  // pending (another consumer recorded it first): nothing written.
-  const writeDeletedLetter = async (
-    id: string,
-    fields: CommandArgument[],
-    pending: boolean,
-  ): Promise<boolean> => {
-    const written = pending ? await atomicLetter(id, fields) : undefined;
-    if (written !== undefined) return written;
-    await command(client, ['XADD', deadLetterStream, '*', ...fields]);
-    await ack(id);
-    return true;
-  };
-
-  // An entry deleted while pending (deleted-entries.ts): reported, unless another consumer recorded it
-  // first, and recorded in the dead-letter stream, with its fields when this process holds them, and acked
-  // with it (writeDeletedLetter; `pending`: the id was left pending by a script). Rejects, reported too,
-  // if it cannot be recorded.
-  const reportDeleted = async (
-    id: string,
-    pending: boolean,
-    entry?: StreamEntry,
-  ): Promise<void> => {
-    const error = new EntryDeletedError(stream, id);
-    let reported = false;
-    const report = () => {
-      if (reported) return;
-      reported = true;
-      reportError('deleted', error, id);
-    };
-    // Left pending by a script, the id is recorded by one script run only (dead-letter-2.lua): the report
-    // waits for its answer, so that of two consumers whose claim rounds found the id at once only the one
-    // that wrote the letter reports it (both did, for one letter). Not past brokerTimeout, nor for two
-    // commands that cannot tell: the report must not wait for a write that may hang or fail.
-    const timer = pending ? setTimeout(report, resolved.brokerTimeoutMs) : undefined;
-    timer?.unref?.();
-    if (!pending) report();
-    const fields = deletedLetterFields(
-      error,
-      resolved.name,
-      entry === undefined ? undefined : storedFields(entry),
-    );
-    try {
-      if (await writeDeletedLetter(id, fields, pending)) report();
-    } catch (writeError) {
-      report();
-      reportError('deleted', writeError, id);
-      throw writeError;
-    } finally {
-      clearTimeout(timer);
-    }
-  };
-
-  const deadLetter = async (
-    entry: StreamEntry,
-    deliveryCount: number,
-    letter: DeadLetter,
-    held: HeldEntry,
-  ): Promise<typeof NOT_WRITTEN | undefined> => {
-    const fields = letterFields(storedFields(entry), {
-      reason: letter.reason,
-      error: letter.error,
-      deliveries: letter.deliveryCount,
-      consumer: letter.consumer,
-      failedAt: letter.failedAt,
-      entryId: entry.id,
-    });
-    if (held.dropped) {
-      // Deleted while held, and dropped from the pending list by this delivery's own XCLAIM (no set-idle
-      // script): no other delivery of it can come, and the script, finding it not pending, would write
-      // nothing. Its fields are only here: written as the letter decided on; nothing left to ack. (Found
-      // deleted by the script, it is still pending: its letter goes below, as any, and acks it.)
-      const started = performance.now();
-      try {
-        await command(client, ['XADD', deadLetterStream, '*', ...fields]);
-      } catch (error) {
-        // An error is not always a refusal: a connection reset after Redis ran the XADD, or the client's
-        // own command timeout (ioredis `commandTimeout`) rejecting while Redis still runs it, leaves the
-        // letter written. Taken for not written, it was recorded again (below, or by the settle's retry):
-        // two letters for one entry. So it is looked for first (letter-written.ts); sent after the XADD on
-        // the same connection, the look sees it if it ever reached Redis (not so across a pool's
-        // connections). A look that fails too tells nothing: recorded as before, rather than lost.
-        if (await letterWritten(client, deadLetterStream, entry.id, letter).catch(() => false)) {
-          return undefined;
-        }
-        // Failed in time, the settle's retry records it (reportDeleted). Failed after the settle gave up
-        // on it (brokerTimeout), no retry follows, and no redelivery can come: recorded here the same way,
-        // instead of lost with only an onBrokerError. (A failure of that record is reported by it.)
-        if (performance.now() - started >= resolved.brokerTimeoutMs) {
-          await reportDeleted(entry.id, false, entry).catch(() => undefined);
-        }
-        throw error;
-      }
-      return undefined;
-    }
-    // One operation, and only for an entry still pending: a second write of the same letter (a
-    // redelivery's, or a late one given up on) writes nothing, and says so, that this delivery is not
-    // reported as a letter written.
-    const written = await atomicLetter(entry.id, fields);
-    if (written !== undefined) return written ? undefined : NOT_WRITTEN;
-    // Two commands: an XACK that failed after its XADD landed (or a lost XADD reply, a crash between the
-    // two) left the entry pending with its letter written. A later delivery than the one that decided the
-    // letter looks for it in the dead-letter stream before writing it again (letter-written.ts); the one
-    // that decided it wrote nothing before. Not at most once against a write still in flight (given up on
-    // past brokerTimeout) that lands after a redelivery looked: only the script is atomic.
-    if (
-      deliveryCount <= letter.deliveryCount ||
-      !(await letterWritten(client, deadLetterStream, entry.id, letter))
-    ) {
-      await command(client, ['XADD', deadLetterStream, '*', ...fields]);
-    }
-    await ack(entry.id);
-    return undefined;
-  };
+  const { ack } = context;
+  const { setIdle, setHeldIdle } = idleTimes(context);
+  const letterScript = atomicLetter(context);
+  // Entries deleted while pending: recorded, acked and reported in one of three shapes (deleted-letters.ts).
+  const deletedPath = deletedLetters(context, letterScript);
+  const { reportDeleted } = deletedPath;
+  const deadLetter = deadLetterWriter(context, letterScript, deletedPath);
 
   const inFlight = new InFlight(resolved.concurrency);
   // Settle calls still going after their delivery settled: a dead letter (or a retry) given up on past
@@ -580,7 +184,7 @@ export async function idempotentConsumer(
   let abandoned = false;
   // Each of the loop's commands is waited for at most `ms`, then reported and still waited for
   // (loop-command.ts); close() abandons one past its bound at once, ending the loop without its answer.
-  const loopCommand = async <T>(sent: Promise<T>, what: string, ms = resolved.brokerTimeoutMs) => {
+  const loopCommand: LoopCommand = async (sent, what, ms = resolved.brokerTimeoutMs) => {
     const answer = await awaitLoopCommand(sent, {
       ms,
       what,
@@ -590,7 +194,7 @@ export async function idempotentConsumer(
     if (answer === ABANDONED) abandoned = true;
     return answer;
   };
-  let cursor = '0-0';
+  const rounds = new ClaimRounds(context, loopCommand);
   let nextClaimAt = 0;
 
   // Start `entries` (each with its delivery count) in turn; once close() has begun, start no more and hand
@@ -635,93 +239,12 @@ export async function idempotentConsumer(
     );
   }
 
-  // Whether claim rounds go through the reclaim script (scripts/reclaim-1.lua): until Redis refuses to run
-  // it (an ACL user denied EVAL, a proxy without it), then XAUTOCLAIM and an XPENDING per entry, as before.
-  let scriptedClaims = true;
-
-  /**
-   * One claim round's entries, with their delivery counts, and the ids found deleted while pending:
-   * still pending when the script found them (`pending`), perhaps dropped by `XAUTOCLAIM` otherwise.
-   */
-  async function claimRound(count: number): Promise<
-    | {
-        cursor: string;
-        entries: StreamEntry[];
-        deleted: string[];
-        counts: number[];
-        pending: boolean;
-      }
-    | typeof ABANDONED
-  > {
-    if (scriptedClaims) {
-      try {
-        const reply = await loopCommand(
-          runScript(
-            RECLAIM_SCRIPT,
-            [stream],
-            [
-              group,
-              consumer,
-              String(minIdleMs),
-              cursor,
-              String(Math.min(count, MAX_SCRIPT_CLAIMS)),
-              String(lookAt(Math.min(count, MAX_SCRIPT_CLAIMS))),
-            ],
-            true,
-          ),
-          'XAUTOCLAIM',
-        );
-        if (reply === ABANDONED) return ABANDONED;
-        const claimed = parseAutoClaim(stream, reply);
-        const counts = Array.isArray(reply) && Array.isArray(reply[3]) ? reply[3].map(Number) : [];
-        return { ...claimed, counts, pending: true };
-      } catch (error) {
-        if (!isScriptRefused(error)) throw error;
-        scriptedClaims = false;
-        // The script's cursor is exclusive (`(id`), a form XAUTOCLAIM does not take: start over.
-        cursor = '0-0';
-      }
-    }
-    const reply = await loopCommand(
-      readCommand(client, [
-        'XAUTOCLAIM',
-        stream,
-        group,
-        consumer,
-        String(minIdleMs),
-        cursor,
-        'COUNT',
-        String(count),
-      ]),
-      'XAUTOCLAIM',
-    );
-    if (reply === ABANDONED) return ABANDONED;
-    const claimed = parseAutoClaim(stream, reply);
-    const counts = await loopCommand(
-      Promise.all(
-        claimed.entries.map(async (entry) =>
-          parsePendingCounts(
-            await command(client, ['XPENDING', stream, group, entry.id, entry.id, '1']),
-          ),
-        ),
-      ),
-      'XPENDING',
-    );
-    // The claimed entries stay pending, to be reclaimed after minIdle.
-    if (counts === ABANDONED) return ABANDONED;
-    return {
-      ...claimed,
-      counts: claimed.entries.map((entry, index) => counts[index]?.get(entry.id) ?? 2),
-      pending: false,
-    };
-  }
-
   async function reclaim(count: number): Promise<void> {
-    const claimed = await claimRound(count);
+    const claimed = await rounds.next(count);
     if (claimed === ABANDONED) return;
-    cursor = claimed.cursor;
+    rounds.cursor = claimed.cursor;
     // Deleted while pending, and idle past minIdle (abandoned by a consumer that crashed, or one whose
-    // entry waits for its retry): nothing left to deliver. Reported and recorded (deleted-entries.ts), the
+    // entry waits for its retry): nothing left to deliver. Reported and recorded (deleted-letters.ts), the
     // letter and the ack in one script: the script left the id pending, so one whose record fails (or
     // whose process dies first) stays so, to be recorded at a later round. Without it, XADD then XACK
     // (Redis 6.2 keeps such an id pending; Redis 7's XAUTOCLAIM has dropped it already).
@@ -737,7 +260,7 @@ export async function idempotentConsumer(
       );
     }
     await startAll(claimed.entries, claimed.counts);
-    if (cursor === '0-0') nextClaimAt = Date.now() + claimMs;
+    if (rounds.cursor === '0-0') nextClaimAt = Date.now() + claimMs;
   }
 
   async function loop(): Promise<void> {
@@ -802,7 +325,7 @@ export async function idempotentConsumer(
           // consumers had read are, and settle as duplicates). The old group's pending entries are gone.
           try {
             await createGroup(lastRead ?? '0');
-            cursor = '0-0';
+            rounds.cursor = '0-0';
             continue;
           } catch (createError) {
             reportError('create-group', createError);
@@ -837,55 +360,10 @@ export async function idempotentConsumer(
             Math.max(deadline - performance.now(), 0),
           ));
         // `abandoned` also when the loop ended by abandoning a command known hung (loop-command.ts).
+        reports.end();
         return !abandoned && drained && settled;
       })();
       return closing;
     },
   };
-}
-
-/** What one delivery knows of its entry beyond the entry itself. */
-interface HeldEntry {
-  /**
-   * The entry was deleted from the stream while this delivery held it (a reset of its idle time found it
-   * gone): its fields are only in this process now. Its idle time is no longer reset.
-   */
-  deleted: boolean;
-  /**
-   * And this delivery's own `XCLAIM` (no set-idle script) dropped it from the pending list: no script can
-   * write its letter (it writes only for a pending id), and there is nothing left to ack.
-   */
-  dropped: boolean;
-}
-
-/** Ids a reset of idle times found deleted while pending. */
-interface FoundDeleted {
-  /** The ids, in order. */
-  deleted: string[];
-  /** Still pending (the set-idle script leaves them so), or dropped by Redis 7's `XCLAIM`. */
-  pending: boolean;
-}
-
-/**
- * Whether `error` says Redis refused the dead-letter script before running any of it: Redis Cluster with
- * `stream` and `deadLetterStream` in different slots (`CROSSSLOT`; a shared hash tag avoids it), or a user
- * whose ACL denies `EVAL` (`NOPERM … 'eval'`), or a server or proxy without it (`unknown command`). Not an
- * error raised inside the script (an `XADD` to a key of another type): the script writes nothing before
- * that can fail, and such an error is the letter's failure, as an `XADD`'s would be.
- */
-function isScriptRefused(error: unknown): boolean {
-  const message = String((error as Error | undefined)?.message);
-  // Redis 7 quotes the command's name in single quotes, Redis 6.2 (and proxies copying it) in backticks.
-  return (
-    message.startsWith('CROSSSLOT') || /^NOPERM.*'eval'|unknown command [`']eval[`']/i.test(message)
-  );
-}
-
-/**
- * Whether `error` says the group is gone: `NOGROUP` (the group destroyed, or the stream deleted), or, for a
- * read blocked when the stream was deleted, `UNBLOCKED the stream key no longer exists` (Redis 7).
- */
-function isGroupGone(error: unknown): boolean {
-  const message = String((error as Error | undefined)?.message);
-  return message.includes('NOGROUP') || message.startsWith('UNBLOCKED');
 }
