@@ -91,8 +91,9 @@ const TEXTS: Readonly<Record<CliCommandName, CommandHelpText>> = {
       'under an advisory lock, creating the schema if needed; SQLite: creating the file if needed). Safe from\n' +
       'several processes at once: only one applies. PostgreSQL: a migration waits at most 2 s for a lock the\n' +
       "application's transactions hold (the store's calls behind it fail after 100 ms), then retries; it\n" +
-      'fails, naming the holder, after 5 attempts (--lock-timeout, --lock-retries). Redis has no table and\n' +
-      'needs no migration.',
+      'fails, naming the holder, after 5 attempts (--lock-timeout, --lock-retries). A table a newer release\n' +
+      'migrated further is left as it is, with a warning on stderr (exit 0). Redis has no table and needs\n' +
+      'no migration.',
     options: [
       postgres,
       ['--sqlite <file>', 'SQLite database file (created if needed)'],

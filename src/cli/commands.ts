@@ -27,11 +27,15 @@ export function postgresTarget(args: DatabaseArgs): string {
   return `${args.schema ?? 'public'}.${args.table ?? 'idempotency_records'}`;
 }
 
-/** `migrate` on PostgreSQL: apply pending migrations and say what happened. */
+/**
+ * `migrate` on PostgreSQL: apply pending migrations and say what happened, on `print`; a table a newer release
+ * migrated further is said on `warn` instead (see {@link aheadWarning}).
+ */
 export async function migrateCommand(
   pool: PgQueryable,
   args: DatabaseArgs & { lockTimeoutMs?: number; lockRetries?: number },
   print: Print,
+  warn: Print,
 ): Promise<void> {
   const options = {
     // An empty name is the store's to refuse, not absent: read as absent, it named another
@@ -47,20 +51,37 @@ export async function migrateCommand(
     print(`${target}: applied ${result.applied.join(', ')} (now at version ${result.version})`);
   }
   // A table a newer release migrated further is not "up to date" for this one: say what it is at.
-  if (result.warning !== undefined) print(result.warning);
+  if (result.warning !== undefined) warn(aheadWarning(result.warning));
   else if (result.applied.length === 0)
     print(`${target} is up to date (version ${result.version})`);
 }
 
-/** `migrate` on SQLite: create the file if needed, apply pending migrations and say what happened. */
-export function migrateSqliteCommand(file: string, args: DatabaseArgs, print: Print): void {
+/**
+ * `migrate` on SQLite: create the file if needed, apply pending migrations and say what happened, on
+ * `print`; a table a newer release migrated further is said on `warn` instead, as on PostgreSQL.
+ */
+export function migrateSqliteCommand(
+  file: string,
+  args: DatabaseArgs,
+  print: Print,
+  warn: Print,
+): void {
   const table = args.table ?? 'idempotency_records';
   const result = migrateSqlite(file, { table });
   if (result.applied.length > 0) print(`${file} (${table}): applied ${result.applied.join(', ')}`);
-  // As on PostgreSQL: a table a newer release migrated further is not "up to date" for this one, and the
-  // command says what it is at instead (exit 0: nothing failed, this release runs on it).
-  if (result.warning !== undefined) print(`${file}: ${result.warning}`);
+  if (result.warning !== undefined) warn(aheadWarning(`${file}: ${result.warning}`));
   else if (result.applied.length === 0) print(`${file} (${table}) is up to date`);
+}
+
+/**
+ * The line `migrate` writes to standard error for a table a newer release migrated further (`warning`, from
+ * `migrate()`'s result). Not an error: nothing failed, this release runs on it, and the command exits 0, so
+ * that a deploy's start-up step carries on. But it is no report either: on standard output, where a deploy
+ * script sends or parses the report, nobody saw it, and the rollback or mixed deploy that left the table
+ * there went unnoticed. Standard error is where the operator, and the deploy's log, look for what went amiss.
+ */
+export function aheadWarning(warning: string): string {
+  return `idempotency-kit migrate: warning: ${warning}`;
 }
 
 /** What `purge` did: how many records it deleted, and the signal that stopped it early, if one did. */

@@ -122,6 +122,11 @@ async function purgeUntilStopped(
   }
 }
 
+/** A command's warnings, a line each on `stderr`: what the operator must see, whatever `stdout` feeds. */
+function warnOn(stderr: Output): Print {
+  return (line) => stderr.write(`${line}\n`);
+}
+
 /** Run the command; resolves to its exit code (a failure that is an exception rejects instead). */
 async function execute(
   command: Exclude<CliCommand, { command: 'help' }>,
@@ -131,7 +136,7 @@ async function execute(
   // SQLite's migrate opens (and may create) the file itself; every other command works on an open store.
   if (command.command === 'migrate' && command.sqliteFile !== undefined) {
     await requireSqliteDriver();
-    migrateSqliteCommand(command.sqliteFile, command, print);
+    migrateSqliteCommand(command.sqliteFile, command, print, warnOn(stderr));
     return ExitCode.Ok;
   }
   if (command.command === 'health') {
@@ -147,7 +152,9 @@ async function execute(
     switch (command.command) {
       case 'migrate':
         // Parsing refuses migrate on Redis, and SQLite's is above: this is PostgreSQL.
-        if (target.pool !== undefined) await migrateCommand(target.pool, command, print);
+        if (target.pool !== undefined) {
+          await migrateCommand(target.pool, command, print, warnOn(stderr));
+        }
         break;
       case 'purge':
         return await purgeUntilStopped(target.store, command, print, stderr);

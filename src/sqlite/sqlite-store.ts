@@ -117,6 +117,29 @@ export function readBlocking(
 }
 
 /**
+ * {@link readBlocking} for a claim's read without the write lock, judged at a time read after the read: the
+ * row, when it still blocks then, or `undefined` (the caller claims under the write lock, which judges
+ * again). Without WAL the read waits for a writer's lock (the busy timeout, up to seconds), and judged at a
+ * time read before it, a lease that expired meanwhile was "in progress": a 409 where the key was free to
+ * take over. A live record blocks until `expires_at`; a dead lease reserved for another fingerprint is judged
+ * again under the lock whenever the clock moved during the read (its reservation is not read here). Shared
+ * with the transactional mode.
+ * @param before - The time the call read on entry, when it has one (else read here): the read judges at it.
+ */
+export function readBlockingNow(
+  s: Statements,
+  key: string,
+  fingerprint: string,
+  clock: Clock,
+  before: number = clock.now(),
+): RecordRow | undefined {
+  const row = readBlocking(s, key, fingerprint, before);
+  if (row === undefined) return undefined;
+  const after = clock.now();
+  return after === before || row.expires_at > after ? row : undefined;
+}
+
+/**
  * The step results of a `load-steps.sql` row: the JSON object's base64 values decoded, each into bytes of
  * its own. Built with `Object.fromEntries`, so any valid name (`__proto__` included) is an own property.
  */
@@ -438,8 +461,9 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
       return use('claim', (s, now) => {
         // Fast path without the write lock: a live record (a replay, or a claim in flight), or a dead lease
         // still reserved for another fingerprint (a mismatch), is returned as read. It blocked the claim
-        // at that instant, which is all a losing claim reports.
-        const row = readBlocking(s, key, claimOptions.fingerprint, now);
+        // at that instant, which is all a losing claim reports; judged at a time read after the read, as
+        // that read may have waited for a writer's lock (readBlockingNow).
+        const row = readBlockingNow(s, key, claimOptions.fingerprint, clock, now);
         if (row !== undefined) return { claimed: false, record: toRecord(row) };
         return claimTransaction.immediate(s, key, claimOptions);
       });
@@ -458,7 +482,9 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
         // write lock; only the others are claimed, in one transaction.
         for (let i = 0; i < requests.length; i++) {
           const { key, fingerprint } = requests[i] as ClaimRequest;
-          const row = claiming.has(key) ? undefined : readBlocking(s, key, fingerprint, now);
+          const row = claiming.has(key)
+            ? undefined
+            : readBlockingNow(s, key, fingerprint, clock, now);
           if (row === undefined) {
             pending.push(i);
             claiming.add(key);

@@ -34,7 +34,7 @@ import { isThenable } from '../core/thenable.js';
 import { driverCode, type SqliteDatabase, unavailable } from './client.js';
 import { migrate as runMigrations } from './migrate.js';
 import { onWarningOption, reportMigration, type SqliteStoreWarning } from './schema-warning.js';
-import { claimParams, readBlocking, toRecord } from './sqlite-store.js';
+import { claimParams, readBlocking, readBlockingNow, toRecord } from './sqlite-store.js';
 import {
   type ClaimRow,
   checkTableName,
@@ -252,9 +252,10 @@ export function sqliteTransactional(options: SqliteTransactionalOptions): Sqlite
   }
 
   // The record that blocks a claim with `fingerprint`: a live one, or a crashed engine claim's dead lease
-  // still reserved for another fingerprint (answered as a mismatch).
+  // still reserved for another fingerprint (answered as a mismatch). Judged at a time read after the read,
+  // which waits for a writer's lock without WAL (see readBlockingNow).
   function readBlocker(key: string, fingerprint: string): IdempotencyRecord | undefined {
-    const row = readBlocking(prepared(), key, fingerprint, clock.now());
+    const row = readBlockingNow(prepared(), key, fingerprint, clock);
     return row === undefined ? undefined : toRecord(row);
   }
 

@@ -1,7 +1,9 @@
 /**
  * `idempotency-kit migrate --sqlite` on a table a newer release migrated further: the command says so
- * (the table, its version, the newer migrations) instead of "is up to date", and exits 0 having changed
- * nothing, as `migrate` on PostgreSQL does. It used to print "is up to date", the warning dropped.
+ * (the table, its version, the newer migrations) instead of "is up to date", as a warning on stderr, and
+ * exits 0 having changed nothing, as `migrate` on PostgreSQL does. It used to print "is up to date", the
+ * warning dropped; then it printed the warning on stdout, where a deploy script that keeps or parses the
+ * report hid it.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -19,7 +21,7 @@ afterAll(() => {
 });
 
 describe('idempotency-kit migrate --sqlite on a table ahead of this release', () => {
-  it('prints the warning instead of "up to date", exit 0, and changes nothing', async () => {
+  it('warns on stderr instead of saying "up to date", exit 0, and changes nothing', async () => {
     // Arrange: migrated by this release, then by a newer one
     const file = join(dir, 'ahead.db');
     expect(await cli(['migrate', '--sqlite', file, '--table', 'orders'])).toMatchObject({
@@ -35,9 +37,9 @@ describe('idempotency-kit migrate --sqlite on a table ahead of this release', ()
     // Act
     const result = await cli(['migrate', '--sqlite', file, '--table', 'orders']);
     // Assert
-    expect(result).toMatchObject({ code: 0, stderr: '' });
-    expect(result.stdout).toBe(
-      `${file}: orders is at version ${VERSION + 1}, newer than this release knows (${VERSION}): a ` +
+    expect(result).toMatchObject({ code: 0, stdout: '' });
+    expect(result.stderr).toBe(
+      `idempotency-kit migrate: warning: ${file}: orders is at version ${VERSION + 1}, newer than this release knows (${VERSION}): a ` +
         `newer release applied 000${VERSION + 1}_from_the_future. Nothing was applied or undone; this ` +
         'release runs on it as long as those migrations keep older code working (see their release notes)\n',
     );
