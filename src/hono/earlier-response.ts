@@ -5,8 +5,9 @@
  * dropped for that default, which the layer stored in the handler's place (a 200 default replayed to every
  * retry, a 5xx one releasing the key of a handler that had charged, so the retry charged again, a handler
  * that answered nothing stored as having answered). While the layer runs the context is not finalized, so
- * Hono sets what the handler returns on `c.res`, merging the earlier response's headers into it as it
- * merges those of `c.header`; after the handler, `c.finalized` tells whether it answered. A handler that
+ * Hono sets what the handler returns on `c.res`, with the earlier response's headers that are not about
+ * its own body carried as `c.header` carries them, under the handler's own; after the handler,
+ * `c.finalized` tells whether it answered. A handler that
  * answered nothing leaves the earlier response in place: it goes out, as without the layer, unstored.
  * @module
  */
@@ -31,14 +32,38 @@ const NOTHING: EarlierResponse = { putBack: () => {} };
 export function setAsideEarlierResponse(c: Context): EarlierResponse {
   if (!c.finalized) return NOTHING;
   const earlier = c.res;
-  // Hono's `c.header()` copies a finalized `c.res` before changing its headers (those of a `fetch()`
-  // result are immutable); once un-finalized it would not, and the handler's `c.header()` would throw.
-  // Copied now, as it would be (a body already read cannot be: Hono does not copy it either).
-  if (!earlier.bodyUsed) c.res = earlier;
+  // Out of Hono's `c.res`: left there, Hono copies every header of it (Content-Length, Location,
+  // Cache-Control, ...) over the response set after it, and the handler's 201 went out, and was replayed,
+  // cut to the earlier body's length. Its other headers (a CORS header, a request id, a cookie) are carried
+  // as `c.header` carries them: under the handler's own.
+  c.res = undefined;
   c.finalized = false;
+  for (const [name, value] of earlier.headers) {
+    if (REPRESENTATION_HEADERS.has(name)) continue;
+    if (name === 'set-cookie') {
+      for (const cookie of earlier.headers.getSetCookie()) c.header(name, cookie, { append: true });
+    } else c.header(name, value);
+  }
   return {
     putBack: () => {
-      c.finalized = true;
+      c.res = earlier;
     },
   };
 }
+
+// Headers that describe the earlier response's own body or framing: never carried to another answer.
+const REPRESENTATION_HEADERS: ReadonlySet<string> = new Set([
+  'content-type',
+  'content-length',
+  'content-encoding',
+  'content-range',
+  'content-location',
+  'content-disposition',
+  'transfer-encoding',
+  'etag',
+  'last-modified',
+  'location',
+  'cache-control',
+  'expires',
+  'vary',
+]);

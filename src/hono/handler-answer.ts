@@ -35,12 +35,27 @@ export interface HandlerAnswer {
    * to look at here: the rejection itself is the error that followed the answer.
    */
   given(): number | undefined;
+  /**
+   * `next()` resolved: the answer the handler gave (through a helper) after `c.res` was last set, which
+   * therefore never reached `c.res`, else `undefined`. Hono sets what the handler returns on `c.res` only
+   * while the context is not finalized: an answer given after something finalized it under the layer's
+   * pending `next()` was dropped. That something is a middleware before the layer that answered without
+   * waiting for `next()` (a timeout: `hono/timeout`'s 504, any `Promise.race` on `next()`), since what the
+   * chain under the layer answers settles before that chain's `next()` does. The handler's work is done,
+   * and this is its answer (see `./outer-answer.ts`).
+   */
+  dropped(): Response | Promise<Response> | undefined;
 }
 
 /** Watch `c` while the handler runs under the layer (see the module). */
 export function watchAnswer(c: Context): HandlerAnswer {
   let thrown: number | undefined;
   let answered: number | undefined;
+  // The order of the answers given and of the sets of `c.res`: an answer given after the last set was
+  // dropped. Compared by order, not by identity: Hono's setter copies a response it merges headers into.
+  let order = 0;
+  let lastSet = 0;
+  let lastAnswer: { at: number; response: unknown } | undefined;
   // The status `c.status()` set, which a helper given none answers with.
   let status = 200;
   const setStatus = c.status;
@@ -61,11 +76,14 @@ export function watchAnswer(c: Context): HandlerAnswer {
         throw error;
       }
       // `c.html` given a promise or JSX renders asynchronously: its failure is a rejection, not a throw.
-      if (!(result instanceof Promise)) return result;
-      return result.catch((error: unknown) => {
-        thrown ??= answering;
-        throw error;
-      });
+      if (result instanceof Promise) {
+        result = result.catch((error: unknown) => {
+          thrown ??= answering;
+          throw error;
+        });
+      }
+      lastAnswer = { at: ++order, response: result };
+      return result;
     };
   }
   // Hono sets `c.res` to what the handler returned, then, if a middleware after the layer throws an
@@ -79,6 +97,7 @@ export function watchAnswer(c: Context): HandlerAnswer {
       get: () => accessor.get!.call(c),
       set: (response: Response | undefined) => {
         if (response !== undefined && c.error === undefined) answered ??= response.status;
+        lastSet = ++order;
         accessor.set!.call(c, response);
       },
     });
@@ -86,6 +105,10 @@ export function watchAnswer(c: Context): HandlerAnswer {
   return {
     lost: () => thrown ?? (c.error === undefined ? undefined : answered),
     given: () => thrown ?? answered,
+    dropped: () =>
+      lastSet !== 0 && lastAnswer !== undefined && lastAnswer.at > lastSet
+        ? (lastAnswer.response as Response | Promise<Response>)
+        : undefined,
   };
 }
 

@@ -25,6 +25,7 @@ import { checkAdapterOptions, scopeFunctionOption } from '../http/options.js';
 import { announcedBody, readBodyUpTo, tooLargeDecision, webBody } from '../http/web.js';
 import { setAsideEarlierResponse } from './earlier-response.js';
 import { watchAnswer } from './handler-answer.js';
+import { keepDroppedAnswer } from './outer-answer.js';
 
 export type { IdempotencyContext } from '../http/index.js';
 export { currentIdempotency } from '../http/index.js';
@@ -257,6 +258,13 @@ export function idempotency(options: HonoIdempotencyOptions): HonoIdempotency {
         await execution.fail(
           new Error('The handler returned no response (Hono context not finalized)'),
         );
+        return;
+      }
+      // A middleware before the layer answered (a timeout: `hono/timeout`'s 504) while the handler ran on,
+      // and Hono dropped the handler's answer: it is stored, not the timeout's (`./outer-answer.ts`).
+      const dropped = handlerAnswer.dropped();
+      if (dropped !== undefined) {
+        await keepDroppedAnswer(dropped, c.res.status, execution);
         return;
       }
       // An error after the handler answered (`c.json` that cannot serialize its answer, a middleware

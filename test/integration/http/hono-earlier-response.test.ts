@@ -162,3 +162,36 @@ it("lets the handler's c.header() change an earlier response whose headers are i
   expect(retry.status).toBe(201);
   expect(app.runs()).toBe(1);
 });
+
+it("sends the handler's answer whole, with its own Content-Length and Location, not the earlier response's", async () => {
+  // Left as Hono's `c.res`, the earlier response's headers were copied over the handler's answer: its 201
+  // went out (and was replayed) cut to the earlier body's 7 bytes, with the earlier Location.
+  const earlier: MiddlewareHandler = async (c, next) => {
+    c.res = new Response('pending', {
+      status: 202,
+      headers: {
+        'content-length': '7',
+        location: '/pending',
+        'cache-control': 'no-store',
+        'x-request-id': 'req_1',
+      },
+    });
+    await next();
+  };
+  const app = await appWith(earlier, (c) => {
+    c.header('location', '/orders/42');
+    return c.json({ id: 42, status: 'charged' }, 201);
+  });
+  const key = randomUUID();
+  for (const expectReplay of [false, true]) {
+    const response = await app.send(key);
+    expect(response.status).toBe(201);
+    expect(await response.text()).toBe('{"id":42,"status":"charged"}');
+    expect(response.headers.get('location')).toBe('/orders/42');
+    expect(response.headers.get('cache-control')).toBeNull();
+    expect(response.headers.get('idempotent-replayed')).toBe(expectReplay ? 'true' : null);
+    // A header not about the earlier body is carried, as `c.header` carries it.
+    if (!expectReplay) expect(response.headers.get('x-request-id')).toBe('req_1');
+  }
+  expect(app.runs()).toBe(1);
+});

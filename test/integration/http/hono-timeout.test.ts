@@ -1,0 +1,171 @@
+/**
+ * A timeout mounted before the Hono layer (`hono/timeout`, or any middleware racing `next()`) answers
+ * while the handler runs on; Hono then drops the handler's answer. Judged by the timeout's 504, the key
+ * was released: the retry after the handler ended ran it, and its charge, a second time. The handler's
+ * own answer is now stored and replayed to the retry (`src/hono/outer-answer.ts`), as Fastify's
+ * `handlerTimeout` and Express's `connect-timeout` are handled, while a handler that throws (no timeout)
+ * still releases its key on the 500 Hono renders. On `@hono/node-server`.
+ */
+import { randomUUID } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { serve } from '@hono/node-server';
+import { type Context, Hono, type MiddlewareHandler } from 'hono';
+import { HTTPException } from 'hono/http-exception';
+import { timeout } from 'hono/timeout';
+import { afterEach, expect, it } from 'vitest';
+import { idempotency } from '../../../src/hono/index.js';
+import { memoryStore } from '../../../src/index.js';
+
+let close: (() => void) | undefined;
+afterEach(() => {
+  close?.();
+  close = undefined;
+});
+
+async function listen(app: Hono): Promise<string> {
+  const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' });
+  close = () => server.close();
+  await new Promise((resolve) => server.once('listening', resolve));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// A timeout written by hand, as many are: it answers itself once the race is lost, no exception thrown.
+const raceTimeout =
+  (ms: number): MiddlewareHandler =>
+  async (c, next) => {
+    const late = Symbol('late');
+    const won = await Promise.race([next(), sleep(ms).then(() => late)]);
+    return won === late ? c.json({ error: 'timed out' }, 503) : undefined;
+  };
+
+interface Run {
+  first: number;
+  during: { status: number; code: string | undefined };
+  after: { status: number; body: unknown };
+  runs: number;
+}
+
+/**
+ * A first request the timeout answers, a retry while the handler runs on, and one after it ended: their
+ * statuses and bodies, and how many times the handler ran.
+ */
+async function timedOut(
+  before: MiddlewareHandler,
+  handler: (c: Context) => Response | Promise<Response>,
+): Promise<Run> {
+  let runs = 0;
+  let ended!: () => void;
+  const handlerEnded = new Promise<void>((resolve) => {
+    ended = resolve;
+  });
+  const app = new Hono();
+  app.post('/charges', before, idempotency({ store: memoryStore() }), async (c) => {
+    runs++; // the charge
+    try {
+      await sleep(200);
+      return await handler(c);
+    } finally {
+      ended();
+    }
+  });
+  const base = await listen(app);
+  const key = randomUUID();
+  const send = () =>
+    fetch(`${base}/charges`, { method: 'POST', headers: { 'idempotency-key': key } });
+  const first = await send();
+  await first.arrayBuffer();
+  const during = await send();
+  const problem = (await during.json()) as { code?: string };
+  await handlerEnded;
+  await sleep(30); // the layer stores the outcome once `next()` has settled
+  const after = await send();
+  const text = await after.text();
+  return {
+    first: first.status,
+    during: { status: during.status, code: problem.code },
+    after: { status: after.status, body: text.startsWith('{') ? JSON.parse(text) : text },
+    runs,
+  };
+}
+
+it.each([
+  ['hono/timeout', timeout(50), 504],
+  [
+    'hono/timeout with its own exception',
+    timeout(50, () => new HTTPException(503, { message: 'Try again' })),
+    503,
+  ],
+  ['a hand-written Promise.race timeout', raceTimeout(50), 503],
+])('replays the answer the handler gave after %s answered', async (_, before, status) => {
+  const result = await timedOut(before, (c) => c.json({ charged: true }, 201));
+  expect(result.first).toBe(status);
+  expect(result.during).toEqual({ status: 409, code: 'in_progress' });
+  // Before: the timeout's answer released the key, and the retry ran the handler a second time.
+  expect(result.after).toEqual({ status: 201, body: { charged: true } });
+  expect(result.runs).toBe(1);
+});
+
+it('replays a c.text answer given with c.status after hono/timeout answered', async () => {
+  const result = await timedOut(timeout(50), (c) => {
+    c.status(202);
+    return c.text('accepted');
+  });
+  expect(result.after).toEqual({ status: 202, body: 'accepted' });
+  expect(result.runs).toBe(1);
+});
+
+it('releases the key when the handler answered a 5xx after the timeout', async () => {
+  const result = await timedOut(timeout(50), (c) => c.json({ error: 'upstream' }, 502));
+  expect(result.first).toBe(504);
+  // Run again (and timed out again), as a 502 answered in time would have been.
+  expect(result.after.status).toBe(504);
+  expect(result.runs).toBe(2);
+});
+
+it('releases the key when the handler throws after the timeout', async () => {
+  const result = await timedOut(timeout(50), () => {
+    throw new Error('card network down');
+  });
+  expect(result.first).toBe(504);
+  expect(result.after.status).toBe(504);
+  expect(result.runs).toBe(2);
+});
+
+it('still releases the key when the handler throws an Error rendered as 500 (no timeout)', async () => {
+  let runs = 0;
+  const app = new Hono();
+  app.post('/charges', timeout(5_000), idempotency({ store: memoryStore() }), () => {
+    runs++;
+    throw new Error('card network down');
+  });
+  const base = await listen(app);
+  const key = randomUUID();
+  const send = () =>
+    fetch(`${base}/charges`, { method: 'POST', headers: { 'idempotency-key': key } });
+  const first = await send();
+  await first.arrayBuffer();
+  const retry = await send();
+  await retry.arrayBuffer();
+  expect([first.status, retry.status]).toEqual([500, 500]);
+  expect(runs).toBe(2);
+});
+
+it('still stores the answer a handler gave within the timeout', async () => {
+  let runs = 0;
+  const app = new Hono();
+  app.post('/charges', timeout(5_000), idempotency({ store: memoryStore() }), (c) => {
+    runs++;
+    return c.json({ charged: runs }, 201);
+  });
+  const base = await listen(app);
+  const key = randomUUID();
+  const send = () =>
+    fetch(`${base}/charges`, { method: 'POST', headers: { 'idempotency-key': key } });
+  await (await send()).arrayBuffer();
+  const retry = await send();
+  expect(retry.status).toBe(201);
+  expect(await retry.json()).toEqual({ charged: 1 });
+  expect(runs).toBe(1);
+});
