@@ -253,11 +253,14 @@ class Capture {
 }
 
 /**
- * The request was timed out by a timeout middleware before this response ended: `connect-timeout` (and
- * the middlewares modelled on it) set `req.timedout`.
+ * The request was timed out by a timeout middleware that answers in the handler's place before this
+ * response ended: `connect-timeout` (and the middlewares modelled on it) set `req.timedout`, and, unless
+ * told `respond: false`, listen for the request's `timeout` event to pass their error on. With
+ * `respond: false` nothing answers for the handler: its own answer, however late, is what is stored.
  */
 function timedOut(res: Response): boolean {
-  return (res.req as { timedout?: unknown } | undefined)?.timedout === true;
+  const req = res.req as (Response['req'] & { timedout?: unknown }) | undefined;
+  return req?.timedout === true && req.listenerCount('timeout') > 0;
 }
 
 // Statuses whose responses have no body, hence no Content-Length of their own (RFC 9110 §8.6).

@@ -87,6 +87,16 @@ export function idempotency(options: ExpressIdempotencyOptions): ExpressIdempote
         (decision) => {
           if (decision.action === 'pass') return next();
           if (decision.action === 'respond') return send(req, res, decision.response);
+          // Answered while the claim was in flight (`connect-timeout`'s 503 for a slow store): the handler
+          // has not run, and nothing it writes could reach the client, so the key is released. Captured
+          // instead, the response's end was never seen, and the claim was held (its lease extended) for as
+          // long as the process lived: every retry got 409.
+          if (res.headersSent || res.writableEnded) {
+            void decision.execution.fail(
+              new Error('The response was sent before the claim was made'),
+            );
+            return;
+          }
           captureResponse(res, decision.execution);
           setRequestContext(req, decision.execution.context);
           decision.execution.enter(next);

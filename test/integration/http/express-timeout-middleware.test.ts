@@ -13,7 +13,7 @@ import express from 'express';
 import express4 from 'express4';
 import { describe, expect, it } from 'vitest';
 import { idempotency } from '../../../src/express/index.js';
-import { memoryStore } from '../../../src/index.js';
+import { memoryStore, type Store } from '../../../src/index.js';
 import { listenExpress } from '../../helpers/listen-express.js';
 import { postWithKey } from '../../helpers/post-with-key.js';
 
@@ -74,4 +74,76 @@ describe.each([
     expect(retry.replayed).toBe('true');
     expect(runs.get(key)).toBe(1);
   });
+
+  it('stores the handler answer given after req.timedout when connect-timeout was told not to respond', async () => {
+    const runs = new Map<string, number>();
+    const app = framework();
+    app.use(timeout('50ms', { respond: false }));
+    app.use(idempotency({ store: memoryStore() }));
+    app.post('/charges', async (req, res) => {
+      const key = String(req.headers['idempotency-key']);
+      runs.set(key, (runs.get(key) ?? 0) + 1);
+      await sleep(150);
+      res.status(201).json({ charged: true });
+    });
+    const base = await listenExpress(app);
+    const key = randomUUID();
+    const first = await postWithKey<{ charged?: boolean }>(`${base}/charges`, key, '{}');
+    expect(first.status).toBe(201);
+    const retry = await postWithKey<{ charged?: boolean }>(`${base}/charges`, key, '{}');
+    expect(retry.status).toBe(201);
+    expect(retry.replayed).toBe('true');
+    expect(retry.body).toEqual({ charged: true });
+    expect(runs.get(key)).toBe(1);
+  });
+});
+
+it('releases the key when connect-timeout answered while the claim was in flight: the handler never ran', async () => {
+  // A store whose first claim is slower than the timeout.
+  const inner = memoryStore();
+  let slow = true;
+  const store = new Proxy(inner, {
+    get(target, name, receiver) {
+      const value = Reflect.get(target, name, receiver);
+      if (name === 'claim' && typeof value === 'function') {
+        return async (...args: unknown[]) => {
+          if (slow) {
+            slow = false;
+            await sleep(120);
+          }
+          return value.apply(target, args);
+        };
+      }
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  }) as Store;
+  let runs = 0;
+  const app = express();
+  app.use(timeout('50ms'));
+  app.use(idempotency({ store, leaseMs: 300 }));
+  app.post('/charges', async (req, res) => {
+    runs++;
+    if (!(req as { timedout?: boolean }).timedout) res.status(201).json({ charged: true });
+  });
+  app.use(
+    (
+      error: Error & { status?: number },
+      _req: express.Request,
+      res: express.Response,
+      _next: express.NextFunction,
+    ) => {
+      if (!res.headersSent) res.status(error.status ?? 500).json({ error: error.message });
+    },
+  );
+  const base = await listenExpress(app);
+  const key = randomUUID();
+  const first = await postWithKey<unknown>(`${base}/charges`, key, '{}');
+  expect(first.status).toBe(503);
+  expect(runs).toBe(0);
+  // Held, the claim's lease was extended while the process lived: every retry got 409 in_progress.
+  await sleep(600);
+  const retry = await postWithKey<{ charged?: boolean }>(`${base}/charges`, key, '{}');
+  expect(retry.status).toBe(201);
+  expect(retry.body).toEqual({ charged: true });
+  expect(runs).toBe(1);
 });
