@@ -196,11 +196,11 @@ async function capturePayload(reply: FastifyReply, running: Running, sent: unkno
   try {
     whole = await readWhole(payload.getReader(), execution.policy.maxBodyBytes);
   } catch (error) {
-    // The stream failed before it was complete, and Fastify answers the error. The handler answered, so
-    // the key is judged by the status it answered with (`Execution.bodyFailed`): released, a retry charged
-    // a second time; left alone, the claim would stay in progress, its lease extended while the process
-    // lives.
-    await execution.bodyFailed(status, error);
+    // The stream failed at once, before anything of it went out, and Fastify answers the error in its
+    // place: released, as for a thrown error (a stream failing later is judged by the handler's status,
+    // `../http/stream-relay.ts`). Left alone, the claim would stay in progress, its lease extended while
+    // the process lives.
+    await execution.fail(error);
     throw error;
   }
   if (whole instanceof Uint8Array) {

@@ -8,10 +8,14 @@
  * The outcome is decided at the stream's end, never before:
  * - it ends: the body (or, past `maxBodyBytes`, the `response_too_large` marker) is stored, then the end
  *   goes out;
- * - it fails: the client gets the head and a cut body, and the error goes on to the server, which cuts
- *   the response. The handler answered, so its work is done: the key is judged by the status it answered
- *   with (`Execution.bodyFailed`), never released for a retry to charge a second time, unless that status
- *   would have released it (a 5xx);
+ * - it fails after a chunk went out: the client got the head and a cut body, and the error goes on to the
+ *   server, which cuts the response. The handler answered, so its work is done: the key is judged by the
+ *   status it answered with (`Execution.bodyFailed`), never released for a retry to charge a second time,
+ *   unless that status would have released it (a 5xx). Before any chunk went out, the server answers the
+ *   error in its place, the client never sees the handler's status, and the key is released, as for a
+ *   thrown error (as Express does for a response destroyed before its head). Once the execution's lease is
+ *   lost (`maxExecution`), a stream that stops on the aborted signal is released too, as when its client
+ *   has gone (below);
  * - the client goes away: the handler is not stopped and neither is the storing (releasing the key then
  *   would let a retry run beside a handler that still runs). The relay reads the rest of the stream itself
  *   and stores it, so the retry gets the whole body. It stops reading, and passes the cancel on to the
@@ -75,6 +79,8 @@ export class BodyRelay {
   /** The source was stopped: what it answers now (a cancel's `done`, a destroy's error) is no outcome. */
   private stopped = false;
   private abandoned = false;
+  /** A chunk was handed on to the client: its head went out with (or before) it. */
+  private handedOn = false;
 
   /**
    * @param response - The status and headers that went out with the head.
@@ -97,7 +103,10 @@ export class BodyRelay {
    */
   next(): Promise<Uint8Array | null> {
     const chunk = this.head.shift();
-    if (chunk !== undefined) return Promise.resolve(chunk);
+    if (chunk !== undefined) {
+      if (!this.abandoned) this.handedOn = true;
+      return Promise.resolve(chunk);
+    }
     if (this.over) return Promise.resolve(null);
     const reading = this.read();
     this.reading = reading;
@@ -112,9 +121,12 @@ export class BodyRelay {
       if (next.done !== true) chunk = bytesOf(next.value);
     } catch (error) {
       if (this.stopped) return null;
-      // The stream failed before its end: the answer was given, its body was cut.
       this.over = true;
-      await this.execution.bodyFailed(this.response.status, error);
+      // The stream failed before its end: judged by the handler's status once the client got a chunk of
+      // it; released when nothing went out, or when the lease was lost (see the module).
+      if (this.handedOn && !this.execution.context.signal.aborted) {
+        await this.execution.bodyFailed(this.response.status, error);
+      } else await this.execution.fail(error);
       throw error;
     }
     if (chunk === undefined) {
@@ -124,6 +136,7 @@ export class BodyRelay {
     }
     // The chunk goes to the client untouched: no copy (the old whole-body read kept them as they were).
     this.collector.add(chunk, true);
+    if (!this.abandoned) this.handedOn = true;
     return chunk;
   }
 

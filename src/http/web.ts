@@ -158,8 +158,8 @@ function plainBody(response: Response): Uint8Array | undefined {
  *
  * Whatever fails before the outcome is handed over releases the key and is rethrown: a body that cannot be
  * read (already read, or locked by a reader the handler took), a handler that returned something other
- * than a `Response`. A body stream that errors is the exception: the handler answered, so the key is judged
- * by the status it answered with (`Execution.bodyFailed`). Left alone, the claim would stay in progress, its lease
+ * than a `Response`, a body stream that errors before anything of it went out. A body stream that errors
+ * later is judged by the status the handler answered with (`Execution.bodyFailed`, `./stream-relay.ts`). Left alone, the claim would stay in progress, its lease
  * extended while the process lives, and every retry would get 409.
  */
 export async function captureWebResponse(
@@ -206,9 +206,9 @@ async function capture(response: Response, execution: Execution): Promise<Respon
   try {
     whole = await readWhole(reader, execution.policy.maxBodyBytes);
   } catch (error) {
-    // The body stream failed at once: the handler answered, so the key is judged by its status, as for a
-    // stream that fails later (`./stream-relay.ts`); the server answers the error.
-    await execution.bodyFailed(response.status, error);
+    // The body stream failed at once, before anything of it went out: the server answers the error in its
+    // place, so the key is released, as for a thrown error (`./stream-relay.ts`).
+    await execution.fail(error);
     throw error;
   }
   if (whole instanceof Uint8Array) {

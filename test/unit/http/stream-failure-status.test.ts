@@ -7,10 +7,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { withIdempotency } from '../../../src/fetch/index.js';
+import { idempotencyOf, withIdempotency } from '../../../src/fetch/index.js';
 import { replayResponse } from '../../../src/http/execution.js';
 import { httpResponseCodec } from '../../../src/http/response-codec.js';
-import { memoryStore } from '../../../src/index.js';
+import { createIdempotency, memoryStore } from '../../../src/index.js';
 
 const post = (key: string, status: number, when: 'at-once' | 'later') =>
   new Request(`http://api.test/charges?status=${status}&when=${when}`, {
@@ -67,21 +67,30 @@ async function firstAttempt(handler: (request: Request) => Promise<Response>, re
 }
 
 describe('a failing response body stream', () => {
-  for (const when of ['at-once', 'later'] as const) {
-    it(`keeps a response_not_captured marker for a 200 whose stream fails ${when}: the retry never runs`, async () => {
-      const { handler, runs } = charges();
-      const key = randomUUID();
-      await firstAttempt(handler, post(key, 200, when));
-      for (let retry = 0; retry < 2; retry++) {
-        const response = await handler(post(key, 200, when));
-        expect(response.status).toBe(409);
-        const problem = (await response.json()) as { code: string; detail: string };
-        expect(problem.code).toBe('response_not_captured');
-        expect(problem.detail).toMatch(/status 200\) with a body stream that failed/);
-      }
-      expect(runs.get(key)).toBe(1);
-    });
+  it('keeps a response_not_captured marker for a 200 whose stream fails after a chunk went out: the retry never runs', async () => {
+    const { handler, runs } = charges();
+    const key = randomUUID();
+    await firstAttempt(handler, post(key, 200, 'later'));
+    for (let retry = 0; retry < 2; retry++) {
+      const response = await handler(post(key, 200, 'later'));
+      expect(response.status).toBe(409);
+      const problem = (await response.json()) as { code: string; detail: string };
+      expect(problem.code).toBe('response_not_captured');
+      expect(problem.detail).toMatch(/status 200\) with a body stream that failed/);
+    }
+    expect(runs.get(key)).toBe(1);
+  });
 
+  it('releases the key of a 200 whose stream fails at once, before anything went out: the server answered the error, the retry runs', async () => {
+    const { handler, runs } = charges();
+    const key = randomUUID();
+    await firstAttempt(handler, post(key, 200, 'at-once'));
+    const retry = await handler(post(key, 200, 'at-once'));
+    expect(retry.status).toBe(201);
+    expect(runs.get(key)).toBe(2);
+  });
+
+  for (const when of ['at-once', 'later'] as const) {
     it(`releases the key of a 503 whose stream fails ${when}: the retry runs again`, async () => {
       const { handler, runs } = charges();
       const key = randomUUID();
@@ -91,6 +100,38 @@ describe('a failing response body stream', () => {
       expect(runs.get(key)).toBe(2);
     });
   }
+
+  it('releases the key of an event stream that stops on its aborted signal once maxExecution passed, the client still reading', async () => {
+    const engine = createIdempotency({ store: memoryStore(), leaseMs: 200, maxExecution: '100ms' });
+    let runs = 0;
+    const handler = withIdempotency(
+      async (request: Request) => {
+        runs++;
+        const signal = idempotencyOf(request)?.signal;
+        return new Response(
+          new ReadableStream<Uint8Array>({
+            async pull(controller) {
+              await new Promise((resolve) => setTimeout(resolve, 20));
+              if (signal?.aborted) controller.error(signal.reason);
+              else controller.enqueue(new TextEncoder().encode('data: tick\n\n'));
+            },
+          }),
+          { status: 200, headers: { 'content-type': 'text/event-stream' } },
+        );
+      },
+      { engine },
+    );
+    const key = randomUUID();
+    const request = () =>
+      new Request('http://api.test/events', {
+        method: 'POST',
+        headers: { 'idempotency-key': key },
+      });
+    await (await handler(request())).text().catch(() => undefined);
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    await handler(request());
+    expect(runs).toBe(2);
+  });
 });
 
 describe('the cut marker in the stored form', () => {
