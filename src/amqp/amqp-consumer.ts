@@ -114,7 +114,9 @@ export interface AmqpConsumer {
   /**
    * Stop receiving (a message the broker still delivers is `nack`ed back to the queue, never started),
    * then wait for the broker's cancel and for in-flight messages to be settled, up to `drainTimeout` in
-   * all. The channel is yours and stays open. Resolves to whether both happened in time.
+   * all. The channel is yours and stays open. Resolves to whether both happened in time. Its resolving is
+   * the end of every hook call, whatever it resolved: a message still in flight (or a copy given up on
+   * after `brokerTimeout`) settles later unreported.
    */
   close(): Promise<boolean>;
   /**
@@ -226,7 +228,7 @@ export async function idempotentConsumer(
     if (closed) return end();
     closed = true;
     // A hook that throws or rejects is ignored.
-    callHook((event: AmqpConsumerErrorEvent) => options.hooks?.onConsumerError?.(event), {
+    callHook((event: AmqpConsumerErrorEvent) => resolved.hooks.onConsumerError?.(event), {
       consumer: resolved.name,
       operation,
       error: new Error(message),
@@ -300,6 +302,9 @@ export async function idempotentConsumer(
         // After a drain that timed out too, once the last delivery settles: before, the listener stayed on
         // the channel for good, one more with every consumer closed while a handler was still running.
         releaseChannel();
+        // The end of every hook call, whatever it resolves: a handler still running, a copy confirmed late,
+        // go on unreported (consumer/hook-calls.ts).
+        resolved.endHooks();
         return cancelled && drained;
       })();
       return closing;

@@ -22,6 +22,7 @@ import {
 import { ReservedScopePrefix } from '../core/reserved-scopes.js';
 import { type Backoff, type BackoffOptions, createBackoff } from './backoff.js';
 import type { DeadLetterReason, DecisionPolicy, RetryReason } from './decision.js';
+import { hookCalls } from './hook-calls.js';
 
 /** Extracts the idempotency key of a message; `undefined` when it has none (it is then dead-lettered). */
 export type KeyExtractor<M> = (message: M) => string | undefined;
@@ -67,7 +68,10 @@ export interface ConsumerEvent<M> {
   deliveryCount: number;
 }
 
-/** Observation callbacks; a hook that throws is ignored. */
+/**
+ * Observation callbacks; a hook that throws is ignored. None is called once the consumer's `close()`
+ * resolved, whatever it resolved: work a drain that timed out left running goes on unreported.
+ */
 export interface ConsumerHooks<M> {
   /** The handler ran, its completion is durable, and the message was acked. */
   onExecuted?(event: ConsumerEvent<M>): void;
@@ -82,7 +86,8 @@ export interface ConsumerHooks<M> {
   ): void;
   /**
    * The message was dead-lettered with `error` recorded: once per letter written, also late, for a write
-   * given up on after `brokerTimeout` (reported to `onBrokerError` then) that lands after all.
+   * given up on after `brokerTimeout` (reported to `onBrokerError` then) that lands after all, unless the
+   * consumer's `close()` resolved first.
    */
   onDeadLetter?(
     event: ConsumerEvent<M> & { reason: DeadLetterReason; error: StoredErrorInfo },
@@ -183,7 +188,10 @@ export interface ConsumerOptions<M> {
    * @default `storeTimeout`
    */
   brokerTimeout?: Duration;
-  /** Observation callbacks. */
+  /**
+   * Observation callbacks. None is called once `close()` resolved: what a drain that timed out left
+   * running goes on (a late ack, a dead letter landing), unreported.
+   */
   hooks?: ConsumerHooks<M>;
 }
 
@@ -267,7 +275,13 @@ export interface ResolvedConsumerOptions<M> {
   storeTimeoutMs: number;
   /** The bound on each broker call settling a delivery (see {@link ConsumerOptions.brokerTimeout}). */
   brokerTimeoutMs: number;
+  /**
+   * The application's hooks as the consumer calls them: silent once {@link endHooks} was called
+   * (hook-calls.ts). Every call into the hooks, the adapters' own included, goes through these.
+   */
   hooks: ConsumerHooks<M>;
+  /** Ends every call into {@link hooks}, for good: the adapter calls it as its `close()` resolves. */
+  endHooks(): void;
 }
 
 /** True when `value` is an engine rather than engine options. */
@@ -308,6 +322,8 @@ export function resolveConsumerOptions<M>(
       'name: every consumer needs a non-empty name (the scope of its keys)',
     );
   }
+  // Checked with the other options; wrapped so that close() can end every call into them.
+  const calls = hookCalls(callbacksOption<ConsumerHooks<M>>(options.hooks, 'hooks') ?? {});
   const engine = isEngine(options.idempotency)
     ? options.idempotency
     : createIdempotency(options.idempotency);
@@ -358,6 +374,7 @@ export function resolveConsumerOptions<M>(
     brokerTimeoutMs: durationOption(options.brokerTimeout, 'brokerTimeout', storeTimeoutMs, {
       maxMs: MAX_TIMER_MS,
     }),
-    hooks: callbacksOption<ConsumerHooks<M>>(options.hooks, 'hooks') ?? {},
+    hooks: calls.hooks,
+    endHooks: calls.end,
   };
 }

@@ -305,6 +305,7 @@ function givenUp<M>(
  * back, so no redelivery reports it). At most once per letter written: the write answers once, and a
  * write that finds its message settled before ({@link NOT_WRITTEN}: a redelivery wrote the letter first,
  * and reported it) or fails late is not reported again; its delivery was reported to `onBrokerError`.
+ * Nor is one landing after the consumer's `close()` resolved: that ends every hook call (hook-calls.ts).
  */
 function reportLateLetter<M>(
   options: ResolvedConsumerOptions<M>,

@@ -92,7 +92,9 @@ const NATS_OPTION_NAMES = {
 export interface NatsConsumer {
   /**
    * Stop pulling and start no further message (those already pulled are `nak()`ed, for redelivery), then
-   * wait for in-flight messages to settle, up to `drainTimeout` in all; resolves to whether they did.
+   * wait for in-flight messages to settle, up to `drainTimeout` in all; resolves to whether they did. Its
+   * resolving is the end of every hook call, whatever it resolved: a message still in flight (or a dead
+   * letter given up on after `brokerTimeout`) settles later unreported.
    */
   close(): Promise<boolean>;
   /**
@@ -236,7 +238,7 @@ export async function idempotentConsumer(
   let closed = false;
   const report = (operation: NatsConsumerErrorEvent['operation'], error: unknown) => {
     // A hook that throws or rejects is ignored.
-    callHook((event: NatsConsumerErrorEvent) => options.hooks?.onConsumerError?.(event), {
+    callHook((event: NatsConsumerErrorEvent) => resolved.hooks.onConsumerError?.(event), {
       consumer: resolved.name,
       operation,
       error,
@@ -254,7 +256,7 @@ export async function idempotentConsumer(
       recordHandedBack(resolved, brokerId(message), message.info.deliveryCount),
     // The key is not extracted before the message starts: reported without one.
     onTouchError: (message, error) =>
-      callHook((event) => options.hooks?.onBrokerError?.(event), {
+      callHook((event) => resolved.hooks.onBrokerError?.(event), {
         consumer: resolved.name,
         message,
         key: undefined,
@@ -290,6 +292,9 @@ export async function idempotentConsumer(
         // nak()ed at once), but a loop stuck elsewhere must not hold close() past the drain timeout either.
         const loopEnded = await settlesWithin(done, resolved.drainTimeoutMs);
         const drained = await inFlight.drain(Math.max(deadline - performance.now(), 0));
+        // The end of every hook call, whatever it resolves: a message still in flight, a dead letter
+        // given up on after brokerTimeout, a pull still failing, go on unreported (consumer/hook-calls.ts).
+        resolved.endHooks();
         return loopEnded && drained;
       })();
       return closing;

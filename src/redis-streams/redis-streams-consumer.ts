@@ -19,7 +19,7 @@ import { MAX_TIMER_MS } from '../core/duration.js';
 import { AckBatcher } from './acks.js';
 import { ClaimRounds } from './claim-round.js';
 import type { StreamsContext } from './consumer-context.js';
-import { consumerErrorReports } from './consumer-errors.js';
+import { consumerErrorReport } from './consumer-errors.js';
 import { type RedisStreamsConsumerOptions, resolveStreamsOptions } from './consumer-options.js';
 import { deadLetterWriter } from './dead-letters.js';
 import { deletedLetters } from './deleted-letters.js';
@@ -45,16 +45,17 @@ export interface RedisStreamsConsumer {
    * `drainTimeout` in all; resolves to whether both happened in time. Nothing is started once it began:
    * entries the read (or claim round) in progress brings are handed back, pending with their idle time set
    * to `minIdle`, for another consumer's next claim round. A dead letter (or retry) its delivery gave up on
-   * past `brokerTimeout` is waited for too: after `close()` resolved, no letter lands and no hook fires
-   * unless it resolved `false`. A read still unanswered then (a Redis
+   * past `brokerTimeout` is waited for too: after `close()` resolved, no letter lands unless it resolved
+   * `false`, and no hook fires either way. A read still unanswered then (a Redis
    * that hangs without closing the connection) is abandoned: entries a late reply brings stay pending, for
    * `XAUTOCLAIM` to hand to a live consumer after `minIdle`. A loop command already past its bound
    * (`brokerTimeout`, plus its wait, at most `block`, for a blocking read) is abandoned at once: `close()`
-   * then resolves `false` as soon as in-flight entries settled. Its resolving is the end of
-   * `onConsumerError` reports, whatever it resolved: a report still owed then (a command left unanswered
-   * past `brokerTimeout`, a deleted entry whose letter is still being written, or fails) is dropped; the
-   * write goes on, and an entry whose letter does not land stays pending, for a live consumer's claim
-   * round to report and record (only where the scripts are refused may Redis 7 have dropped its id).
+   * then resolves `false` as soon as in-flight entries settled. Its resolving is the end of every hook
+   * call, whatever it resolved: a report still owed then (a handler past `drainTimeout` and its ack, a
+   * dead letter landing late, a command left unanswered past `brokerTimeout`, a deleted entry whose
+   * letter is still being written, or fails) is dropped; the work goes on, and an entry whose letter
+   * does not land stays pending, for a live consumer's claim round to report and record (only where the
+   * scripts are refused may Redis 7 have dropped its id).
    */
   close(): Promise<boolean>;
   /** Resolves when the read loop ends. */
@@ -88,9 +89,8 @@ export async function idempotentConsumer(
   const settings = resolveStreamsOptions(client, options);
   const { resolved, blockingClient, stream, group, consumer, blockMs, pollMs, minIdleMs, claimMs } =
     settings;
-  // Ended as close() resolves: it is the end of reports (consumer-errors.ts).
-  const reports = consumerErrorReports(resolved.name, options.hooks);
-  const reportError = reports.report;
+  // Through the resolved hooks, which close() ends as it resolves (consumer/hook-calls.ts).
+  const reportError = consumerErrorReport(resolved);
 
   // Create the group at `start` unless it exists; MKSTREAM, so a consumer may start before any producer.
   const createGroup = async (start: string) => {
@@ -128,8 +128,8 @@ export async function idempotentConsumer(
   const inFlight = new InFlight(resolved.concurrency);
   // Settle calls still going after their delivery settled: a dead letter (or a retry) given up on past
   // brokerTimeout frees its slot but goes on, and a letter landing late fires onDeadLetter then
-  // (consumer/settle.ts). close() waits for them too, within drainTimeout: after it resolved, no letter is
-  // written and no hook fires.
+  // (consumer/settle.ts). close() waits for them too, within drainTimeout: after it resolved true, no
+  // letter is written (and after it resolved at all, no hook fires: consumer/hook-calls.ts).
   const settling = new Set<Promise<unknown>>();
   const tracked = <T>(call: Promise<T>): Promise<T> => {
     settling.add(call);
@@ -359,8 +359,9 @@ export async function idempotentConsumer(
             Promise.allSettled([...settling]),
             Math.max(deadline - performance.now(), 0),
           ));
+        // The end of every hook call, whatever it resolves: what is still running goes on unreported.
+        resolved.endHooks();
         // `abandoned` also when the loop ended by abandoning a command known hung (loop-command.ts).
-        reports.end();
         return !abandoned && drained && settled;
       })();
       return closing;

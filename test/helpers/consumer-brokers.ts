@@ -43,6 +43,12 @@ export interface BrokerCase {
   start(handler: ConsumerHandler<unknown>, options: StartOptions): Promise<RunningConsumer>;
   /** Everything in the dead-letter destination. */
   deadLetters(): Promise<DeadLetterView[]>;
+  /**
+   * Messages delivered to the case's consumers and not settled yet (acked, or terminated, or handed
+   * back): seen at the broker (RabbitMQ: at the consumers' channels), not through hooks, which are silent
+   * once a consumer's `close()` resolved.
+   */
+  unacked(): Promise<number>;
   /** Close connections and delete the case's queues, streams or keys. */
   destroy(): Promise<void>;
 }
@@ -63,12 +69,51 @@ function parseError(value: unknown): { name: string; message: string } {
   }
 }
 
+/** An amqplib confirm channel. */
+type AmqpChannel = Awaited<
+  ReturnType<Awaited<ReturnType<typeof amqpConnect>>['createConfirmChannel']>
+>;
+
+/**
+ * The delivery tags `channel` received and has not acked or nacked yet (a multiple ack's or nack's
+ * included), kept up to date by wrapping its `consume`, `ack` and `nack`: RabbitMQ tells no client how
+ * many of a queue's messages are unacked. Tags of a channel that closed (its messages requeued) stay.
+ */
+function trackUnsettled(channel: AmqpChannel): Set<number> {
+  const open = new Set<number>();
+  const settle = (tag: number, allUpTo: boolean | undefined) => {
+    for (const each of [...open])
+      if (each === tag || (allUpTo === true && each < tag)) open.delete(each);
+  };
+  const { consume, ack, nack } = channel;
+  channel.consume = (queue, onMessage, options) =>
+    consume.call(
+      channel,
+      queue,
+      (message) => {
+        if (message !== null) open.add(message.fields.deliveryTag);
+        onMessage(message);
+      },
+      options,
+    );
+  channel.ack = (message, allUpTo) => {
+    settle(message.fields.deliveryTag, allUpTo);
+    ack.call(channel, message, allUpTo);
+  };
+  channel.nack = (message, allUpTo, requeue) => {
+    settle(message.fields.deliveryTag, allUpTo);
+    nack.call(channel, message, allUpTo, requeue);
+  };
+  return open;
+}
+
 async function amqpCase(id: string): Promise<BrokerCase> {
   const queue = `ik-test.${id}`;
   const admin = await amqpConnect(env.amqpUrl);
   const channel = await admin.createConfirmChannel();
   await channel.assertQueue(queue, { durable: false });
   const connections: Array<{ close(): Promise<void> }> = [admin];
+  const unsettled: Array<Set<number>> = [];
   return {
     async publish(key, body) {
       channel.sendToQueue(queue, Buffer.from(body), { messageId: key });
@@ -78,10 +123,14 @@ async function amqpCase(id: string): Promise<BrokerCase> {
       const connection = await amqpConnect(env.amqpUrl);
       connections.push(connection);
       const consumerChannel = await connection.createConfirmChannel();
+      unsettled.push(trackUnsettled(consumerChannel));
       return amqpConsumer(consumerChannel, handler as ConsumerHandler<unknown>, {
         ...options,
         queue,
       });
+    },
+    async unacked() {
+      return unsettled.reduce((sum, open) => sum + open.size, 0);
     },
     async deadLetters() {
       const letters: DeadLetterView[] = [];
@@ -155,6 +204,10 @@ async function natsCase(id: string): Promise<BrokerCase> {
       }
       return letters;
     },
+    async unacked() {
+      const info = await jsm.consumers.info(stream, durable);
+      return info.num_ack_pending;
+    },
     async destroy() {
       for (const connection of connections) await connection.close().catch(() => {});
       await jsm.streams.delete(stream).catch(() => {});
@@ -205,6 +258,13 @@ async function streamsCase(id: string): Promise<BrokerCase> {
           reason: String(fields['x-idempotency-dead-letter-reason']),
         };
       });
+    },
+    async unacked() {
+      // XPENDING's summary: [count, lowest id, highest id, consumers]; no group yet, nothing delivered.
+      const reply = (await admin
+        .sendCommand(['XPENDING', stream, group])
+        .catch(() => [0])) as unknown[];
+      return Number(reply[0] ?? 0);
     },
     async destroy() {
       for (const client of clients) client.destroy();
