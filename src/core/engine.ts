@@ -90,10 +90,12 @@ export interface IdempotencyOptions {
    * at the end of that tick (a lone call alone); calls are sent at once while fewer than `maxInFlight` are
    * outstanding, and calls that arrive while the store is busy go together as one batch. Each item keeps
    * single-call semantics. While this process's event loop is busy, at most `maxInFlightWhenBusy` calls
-   * are outstanding, so a CPU-bound service sends fewer, larger batches. `false` sends every call alone.
+   * are outstanding, and the calls of `windowWhenBusy` go together, so a CPU-bound service sends fewer,
+   * larger batches. `false` sends every call alone.
    * @default { maxBatch: 100, maxInFlight: the store's `capabilities.batchMaxInFlight`, else 4,
    *   maxInFlightWhenBusy: the store's `capabilities.batchMaxInFlightWhenBusy`, else maxInFlight, window:
-   *   the store's `capabilities.batchWindow`, else 'tick' }
+   *   the store's `capabilities.batchWindow`, else 'tick', windowWhenBusy: the store's
+   *   `capabilities.batchWindowWhenBusy`, else window }
    */
   batch?: false | BatchingOptions;
   /**
@@ -349,6 +351,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
           maxInFlight: options.store.capabilities.batchMaxInFlight,
           maxInFlightWhenBusy: options.store.capabilities.batchMaxInFlightWhenBusy,
           window: options.store.capabilities.batchWindow,
+          windowWhenBusy: options.store.capabilities.batchWindowWhenBusy,
           ...batch,
         });
   const namespace = stringOption(options.namespace, 'namespace', 'default');

@@ -104,6 +104,14 @@ export interface StoreCapabilities {
    */
   batchWindow?: BatchWindow;
   /**
+   * The engine's default `batch.windowWhenBusy`: the window while the process's event loop is busy (80% or
+   * more of the last 100 ms spent running code). A store whose calls answer synchronously (the memory
+   * store) asks for `'turn'`: a CPU-bound service then claims, runs and answers the requests of one poll
+   * phase together instead of each alone, while an idle one still sends each call at the end of its tick.
+   * @default the store's `batchWindow`
+   */
+  batchWindowWhenBusy?: BatchWindow;
+  /**
    * The store implements {@link Store.saveStep} and {@link Store.loadSteps}, so executions can record
    * steps (`RunContext.step`). @default false
    */
