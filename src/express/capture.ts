@@ -254,13 +254,21 @@ class Capture {
 
 /**
  * The request was timed out by a timeout middleware that answers in the handler's place before this
- * response ended: `connect-timeout` (and the middlewares modelled on it) set `req.timedout`, and, unless
- * told `respond: false`, listen for the request's `timeout` event to pass their error on. With
- * `respond: false` nothing answers for the handler: its own answer, however late, is what is stored.
+ * response ended: `connect-timeout` (and the middlewares modelled on it) set `req.timedout`. With
+ * connect-timeout's `respond: false` nothing answers for the handler: its own answer, however late, is what
+ * is stored.
  */
 function timedOut(res: Response): boolean {
-  const req = res.req as (Response['req'] & { timedout?: unknown }) | undefined;
-  return req?.timedout === true && req.listenerCount('timeout') > 0;
+  const req = res.req as
+    | (Response['req'] & { timedout?: unknown; clearTimeout?: unknown })
+    | undefined;
+  if (req?.timedout !== true) return false;
+  // connect-timeout told not to respond (it alone sets `req.clearTimeout`, and listens for `timeout` only
+  // to answer): positively identified, as any other middleware setting `timedout` may answer from its own
+  // timer without a listener on the request.
+  const silentConnectTimeout =
+    typeof req.clearTimeout === 'function' && req.listenerCount('timeout') === 0;
+  return !silentConnectTimeout;
 }
 
 // Statuses whose responses have no body, hence no Content-Length of their own (RFC 9110 §8.6).

@@ -87,11 +87,12 @@ export function idempotency(options: ExpressIdempotencyOptions): ExpressIdempote
         (decision) => {
           if (decision.action === 'pass') return next();
           if (decision.action === 'respond') return send(req, res, decision.response);
-          // Answered while the claim was in flight (`connect-timeout`'s 503 for a slow store): the handler
-          // has not run, and nothing it writes could reach the client, so the key is released. Captured
+          // Ended while the claim was in flight (`connect-timeout`'s 503 for a slow store): the handler has
+          // not run, and nothing it writes could reach the client, so the key is released. (Only ended: a
+          // middleware before the layer may flush the head of a streamed answer for the handler to write.) Captured
           // instead, the response's end was never seen, and the claim was held (its lease extended) for as
           // long as the process lived: every retry got 409.
-          if (res.headersSent || res.writableEnded) {
+          if (res.writableEnded) {
             void decision.execution.fail(
               new Error('The response was sent before the claim was made'),
             );

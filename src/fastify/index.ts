@@ -188,7 +188,10 @@ async function capturePayload(reply: FastifyReply, running: Running, sent: unkno
   }
   const response = { status, headers };
   if (!isWebStream(payload)) {
-    return relayedBody(new BodyRelay(execution, response, nodeStreamSource(payload)), reply.raw);
+    return relayedBody(
+      new BodyRelay(execution, response, nodeStreamSource(payload), [], headSent(reply)),
+      reply.raw,
+    );
   }
   // A web stream (a `Response`'s body): one made from bytes has them all at hand, and keeps the path of
   // any body given whole (stored, then sent with its Content-Length).
@@ -207,7 +210,19 @@ async function capturePayload(reply: FastifyReply, running: Running, sent: unkno
     await finish({ status, headers, body: whole, bytes: whole.byteLength });
     return Buffer.from(whole.buffer, whole.byteOffset, whole.byteLength);
   }
-  return relayedBody(new BodyRelay(execution, response, whole.source, whole.head), reply.raw);
+  return relayedBody(
+    new BodyRelay(execution, response, whole.source, whole.head, headSent(reply)),
+    reply.raw,
+  );
+}
+
+/**
+ * Whether the reply's head went out, for a relayed body that fails: after it, the client saw the
+ * handler's status, and the key is judged by it; before it, Fastify's error reply goes out in its place,
+ * and the key is released (`../http/stream-relay.ts`).
+ */
+function headSent(reply: FastifyReply): () => boolean {
+  return () => reply.raw.headersSent;
 }
 
 // The plugin's own option, and those Fastify reads from any plugin's options (`register(plugin, { prefix })`).

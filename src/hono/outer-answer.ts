@@ -44,9 +44,11 @@ export async function keepDroppedAnswer(
     return;
   }
   try {
-    const captured = await captureWebResponse(response, execution);
-    // A body still being produced is relayed, and stored once read to its end: no client reads this one.
-    await captured.arrayBuffer();
+    const captured = await captureWebResponse(response, execution, true);
+    // A body still being produced is relayed: no client reads this one, so it is thrown away unread, and
+    // the relay reads and stores it itself, stopping past `maxBodyBytes` or once the lease is lost (an
+    // event stream that never ends), as for a client that went away.
+    await captured.body?.cancel();
   } catch {
     // The outcome is handed over either way (`captureWebResponse`, `Execution.bodyFailed`); nobody is
     // left to tell.

@@ -8,14 +8,17 @@
  * The outcome is decided at the stream's end, never before:
  * - it ends: the body (or, past `maxBodyBytes`, the `response_too_large` marker) is stored, then the end
  *   goes out;
- * - it fails after a chunk went out: the client got the head and a cut body, and the error goes on to the
- *   server, which cuts the response. The handler answered, so its work is done: the key is judged by the
- *   status it answered with (`Execution.bodyFailed`), never released for a retry to charge a second time,
- *   unless that status would have released it (a 5xx). Before any chunk went out, the server answers the
- *   error in its place, the client never sees the handler's status, and the key is released, as for a
- *   thrown error (as Express does for a response destroyed before its head). Once the execution's lease is
- *   lost (`maxExecution`), a stream that stops on the aborted signal is released too, as when its client
- *   has gone (below);
+ * - it fails once its head went out: the client got the handler's status and a cut body, and the error goes
+ *   on to the server, which cuts the response. The handler answered, so its work is done: the key is judged
+ *   by the status it answered with (`Execution.bodyFailed`), never released for a retry to charge a second
+ *   time, unless that status would have released it (a 5xx). Whether the head went out is the adapter's
+ *   to say (`headSent`): Fastify knows (`reply.raw.headersSent`); a web `Response` handed to its server
+ *   counts as sent, since servers send its head before its first chunk (`@hono/node-server` flushes it
+ *   when none is ready, as Deno and Bun do). Before the head, the framework answers the error in its
+ *   place, the client never sees the handler's status, and the key is released, as for a thrown error (as
+ *   Express does for a response destroyed before its head). Once the execution's lease is lost
+ *   (`maxExecution`), a stream that stops on the aborted signal is released too, as when its client has
+ *   gone (below);
  * - the client goes away: the handler is not stopped and neither is the storing (releasing the key then
  *   would let a retry run beside a handler that still runs). The relay reads the rest of the stream itself
  *   and stores it, so the retry gets the whole body. It stops reading, and passes the cancel on to the
@@ -79,18 +82,19 @@ export class BodyRelay {
   /** The source was stopped: what it answers now (a cancel's `done`, a destroy's error) is no outcome. */
   private stopped = false;
   private abandoned = false;
-  /** A chunk was handed on to the client: its head went out with (or before) it. */
-  private handedOn = false;
 
   /**
    * @param response - The status and headers that went out with the head.
    * @param head - Chunks already read from `source`, to hand on first.
+   * @param headSent - Whether the response's head went out, read when the stream fails (see the module);
+   *   by default it did, as for a web `Response` handed to its server.
    */
   constructor(
     private readonly execution: Execution,
     private readonly response: Pick<CapturedResponse, 'status' | 'headers'>,
     private readonly source: ChunkSource,
     head: Uint8Array[] = [],
+    private readonly headSent: () => boolean = () => true,
   ) {
     this.collector = createBodyCollector(execution.policy.maxBodyBytes);
     for (const chunk of head) this.collector.add(chunk, true);
@@ -103,10 +107,7 @@ export class BodyRelay {
    */
   next(): Promise<Uint8Array | null> {
     const chunk = this.head.shift();
-    if (chunk !== undefined) {
-      if (!this.abandoned) this.handedOn = true;
-      return Promise.resolve(chunk);
-    }
+    if (chunk !== undefined) return Promise.resolve(chunk);
     if (this.over) return Promise.resolve(null);
     const reading = this.read();
     this.reading = reading;
@@ -122,9 +123,9 @@ export class BodyRelay {
     } catch (error) {
       if (this.stopped) return null;
       this.over = true;
-      // The stream failed before its end: judged by the handler's status once the client got a chunk of
-      // it; released when nothing went out, or when the lease was lost (see the module).
-      if (this.handedOn && !this.execution.context.signal.aborted) {
+      // The stream failed before its end: judged by the handler's status once its head went out; released
+      // before that, or when the lease was lost (see the module).
+      if (this.headSent() && !this.execution.context.signal.aborted) {
         await this.execution.bodyFailed(this.response.status, error);
       } else await this.execution.fail(error);
       throw error;
@@ -136,7 +137,6 @@ export class BodyRelay {
     }
     // The chunk goes to the client untouched: no copy (the old whole-body read kept them as they were).
     this.collector.add(chunk, true);
-    if (!this.abandoned) this.handedOn = true;
     return chunk;
   }
 

@@ -161,20 +161,27 @@ function plainBody(response: Response): Uint8Array | undefined {
  * than a `Response`, a body stream that errors before anything of it went out. A body stream that errors
  * later is judged by the status the handler answered with (`Execution.bodyFailed`, `./stream-relay.ts`). Left alone, the claim would stay in progress, its lease
  * extended while the process lives, and every retry would get 409.
+ * @param dropped - The framework dropped this answer for another that went out (Hono's, behind a timeout):
+ *   a body stream that fails at once is judged by its status, not released.
  */
 export async function captureWebResponse(
   response: Response,
   execution: Execution,
+  dropped = false,
 ): Promise<Response> {
   try {
-    return await capture(response, execution);
+    return await capture(response, execution, dropped);
   } catch (error) {
     await execution.fail(error); // nothing once the outcome was handed over (`fail` is then a no-op)
     throw error;
   }
 }
 
-async function capture(response: Response, execution: Execution): Promise<Response> {
+async function capture(
+  response: Response,
+  execution: Execution,
+  dropped: boolean,
+): Promise<Response> {
   // A Headers object joins a repeated name's values, as iterating it does.
   const headers = readAllowedHeaders(execution.policy.replayHeaders, (name) =>
     response.headers.get(name),
@@ -207,8 +214,11 @@ async function capture(response: Response, execution: Execution): Promise<Respon
     whole = await readWhole(reader, execution.policy.maxBodyBytes);
   } catch (error) {
     // The body stream failed at once, before anything of it went out: the server answers the error in its
-    // place, so the key is released, as for a thrown error (`./stream-relay.ts`).
-    await execution.fail(error);
+    // place, so the key is released, as for a thrown error (`./stream-relay.ts`). Not for an answer the
+    // framework dropped for another that went out (`dropped`: Hono's behind a timeout): no client waits
+    // for it, and the handler answered, so it is judged by its status.
+    if (dropped) await execution.bodyFailed(response.status, error);
+    else await execution.fail(error);
     throw error;
   }
   if (whole instanceof Uint8Array) {

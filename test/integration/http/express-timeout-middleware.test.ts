@@ -147,3 +147,54 @@ it('releases the key when connect-timeout answered while the claim was in flight
   expect(retry.body).toEqual({ charged: true });
   expect(runs).toBe(1);
 });
+
+it('keeps a marker for a timeout middleware that marks req.timedout and answers from its own timer', async () => {
+  // Modelled on connect-timeout, without its listener on the request: the 503 is not the handler's.
+  let runs = 0;
+  const app = express();
+  app.use((req, res, next) => {
+    setTimeout(() => {
+      (req as { timedout?: boolean }).timedout = true;
+      if (!res.headersSent) res.status(503).json({ error: 'timed out' });
+    }, 50);
+    next();
+  });
+  app.use(idempotency({ store: memoryStore() }));
+  app.post('/charges', async (req, res) => {
+    runs++;
+    await sleep(150);
+    if (!(req as { timedout?: boolean }).timedout) res.status(201).json({ charged: true });
+  });
+  const base = await listenExpress(app);
+  const key = randomUUID();
+  const first = await postWithKey<unknown>(`${base}/charges`, key, '{}');
+  expect(first.status).toBe(503);
+  await sleep(300);
+  const retry = await postWithKey<{ code?: string }>(`${base}/charges`, key, '{}');
+  expect(retry.status).toBe(409);
+  expect(retry.body.code).toBe('response_not_captured');
+  expect(runs).toBe(1);
+});
+
+it('runs the handler when a middleware before the layer flushed the head of a streamed answer', async () => {
+  let runs = 0;
+  const app = express();
+  app.use((_req, res, next) => {
+    res.setHeader('content-type', 'text/plain');
+    res.flushHeaders();
+    next();
+  });
+  app.use(idempotency({ store: memoryStore() }));
+  app.post('/stream', (_req, res) => {
+    runs++;
+    res.end('done');
+  });
+  const base = await listenExpress(app);
+  const response = await fetch(`${base}/stream`, {
+    method: 'POST',
+    headers: { 'idempotency-key': randomUUID() },
+    signal: AbortSignal.timeout(2000),
+  });
+  expect(await response.text()).toBe('done');
+  expect(runs).toBe(1);
+});

@@ -1,8 +1,10 @@
 /**
- * A body stream that fails before anything of it went out (a file that is missing, `ENOENT` before the
- * first chunk): the framework answers the error in the handler's place, and the client never sees the
- * handler's status. The key is released, as for a thrown error, on Fastify as on Express; a marker kept
- * for it answered every retry 409 for a 201 the client never got. Over real sockets.
+ * A body stream that fails before its head went out (a file that is missing, `ENOENT` before the first
+ * chunk): the framework answers the error in the handler's place, and the client never sees the handler's
+ * status. The key is released, as for a thrown error, on Fastify as on Express; a marker kept for it
+ * answered every retry 409 for a 201 the client never got. But a web `Response`'s head goes out before its
+ * first chunk (`@hono/node-server` flushes it when none is ready): a stream that fails then has shown the
+ * client the 201, and the key keeps its marker. Over real sockets.
  */
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
@@ -14,8 +16,10 @@ import Fastify from 'fastify';
 import { expect, it, onTestFinished } from 'vitest';
 import { idempotency as expressIdempotency } from '../../../src/express/index.js';
 import { idempotencyPlugin } from '../../../src/fastify/index.js';
+import { withIdempotency } from '../../../src/fetch/index.js';
 import { memoryStore } from '../../../src/index.js';
 import { listenExpress } from '../../helpers/listen-express.js';
+import { listenFetch } from '../../helpers/listen-fetch.js';
 
 // A stream that fails before its first chunk (the second run's stream ends with one row).
 const failingAtOnce = () =>
@@ -71,4 +75,37 @@ it('Express: a response destroyed before its head releases the key (the same rul
   }
   expect(retry).toEqual({ status: 201, body: 'id,amount\n1,4200\n' });
   expect(runs).toBe(2);
+});
+
+it('fetch on @hono/node-server: the 201 head went out before the first chunk, so the key keeps its marker', async () => {
+  let runs = 0;
+  const handler = withIdempotency(
+    async () => {
+      runs++;
+      let pulls = 0;
+      // Waits for its first chunk (a cursor, an upstream call), then fails: nothing is at hand at once.
+      const body = new ReadableStream<Uint8Array>({
+        async pull(controller) {
+          await sleep(30);
+          if (pulls++ === 0) controller.error(new Error('cursor lost'));
+        },
+      });
+      return new Response(body, { status: 201, headers: { 'content-type': 'text/csv' } });
+    },
+    { store: memoryStore() },
+  );
+  const server = await listenFetch(handler, '/export');
+  onTestFinished(() => server.close());
+  const key = randomUUID();
+  const first = await fetch(server.url, { method: 'POST', headers: { 'idempotency-key': key } });
+  expect(first.status).toBe(201); // the head the client saw
+  await first.text().catch(() => undefined);
+  let retry = await post(server.url, key);
+  for (let i = 0; i < 20 && retry?.body.includes('in_progress'); i++) {
+    await sleep(10);
+    retry = await post(server.url, key);
+  }
+  expect(retry?.status).toBe(409);
+  expect(JSON.parse(retry?.body ?? '{}').code).toBe('response_not_captured');
+  expect(runs).toBe(1);
 });
