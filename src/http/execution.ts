@@ -17,7 +17,7 @@ import { type HeaderValue, pickHeaders, REPLAYED_HEADER } from './headers.js';
 import { parseKeyHeader } from './key-header.js';
 import { policyCovers, type RoutePolicy } from './options.js';
 import { type HttpResponseData, problemResponse } from './problem.js';
-import { type HttpOutcome, httpResponseCodec } from './response-codec.js';
+import { type HttpOutcome, httpResponseCodec, type NotCapturedMarker } from './response-codec.js';
 import { credentialScope, HTTP_SCOPE_SOURCE, warnUnscopedCredentials } from './scope.js';
 
 /** What the layer needs to know about a request. */
@@ -340,10 +340,7 @@ class HttpExecution implements Execution {
   }
 
   cutOff(status: number): Promise<void> {
-    if (this.done) return this.settled;
-    this.done = true;
-    this.resolveHandler({ kind: 'not_captured', status });
-    return this.settled;
+    return this.keepMarker({ kind: 'not_captured', status });
   }
 
   answerLost(answered: number, sent: number): Promise<void> {
@@ -353,9 +350,14 @@ class HttpExecution implements Execution {
 
   bodyFailed(status: number, error: unknown): Promise<void> {
     if (this.releases(status)) return this.fail(error);
+    return this.keepMarker({ kind: 'not_captured', status, cut: true });
+  }
+
+  // Keep `marker` as the key's outcome (retries answered `response_not_captured`), unless settled already.
+  private keepMarker(marker: NotCapturedMarker): Promise<void> {
     if (this.done) return this.settled;
     this.done = true;
-    this.resolveHandler({ kind: 'not_captured', status, cut: true });
+    this.resolveHandler(marker);
     return this.settled;
   }
 
