@@ -4,6 +4,7 @@
  */
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
+import { onTestFinished } from 'vitest';
 
 /** A listening fetch handler: the URL of `path` on it, and how to close it. */
 export interface ListeningFetch {
@@ -23,4 +24,18 @@ export async function listenFetch(
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}${path}`,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
+}
+
+/**
+ * {@link listenFetch} at the root, closed when the current test finishes; resolves to the base URL. The
+ * close is not waited for: a client's kept-alive connection would hold it back.
+ */
+export async function listenFetchForTest(
+  fetchHandler: (request: Request) => Response | Promise<Response>,
+): Promise<string> {
+  const listening = await listenFetch(fetchHandler, '');
+  onTestFinished(() => {
+    void listening.close();
+  });
+  return listening.url;
 }

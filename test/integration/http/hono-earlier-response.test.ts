@@ -9,25 +9,11 @@
  * stored now. On `@hono/node-server`.
  */
 import { randomUUID } from 'node:crypto';
-import type { AddressInfo } from 'node:net';
-import { serve } from '@hono/node-server';
 import { type Context, Hono, type MiddlewareHandler } from 'hono';
-import { afterEach, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { idempotency } from '../../../src/hono/index.js';
 import { memoryStore } from '../../../src/index.js';
-
-let close: (() => void) | undefined;
-afterEach(() => {
-  close?.();
-  close = undefined;
-});
-
-async function listen(app: Hono): Promise<string> {
-  const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' });
-  close = () => server.close();
-  await new Promise((resolve) => server.once('listening', resolve));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
+import { listenFetchForTest } from '../../helpers/listen-fetch.js';
 
 /** A middleware before the layer that sets a default answer, then lets the request on. */
 const presets =
@@ -48,7 +34,7 @@ async function appWith(
   app.use(earlier);
   app.use(idempotency({ store: memoryStore(), ...options }));
   app.post('/charges', ((c: Context) => handler(c, ++runs)) as never);
-  const base = await listen(app);
+  const base = await listenFetchForTest(app.fetch);
   return {
     send: (key) =>
       fetch(`${base}/charges`, {

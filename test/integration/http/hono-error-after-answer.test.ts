@@ -10,25 +10,11 @@
  * stored already. On `@hono/node-server`.
  */
 import { randomUUID } from 'node:crypto';
-import type { AddressInfo } from 'node:net';
-import { serve } from '@hono/node-server';
 import { type Context, Hono, type MiddlewareHandler } from 'hono';
-import { afterEach, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { idempotency } from '../../../src/hono/index.js';
 import { memoryStore } from '../../../src/index.js';
-
-let close: (() => void) | undefined;
-afterEach(() => {
-  close?.();
-  close = undefined;
-});
-
-async function listen(app: Hono): Promise<string> {
-  const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' });
-  close = () => server.close();
-  await new Promise((resolve) => server.once('listening', resolve));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
+import { listenFetchForTest } from '../../helpers/listen-fetch.js';
 
 const circular = () => {
   const order: Record<string, unknown> = { id: 'ord_1' };
@@ -51,7 +37,7 @@ async function twice(
   route(app, idempotency({ store: memoryStore() }), () => {
     runs++;
   });
-  const base = await listen(app);
+  const base = await listenFetchForTest(app.fetch);
   const key = randomUUID();
   const send = () =>
     fetch(`${base}/charges`, { method: 'POST', headers: { 'idempotency-key': key } });

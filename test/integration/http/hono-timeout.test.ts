@@ -7,27 +7,13 @@
  * still releases its key on the 500 Hono renders. On `@hono/node-server`.
  */
 import { randomUUID } from 'node:crypto';
-import type { AddressInfo } from 'node:net';
-import { serve } from '@hono/node-server';
 import { type Context, Hono, type MiddlewareHandler } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import { timeout } from 'hono/timeout';
-import { afterEach, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { idempotency } from '../../../src/hono/index.js';
 import { memoryStore } from '../../../src/index.js';
-
-let close: (() => void) | undefined;
-afterEach(() => {
-  close?.();
-  close = undefined;
-});
-
-async function listen(app: Hono): Promise<string> {
-  const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' });
-  close = () => server.close();
-  await new Promise((resolve) => server.once('listening', resolve));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
+import { listenFetchForTest } from '../../helpers/listen-fetch.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -70,7 +56,7 @@ async function timedOut(
       ended();
     }
   });
-  const base = await listen(app);
+  const base = await listenFetchForTest(app.fetch);
   const key = randomUUID();
   const send = () =>
     fetch(`${base}/charges`, { method: 'POST', headers: { 'idempotency-key': key } });
@@ -140,7 +126,7 @@ it('still releases the key when the handler throws an Error rendered as 500 (no 
     runs++;
     throw new Error('card network down');
   });
-  const base = await listen(app);
+  const base = await listenFetchForTest(app.fetch);
   const key = randomUUID();
   const send = () =>
     fetch(`${base}/charges`, { method: 'POST', headers: { 'idempotency-key': key } });
@@ -159,7 +145,7 @@ it('still stores the answer a handler gave within the timeout', async () => {
     runs++;
     return c.json({ charged: runs }, 201);
   });
-  const base = await listen(app);
+  const base = await listenFetchForTest(app.fetch);
   const key = randomUUID();
   const send = () =>
     fetch(`${base}/charges`, { method: 'POST', headers: { 'idempotency-key': key } });

@@ -8,7 +8,7 @@
 import { describe, expect, it } from 'vitest';
 import { idempotentConsumer } from '../../../src/amqp/index.js';
 import { createIdempotency, memoryStore } from '../../../src/index.js';
-import { deferred } from '../../helpers/deferred.js';
+import { heldFailingHandler, recordingHooks } from '../../helpers/close-hooks.js';
 import { waitUntil } from '../../helpers/wait-until.js';
 import { fakeChannel, message } from './fake-channel.js';
 
@@ -25,42 +25,25 @@ describe('amqp consumer: close() and the hooks of work still running', () => {
         return true;
       },
     });
-    const gate = deferred();
-    let started = false;
+    const held = heldFailingHandler();
     const hooks: string[] = [];
-    const record = (name: string) => () => void hooks.push(name);
-    const consumer = await idempotentConsumer(
-      channel,
-      async () => {
-        started = true;
-        await gate.promise;
-        throw new Error('card declined');
-      },
-      {
-        queue: 'q',
-        name: 'c',
-        idempotency: createIdempotency({ store: memoryStore() }),
-        maxDeliveries: 1,
-        drainTimeout: '50ms',
-        hooks: {
-          onExecuted: record('executed'),
-          onDuplicate: record('duplicate'),
-          onRetry: record('retry'),
-          onDeadLetter: record('dead letter'),
-          onBrokerError: record('broker error'),
-          onConsumerError: record('consumer error'),
-        },
-      },
-    );
+    const consumer = await idempotentConsumer(channel, held.handler, {
+      queue: 'q',
+      name: 'c',
+      idempotency: createIdempotency({ store: memoryStore() }),
+      maxDeliveries: 1,
+      drainTimeout: '50ms',
+      hooks: recordingHooks(hooks),
+    });
     control.deliver(message(1));
-    await waitUntil('the handler to start', () => started, 2000);
+    await waitUntil('the handler to start', held.started, 2000);
 
     // Act: close() gives up on the running handler; then the handler fails.
     const closing = consumer.close();
     control.answerCancel();
     const closed = await closing;
     hooks.push('closed');
-    gate.resolve();
+    held.release();
     await waitUntil('the original to be acked', () => acked.length === 1, 2000);
     await new Promise((resolve) => setTimeout(resolve, 50));
 

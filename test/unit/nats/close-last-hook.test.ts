@@ -11,7 +11,7 @@ import {
   type NatsJsMsg,
   type NatsPullConsumer,
 } from '../../../src/nats/index.js';
-import { deferred } from '../../helpers/deferred.js';
+import { heldFailingHandler, recordingHooks } from '../../helpers/close-hooks.js';
 import { waitUntil } from '../../helpers/wait-until.js';
 
 /** A pull consumer that brings one message (`pay-1`), then pulls that wait until closed. */
@@ -55,38 +55,21 @@ describe('NATS consumer: close() and the hooks of work still running', () => {
   it('calls no hook after close() resolved false, though the message is dead-lettered afterwards', async () => {
     // Arrange
     const { consumer, settled } = oneMessageConsumer();
-    const gate = deferred();
-    let started = false;
+    const held = heldFailingHandler();
     const hooks: string[] = [];
-    const record = (name: string) => () => void hooks.push(name);
-    const running = await idempotentConsumer(
-      consumer,
-      async () => {
-        started = true;
-        await gate.promise;
-        throw new Error('card declined');
-      },
-      {
-        name: 'c',
-        idempotency: createIdempotency({ store: memoryStore() }),
-        maxDeliveries: 1,
-        drainTimeout: '50ms',
-        hooks: {
-          onExecuted: record('executed'),
-          onDuplicate: record('duplicate'),
-          onRetry: record('retry'),
-          onDeadLetter: record('dead letter'),
-          onBrokerError: record('broker error'),
-          onConsumerError: record('consumer error'),
-        },
-      },
-    );
-    await waitUntil('the handler to start', () => started, 2000);
+    const running = await idempotentConsumer(consumer, held.handler, {
+      name: 'c',
+      idempotency: createIdempotency({ store: memoryStore() }),
+      maxDeliveries: 1,
+      drainTimeout: '50ms',
+      hooks: recordingHooks(hooks),
+    });
+    await waitUntil('the handler to start', held.started, 2000);
 
     // Act: close() gives up on the running handler; then the handler fails.
     const closed = await running.close();
     hooks.push('closed');
-    gate.resolve();
+    held.release();
     await waitUntil('the message to be terminated', () => settled.length === 1, 2000);
     await new Promise((resolve) => setTimeout(resolve, 50));
 

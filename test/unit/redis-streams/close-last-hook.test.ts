@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { createIdempotency, memoryStore } from '../../../src/index.js';
 import { idempotentConsumer, type RedisStreamsClient } from '../../../src/redis-streams/index.js';
-import { deferred } from '../../helpers/deferred.js';
+import { heldFailingHandler, recordingHooks } from '../../helpers/close-hooks.js';
 import { waitUntil } from '../../helpers/wait-until.js';
 
 describe('Redis Streams consumer: close() and the hooks of work still running', () => {
@@ -30,41 +30,24 @@ describe('Redis Streams consumer: close() and the hooks of work still running', 
         return 'OK';
       },
     };
-    const gate = deferred();
-    let started = false;
+    const held = heldFailingHandler();
     const hooks: string[] = [];
-    const record = (name: string) => () => void hooks.push(name);
-    const consumer = await idempotentConsumer(
-      client,
-      async () => {
-        started = true;
-        await gate.promise;
-        throw new Error('card declined');
-      },
-      {
-        stream: 's',
-        group: 'g',
-        name: 'c',
-        idempotency: createIdempotency({ store: memoryStore() }),
-        maxDeliveries: 1,
-        drainTimeout: '50ms',
-        pollInterval: '5ms',
-        hooks: {
-          onExecuted: record('executed'),
-          onDuplicate: record('duplicate'),
-          onRetry: record('retry'),
-          onDeadLetter: record('dead letter'),
-          onBrokerError: record('broker error'),
-          onConsumerError: record('consumer error'),
-        },
-      },
-    );
-    await waitUntil('the handler to start', () => started, 2000);
+    const consumer = await idempotentConsumer(client, held.handler, {
+      stream: 's',
+      group: 'g',
+      name: 'c',
+      idempotency: createIdempotency({ store: memoryStore() }),
+      maxDeliveries: 1,
+      drainTimeout: '50ms',
+      pollInterval: '5ms',
+      hooks: recordingHooks(hooks),
+    });
+    await waitUntil('the handler to start', held.started, 2000);
 
     // Act: close() gives up on the running handler; then the handler fails.
     const closed = await consumer.close();
     hooks.push('closed');
-    gate.resolve();
+    held.release();
     await waitUntil('the letter to be written', () => letters.length === 1, 2000);
     await new Promise((resolve) => setTimeout(resolve, 50));
 
