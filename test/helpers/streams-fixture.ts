@@ -12,6 +12,11 @@ import { env, requireService } from './env.js';
 /** A direct node-redis client. */
 export type StreamsAdminClient = ReturnType<typeof createClient>;
 
+const clientAt = (url: string) => createClient({ url });
+
+/** A node-redis client connected as a user of the test's own (see `userWithoutScripts`). */
+export type StreamsUserClient = ReturnType<typeof clientAt>;
+
 /** What {@link streamsFixture} gives a test file. */
 export interface StreamsFixture {
   /** A short id, unique to this file's run: put it in stream and consumer names. */
@@ -29,6 +34,11 @@ export interface StreamsFixture {
    * crashed consumer leaves it), then delete it: an entry deleted while pending. Resolves to its id.
    */
   addDeletedWhilePending(stream: string, key: string): Promise<string>;
+  /**
+   * A client connected as ACL user `name` of this run, denied `EVAL`/`EVALSHA` (`-@scripting`): the
+   * consumer's path without scripts. The user is deleted and the client destroyed after the file.
+   */
+  userWithoutScripts(name: string): Promise<StreamsUserClient>;
 }
 
 /** Register the file's setup and teardown, and return what the tests use (see the module's comment). */
@@ -58,6 +68,20 @@ export function streamsFixture(): StreamsFixture {
       ]);
       await fixture.admin.sendCommand(['XDEL', stream, id]);
       return id;
+    },
+    userWithoutScripts: async (name) => {
+      const { admin: root, run, cleanups } = fixture;
+      await root.sendCommand(['ACL', 'SETUSER', name, 'reset', 'on', `>${run}`, '~*', '&*']);
+      await root.sendCommand(['ACL', 'SETUSER', name, '+@all', '-@scripting']);
+      cleanups.push(() => root.sendCommand(['ACL', 'DELUSER', name]));
+      const url = new URL(env.redisUrl);
+      url.username = name;
+      url.password = run;
+      const client = clientAt(url.toString());
+      client.on('error', () => {});
+      await client.connect();
+      cleanups.push(() => client.destroy());
+      return client;
     },
   };
   beforeAll(async () => {

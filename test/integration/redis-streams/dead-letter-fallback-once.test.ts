@@ -6,32 +6,15 @@
  * entry stays pending, is reclaimed, finds its letter recorded and wrote it again. Now that redelivery
  * finds the letter in the dead-letter stream (its entry id, consumer and `failedAt`) and only acks.
  */
-import { createClient } from 'redis';
 import { describe, expect, it } from 'vitest';
 import { createIdempotency, memoryStore } from '../../../src/index.js';
 import { idempotentConsumer, type RedisStreamsClient } from '../../../src/redis-streams/index.js';
-import { env } from '../../helpers/env.js';
 import { streamsFixture } from '../../helpers/streams-fixture.js';
 import { waitUntil } from '../../helpers/wait-until.js';
 
 describe('Redis Streams consumer: dead letters written once without the script', () => {
   const fixture = streamsFixture();
   const { run, streams, cleanups, add } = fixture;
-
-  /** An ACL user of this run, denied `EVAL`/`EVALSHA` (`-@scripting`), deleted after the file. */
-  async function userWithoutScripts(name: string) {
-    await fixture.admin.sendCommand(['ACL', 'SETUSER', name, 'reset', 'on', `>${run}`, '~*', '&*']);
-    await fixture.admin.sendCommand(['ACL', 'SETUSER', name, '+@all', '-@scripting']);
-    cleanups.push(() => fixture.admin.sendCommand(['ACL', 'DELUSER', name]));
-    const url = new URL(env.redisUrl);
-    url.username = name;
-    url.password = run;
-    const client = createClient({ url: url.toString() });
-    client.on('error', () => {});
-    await client.connect();
-    cleanups.push(() => client.destroy());
-    return client;
-  }
 
   const letters = async (stream: string) =>
     (
@@ -87,7 +70,7 @@ describe('Redis Streams consumer: dead letters written once without the script',
       const user = `ik-test-noeval-${run}-${others}`;
       const stream = `ik-test:streams-dead-letter-fallback:${run}:${others}`;
       streams.push(stream, `${stream}:dlq`);
-      const real = await userWithoutScripts(user);
+      const real = await fixture.userWithoutScripts(user);
       await fixture.admin.sendCommand(['ACL', 'SETUSER', user, '-xack']);
       // No claim round after the XACK failed runs (XAUTOCLAIM: no script) until the letters after it
       // are added and XACK is allowed again: the redelivery comes then, once. Without the gate, adding
@@ -149,7 +132,7 @@ describe('Redis Streams consumer: dead letters written once without the script',
     // error (a connection dropped after the command was written: the reply never comes).
     const stream = `ik-test:streams-dead-letter-fallback:${run}:lost-reply`;
     streams.push(stream, `${stream}:dlq`);
-    const real = await userWithoutScripts(`ik-test-noeval-${run}-lost`);
+    const real = await fixture.userWithoutScripts(`ik-test-noeval-${run}-lost`);
     let lost = 0;
     const client: RedisStreamsClient = {
       sendCommand: async (args: Array<string | Buffer>, options?: object) => {

@@ -8,7 +8,6 @@
  * so the dead-letter stream held two letters for one entry. Now the letter is looked for first
  * (letter-written.ts), and one found counts as written.
  */
-import { createClient } from 'redis';
 import { describe, expect, it } from 'vitest';
 import { createIdempotency, memoryStore } from '../../../src/index.js';
 import {
@@ -16,28 +15,12 @@ import {
   type RedisStreamsClient,
   type RedisStreamsConsumerErrorEvent,
 } from '../../../src/redis-streams/index.js';
-import { env } from '../../helpers/env.js';
 import { streamsFixture } from '../../helpers/streams-fixture.js';
 import { waitUntil } from '../../helpers/wait-until.js';
 
 describe('Redis Streams consumer: a deleted entry’s letter that landed but answered with an error', () => {
   const fixture = streamsFixture();
   const { run, streams, cleanups } = fixture;
-
-  /** An ACL user of this run, denied `EVAL`/`EVALSHA` (`-@scripting`), deleted after the file. */
-  async function userWithoutScripts(name: string) {
-    await fixture.admin.sendCommand(['ACL', 'SETUSER', name, 'reset', 'on', `>${run}`, '~*', '&*']);
-    await fixture.admin.sendCommand(['ACL', 'SETUSER', name, '+@all', '-@scripting']);
-    cleanups.push(() => fixture.admin.sendCommand(['ACL', 'DELUSER', name]));
-    const url = new URL(env.redisUrl);
-    url.username = name;
-    url.password = run;
-    const client = createClient({ url: url.toString() });
-    client.on('error', () => {});
-    await client.connect();
-    cleanups.push(() => client.destroy());
-    return client;
-  }
 
   /** The entry id and reason of each letter of `stream`. */
   const letters = async (stream: string) =>
@@ -61,7 +44,7 @@ describe('Redis Streams consumer: a deleted entry’s letter that landed but ans
       const name = when.replaceAll(' ', '-');
       const stream = `ik-test:streams-deleted-ambiguous:${name}:${run}:${process.pid}`;
       streams.push(stream, `${stream}:dlq`);
-      const real = await userWithoutScripts(`ik-test-noeval-ambiguous-${name}-${run}`);
+      const real = await fixture.userWithoutScripts(`ik-test-noeval-ambiguous-${name}-${run}`);
       let xadds = 0;
       // Set once an idle reset found the entry gone (its XRANGE after XCLAIM dropped the id).
       let foundDeleted = false;
