@@ -13,6 +13,7 @@
  * that (its own `JSON.stringify`, `Response.json`, a failed charge) still releases the key.
  * @module
  */
+import { nextTick } from 'node:process';
 import type { Context } from 'hono';
 
 /** The response helpers of `Context` that build the handler's answer (and may throw while doing so). */
@@ -43,19 +44,41 @@ export interface HandlerAnswer {
    * waiting for `next()` (a timeout: `hono/timeout`'s 504, any `Promise.race` on `next()`), since what the
    * chain under the layer answers settles before that chain's `next()` does. The handler's work is done,
    * and this is its answer (see `./outer-answer.ts`).
+   *
+   * Not a helper answer given while the task that made that last set runs (its callback, then the
+   * microtasks and `process.nextTick`s it leads to): Hono unwinds the middlewares before the layer then,
+   * and one that answers again after its `next()` (`return c.json(…)`, which Hono ignores once the
+   * timeout answered) is not the handler, which was waiting for something (I/O, a timer) when the timeout
+   * answered and answers from a task of its own, even one due at the very moment of the timeout's. Stored
+   * as the handler's, that answer was replayed to every retry (or, a 5xx, released the key) when the
+   * handler then answered with a `Response` it built itself, or nothing.
    */
   dropped(): Response | Promise<Response> | undefined;
 }
 
-/** Watch `c` while the handler runs under the layer (see the module). */
-export function watchAnswer(c: Context): HandlerAnswer {
+/**
+ * Watch `c` while the handler runs under the layer (see the module). `carry`, when given, is applied to
+ * the first response set on `c.res` when no helper built it (a `Response` returned as it is), before Hono
+ * takes it (`./earlier-response.ts`).
+ */
+export function watchAnswer(c: Context, carry?: (response: Response) => Response): HandlerAnswer {
   let thrown: number | undefined;
   let answered: number | undefined;
   // The order of the answers given and of the sets of `c.res`: an answer given after the last set was
   // dropped. Compared by order, not by identity: Hono's setter copies a response it merges headers into.
   let order = 0;
   let lastSet = 0;
-  let lastAnswer: { at: number; response: unknown } | undefined;
+  // True from a set of `c.res` until the task that made it has run its microtasks: see `dropped`. Not a
+  // turn of the event loop, which also holds the timers and I/O callbacks due with the timeout's, the
+  // handler's among them.
+  let inSetTask = false;
+  const setTaskEnded = () => {
+    inSetTask = false;
+  };
+  let lastAnswer: { at: number; inSetTask: boolean; response: unknown } | undefined;
+  // What the helpers built, by identity (Hono sets the very object returned): only to know, for `carry`,
+  // which responses were built without the context's headers.
+  const built = carry === undefined ? undefined : new WeakSet<object>();
   // The status `c.status()` set, which a helper given none answers with.
   let status = 200;
   const setStatus = c.status;
@@ -77,12 +100,18 @@ export function watchAnswer(c: Context): HandlerAnswer {
       }
       // `c.html` given a promise or JSX renders asynchronously: its failure is a rejection, not a throw.
       if (result instanceof Promise) {
-        result = result.catch((error: unknown) => {
-          thrown ??= answering;
-          throw error;
-        });
-      }
-      lastAnswer = { at: ++order, response: result };
+        result = result.then(
+          (response: object) => {
+            built?.add(response);
+            return response;
+          },
+          (error: unknown) => {
+            thrown ??= answering;
+            throw error;
+          },
+        );
+      } else if (typeof result === 'object' && result !== null) built?.add(result);
+      lastAnswer = { at: ++order, inSetTask, response: result };
       return result;
     };
   }
@@ -97,8 +126,20 @@ export function watchAnswer(c: Context): HandlerAnswer {
       get: () => accessor.get!.call(c),
       set: (response: Response | undefined) => {
         if (response !== undefined && c.error === undefined) answered ??= response.status;
+        // Carried to the first response set only (the answer): not again to what is set after it, such
+        // as the layer's own copy of it around the captured body, which has its headers already.
+        const set =
+          lastSet === 0 && response !== undefined && carry !== undefined && !built?.has(response)
+            ? carry(response)
+            : response;
         lastSet = ++order;
-        accessor.set!.call(c, response);
+        // A tick queued now runs once the microtasks this task led to have all run (Node drains them
+        // before its tick queue's next round), before any other task: timer, I/O or immediate.
+        if (!inSetTask) {
+          inSetTask = true;
+          nextTick(setTaskEnded);
+        }
+        accessor.set!.call(c, set);
       },
     });
   }
@@ -106,7 +147,7 @@ export function watchAnswer(c: Context): HandlerAnswer {
     lost: () => thrown ?? (c.error === undefined ? undefined : answered),
     given: () => thrown ?? answered,
     dropped: () =>
-      lastSet !== 0 && lastAnswer !== undefined && lastAnswer.at > lastSet
+      lastSet !== 0 && lastAnswer !== undefined && lastAnswer.at > lastSet && !lastAnswer.inSetTask
         ? (lastAnswer.response as Response | Promise<Response>)
         : undefined,
   };

@@ -232,7 +232,9 @@ export function idempotency(options: HonoIdempotencyOptions): HonoIdempotency {
       const { execution } = decision;
       c.set('idempotency', execution.context);
       cacheText(c);
-      const handlerAnswer = watchAnswer(c);
+      // A `Response` the handler returns as it is gets the earlier response's headers a helper's answer
+      // gets from `c.header` (`./earlier-response.ts`).
+      const handlerAnswer = watchAnswer(c, earlier.carry);
       try {
         await execution.enter(next);
       } catch (error) {

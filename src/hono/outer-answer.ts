@@ -12,9 +12,11 @@
  * rendered, which still releases the key on a 5xx, by order, not by the exception's class or status (the
  * timeout's exception is the application's choice): what the chain under the layer answers, or renders
  * for its error, is set on `c.res` before the layer's `next()` settles, so an answer given after the last
- * `c.res` set never reached it (`./handler-answer.ts`). A handler that answers after the timeout with a
- * `Response` it built itself (not through `c.json`, `c.text`, …) cannot be told from its own error: the
- * timeout's 5xx releases the key, as before.
+ * `c.res` set never reached it (`./handler-answer.ts`), unless given in the turn of the event loop of
+ * that set: then it is a middleware before the layer answering again after its `next()` as Hono unwinds
+ * it, which Hono ignores. A handler that answers after the timeout with a `Response` it built itself (not
+ * through `c.json`, `c.text`, …) cannot be told from its own error: the timeout's 5xx releases the key,
+ * as before.
  * @module
  */
 import type { Execution } from '../http/execution.js';

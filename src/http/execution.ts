@@ -82,14 +82,16 @@ export interface Execution {
    * status, so that a retry is answered `response_not_captured` and never runs again. Released, as a 5xx
    * is, a retry ran the handler beside the first (a second charge); left in progress, the key waited for
    * `maxExecution` (held for the process's life without one) and was then taken over and run again.
-   * Does nothing once `finish` or `fail` was called. Never rejects.
+   * The marker says a timeout answered (`timedOut`), and the retries' `detail` says so: the handler's
+   * outcome is unknown, not lost on its way out. Does nothing once `finish` or `fail` was called. Never
+   * rejects.
    */
   cutOff(status: number): Promise<void>;
   /**
    * The handler answered with status `answered`, then producing that answer failed (a serializer that
    * cannot write its object, a hook between the handler and the capture that threw), and the framework
    * sent `sent` (its error reply) instead. The handler's work is done, so the key is judged by the answer
-   * it gave, not by the error: an answer that would have been stored keeps the marker `cutOff` keeps
+   * it gave, not by the error: an answer that would have been stored keeps a `response_not_captured` marker
    * (retries are answered `response_not_captured`, never run again; released like a thrown error, a
    * retry charged a second time), and one that would have released the key (a 5xx) releases it.
    * Does nothing once `finish` or `fail` was called. Never rejects.
@@ -130,6 +132,11 @@ export function replayResponse(outcome: HttpOutcome): HttpResponseData {
   if (outcome.kind === 'not_captured' && outcome.cut === true) {
     return problemResponse('response_not_captured', {
       detail: `The first request was answered (status ${outcome.status}) with a body stream that failed before its end, so the response could not be kept; the handler ran, and it will not be run again. Use a new key for a new request.`,
+    });
+  }
+  if (outcome.kind === 'not_captured' && outcome.timedOut === true) {
+    return problemResponse('response_not_captured', {
+      detail: `The first request was answered by a timeout (status ${outcome.status}) while its handler ran on, so the handler's own response could not be kept and its outcome is unknown; it will not be run again for this key. Check whether the operation took effect before sending it again with a new key.`,
     });
   }
   if (outcome.kind === 'not_captured') {
@@ -340,12 +347,12 @@ class HttpExecution implements Execution {
   }
 
   cutOff(status: number): Promise<void> {
-    return this.keepMarker({ kind: 'not_captured', status });
+    return this.keepMarker({ kind: 'not_captured', status, timedOut: true });
   }
 
   answerLost(answered: number, sent: number): Promise<void> {
     if (this.releases(answered)) return this.fail(undefined);
-    return this.cutOff(sent);
+    return this.keepMarker({ kind: 'not_captured', status: sent });
   }
 
   bodyFailed(status: number, error: unknown): Promise<void> {

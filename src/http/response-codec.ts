@@ -28,8 +28,9 @@ export interface TooLargeMarker {
 
 /**
  * The handler's response reached the client without passing through the capture (Express: a response
- * ended through a prototype chain without the adapter's hooks), or its body stream failed part-way
- * (`cut`), so its bytes are unknown: it was sent once and not kept.
+ * ended through a prototype chain without the adapter's hooks), its body stream failed part-way (`cut`),
+ * or a timeout answered while the handler ran on (`timedOut`), so its bytes are unknown: it was sent once
+ * and not kept.
  */
 export interface NotCapturedMarker {
   kind: 'not_captured';
@@ -40,6 +41,11 @@ export interface NotCapturedMarker {
    * head, then a cut body. Absent for a response that went around the capture.
    */
   cut?: true;
+  /**
+   * A timeout answered (`status`) while the handler ran on (Fastify's `handlerTimeout`, Express's
+   * `connect-timeout`, `hono/timeout`): the handler's own outcome is unknown. Absent otherwise.
+   */
+  timedOut?: true;
 }
 
 /** What an HTTP execution stores. */
@@ -58,6 +64,11 @@ interface Meta {
    * the same 409, only with the older detail).
    */
   c?: 1;
+  /**
+   * 1 on a `not_captured` marker kept for a timeout's answer (`timedOut`). Optional, as `c` is: a release
+   * before it reads the same 409, with the older detail.
+   */
+  o?: 1;
 }
 
 // Replays of one key decode the same metadata again and again: keep the last few parsed, by their text
@@ -97,7 +108,9 @@ export const httpResponseCodec: OutcomeCodec = {
           ? { k: 't', s: outcome.status, n: outcome.bytes }
           : outcome.cut === true
             ? { k: 'u', s: outcome.status, c: 1 }
-            : { k: 'u', s: outcome.status };
+            : outcome.timedOut === true
+              ? { k: 'u', s: outcome.status, o: 1 }
+              : { k: 'u', s: outcome.status };
     const json = JSON.stringify(meta);
     const metaLength = Buffer.byteLength(json, 'utf8');
     const bodyLength = outcome.kind === 'response' ? outcome.body.byteLength : 0;
@@ -116,8 +129,9 @@ export const httpResponseCodec: OutcomeCodec = {
     const meta = parseMeta(buffer.toString('utf8', 5, 5 + metaLength));
     if (meta.k === 't') return { kind: 'too_large', status: meta.s, bytes: meta.n ?? 0 };
     if (meta.k === 'u') {
-      return meta.c === 1
-        ? { kind: 'not_captured', status: meta.s, cut: true }
+      if (meta.c === 1) return { kind: 'not_captured', status: meta.s, cut: true };
+      return meta.o === 1
+        ? { kind: 'not_captured', status: meta.s, timedOut: true }
         : { kind: 'not_captured', status: meta.s };
     }
     const stored: StoredResponse = {

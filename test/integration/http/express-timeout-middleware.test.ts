@@ -17,7 +17,11 @@ import { memoryStore, type Store } from '../../../src/index.js';
 import { listenExpress } from '../../helpers/listen-express.js';
 import { postWithKey } from '../../helpers/post-with-key.js';
 
-type Problem = { code?: string };
+type Problem = { code?: string; detail?: string };
+
+/** The `detail` every retry of a key a 503 timeout answered gets (not "went around the capture"). */
+const TIMED_OUT_DETAIL =
+  "The first request was answered by a timeout (status 503) while its handler ran on, so the handler's own response could not be kept and its outcome is unknown; it will not be run again for this key. Check whether the operation took effect before sending it again with a new key.";
 
 describe.each([
   ['Express 5', express],
@@ -61,6 +65,8 @@ describe.each([
     const after = await postWithKey<Problem>(`${base}/charges`, key, '{}');
     expect(after.status).toBe(409);
     expect(after.body.code).toBe('response_not_captured');
+    // Before, the detail said the response went around the capture: it was a timeout's answer.
+    expect(after.body.detail).toBe(TIMED_OUT_DETAIL);
     expect(runs.get(key)).toBe(1);
   });
 
@@ -170,9 +176,10 @@ it('keeps a marker for a timeout middleware that marks req.timedout and answers 
   const first = await postWithKey<unknown>(`${base}/charges`, key, '{}');
   expect(first.status).toBe(503);
   await sleep(300);
-  const retry = await postWithKey<{ code?: string }>(`${base}/charges`, key, '{}');
+  const retry = await postWithKey<Problem>(`${base}/charges`, key, '{}');
   expect(retry.status).toBe(409);
   expect(retry.body.code).toBe('response_not_captured');
+  expect(retry.body.detail).toBe(TIMED_OUT_DETAIL);
   expect(runs).toBe(1);
 });
 

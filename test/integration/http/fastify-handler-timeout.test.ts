@@ -49,7 +49,12 @@ it('keeps the key of a handler Fastify timed out: the retry gets 409, never a se
   const retry = await post();
   // Before, the 503 released the key: the retry ran the handler beside the first, a second charge.
   expect(retry.status).toBe(409);
-  expect(((await retry.json()) as { code: string }).code).toBe('response_not_captured');
+  const problem = (await retry.json()) as { code: string; detail: string };
+  expect(problem.code).toBe('response_not_captured');
+  // Before, the detail said the response went around the capture: it was Fastify's timeout answer.
+  expect(problem.detail).toBe(
+    "The first request was answered by a timeout (status 503) while its handler ran on, so the handler's own response could not be kept and its outcome is unknown; it will not be run again for this key. Check whether the operation took effect before sending it again with a new key.",
+  );
   // Past maxExecution (1 s) and the lease (300 ms): still never run again.
   await sleep(1500);
   const later = await post();

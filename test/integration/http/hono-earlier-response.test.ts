@@ -181,3 +181,83 @@ it("sends the handler's answer whole, with its own Content-Length and Location, 
   }
   expect(app.runs()).toBe(1);
 });
+
+it("carries the earlier response's CORS and cookie headers to a Response the handler returns as it is", async () => {
+  // A middleware before the layer that sets a default answer with a session cookie and a CORS header.
+  const headers = {
+    'access-control-allow-origin': 'https://app.test',
+    'set-cookie': 'session=abc; Path=/; HttpOnly',
+    'x-request-id': 'req_1',
+  };
+  const earlier: MiddlewareHandler = async (c, next) => {
+    c.res = new Response('default', { status: 200, headers });
+    await next();
+  };
+  const raw = () =>
+    new Response('{"charged":true}', {
+      status: 201,
+      headers: { 'content-type': 'application/json', 'set-cookie': 'cart=1; Path=/' },
+    });
+  // Without the layer, Hono sends the earlier response: the client gets its cookie and CORS header.
+  const plain = new Hono();
+  plain.use(earlier);
+  plain.post('/charges', raw);
+  const alone = await plain.request('/charges', { method: 'POST' });
+  expect(alone.headers.get('access-control-allow-origin')).toBe('https://app.test');
+  expect(alone.headers.getSetCookie()).toEqual(['session=abc; Path=/; HttpOnly']);
+
+  const app = await appWith(earlier, raw);
+  const key = randomUUID();
+  const first = await app.send(key);
+  expect(first.status).toBe(201);
+  expect(await first.json()).toEqual({ charged: true });
+  // Before, Hono took the returned Response as it was: the CORS header, the cookie and the request id
+  // of the earlier response were lost (a browser could not read the 201, the session was not set).
+  expect(first.headers.get('access-control-allow-origin')).toBe('https://app.test');
+  expect(first.headers.get('x-request-id')).toBe('req_1');
+  expect(first.headers.getSetCookie().sort()).toEqual([
+    'cart=1; Path=/',
+    'session=abc; Path=/; HttpOnly',
+  ]);
+  const retry = await app.send(key);
+  expect(retry.status).toBe(201);
+  expect(retry.headers.get('idempotent-replayed')).toBe('true');
+  // The handler's cookie is never replayed; the earlier middleware set its own again on this request.
+  expect(retry.headers.getSetCookie()).toEqual(['session=abc; Path=/; HttpOnly']);
+  expect(await retry.json()).toEqual({ charged: true });
+  expect(app.runs()).toBe(1);
+});
+
+it("leaves the handler's own value of a header the earlier response also set", async () => {
+  const earlier: MiddlewareHandler = async (c, next) => {
+    c.res = new Response('default', { headers: { 'x-request-id': 'req_1', 'x-tenant': 't_1' } });
+    await next();
+  };
+  const app = await appWith(earlier, () =>
+    Response.json({ charged: true }, { status: 201, headers: { 'x-request-id': 'req_own' } }),
+  );
+  const first = await app.send(randomUUID());
+  expect(first.status).toBe(201);
+  expect(first.headers.get('x-request-id')).toBe('req_own');
+  expect(first.headers.get('x-tenant')).toBe('t_1');
+  await first.arrayBuffer();
+});
+
+it('carries them to a returned Response whose headers are immutable (Response.redirect)', async () => {
+  const app = new Hono();
+  app.use(async (c, next) => {
+    c.res = new Response('default', {
+      headers: { 'access-control-allow-origin': 'https://app.test' },
+    });
+    await next();
+  });
+  app.use(idempotency({ store: memoryStore() }));
+  app.post('/charges', () => Response.redirect('https://app.test/orders/42', 303));
+  const sent = await app.request('/charges', {
+    method: 'POST',
+    headers: { 'idempotency-key': randomUUID() },
+  });
+  expect(sent.status).toBe(303);
+  expect(sent.headers.get('location')).toBe('https://app.test/orders/42');
+  expect(sent.headers.get('access-control-allow-origin')).toBe('https://app.test');
+});

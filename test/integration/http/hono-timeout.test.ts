@@ -35,11 +35,14 @@ interface Run {
 
 /**
  * A first request the timeout answers, a retry while the handler runs on, and one after it ended: their
- * statuses and bodies, and how many times the handler ran.
+ * statuses and bodies, and how many times the handler ran. `outer`, when given, is mounted before all;
+ * `wait` is what the handler waits for before it answers (200 ms, well past the timeouts' 50).
  */
 async function timedOut(
   before: MiddlewareHandler,
   handler: (c: Context) => Response | Promise<Response>,
+  outer?: MiddlewareHandler,
+  wait: () => Promise<unknown> = () => sleep(200),
 ): Promise<Run> {
   let runs = 0;
   let ended!: () => void;
@@ -47,10 +50,11 @@ async function timedOut(
     ended = resolve;
   });
   const app = new Hono();
+  if (outer !== undefined) app.use(outer);
   app.post('/charges', before, idempotency({ store: memoryStore() }), async (c) => {
     runs++; // the charge
     try {
-      await sleep(200);
+      await wait();
       return await handler(c);
     } finally {
       ended();
@@ -154,4 +158,60 @@ it('still stores the answer a handler gave within the timeout', async () => {
   expect(retry.status).toBe(201);
   expect(await retry.json()).toEqual({ charged: 1 });
   expect(runs).toBe(1);
+});
+
+// A middleware before the timeout that answers again once the timeout answered (a 202 telling the client
+// to come back): Hono ignores it, and the client gets the 504.
+const answersAgain: MiddlewareHandler = async (c, next) => {
+  await next();
+  return c.res.status === 504 ? c.json({ status: 'pending' }, 202) : undefined;
+};
+
+it("never stores an answer a middleware before the timeout gave after it, as the handler's", async () => {
+  const result = await timedOut(
+    timeout(50),
+    () =>
+      new Response('{"charged":true}', {
+        status: 201,
+        headers: { 'content-type': 'application/json' },
+      }),
+    answersAgain,
+  );
+  expect(result.first).toBe(504);
+  // Before, that 202 (which no client got) was stored as the handler's answer and replayed to every
+  // retry. A `Response` the handler returns as it is after a timeout cannot be seen: the key is released
+  // on the timeout's 504, and the retry runs the handler (and is timed out) again.
+  expect(result.after).toEqual({ status: 504, body: 'Gateway Timeout' });
+  expect(result.runs).toBe(2);
+});
+
+it("stores the handler's helper answer, not one a middleware before the timeout gave before it", async () => {
+  const result = await timedOut(timeout(50), (c) => c.json({ charged: true }, 201), answersAgain);
+  expect(result.first).toBe(504);
+  expect(result.after).toEqual({ status: 201, body: { charged: true } });
+  expect(result.runs).toBe(1);
+});
+
+it("stores the handler's answer given from a timer due at the very moment of the timeout's", async () => {
+  // Two timers of one length set together fire in one pass of the event loop, one task each: the
+  // timeout's answers (and Hono unwinds the middlewares before it), then the handler's wakes it.
+  let handlerWakes!: Promise<unknown>;
+  const timeoutWithTwin: MiddlewareHandler = async (_c, next) => {
+    const late = sleep(50).then(() => {
+      throw new HTTPException(504);
+    });
+    handlerWakes = sleep(50);
+    await Promise.race([next(), late]);
+  };
+  const result = await timedOut(
+    timeoutWithTwin,
+    (c) => c.json({ charged: true }, 201),
+    answersAgain,
+    () => handlerWakes,
+  );
+  expect(result.first).toBe(504);
+  // Taken for the outer middleware's answer (same turn of the event loop), the handler's was not stored:
+  // the 504 released the key and the retry charged a second time.
+  expect(result.after).toEqual({ status: 201, body: { charged: true } });
+  expect(result.runs).toBe(1);
 });

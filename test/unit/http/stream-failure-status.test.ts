@@ -144,6 +144,18 @@ describe('the cut marker in the stored form', () => {
     expect(replay.status).toBe(409);
   });
 
+  it("round-trips a timeout's marker with its flag, and its replay says a timeout answered", () => {
+    const decoded = httpResponseCodec.decode(
+      httpResponseCodec.encode({ kind: 'not_captured', status: 504, timedOut: true }),
+    );
+    expect(decoded).toEqual({ kind: 'not_captured', status: 504, timedOut: true });
+    const body = JSON.parse(Buffer.from(replayResponse(decoded as never).body).toString('utf8'));
+    expect(body.code).toBe('response_not_captured');
+    expect(body.detail).toBe(
+      "The first request was answered by a timeout (status 504) while its handler ran on, so the handler's own response could not be kept and its outcome is unknown; it will not be run again for this key. Check whether the operation took effect before sending it again with a new key.",
+    );
+  });
+
   it('reads a marker stored without the flag as a response that went around the capture', () => {
     const decoded = httpResponseCodec.decode(
       httpResponseCodec.encode({ kind: 'not_captured', status: 201 }),
