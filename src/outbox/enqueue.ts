@@ -112,6 +112,9 @@ function preparedWithin(
  * @throws InvalidOptionsError on a bad message, a payload over `maxPayloadBytes`, outside a transaction, or
  * for a `messageId` already used by a different message.
  * @throws StoreUnavailableError when the database fails (the caller's transaction should roll back).
+ * @throws the driver's own error, as it is, for a PostgreSQL serialization failure or deadlock (SQLSTATE
+ * `40001`, `40P01`; repeatable read or serializable): roll back and run the transaction again, as the
+ * transactional mode does.
  * @example
  * // PostgreSQL
  * await client.query('BEGIN');

@@ -8,6 +8,7 @@ import { InvalidOptionsError } from '../core/errors.js';
 import { checkMigrationsOwner, type MigrationRow } from '../core/migrations-owner.js';
 import { schemaAhead } from '../core/schema-ahead.js';
 import { checkOutGuarded } from '../postgres/check-out.js';
+import { isRetryableTransactionError } from '../postgres/client.js';
 import { createSchemaIfMissing } from '../postgres/schema.js';
 import { postgresNamesCheck } from '../postgres/taken-names.js';
 import { isPgPool, type PgPoolClient, type PgQueryable } from './clients.js';
@@ -63,7 +64,7 @@ export async function enqueuePostgres(
     ]);
     result = rows[0] as typeof result;
   } catch (error) {
-    throw outboxStoreError('enqueue', error);
+    throw enqueueError(error);
   }
   if (result === undefined || result.in_transaction !== true) {
     throw new InvalidOptionsError(
@@ -74,6 +75,15 @@ export async function enqueuePostgres(
   if (result.id !== null)
     return { messageId: message.messageId, rowId: result.id, duplicate: false };
   return duplicateOf(tx, message, names);
+}
+
+// A serialization failure or a deadlock (40001, 40P01: a repeatable read or serializable transaction, where
+// ON CONFLICT refuses a message id committed after the snapshot) tells the caller to run its transaction
+// again, so it goes through as the driver raised it: the transactional mode, and a retry loop testing the
+// SQLSTATE, see it as from any other statement of the transaction. Wrapped as StoreUnavailableError (the
+// SQLSTATE only in `cause`), the transactional mode answered the request as an outage instead.
+function enqueueError(error: unknown): unknown {
+  return isRetryableTransactionError(error) ? error : outboxStoreError('enqueue', error);
 }
 
 // The message id already exists: a retry of the same enqueue is fine, another message under the same id
@@ -98,7 +108,7 @@ async function duplicateOf(
     ]);
     existing = rows[0] as typeof existing;
   } catch (error) {
-    throw outboxStoreError('enqueue', error);
+    throw enqueueError(error);
   }
   if (existing === undefined) {
     // Conflicted with a row that was purged or rolled back meanwhile: the caller may retry.

@@ -18,6 +18,7 @@ import { outboxStoreError } from './errors.js';
 import { type OutboxMessage, parseHeaders } from './message.js';
 import { postgresOutboxNames, renderOutboxSql } from './names.js';
 import { MAX_POSTGRES_PAYLOAD_BYTES } from './payload-size.js';
+import { runStatement } from './postgres-statement.js';
 import type { ClaimedMessage, OutboxSource, OutboxStats } from './source.js';
 import * as sql from './sql.gen.js';
 
@@ -26,6 +27,9 @@ export interface PostgresOutboxSourceOptions {
   /**
    * A node-postgres `Pool` (or anything with `query`). Claims, marks and purges are single statements in
    * autocommit, so no connection is held between them. LISTEN needs a `Pool` to check one connection out.
+   * The statements run at the connections' `default_transaction_isolation`; above read committed, those
+   * a concurrent relay's commit refused (40001) run again, but under serializable overlapping claims keep
+   * conflicting: give the relays' connections read committed (docs/outbox.md, "Claiming rows").
    */
   pool: PgQueryable;
   /** Schema of the outbox table. @default 'public' */
@@ -119,13 +123,9 @@ export function postgresOutboxSource(options: PostgresOutboxSourceOptions): Outb
     stats: renderOutboxSql(sql.postgresStats, names),
   };
 
-  async function run(operation: string, query: string, values: unknown[] = []) {
-    try {
-      return await pool.query(query, values);
-    } catch (error) {
-      throw outboxStoreError(operation, error);
-    }
-  }
+  // Each statement alone, in autocommit; run again on a serialization failure (see postgres-statement.ts).
+  const run = (operation: string, query: string, values: unknown[] = []) =>
+    runStatement(pool, operation, query, values);
 
   const source: OutboxSource = {
     async claim(limit, leaseMs, maxBytes) {
