@@ -98,16 +98,17 @@ export interface StoreCapabilities {
    * The engine's default `batch.window`: which calls wait for each other to form a batch. `'tick'`, the
    * calls of one event-loop tick (one socket read's deliveries): a store whose call reaches the backend
    * at once, or whose client writes at the end of the turn anyway, loses nothing by sending at the end of
-   * each tick. `'turn'`, every call of one turn of the event loop (all the requests one poll phase read):
-   * for a store that works synchronously on the event loop (SQLite), where a batch is one transaction and
-   * one commit instead of one per call. @default 'tick'
+   * each tick. `'turn'`, every call of one turn of the event loop (all the requests one poll phase read),
+   * at all times: no built-in store asks for it, as an idle loop's claims would wait for the rest of the
+   * poll phase for nothing (see {@link StoreCapabilities.batchWindowWhenBusy}). @default 'tick'
    */
   batchWindow?: BatchWindow;
   /**
    * The engine's default `batch.windowWhenBusy`: the window while the process's event loop is busy (80% or
    * more of the last 100 ms spent running code). A store whose calls answer synchronously (the memory
-   * store) asks for `'turn'`: a CPU-bound service then claims, runs and answers the requests of one poll
-   * phase together instead of each alone, while an idle one still sends each call at the end of its tick.
+   * store, SQLite) asks for `'turn'`: a CPU-bound service then claims, runs and answers the requests of one
+   * poll phase together instead of each alone (for SQLite, in one transaction and one commit instead of one
+   * per call), while an idle one still sends each call at the end of its tick.
    * @default the store's `batchWindow`
    */
   batchWindowWhenBusy?: BatchWindow;
