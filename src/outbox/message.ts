@@ -57,7 +57,10 @@ export interface OutboxMessage {
   contentType: string;
   /** The headers given to `enqueue`. */
   headers: Record<string, string>;
-  /** The outbox row's id (decimal string). */
+  /**
+   * The outbox row's id: a 64-bit integer as a decimal string. Compare or convert it with `BigInt`, not
+   * `Number`, which rounds ids past 2^53 onto their neighbours'.
+   */
   rowId: string;
   /** Publish attempts started for this row, this one included (1 on the first try). */
   attempt: number;

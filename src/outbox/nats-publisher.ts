@@ -10,6 +10,7 @@ import { ignoreRejection } from '../core/hooks.js';
 import { knownFields, shownValue } from '../core/option-checks.js';
 import type { OutboxMessage } from './message.js';
 import { natsPayloadError } from './nats-max-payload.js';
+import { natsNoStreamError } from './nats-no-stream.js';
 import type { Publisher } from './publisher.js';
 
 /** NATS message headers (`MsgHdrs` from `@nats-io/transport-node`'s `headers()`). */
@@ -147,16 +148,18 @@ export function natsPublisher(options: NatsPublisherOptions): Publisher {
       headers.set('Content-Type', message.contentType);
       headers.set('Outbox-Topic', message.topic);
       if (message.key !== null) headers.set(NATS_KEY_HEADER, message.key);
+      const to = subject(message);
       let ack: NatsPubAckLike;
       try {
-        ack = await js.publish(subject(message), message.payload, {
+        ack = await js.publish(to, message.payload, {
           msgID: message.id,
           headers,
           ...(timeoutMs === undefined ? {} : { timeout: timeoutMs }),
         });
       } catch (error) {
-        // The client's size refusal names neither the size nor the limit: say both.
-        throw natsPayloadError(error, message, js, headers);
+        // The client's size refusal names neither the size nor the limit, and its "jetstream is not
+        // enabled" for a subject no stream captures names neither: say what each one means.
+        throw natsNoStreamError(natsPayloadError(error, message, js, headers), message, to);
       }
       // Not a PubAck (a client whose publish does not wait for the stream): the publish is not confirmed.
       if (typeof ack !== 'object' || ack === null || typeof ack.seq !== 'number') {

@@ -15,10 +15,11 @@ import {
   type PgQueryable,
 } from './clients.js';
 import { outboxStoreError } from './errors.js';
-import { type OutboxMessage, parseHeaders } from './message.js';
+import { parseHeaders } from './message.js';
 import { postgresOutboxNames, renderOutboxSql } from './names.js';
 import { MAX_POSTGRES_PAYLOAD_BYTES } from './payload-size.js';
 import { runStatement } from './postgres-statement.js';
+import { byRowId } from './row-ids.js';
 import type { ClaimedMessage, OutboxSource, OutboxStats } from './source.js';
 import * as sql from './sql.gen.js';
 
@@ -197,12 +198,6 @@ function toMessage(row: ClaimedRow): ClaimedMessage {
   // The claim leaves the payload out only with its reason (payload is NOT NULL in the table).
   if (row.payload === null) message.unreadable = row.unreadable ?? 'payload not read back';
   return message;
-}
-
-function byRowId(a: OutboxMessage, b: OutboxMessage): number {
-  const x = BigInt(a.rowId);
-  const y = BigInt(b.rowId);
-  return x < y ? -1 : x > y ? 1 : 0;
 }
 
 // Holds one connection in LISTEN; when it breaks (server restart, pg_terminate_backend) the connection is

@@ -44,16 +44,16 @@ export function enqueueSqlite(
       content_type: message.contentType,
       headers: message.headers,
       now: clock.now(),
-    }) as { id: number | bigint } | undefined;
+    }) as { id: string } | undefined;
     if (inserted !== undefined) {
       signalLocalEnqueue(db, names.tableName);
-      return { messageId: message.messageId, rowId: String(inserted.id), duplicate: false };
+      return { messageId: message.messageId, rowId: inserted.id, duplicate: false };
     }
     const existing = prepared(db, renderOutboxSql(sql.sqliteSelectMessage, names)).get({
       message_id: message.messageId,
     }) as
       | {
-          id: number;
+          id: string;
           topic: string;
           message_key: string | null;
           payload: Uint8Array;
@@ -62,7 +62,7 @@ export function enqueueSqlite(
       | undefined;
     if (existing === undefined) throw new Error(`message id ${message.messageId} conflicted`);
     assertSameMessage(message, existing);
-    return { messageId: message.messageId, rowId: String(existing.id), duplicate: true };
+    return { messageId: message.messageId, rowId: existing.id, duplicate: true };
   } catch (error) {
     throw outboxStoreError('enqueue', error);
   }

@@ -11,6 +11,7 @@ import { outboxStoreError } from './errors.js';
 import { onLocalEnqueue } from './local-wake.js';
 import { type OutboxMessage, parseHeaders } from './message.js';
 import { renderOutboxSql, sqliteOutboxNames } from './names.js';
+import { byRowId, sqliteRowId, sqliteRowIdsJson } from './row-ids.js';
 import type { OutboxSource, OutboxStats } from './source.js';
 import * as sql from './sql.gen.js';
 import { prepared } from './sqlite-prepared.js';
@@ -30,7 +31,8 @@ export interface SqliteOutboxSourceOptions {
 }
 
 interface ClaimedRow {
-  row_id: number | bigint;
+  /** Text (`CAST(id AS TEXT)`): exact past 2^53, where a JavaScript number rounds. */
+  row_id: string;
   message_id: string;
   topic: string;
   message_key: string | null;
@@ -90,7 +92,7 @@ export function sqliteOutboxSource(options: SqliteOutboxSourceOptions): OutboxSo
   // be published again. The next claim, which runs only outside any transaction, marks them again first
   // (by id: a no-op for rows that stayed sent). Waiting for that transaction to end instead would stall the
   // mark behind an application that keeps one open most of the time.
-  const markedInForeignTransaction = new Set<number>();
+  const markedInForeignTransaction = new Set<string>();
 
   return {
     claim: (limit, leaseMs, maxBytes) =>
@@ -101,7 +103,7 @@ export function sqliteOutboxSource(options: SqliteOutboxSourceOptions): OutboxSo
         const now = clock.now();
         const claim = db.transaction(() => {
           if (markedInForeignTransaction.size > 0) {
-            const ids = JSON.stringify([...markedInForeignTransaction]);
+            const ids = sqliteRowIdsJson(markedInForeignTransaction);
             prepared(db, text.markSent).run({ ids, now });
             markedInForeignTransaction.clear();
           }
@@ -112,23 +114,21 @@ export function sqliteOutboxSource(options: SqliteOutboxSourceOptions): OutboxSo
             max_bytes: maxBytes ?? null,
           }) as ClaimedRow[];
         });
-        return claim
-          .immediate()
-          .map(toMessage)
-          .sort((a, b) => Number(a.rowId) - Number(b.rowId));
+        return claim.immediate().map(toMessage).sort(byRowId);
       }),
     markSent: (rowIds) =>
       run('markSent', () => {
         if (rowIds.length === 0) return 0;
-        const numbers = rowIds.map(Number);
-        if (db.inTransaction) for (const id of numbers) markedInForeignTransaction.add(id);
-        const ids = JSON.stringify(numbers);
+        // Exact integers, never JavaScript numbers: past 2^53 a rounded id marks another row sent, and
+        // that row's message is then never published.
+        const ids = sqliteRowIdsJson(rowIds);
+        if (db.inTransaction) for (const id of rowIds) markedInForeignTransaction.add(id);
         return prepared(db, text.markSent).run({ ids, now: clock.now() }).changes;
       }),
     markFailed: (rowId, retryInMs, error, attempt) =>
       run('markFailed', () => {
         prepared(db, text.markFailed).run({
-          id: Number(rowId),
+          id: sqliteRowId(rowId),
           available_at: clock.now() + Math.ceil(retryInMs),
           error,
           attempt: attempt ?? null,
@@ -143,7 +143,7 @@ export function sqliteOutboxSource(options: SqliteOutboxSourceOptions): OutboxSo
         const statement = prepared(db, text.release);
         db.transaction(() => {
           for (const row of rows)
-            statement.run({ id: Number(row.rowId), attempt: row.attempt, now });
+            statement.run({ id: sqliteRowId(row.rowId), attempt: row.attempt, now });
         })();
       }),
     purgeSent: (retentionMs, limit) =>
@@ -178,7 +178,7 @@ function toMessage(row: ClaimedRow): OutboxMessage {
     payload: row.payload,
     contentType: row.content_type,
     headers: parseHeaders(row.headers),
-    rowId: String(row.row_id),
+    rowId: row.row_id,
     attempt: Number(row.attempts),
     createdAt: Number(row.created_at),
   };

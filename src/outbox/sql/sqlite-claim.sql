@@ -3,7 +3,7 @@
 -- byte budget, NULL for none: a row is claimed only while the payloads of the rows before it in the batch
 -- total less than it, so a claim reads less than @max_bytes plus one payload, and always one row; length()
 -- of a BLOB reads its stored size, not its content).
--- Returns the claimed rows: row_id, message_id, topic, message_key, payload, content_type, headers, attempts
+-- Returns the claimed rows: row_id (text), message_id, topic, message_key, payload, content_type, headers, attempts
 -- (including this one), created_at.
 -- Run inside BEGIN IMMEDIATE: the write lock is taken first, so two relays (processes) never claim the same
 -- row. Every unsent row is a candidate (no watermark), whatever order the transactions committed in.
@@ -21,5 +21,6 @@ WHERE id IN (
   )
   WHERE @max_bytes IS NULL OR before < @max_bytes
 )
-RETURNING id AS row_id, message_id, topic, message_key, payload, content_type, headers, attempts,
+-- row_id as text, as PostgreSQL's: a JavaScript number past 2^53 rounds to a neighbouring row's id.
+RETURNING CAST(id AS TEXT) AS row_id, message_id, topic, message_key, payload, content_type, headers, attempts,
   created_at;

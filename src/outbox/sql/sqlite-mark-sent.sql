@@ -1,5 +1,6 @@
 -- sqlite-mark-sent: mark published rows as sent, by id (never "everything below a watermark").
--- Placeholders: {{table}}. Parameters: @ids (JSON array of row ids), @now (epoch ms).
+-- Placeholders: {{table}}. Parameters: @ids (JSON array of row ids, as integers:
+-- json_each reads them as exact 64-bit values), @now (epoch ms).
 -- Returns: nothing (changes = rows newly marked).
 UPDATE {{table}}
 SET sent_at = @now, last_error = NULL

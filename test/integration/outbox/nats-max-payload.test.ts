@@ -1,42 +1,25 @@
 import { randomBytes } from 'node:crypto';
 import { jetstream } from '@nats-io/jetstream';
-import { headers, type NatsConnection, connect as natsConnect } from '@nats-io/transport-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { headers } from '@nats-io/transport-node';
+import { describe, expect, it } from 'vitest';
 import { natsPublisher, type OutboxMessage } from '../../../src/outbox/index.js';
-import { env, requireService } from '../../helpers/env.js';
+import { natsConnectionForFile } from '../../helpers/nats-connection.js';
+import { outboxMessage } from '../../helpers/outbox-message.js';
 
 const run = randomBytes(4).toString('hex');
 
 function message(payload: Uint8Array): OutboxMessage {
-  return {
-    id: `msg-${run}-${randomBytes(4).toString('hex')}`,
-    topic: 'too.large',
-    key: null,
-    payload,
-    contentType: 'application/octet-stream',
-    headers: {},
-    rowId: '1',
-    attempt: 1,
-    createdAt: Date.now(),
-  };
+  return outboxMessage(`msg-${run}`, { topic: 'too.large', payload });
 }
 
 describe('natsPublisher: a message over the server’s max_payload', () => {
-  let nc: NatsConnection;
-
-  beforeAll(async () => {
-    await requireService('NATS', env.natsUrl);
-    nc = await natsConnect({ servers: env.natsUrl });
-  });
-
-  afterAll(async () => {
-    await nc?.close();
-  });
+  const connection = natsConnectionForFile();
 
   it('fails naming its size, headers included, and the limit the server announced', async () => {
     // Arrange: the client refuses it before sending anything, and said only "'payload' max_payload size
     // exceeded": no size, no limit, on every retry of the row. The limit counts the headers too, so a
     // payload of exactly max_payload bytes is refused as well.
+    const nc = connection();
     const limit = nc.info?.max_payload ?? 0;
     expect(limit).toBeGreaterThan(0);
     const publisher = natsPublisher({ js: jetstream(nc), headers, subject: () => `outbox.${run}` });
