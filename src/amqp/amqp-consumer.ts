@@ -114,9 +114,11 @@ export interface AmqpConsumer {
   /**
    * Stop receiving (a message the broker still delivers is `nack`ed back to the queue, never started),
    * then wait for the broker's cancel and for in-flight messages to be settled, up to `drainTimeout` in
-   * all. The channel is yours and stays open. Resolves to whether both happened in time. Its resolving is
-   * the end of every hook call, whatever it resolved: a message still in flight (or a copy given up on
-   * after `brokerTimeout`) settles later unreported.
+   * all. A retry or dead-letter copy its delivery gave up on after `brokerTimeout` is waited for too
+   * (its confirm, then its original's ack; a dead letter's `onDeadLetter`). The channel is yours and
+   * stays open. Resolves to whether all of it happened in time. Its resolving is the end of every hook
+   * call, whatever it resolved: a message still in flight (or a copy still unconfirmed) when it resolved
+   * `false` settles later unreported.
    */
   close(): Promise<boolean>;
   /**
@@ -299,13 +301,17 @@ export async function idempotentConsumer(
         );
         end();
         const drained = await slots.inFlight.drain(Math.max(deadline - performance.now(), 0));
+        // Then the copies their deliveries gave up on after brokerTimeout, within what is left: a dead
+        // letter confirmed late fires onDeadLetter then, which after endHooks() would be lost for good
+        // (consumer/late-settles.ts).
+        const settled = await resolved.lateSettles.settledBy(deadline);
         // After a drain that timed out too, once the last delivery settles: before, the listener stayed on
         // the channel for good, one more with every consumer closed while a handler was still running.
         releaseChannel();
         // The end of every hook call, whatever it resolves: a handler still running, a copy confirmed late,
         // go on unreported (consumer/hook-calls.ts).
         resolved.endHooks();
-        return cancelled && drained;
+        return cancelled && drained && settled;
       })();
       return closing;
     },

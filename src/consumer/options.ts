@@ -23,6 +23,7 @@ import { ReservedScopePrefix } from '../core/reserved-scopes.js';
 import { type Backoff, type BackoffOptions, createBackoff } from './backoff.js';
 import type { DeadLetterReason, DecisionPolicy, RetryReason } from './decision.js';
 import { hookCalls } from './hook-calls.js';
+import { LateSettles } from './late-settles.js';
 
 /** Extracts the idempotency key of a message; `undefined` when it has none (it is then dead-lettered). */
 export type KeyExtractor<M> = (message: M) => string | undefined;
@@ -87,7 +88,8 @@ export interface ConsumerHooks<M> {
   /**
    * The message was dead-lettered with `error` recorded: once per letter written, also late, for a write
    * given up on after `brokerTimeout` (reported to `onBrokerError` then) that lands after all, unless the
-   * consumer's `close()` resolved first.
+   * consumer's `close()` resolved first: `close()` waits for such a write within `drainTimeout`, and
+   * resolves `false` when it has not landed by then.
    */
   onDeadLetter?(
     event: ConsumerEvent<M> & { reason: DeadLetterReason; error: StoredErrorInfo },
@@ -161,7 +163,8 @@ export interface ConsumerOptions<M> {
   /** How long a completed key is remembered; must exceed the longest redelivery and DLQ replay horizon. @default the engine's ('24h') */
   retention?: Duration;
   /**
-   * How long `close()` waits for in-flight messages: at most 2³¹−1 ms (about 24.8 days), a timer's limit.
+   * How long `close()` waits for in-flight messages, and for the retries and dead letters their
+   * deliveries gave up on after `brokerTimeout`: at most 2³¹−1 ms (about 24.8 days), a timer's limit.
    * @default '30s'
    */
   drainTimeout?: Duration;
@@ -282,6 +285,11 @@ export interface ResolvedConsumerOptions<M> {
   hooks: ConsumerHooks<M>;
   /** Ends every call into {@link hooks}, for good: the adapter calls it as its `close()` resolves. */
   endHooks(): void;
+  /**
+   * The settle calls given up on after `brokerTimeout` that are still going (late-settles.ts): settle.ts
+   * adds them, and the adapter's `close()` waits for them within `drainTimeout`, before {@link endHooks}.
+   */
+  lateSettles: LateSettles;
 }
 
 /** True when `value` is an engine rather than engine options. */
@@ -376,5 +384,6 @@ export function resolveConsumerOptions<M>(
     }),
     hooks: calls.hooks,
     endHooks: calls.end,
+    lateSettles: new LateSettles(),
   };
 }

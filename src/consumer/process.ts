@@ -146,9 +146,12 @@ class Attempt<M> {
    * Keeps the broker's timer alive from the handler's start until `engine.run` settled, completion
    * included: a completion retried through a store outage (for up to the lease) must not let the broker
    * redeliver the message meanwhile, each copy counting a delivery (toward `maxDeliveries`, or the
-   * server's `max_deliver`) and waiting behind the lease for nothing.
+   * server's `max_deliver`) and waiting behind the lease for nothing. With `Delivery.touchUntilSettled`,
+   * until the decision has been carried out (see {@link settleKeepAlive}).
    */
   private keepAlive: KeepAlive | undefined;
+  /** `engine.run` settled with {@link keepAlive} left running for the settle (`touchUntilSettled`). */
+  private ran = false;
   /** Past this (`performance.now()`), set once the handler settled, the broker's timer is left to run. */
   private keepAliveUntil = Number.POSITIVE_INFINITY;
   /** How long the broker's timer is kept alive once the handler settled (see {@link settledKeepAliveMs}). */
@@ -194,8 +197,9 @@ class Attempt<M> {
         );
       } finally {
         // Settled, completion included (or given up on): the decision is carried out next, the broker's
-        // timer left alone.
-        this.keepAlive?.stop();
+        // timer left alone, unless the adapter has it kept alive until that is done (processDelivery).
+        if (delivery.touchUntilSettled === true) this.ran = true;
+        else this.keepAlive?.stop();
         clearTimeout(this.deadline);
       }
       if (outcome instanceof GaveUp) return outcome.result;
@@ -239,7 +243,9 @@ class Attempt<M> {
     clearTimeout(this.deadline);
     const { delivery } = this;
     // Stopped once `engine.run` settled (see `outcome`), not when the handler did.
-    this.keepAlive = startTouching(this.options, delivery, context, this);
+    this.keepAlive = startTouching(this.options, delivery, this.key, () =>
+      this.keepAliveExpired(context),
+    );
     this.keepAliveMs = settledKeepAliveMs(this.options, context);
     let result: unknown;
     try {
@@ -377,6 +383,8 @@ class Attempt<M> {
    * store call that never answers reaches no hook.
    */
   keepAliveExpired(run: RunContext): boolean {
+    // The run is over: the settle bounds its own calls (storeTimeout, brokerTimeout), and its end stops it.
+    if (this.ran) return false;
     if (run.signal.aborted) return true;
     if (performance.now() <= this.keepAliveUntil) return false;
     // Read with care: this runs in a timer, where a throw would end the process, and an engine of the
@@ -393,6 +401,15 @@ class Attempt<M> {
       ),
     });
     return true;
+  }
+
+  /**
+   * The keep-alive still going once `engine.run` settled, for the settle to stop (`touchUntilSettled`):
+   * a settle slower than the broker's timer (a dead letter's record in a slow store) let the broker hand
+   * the message to another consumer, whose delivery found no letter recorded yet and ran the handler again.
+   */
+  get settleKeepAlive(): KeepAlive | undefined {
+    return this.ran ? this.keepAlive : undefined;
   }
 
   /** The handler succeeded: the completion is waited for the lease plus `storeTimeout`. */
@@ -437,13 +454,16 @@ function settledKeepAliveMs<M>(options: ResolvedConsumerOptions<M>, run: RunCont
  * until the lease is lost (taken over, or no longer extended past `maxExecution`) or, once the handler
  * settled, a lease has passed: from then on the broker may redeliver the message, and the redelivery is
  * settled against whoever holds the key, instead of a hung handler keeping it forever.
+ * Also, without `expired`, while a redelivery writes a dead letter decided on before (processDelivery).
  * One touch at a time (see keep-alive.ts): a hung connection must not pile touches up behind a long handler.
+ * @param expired - Ends the keep-alive when true; read at each touch (see `Attempt.keepAliveExpired`), not
+ *   before: the engine creates a run's signal only when asked for.
  */
 function startTouching<M>(
   options: ResolvedConsumerOptions<M>,
   delivery: Delivery<M>,
-  run: RunContext,
-  attempt: Attempt<M>,
+  key: string | undefined,
+  expired?: () => boolean,
 ): KeepAlive | undefined {
   const { touch, touchIntervalMs } = delivery;
   if (touch === undefined || touchIntervalMs === undefined) return undefined;
@@ -452,12 +472,11 @@ function startTouching<M>(
     touchIntervalMs,
     (error) =>
       emitHook(options.hooks, 'onBrokerError', {
-        ...baseEvent(options, delivery, attempt.key),
+        ...baseEvent(options, delivery, key),
         operation: 'touch',
         error,
       }),
-    // Read at each touch, not before the handler: the engine creates a run's signal only when asked for.
-    () => attempt.keepAliveExpired(run),
+    expired,
   );
 }
 
@@ -566,24 +585,39 @@ export async function processDelivery<M>(
   if (pending !== undefined) {
     // A letter carried on the copy (RabbitMQ) has no brokerId, so no record to skip.
     const recorded = delivery.pendingDeadLetter === undefined;
-    await writeDeadLetter(
-      options,
-      delivery,
-      baseEvent(options, delivery, pending.key),
-      pending,
-      recorded,
-    );
+    // Kept alive through the write, as the delivery that decided on the letter was (touchUntilSettled):
+    // a write slower than the broker's timer let the broker redeliver the message meanwhile, and each
+    // redelivery wrote the letter once more (NATS, its PubAck 2.5 s late and `ack_wait` 1 s: three).
+    const keepAlive =
+      delivery.touchUntilSettled === true
+        ? startTouching(options, delivery, pending.key)
+        : undefined;
+    try {
+      await writeDeadLetter(
+        options,
+        delivery,
+        baseEvent(options, delivery, pending.key),
+        pending,
+        recorded,
+      );
+    } finally {
+      keepAlive?.stop();
+    }
     return { action: 'dead_letter', reason: pending.reason, error: pending.error };
   }
   let key: string | undefined;
   let decision: Decision;
+  let attempt: Attempt<M> | undefined;
   try {
     const extracted = extractKey(options, delivery.message);
     key = typeof extracted === 'string' ? extracted : undefined;
-    const result: AttemptResult =
-      typeof extracted === 'string'
-        ? await new Attempt(options, handler, delivery, extracted).outcome()
-        : { kind: 'invalid_key', error: extracted.error };
+    let result: AttemptResult;
+    if (typeof extracted === 'string') {
+      attempt = new Attempt(options, handler, delivery, extracted);
+      result = await attempt.outcome();
+    } else {
+      result = { kind: 'invalid_key', error: extracted.error };
+    }
     decision = decide(result, delivery.deliveryCount, options.policy);
     if (decision.action === 'dead_letter' && result.kind === 'handler_error') {
       decision = await notCountingHandedBack(options, delivery, result, decision);
@@ -592,5 +626,30 @@ export async function processDelivery<M>(
     brokerError(options, baseEvent(options, delivery, key), 'process', error);
     decision = failedDecision(error, delivery.deliveryCount, options.policy);
   }
-  return settle(options, delivery, key, decision);
+  const keepAlive = attempt?.settleKeepAlive;
+  if (keepAlive === undefined) return settle(options, delivery, key, decision);
+  return settleKeptAlive(options, delivery, key, decision, keepAlive);
+}
+
+/**
+ * Carry `decision` out on `delivery` with its broker timer kept alive by `keepAlive` until that is done
+ * (`Delivery.touchUntilSettled`), then stop it; before a retry, which sets the timer itself (the
+ * redelivery's delay: a touch after it would undo it). Never rejects.
+ */
+async function settleKeptAlive<M>(
+  options: ResolvedConsumerOptions<M>,
+  delivery: Delivery<M>,
+  key: string | undefined,
+  decision: Decision,
+  keepAlive: KeepAlive,
+): Promise<Decision> {
+  if (decision.action === 'retry') {
+    keepAlive.stop();
+    return settle(options, delivery, key, decision);
+  }
+  try {
+    return await settle(options, delivery, key, decision);
+  } finally {
+    keepAlive.stop();
+  }
 }

@@ -80,6 +80,17 @@ export interface Delivery<M> {
   touch?(): Promise<void> | void;
   /** How often to call `touch`. */
   touchIntervalMs?: number;
+  /**
+   * Go on calling `touch` after the handler's execution settled, until the decision has been carried out
+   * (the ack, or the dead letter with its record in the store), instead of stopping as the execution
+   * settles; stopped before a retry, which sets the broker's timer itself. Also called while a redelivery
+   * writes a dead letter decided on before (`pendingDeadLetter`, or one recorded under `brokerId`), which
+   * runs no handler. For an adapter whose broker hands a message whose timer ran out to another consumer
+   * while this one still settles it (a Redis Streams claim round, JetStream after `ack_wait`): that
+   * delivery found no letter recorded yet and ran the handler again (or, finding one, wrote it once
+   * more). Its `touch` must do nothing once the message is settled, and once `retry` was called.
+   */
+  touchUntilSettled?: boolean;
 }
 
 /**
@@ -181,7 +192,7 @@ export async function settle<M>(
  * or a call that did not answer in time, is reported to `onBrokerError` (operation `retry`). Never rejects,
  * never acks: a retry given up on leaves the message with the broker, unacked (RabbitMQ: its original is
  * acked once the copy's confirm comes, if it does; Redis Streams: the entry stays pending, reclaimed after
- * `minIdle`).
+ * `minIdle`). One given up on goes on, and the consumer's `close()` waits for it (late-settles.ts).
  */
 async function retryWithin<M>(
   options: ResolvedConsumerOptions<M>,
@@ -191,9 +202,12 @@ async function retryWithin<M>(
   letter?: DeadLetter,
 ): Promise<void> {
   try {
-    const bounded = withinBrokerTimeout(delivery.retry(delayMs, letter), options.brokerTimeoutMs);
+    const call = delivery.retry(delayMs, letter);
+    const bounded = withinBrokerTimeout(call, options.brokerTimeoutMs);
     if (bounded !== undefined && (await bounded) === TIMED_OUT) {
       givenUp(options, event, 'retry', 'the retry');
+      // Still going (a RabbitMQ copy confirmed late acks its original then): close() waits for it.
+      options.lateSettles.add(Promise.resolve(call));
     }
   } catch (error) {
     brokerError(options, event, 'retry', error);
@@ -271,7 +285,10 @@ export async function writeDeadLetter<M>(
     // redelivery meets the record made before the write (NATS, Redis Streams, a RabbitMQ retry copy) and
     // writes the letter then, or, without one, runs as any redelivery.
     givenUp(options, event, 'dead_letter', 'the dead letter');
-    if (write !== undefined) reportLateLetter(options, event, letter, write);
+    // close() waits for it, and for its report, within drainTimeout (late-settles.ts).
+    if (write !== undefined) {
+      options.lateSettles.add(reportLateLetter(options, event, letter, write));
+    }
     return;
   }
   if (written === NOT_WRITTEN) {
@@ -305,15 +322,18 @@ function givenUp<M>(
  * back, so no redelivery reports it). At most once per letter written: the write answers once, and a
  * write that finds its message settled before ({@link NOT_WRITTEN}: a redelivery wrote the letter first,
  * and reported it) or fails late is not reported again; its delivery was reported to `onBrokerError`.
- * Nor is one landing after the consumer's `close()` resolved: that ends every hook call (hook-calls.ts).
+ * Nor is one landing after the consumer's `close()` resolved: that ends every hook call (hook-calls.ts);
+ * `close()` waits for it within `drainTimeout`, so only one that has not landed by then, when `close()`
+ * resolves `false`, goes unreported.
+ * @returns Settles (never rejects) once the write answered and its report, if any, was made.
  */
 function reportLateLetter<M>(
   options: ResolvedConsumerOptions<M>,
   event: ConsumerEvent<M>,
   letter: DeadLetter,
   write: Promise<unknown>,
-): void {
-  write.then(
+): Promise<void> {
+  return write.then(
     (written) => {
       if (written === NOT_WRITTEN) return;
       emitHook(options.hooks, 'onDeadLetter', {

@@ -1,7 +1,7 @@
 /**
  * The idempotent NATS JetStream consumer: thin over the shared consumer module. Redelivery later is
- * `nak(delay)`, the broker timer is kept alive with `working()`, and a dead letter is a publish to a DLQ
- * subject followed by `term()`.
+ * `nak(delay)`, the broker timer is kept alive with `working()` while the handler runs and until its ack
+ * or dead letter is done, and a dead letter is a publish to a DLQ subject followed by `term()`.
  * @module
  */
 
@@ -92,9 +92,11 @@ const NATS_OPTION_NAMES = {
 export interface NatsConsumer {
   /**
    * Stop pulling and start no further message (those already pulled are `nak()`ed, for redelivery), then
-   * wait for in-flight messages to settle, up to `drainTimeout` in all; resolves to whether they did. Its
-   * resolving is the end of every hook call, whatever it resolved: a message still in flight (or a dead
-   * letter given up on after `brokerTimeout`) settles later unreported.
+   * wait for in-flight messages to settle, and for a dead letter its delivery gave up on after
+   * `brokerTimeout` (its PubAck, then its `term()` and `onDeadLetter`), up to `drainTimeout` in all;
+   * resolves to whether they did. Its resolving is the end of every hook call, whatever it resolved: a
+   * message still in flight (or a dead letter still unanswered) when it resolved `false` settles later
+   * unreported.
    */
   close(): Promise<boolean>;
   /**
@@ -197,8 +199,10 @@ export async function idempotentConsumer(
     message.working();
   };
 
-  const deliver = (message: NatsJsMsg) =>
-    processDelivery(resolved, handler, {
+  const deliver = (message: NatsJsMsg) => {
+    // `retry` was called: `working()` no longer sent (see `touch` below).
+    let retried = false;
+    return processDelivery(resolved, handler, {
       message,
       deliveryCount: message.info.deliveryCount,
       brokerId: brokerId(message),
@@ -210,6 +214,7 @@ export async function idempotentConsumer(
         message.ack();
       },
       retry: (delayMs) => {
+        retried = true;
         ensureOpen();
         message.nak(Math.ceil(delayMs));
         // Sent all the same (the server drops the message at once, with its advisory), then reported:
@@ -231,9 +236,19 @@ export async function idempotentConsumer(
         if (withReason) message.term(termReason(letter));
         else message.term();
       },
-      touch: () => touch(message),
+      // working() goes on until the ack, or the dead letter (its record in the store, its publish and
+      // PubAck, its term()), is done: one slower than ack_wait let the server redeliver the message
+      // meanwhile, and that delivery, finding no letter recorded yet, ran the handler again (or wrote the
+      // letter a second time). Never after a retry (a dead letter whose write failed turns into one): the
+      // server takes a working() after nak(delay) as progress, and redelivers ack_wait after it instead
+      // of after the delay. The client drops a working() after a nak today, an undocumented detail.
+      touchUntilSettled: true,
+      touch: () => {
+        if (!retried) touch(message);
+      },
       touchIntervalMs: workingMs,
     });
+  };
 
   let closed = false;
   const report = (operation: NatsConsumerErrorEvent['operation'], error: unknown) => {
@@ -292,10 +307,14 @@ export async function idempotentConsumer(
         // nak()ed at once), but a loop stuck elsewhere must not hold close() past the drain timeout either.
         const loopEnded = await settlesWithin(done, resolved.drainTimeoutMs);
         const drained = await inFlight.drain(Math.max(deadline - performance.now(), 0));
+        // Then the dead letters their deliveries gave up on after brokerTimeout, within what is left: one
+        // whose PubAck comes late is terminated and fires onDeadLetter then, which after endHooks() would
+        // be lost for good (consumer/late-settles.ts).
+        const settled = await resolved.lateSettles.settledBy(deadline);
         // The end of every hook call, whatever it resolves: a message still in flight, a dead letter
-        // given up on after brokerTimeout, a pull still failing, go on unreported (consumer/hook-calls.ts).
+        // still unanswered, a pull still failing, go on unreported (consumer/hook-calls.ts).
         resolved.endHooks();
-        return loopEnded && drained;
+        return loopEnded && drained && settled;
       })();
       return closing;
     },

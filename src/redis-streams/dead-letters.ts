@@ -1,9 +1,9 @@
 /**
  * A delivery's dead letter: the entry's fields and the letter's, written to the dead-letter stream and the
- * entry acked, as one script where Redis runs it (letter-script.ts), else `XADD` then `XACK`, the letter
- * looked for first by a later delivery than the one that decided it (letter-written.ts). An entry deleted
- * while its delivery held it and dropped from the pending list takes the deleted-entry path
- * (deleted-letters.ts).
+ * entry acked, as one script where Redis runs it (letter-script.ts), else, for an entry still pending (as the
+ * script checks), `XADD` then `XACK`, the letter looked for first by a later delivery than the one that
+ * decided it (letter-written.ts). An entry deleted while its delivery held it and dropped from the pending
+ * list takes the deleted-entry path (deleted-letters.ts).
  * @module
  */
 import { type DeadLetter, NOT_WRITTEN } from '../consumer/index.js';
@@ -13,6 +13,7 @@ import type { DeletedLetters } from './deleted-letters.js';
 import type { HeldEntry } from './idle-times.js';
 import type { AtomicLetter } from './letter-script.js';
 import { letterWritten } from './letter-written.js';
+import { isPending } from './pending-entry.js';
 import { command, type StreamEntry } from './redis-client.js';
 
 /**
@@ -33,7 +34,7 @@ export function deadLetterWriter(
   deleted: DeletedLetters,
 ): WriteDeadLetter {
   const { client, ack } = context;
-  const { deadLetterStream } = context.options;
+  const { stream, group, deadLetterStream } = context.options;
   return async (entry, deliveryCount, letter, held) => {
     const fields = letterFields(storedFields(entry), {
       reason: letter.reason,
@@ -51,6 +52,11 @@ export function deadLetterWriter(
     // reported as a letter written.
     const written = await atomicLetter(entry.id, fields);
     if (written !== undefined) return written ? undefined : NOT_WRITTEN;
+    // Two commands, and, first, what the script checks: an entry no longer pending was settled by another
+    // delivery (its letter written, or acked: executed elsewhere), and gets no letter, reported as a
+    // duplicate. Before, the fallback wrote one whatever the entry's state. (One acked between this look and
+    // the XADD still gets it: only the script is atomic.)
+    if (!(await isPending(client, stream, group, entry.id))) return NOT_WRITTEN;
     // Two commands: an XACK that failed after its XADD landed (or a lost XADD reply, a crash between the
     // two) left the entry pending with its letter written. A later delivery than the one that decided the
     // letter looks for it in the dead-letter stream before writing it again (letter-written.ts); the one

@@ -3,8 +3,8 @@
  * loop reads entries (`XREADGROUP`) and reclaims idle ones (claim-round.ts), starts each in a free slot,
  * and hands back what it read once `close()` began. Redelivery later leaves the entry pending and lets a
  * claim round reclaim it once idle; the entry's idle time is set (idle-times.ts) so that this happens after
- * the decided delay, and is reset while a handler runs. Dead letters: dead-letters.ts; entries deleted
- * while pending: deleted-letters.ts.
+ * the decided delay, and is reset while a handler runs and until its decision is carried out. Dead letters:
+ * dead-letters.ts; entries deleted while pending: deleted-letters.ts.
  * @module
  */
 import {
@@ -72,9 +72,10 @@ export interface RedisStreamsConsumer {
  *   stream with the error recorded and `XACK`, as one script (scripts/dead-letter-2.lua).
  *
  * Delays are capped at `minIdle`. A handler running longer than `minIdle` keeps its entry from being
- * reclaimed by resetting its idle time every `minIdle / 3`. An entry deleted from the stream while pending
- * (`XTRIM`, `MAXLEN`) is reported (`onConsumerError`, operation `deleted`) and recorded in the dead-letter
- * stream (deleted-entries.ts), its id acked in the same script as its letter is written.
+ * reclaimed by resetting its idle time every `minIdle / 3`, and so does a slow ack or dead letter until
+ * it is done. An entry deleted from the stream while pending (`XTRIM`, `MAXLEN`) is reported
+ * (`onConsumerError`, operation `deleted`) and recorded in the dead-letter stream (deleted-entries.ts), its
+ * id acked in the same script as its letter is written.
  * @example
  * const consumer = await idempotentConsumer(client, async (entry) => ship(entry.fields), {
  *   stream: 'orders', group: 'shipping', name: 'shipping', idempotency: { store },
@@ -126,20 +127,9 @@ export async function idempotentConsumer(
   const deadLetter = deadLetterWriter(context, letterScript, deletedPath);
 
   const inFlight = new InFlight(resolved.concurrency);
-  // Settle calls still going after their delivery settled: a dead letter (or a retry) given up on past
-  // brokerTimeout frees its slot but goes on, and a letter landing late fires onDeadLetter then
-  // (consumer/settle.ts). close() waits for them too, within drainTimeout: after it resolved true, no
-  // letter is written (and after it resolved at all, no hook fires: consumer/hook-calls.ts).
-  const settling = new Set<Promise<unknown>>();
-  const tracked = <T>(call: Promise<T>): Promise<T> => {
-    settling.add(call);
-    const forget = () => settling.delete(call);
-    call.then(forget, forget);
-    return call;
-  };
   const stop = new AbortController();
-  // The ids of the entries this process is handling (see `reclaim`).
-  const handling = new Set<string>();
+  // The entries this process is handling, by id, with what their delivery knows of them (see `reclaim`).
+  const handling = new Map<string, HeldEntry>();
   // Resolves to false, starting nothing, when close() began while it waited for a slot.
   const start = async (entry: StreamEntry, deliveryCount: number): Promise<boolean> => {
     await inFlight.acquire();
@@ -147,8 +137,8 @@ export async function idempotentConsumer(
       inFlight.release();
       return false;
     }
-    const held: HeldEntry = { deleted: false, dropped: false };
-    handling.add(entry.id);
+    const held: HeldEntry = { deleted: false, dropped: false, retried: false };
+    handling.set(entry.id, held);
     inFlight.run(() =>
       processDelivery(resolved, handler, {
         message: entry,
@@ -159,17 +149,20 @@ export async function idempotentConsumer(
         // Entry ids are never reused in a stream, and time-based across a stream deleted and re-created.
         brokerId: `${stream}:${entry.id}`,
         ack: () => ack(entry.id),
-        retry: (delayMs) =>
-          tracked(
-            (async () => {
-              await setHeldIdle(entry.id, held, Math.max(minIdleMs - Math.ceil(delayMs), 0));
-              // Gone from the stream: no redelivery will come. Recorded with its fields instead of
-              // waited for in vain (and acked with its letter, where the script left it pending).
-              if (held.deleted) await reportDeleted(entry.id, !held.dropped, entry);
-            })(),
-          ),
-        deadLetter: (letter) => tracked(deadLetter(entry, deliveryCount, letter, held)),
-        touch: () => setHeldIdle(entry.id, held, 0),
+        retry: async (delayMs) => {
+          held.retried = true;
+          await setHeldIdle(entry.id, held, Math.max(minIdleMs - Math.ceil(delayMs), 0));
+          // Gone from the stream: no redelivery will come. Recorded with its fields instead of waited
+          // for in vain (and acked with its letter, where the script left it pending).
+          if (held.deleted) await reportDeleted(entry.id, !held.dropped, entry);
+        },
+        deadLetter: (letter) => deadLetter(entry, deliveryCount, letter, held),
+        // The idle resets go on until the ack or dead letter is done (a slow one let a claim round hand
+        // the entry to another consumer meanwhile, whose delivery ran the handler again). Never after a
+        // retry (a dead letter whose write failed turns into one): it set the idle time the redelivery
+        // waits for. One after the entry was settled finds it no longer pending, and does nothing.
+        touchUntilSettled: true,
+        touch: () => (held.retried ? undefined : setHeldIdle(entry.id, held, 0)),
         // At most a timer's limit (a minIdle of months): past it the entry would be touched in a loop.
         touchIntervalMs: Math.min(Math.max(Math.floor(minIdleMs / 3), 10), MAX_TIMER_MS),
       }).finally(() => handling.delete(entry.id)),
@@ -248,11 +241,21 @@ export async function idempotentConsumer(
     // letter and the ack in one script: the script left the id pending, so one whose record fails (or
     // whose process dies first) stays so, to be recorded at a later round. Without it, XADD then XACK
     // (Redis 6.2 keeps such an id pending; Redis 7's XAUTOCLAIM has dropped it already).
-    // One this process handles is left to its holder: it settles it, with its fields (an idle reset that
-    // found it deleted stops resetting it, so it turns idle). XAUTOCLAIM (where the script is refused) also
-    // drops the ids of entries a live consumer of another process handles: they cannot be told apart here
-    // (see the docs).
-    const deleted = claimed.deleted.filter((id) => !handling.has(id));
+    // One this process handles is left to its holder, told so here: it settles it, with its fields, and
+    // no longer resets its idle time. Its own idle resets could not always tell: XAUTOCLAIM (where the
+    // script is refused) drops a deleted id whatever its idle time, and an id no longer pending is taken
+    // for settled elsewhere (idle-times.ts), so the holder missed it and nobody recorded it. XAUTOCLAIM
+    // also drops the ids of entries a live consumer of another process handles: they cannot be told
+    // apart here (see the docs).
+    const deleted: string[] = [];
+    for (const id of claimed.deleted) {
+      const held = handling.get(id);
+      if (held === undefined) deleted.push(id);
+      else if (!held.deleted) {
+        held.deleted = true;
+        held.dropped = !claimed.pending;
+      }
+    }
     if (deleted.length > 0) {
       await loopCommand(
         Promise.allSettled(deleted.map((id) => reportDeleted(id, claimed.pending))),
@@ -352,13 +355,11 @@ export async function idempotentConsumer(
         const loopEnded = await settlesWithin(done, resolved.drainTimeoutMs);
         if (!loopEnded) abandoned = true;
         const drained = await inFlight.drain(Math.max(deadline - performance.now(), 0));
-        // Then the settle calls their deliveries gave up on (see `settling`), within what is left.
-        const settled =
-          settling.size === 0 ||
-          (await settlesWithin(
-            Promise.allSettled([...settling]),
-            Math.max(deadline - performance.now(), 0),
-          ));
+        // Then the settle calls their deliveries gave up on after brokerTimeout, within what is left: a
+        // dead letter (or a retry) frees its slot but goes on, and a letter landing late fires
+        // onDeadLetter then. After close() resolved true, no letter is written (and after it resolved at
+        // all, no hook fires: consumer/hook-calls.ts). Tracked by consumer/settle.ts (late-settles.ts).
+        const settled = await resolved.lateSettles.settledBy(deadline);
         // The end of every hook call, whatever it resolves: what is still running goes on unreported.
         resolved.endHooks();
         // `abandoned` also when the loop ended by abandoning a command known hung (loop-command.ts).

@@ -12,6 +12,7 @@ import {
   type ConsumerHandler,
   idempotentConsumer,
 } from '../../src/amqp/index.js';
+import { type AmqpFrameProxy, startAmqpFrameProxy } from './amqp-frame-proxy.js';
 import { env } from './env.js';
 import { waitUntil as pollUntil } from './wait-until.js';
 
@@ -29,6 +30,7 @@ export class AmqpQueues {
   private readonly run = randomUUID().slice(0, 8);
   private readonly queues = new Set<string>();
   private readonly connections: ChannelModel[] = [];
+  private readonly proxies: AmqpFrameProxy[] = [];
   private admin!: ChannelModel;
   /** A confirm channel to publish with and inspect queues. */
   channel!: ConfirmChannel;
@@ -66,6 +68,24 @@ export class AmqpQueues {
     return { connection, channel };
   }
 
+  /**
+   * A confirm channel on a connection of its own through a frame proxy of its own (both closed at the
+   * end), for a test that withholds or holds back some of the broker's frames (amqp-frame-proxy.ts).
+   */
+  async proxiedChannel(): Promise<{
+    proxy: AmqpFrameProxy;
+    connection: ChannelModel;
+    channel: ConfirmChannel;
+  }> {
+    const proxy = await startAmqpFrameProxy(env.amqpUrl);
+    this.proxies.push(proxy);
+    const connection = await connect(proxy.url);
+    connection.on('error', () => {});
+    const channel = await connection.createConfirmChannel();
+    channel.on('error', () => {});
+    return { proxy, connection, channel };
+  }
+
   /** Start a consumer on a channel of its own. */
   async start(
     handler: ConsumerHandler<AmqpMessage>,
@@ -92,6 +112,8 @@ export class AmqpQueues {
   }
 
   async close(): Promise<void> {
+    // A proxied connection goes with its proxy: its close could wait on a frame the proxy holds.
+    for (const proxy of this.proxies) await proxy.close();
     for (const connection of this.connections) await connection.close().catch(() => {});
     for (const queue of this.queues) await this.channel.deleteQueue(queue).catch(() => {});
     await this.admin.close().catch(() => {});

@@ -35,3 +35,22 @@ export function recordingHooks(calls: string[]) {
     onConsumerError: record('consumer error'),
   };
 }
+
+/**
+ * Close `consumer` while a settle it gave up on is held, and let that settle through `afterMs` later
+ * (`release`: a stalled link recovering, a held confirm delivered). `'closed'` is pushed onto `order` as
+ * `close()` resolves, so a report made after it shows after it in the list.
+ */
+export async function closeThenRelease(
+  consumer: { close(): Promise<boolean> },
+  order: string[],
+  release: () => void,
+  afterMs = 300,
+): Promise<boolean> {
+  const closing = consumer.close().then((closed) => {
+    order.push('closed');
+    return closed;
+  });
+  setTimeout(release, afterMs);
+  return closing;
+}

@@ -39,7 +39,19 @@ export interface StreamsFixture {
    * consumer's path without scripts. The user is deleted and the client destroyed after the file.
    */
   userWithoutScripts(name: string): Promise<StreamsUserClient>;
+  /**
+   * A client for one of the consumer's two paths: `'without scripts'`, one of {@link userWithoutScripts}
+   * (user `name`), or `'with scripts'`, a plain one. Destroyed after the file.
+   */
+  clientFor(mode: ScriptsMode, name: string): Promise<StreamsUserClient>;
+  /** How many entries of `stream` are pending in group `workers`. */
+  pendingCount(stream: string): Promise<number>;
+  /** Field `field` (an `x-idempotency-*` one, say) of each letter of `stream` (`${stream}:dlq`), in order. */
+  letterField(stream: string, field: string): Promise<Array<string | undefined>>;
 }
+
+/** The consumer's two paths: its Lua scripts run, or Redis refuses them (an ACL user without `EVAL`). */
+export type ScriptsMode = 'with scripts' | 'without scripts';
 
 /** Register the file's setup and teardown, and return what the tests use (see the module's comment). */
 export function streamsFixture(): StreamsFixture {
@@ -83,6 +95,21 @@ export function streamsFixture(): StreamsFixture {
       cleanups.push(() => client.destroy());
       return client;
     },
+    clientFor: async (mode, name) => {
+      if (mode === 'without scripts') return fixture.userWithoutScripts(name);
+      const client = clientAt(env.redisUrl);
+      await client.connect();
+      fixture.cleanups.push(() => client.destroy());
+      return client;
+    },
+    pendingCount: async (stream) =>
+      Number(((await fixture.admin.sendCommand(['XPENDING', stream, 'workers'])) as [number])[0]),
+    letterField: async (stream, field) =>
+      (
+        (await fixture.admin.sendCommand(['XRANGE', `${stream}:dlq`, '-', '+'])) as Array<
+          [string, string[]]
+        >
+      ).map(([, fields]) => fields[fields.indexOf(field) + 1]),
   };
   beforeAll(async () => {
     await requireService('Redis', env.redisUrl);

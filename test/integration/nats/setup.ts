@@ -13,6 +13,7 @@ import {
 } from '@nats-io/jetstream';
 import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
 import { env, requireService } from '../../helpers/env.js';
+import { startTcpProxy, type TcpProxy } from '../../helpers/tcp-proxy.js';
 
 /** One test's stream (`subject` and `dlq` on it) and durable consumer `durable`. */
 export interface NatsFixture {
@@ -81,6 +82,20 @@ export async function natsFixture(
       await nc.close();
     },
   };
+}
+
+/**
+ * A TCP proxy in front of the NATS server and a connection through it that never reconnects: the link a
+ * test cuts or stalls (a publisher's, say), the rest of the test going on over direct connections.
+ */
+export async function proxiedConnection(): Promise<{
+  proxy: TcpProxy;
+  connection: NatsConnection;
+}> {
+  const url = new URL(env.natsUrl.startsWith('nats://') ? env.natsUrl : `nats://${env.natsUrl}`);
+  const proxy = await startTcpProxy({ host: url.hostname, port: Number(url.port || 4222) });
+  const connection = await connect({ servers: `127.0.0.1:${proxy.port}`, reconnect: false });
+  return { proxy, connection };
 }
 
 /** Wait until `predicate` holds, or fail naming `what` after `ms`. */

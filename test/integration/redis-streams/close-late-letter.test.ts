@@ -10,6 +10,7 @@ import { createClient } from 'redis';
 import { describe, expect, it } from 'vitest';
 import { createIdempotency, memoryStore } from '../../../src/index.js';
 import { idempotentConsumer } from '../../../src/redis-streams/index.js';
+import { closeThenRelease } from '../../helpers/close-hooks.js';
 import { env } from '../../helpers/env.js';
 import { streamsFixture } from '../../helpers/streams-fixture.js';
 import { startRedisProxy } from '../../helpers/tcp-proxy.js';
@@ -64,12 +65,7 @@ describe('Redis Streams consumer: close() and a dead letter still being written'
     await waitUntil('the letter to be given up on', () => order.length === 1, 5_000);
 
     // Act: close while the write is held; the link recovers a little later, and the write lands.
-    const closing = consumer.close().then((closed) => {
-      order.push('closed');
-      return closed;
-    });
-    setTimeout(() => proxy.resume(), 300);
-    const closed = await closing;
+    const closed = await closeThenRelease(consumer, order, () => proxy.resume());
 
     // Assert
     expect(closed).toBe(true);

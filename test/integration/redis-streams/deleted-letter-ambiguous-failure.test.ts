@@ -46,12 +46,22 @@ describe('Redis Streams consumer: a deleted entry’s letter that landed but ans
       streams.push(stream, `${stream}:dlq`);
       const real = await fixture.userWithoutScripts(`ik-test-noeval-ambiguous-${name}-${run}`);
       let xadds = 0;
-      // Set once an idle reset found the entry gone (its XRANGE after XCLAIM dropped the id).
+      // Set once the consumer can know the entry gone: an idle reset's XRANGE found no entry (after its
+      // XCLAIM dropped the id), or a claim round's XAUTOCLAIM listed the id as deleted (Redis 7's drops it
+      // whatever its idle time; the round tells the holder).
       let foundDeleted = false;
       const client: RedisStreamsClient = {
         sendCommand: async (args: Array<string | Buffer>, options?: object) => {
           const reply = await real.sendCommand(args, options);
           if (String(args[0]) === 'XRANGE' && Array.isArray(reply) && reply.length === 0) {
+            foundDeleted = true;
+          }
+          if (
+            String(args[0]) === 'XAUTOCLAIM' &&
+            Array.isArray(reply) &&
+            Array.isArray(reply[2]) &&
+            reply[2].map(String).includes(id)
+          ) {
             foundDeleted = true;
           }
           if (String(args[0]) === 'XADD' && String(args[1]) === `${stream}:dlq` && xadds++ === 0) {
@@ -69,7 +79,7 @@ describe('Redis Streams consumer: a deleted entry’s letter that landed but ans
         client,
         async () => {
           handled++;
-          // Deleted while held; failing once an idle reset (every minIdle / 3 = 100 ms) found it so.
+          // Deleted while held; failing once the consumer could know it (see `foundDeleted`).
           await fixture.admin.sendCommand(['XDEL', stream, id]);
           await waitUntil('the deletion found', () => foundDeleted, 5_000);
           throw new Error('card declined');

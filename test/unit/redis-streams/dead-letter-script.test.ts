@@ -23,6 +23,8 @@ function fakeClient(entries: string[], evalError?: string) {
       if (name === 'EVAL' && String(args[1]).includes('set-idle-1.lua')) return [];
       sent.push(name);
       if (name === 'XAUTOCLAIM') return ['0-0', [], []];
+      // The fallback's look at the entry before its letter (as the script checks): still pending.
+      if (name === 'XPENDING') return [[String(args[3]), 'c', 0, 1]];
       if (name === 'XREADGROUP') {
         const key = entries.shift();
         return key === undefined
