@@ -38,6 +38,8 @@ export interface BatchCallParts {
   shortfalls: ShortfallHandlers | undefined;
   /** Appends a batch's record keys to a command. */
   pushRecordKeys: RecordKeys['pushRecordKeys'];
+  /** Appends a batch's steps keys to a command (a claim batch's KEYS, after its record keys). */
+  pushStepsKeys: RecordKeys['pushStepsKeys'];
 }
 
 /**
@@ -82,6 +84,7 @@ export function batchCalls({
   write,
   shortfalls,
   pushRecordKeys,
+  pushStepsKeys,
 }: BatchCallParts): BatchCalls {
   // The batch paths below use indexed loops and build the script's command in place: per item, every
   // `map`, `flatMap` and spread of a batch is an allocation the client pays for on each message.
@@ -99,8 +102,10 @@ export function batchCalls({
     } catch (error) {
       return Promise.reject(error);
     }
-    const command = scriptCommand(scripts.claimMany, count);
+    // Each claim's record key, then each one's steps key (claim-many-n.lua).
+    const command = scriptCommand(scripts.claimMany, 2 * count);
     pushRecordKeys(command, requests);
+    pushStepsKeys(command, requests);
     pushClaimArgs(command, requests, durations);
     return write(
       'claimMany',
@@ -198,9 +203,10 @@ export function batchCalls({
         throw storeFailure('completeAndClaimMany', error);
       });
     }
-    const command = scriptCommand(scripts.completeClaimMany, completeCount + claimCount);
+    const command = scriptCommand(scripts.completeClaimMany, completeCount + 2 * claimCount);
     pushRecordKeys(command, completes);
     pushRecordKeys(command, claims);
+    pushStepsKeys(command, claims);
     // ARGV[1] and ARGV[2] (the split) are filled in once complete-many's arguments are counted.
     const split = command.length;
     command.push('', '');

@@ -20,7 +20,7 @@ function asFunction(name: string, source: string): string {
 /**
  * `complete-claim-many` (variadic):
  *
- * KEYS[1..c]     the completions' record keys, then the claims' record keys
+ * KEYS[1..c]     the completions' record keys, then the claims' record keys, then the claims' steps keys
  * ARGV[1]        c, the number of completions
  * ARGV[2]        a, the number of complete-many-n.lua's arguments
  * ARGV[3..a+2]   complete-many-n.lua's arguments; the rest are claim-many-n.lua's

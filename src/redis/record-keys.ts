@@ -15,6 +15,8 @@ export interface RecordKeys {
   stepsKey(key: string): string;
   /** Append the record key of every item: a batch script's KEYS. */
   pushRecordKeys(command: RedisArg[], items: readonly { key: string }[]): void;
+  /** Append the steps key of every item: the claim batch's KEYS after its record keys. */
+  pushStepsKeys(command: RedisArg[], items: readonly { key: string }[]): void;
 }
 
 /** The key names of the records under `prefix` (a prefix `checkPrefix` accepted). */
@@ -27,5 +29,10 @@ export function recordKeys(prefix: string): RecordKeys {
     for (let i = 0; i < items.length; i++)
       command.push(recordKey((items[i] as { key: string }).key));
   };
-  return { recordKey, stepsKey, pushRecordKeys };
+  /** Append the steps key of every item: the claim batch's KEYS after its record keys. */
+  const pushStepsKeys = (command: RedisArg[], items: readonly { key: string }[]): void => {
+    for (let i = 0; i < items.length; i++)
+      command.push(stepsKey((items[i] as { key: string }).key));
+  };
+  return { recordKey, stepsKey, pushRecordKeys, pushStepsKeys };
 }

@@ -125,7 +125,7 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     replicas,
   } = checkRedisStoreOptions(options);
   const guard = createGuard(callTimeoutMs);
-  const { recordKey, stepsKey, pushRecordKeys } = recordKeys(prefix);
+  const { recordKey, stepsKey, pushRecordKeys, pushStepsKeys } = recordKeys(prefix);
   const run = (script: (typeof scripts)[keyof typeof scripts], keys: string[], args: RedisArg[]) =>
     runScript(commander, script, keys, args);
 
@@ -186,7 +186,8 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     } catch (error) {
       return rejected(error);
     }
-    const command = commandFor(scripts.claim, key, false);
+    // With the steps key: a takeover by the same request moves its expiry with the record's (claim-2.lua).
+    const command = commandFor(scripts.claim, key, true);
     const { fingerprint } = claimOptions;
     command.push(utf8StoredFingerprint(fingerprint), String(leaseMs), String(reserveMs));
     return write(
@@ -218,6 +219,7 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     write,
     shortfalls,
     pushRecordKeys,
+    pushStepsKeys,
   });
 
   return {

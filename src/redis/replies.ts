@@ -112,7 +112,7 @@ export function decodeValue(reply: unknown): IdempotencyRecord | undefined {
 }
 
 /**
- * Decode one claim reply (claim-1.lua, or one item of claim-many-n.lua). `leaseMs` is the lease the claim
+ * Decode one claim reply (claim-2.lua, or one item of claim-many-n.lua). `leaseMs` is the lease the claim
  * asked for, in whole ms: on the hot path the script returns only the token, and the lease end is the
  * token's millisecond + `leaseMs`. A blocking record that holds the stored form of the claim's
  * `fingerprint` (its digest, for one with a lone surrogate) carries `fingerprint` itself, so that the
@@ -256,7 +256,7 @@ export function decodeSteps(reply: unknown): Record<string, Uint8Array> | undefi
 
 /**
  * Decode inspect-2.lua's reply: nil, or the value, the key's expiry, Redis's clock and the steps. The key's
- * expiry past an in-progress record's lease end is its reservation (see claim-1.lua).
+ * expiry past an in-progress record's lease end is its reservation (see claim-2.lua).
  */
 export function decodeInspection(reply: unknown): RecordInspection | undefined {
   if (reply === null || reply === undefined) return undefined;

@@ -217,8 +217,10 @@ export interface Store {
   /**
    * Record `value` as the result of the step `name` on the `in_progress` record held by `token` (with a
    * live lease), replacing an earlier result of that name. Step results belong to the record: a takeover
-   * with the same fingerprint keeps them, a takeover with another fingerprint, a completion, a release or
-   * an expiry drops them. Returns `false` when fenced out. Present when `capabilities.steps` is true.
+   * with the same fingerprint keeps them (every later one too: each takeover reserves the key anew, and the
+   * steps live as long as the record does, not only as long as the claim that recorded them reserved it), a
+   * takeover with another fingerprint, a completion, a release or an expiry drops them. Returns `false` when
+   * fenced out. Present when `capabilities.steps` is true.
    *
    * Step names match `[A-Za-z0-9._:-]{1,100}` (the engine checks), so a store may use them as field names.
    */

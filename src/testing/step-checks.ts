@@ -79,6 +79,34 @@ export function stepChecks({ check, lease }: CheckKit): StoreCheck[] {
         assert.deepEqual(await store.loadSteps(other, stranger.token), {}, 'another request');
       },
     ),
+    check(
+      'keeps steps across a second takeover after the first claim’s reservation has ended',
+      async (store, key) => {
+        if (!store.capabilities.steps || !store.saveStep || !store.loadSteps) return;
+        // Each takeover reserves the key anew, from its own claim: a later takeover must still find the
+        // steps of the first attempt, even once that attempt's reservation is over. A store that kept
+        // the steps only as long as the reservation of the claim that recorded them lost a crashed
+        // attempt's charge after a second crash, and the third attempt charged again.
+        const k = key();
+        const options = { fingerprint: 'fp', leaseMs: lease, reserveMs: 3 * lease };
+        const first = await store.claim(k, options);
+        assert.ok(first.claimed, 'a claim of a free key wins (first)');
+        assert.equal(await store.saveStep(k, first.token, 'charge', Buffer.from('ch_1')), true);
+        await sleep(lease + 100);
+        // The second attempt crashes before it looks at the steps (before its first step).
+        const second = await store.claim(k, { ...options, reserveMs: 4 * lease });
+        assert.ok(second.claimed, 'the same request takes the crashed claim over (second)');
+        assert.equal(second.attempt, 2);
+        // Past the first claim's reservation and the second's lease, within the second's reservation.
+        await sleep(2 * lease + 100);
+        const third = await store.claim(k, options);
+        assert.ok(third.claimed, 'the same request takes the crashed claim over (third)');
+        assert.equal(third.attempt, 3, 'the third attempt is a takeover of the same record');
+        const steps = await store.loadSteps(k, third.token);
+        assert.deepEqual(Object.keys(steps ?? {}), ['charge'], 'the first attempt’s step');
+        assertBytesEqual(steps?.charge as Uint8Array, Buffer.from('ch_1'), 'its result');
+      },
+    ),
     check('drops steps when the claim is released or its outcome expires', async (store, key) => {
       if (!store.capabilities.steps || !store.saveStep || !store.loadSteps) return;
       const k = key();

@@ -1,21 +1,24 @@
 --[[
-  claim-many-n.lua: a batch of claims in one call, each item applied exactly as claim-1.lua applies a single
+  claim-many-n.lua: a batch of claims in one call, each item applied exactly as claim-2.lua applies a single
   claim, in order (an item whose key appeared earlier in the batch sees that earlier item's record). One
   TIME for the whole batch: every item is judged at the same instant.
 
   KEYS[i]       record key of item i    <prefix>{<storage key>}, one per item, duplicates allowed (n items)
+  KEYS[n+i]     steps key of item i     <prefix>{<storage key>}:s, one per item, after every record key
+                                        (the steps key of claim-2.lua: a takeover by the same request moves
+                                        its expiry with the record key's)
   ARGV[i]       fingerprint of item i
   then the lease and reservation of every item, as pairs, once when all items share them (#ARGV = n + 2),
   else one pair per item (#ARGV = 3n); for n = 1 the two layouts are the same:
   ARGV[n+1]     leaseMs (positive integer) of every item, when shared
   ARGV[n+2]     reserveMs (non-negative integer) of every item, when shared
   ARGV[n+2i-1]  leaseMs of item i, when per item
-  ARGV[n+2i]    reserveMs of item i, when per item (as claim-1.lua's: not above leaseMs, nothing reserved)
+  ARGV[n+2i]    reserveMs of item i, when per item (as claim-2.lua's: not above leaseMs, nothing reserved)
 
-  Returns  a table with one reply per item, in order, each as claim-1.lua returns it:
+  Returns  a table with one reply per item, in order, each as claim-2.lua returns it:
            token (integer) | {token, attempt, leaseUntil} | the blocking record's value (bulk)
            or, for an item that failed (its key holds another type, or a value this layout cannot read),
-           {'error', message}: that item changed nothing, and the others are applied as usual. claim-1.lua
+           {'error', message}: that item changed nothing, and the others are applied as usual. claim-2.lua
            fails the call instead; here one item's error must not fail the other callers of the batch,
            whose claims the items before it have already written (a script is not rolled back).
 ]]
@@ -28,13 +31,15 @@ local clockToken = tonumber(time[1]) * 1000000 + tonumber(time[2])
 local clockText = format('%.0f', clockToken)
 local nowText = format('%.0f', nowMs)
 local replies = {}
-local n = #KEYS
+-- Every item passes two keys: its record key, and after all of those, its steps key.
+local n = #KEYS / 2
 -- Items of one batch nearly always share one lease and one reservation, sent once: their texts are built
 -- once.
 local shared = #ARGV == n + 2
 local lastLeaseMs, lastReserveMs, leaseUntil, leaseText, keepText, freshPrefix
 
--- One item, as claim-1.lua; run under pcall (see Returns). It writes only in its last command, so an item
+-- One item, as claim-2.lua; run under pcall (see Returns). It writes only in its last commands (the record,
+-- then a same-request takeover's steps key, a PEXPIREAT that cannot fail once the SET did), so an item
 -- that fails has written nothing.
 local function claimItem(i)
   local key = KEYS[i]
@@ -63,6 +68,7 @@ local function claimItem(i)
     local attempt = 1
     local createdText = nowText
     local blocked = false
+    local sameRequest = false
     local tokenEnd = find(old, '|', 3, true)
     if status == 'p' or status == 'c' then
       local second = find(old, '|', tokenEnd + 1, true)
@@ -78,6 +84,8 @@ local function claimItem(i)
           else
             attempt = tonumber(sub(old, third + 1, fourth - 1)) + 1
             createdText = sub(old, second + 1, third - 1)
+            -- The same request keeps its lineage: its steps live on with the key (see claim-2.lua).
+            sameRequest = sub(old, fourth + 1) == fingerprint
           end
         end
       elseif tonumber(sub(old, second + 1, third - 1)) > nowMs then
@@ -92,6 +100,10 @@ local function claimItem(i)
       'p|' .. format('%.0f', token) .. '|' .. leaseText .. '|' .. createdText .. '|' ..
         format('%d', attempt) .. '|' .. fingerprint,
       'PXAT', keepText)
+    if sameRequest then
+      local stepsKey = KEYS[n + i]
+      call('PEXPIREAT', stepsKey, keepText)
+    end
     return {token, attempt, leaseUntil}
   end
   return clockToken

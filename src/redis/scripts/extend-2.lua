@@ -1,6 +1,6 @@
 --[[
   extend-2.lua: push the lease of the in_progress record held by a token to now + leaseMs, never moving
-  the key's expiry earlier: a claim's reservation (the key outliving its lease, see claim-1.lua) is kept.
+  the key's expiry earlier: a claim's reservation (the key outliving its lease, see claim-2.lua) is kept.
   The record's steps (see save-step-2.lua) follow its expiry; steps of an earlier record are deleted.
 
   KEYS[1]  record key             <prefix>{<storage key>}

@@ -1,7 +1,7 @@
 --[[
   get-1.lua: read the live record, judged by Redis's clock: a lease that has ended is dead even while its
   key lives on (it ended this millisecond, before Redis expired the key, or the key is reserved for its
-  fingerprint, see claim-1.lua). Writes nothing.
+  fingerprint, see claim-2.lua). Writes nothing.
 
   KEYS[1]  record key             <prefix>{<storage key>}
 

@@ -1,6 +1,6 @@
 --[[
   inspect-2.lua: the record of a key as an operator sees it (Store.inspect), with what its value alone does
-  not say: how long a dead lease stays reserved for its request (the key's expiry, see claim-1.lua), the
+  not say: how long a dead lease stays reserved for its request (the key's expiry, see claim-2.lua), the
   steps recorded under it, and Redis's clock. Writes nothing (load-steps-2.lua tidies the steps key; this
   only reads it).
 

@@ -1,6 +1,6 @@
 --[[
   remove-2.lua: remove the live record whatever its status (admin), leaving a tombstone ('r|<token>') so
-  that a later claim still gets a larger token. A dead lease whose key is still reserved (see claim-1.lua)
+  that a later claim still gets a larger token. A dead lease whose key is still reserved (see claim-2.lua)
   is not a record, but it is removed the same way: after a delete, the key is free to any request. The
   steps recorded on the removed record (see save-step-2.lua) are deleted with it.
 

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it, vi } from 'vitest';
-import { createIdempotency } from '../../../src/index.js';
+import { createIdempotency, type Idempotency, type RunRequest } from '../../../src/index.js';
 import type { RedisLib } from '../../helpers/redis-clients.js';
 import { rawRedisStore, redisClientsForFile } from '../../helpers/redis-file-connection.js';
 
@@ -20,6 +20,22 @@ describe.each<RedisLib>(['node-redis', 'ioredis'])('redis recorded steps (%s)', 
   const lineageOf = async (key: string) => String(await raw(['HGET', stepsKey(key), '#']));
   const text = (bytes: Uint8Array | undefined) =>
     bytes === undefined ? undefined : Buffer.from(bytes).toString();
+
+  /** Run a first attempt of `request` that records its charge, then "dies" (hangs, never extending). */
+  const crashAfterCharge = async (
+    idempotency: Idempotency,
+    request: RunRequest,
+    charge: () => unknown,
+  ): Promise<void> => {
+    let charged!: () => void;
+    const chargedOnce = new Promise<void>((resolve) => (charged = resolve));
+    void idempotency.run(request, async (ctx) => {
+      await ctx.step('charge', charge);
+      charged();
+      return new Promise(() => {});
+    });
+    await chargedOnce;
+  };
 
   it('keeps steps in a hash next to the record, tagged with its lineage, expiring with it', async () => {
     // Arrange
@@ -99,6 +115,52 @@ describe.each<RedisLib>(['node-redis', 'ioredis'])('redis recorded steps (%s)', 
     expect(text(steps?.charge)).toBe('ch_1');
     expect(await expiryOf(stepsKey(key))).toBe(await expiryOf(storeKey(key)));
     expect(await expiryOf(stepsKey(key))).toBeGreaterThan((await redisNow()) + day - 60_000);
+  });
+
+  it('moves the steps’ expiry with the record on a takeover by the same request, by every claim path', async () => {
+    // Arrange: crashed claims (attempt 3) that recorded a step, their steps key expiring in a minute and
+    // their record key later (a takeover's reservation outlives the first claim's), and a held claim for
+    // the combined script's completion.
+    const [single, batched, other, combined] = [
+      randomUUID(),
+      randomUUID(),
+      randomUUID(),
+      randomUUID(),
+    ];
+    for (const key of [single, batched, other, combined]) {
+      const { createdAt } = await writeDeadLease(key, 'fp', 120_000);
+      await raw(['HSET', stepsKey(key), '#', `${createdAt}|fp`, 'charge', 'ch_1']);
+      await raw(['PEXPIRE', stepsKey(key), '60000']);
+    }
+    const done = randomUUID();
+    const held = await redis.store.claim(done, { fingerprint: 'fp', leaseMs: 60_000 });
+    if (!held.claimed) throw new Error('claimed');
+    const stepsExpiry = async (key: string) => expiryOf(stepsKey(key));
+    // Act: no step call, no extension after the takeovers (each "crashes" at once).
+    const claim = await redis.store.claim(single, {
+      fingerprint: 'fp',
+      leaseMs: 60_000,
+      reserveMs: day,
+    });
+    const many = await redis.store.claimMany([
+      { key: batched, fingerprint: 'fp', leaseMs: 60_000, reserveMs: day },
+      { key: other, fingerprint: 'fp', leaseMs: 30_000, reserveMs: 0 },
+    ]);
+    const both = await redis.store.completeAndClaimMany(
+      [{ key: done, token: held.token, outcome: Buffer.from('ok'), retentionMs: day }],
+      [{ key: combined, fingerprint: 'fp', leaseMs: 60_000, reserveMs: day }],
+    );
+    // Assert: every takeover kept the lineage, and the steps key now expires with the record key (one
+    // whose reservation is shorter than the minute left to the steps, sooner: at its lease end).
+    expect(both.completed).toEqual([true]);
+    expect([claim, ...many, ...both.claimed].map((c) => c.claimed && c.attempt)).toEqual([
+      4, 4, 4, 4,
+    ]);
+    for (const key of [single, batched, other, combined]) {
+      expect(await stepsExpiry(key), key).toBe(await expiryOf(storeKey(key)));
+    }
+    expect(await stepsExpiry(single)).toBeGreaterThan((await redisNow()) + day - 60_000);
+    expect(await stepsExpiry(other)).toBeLessThan((await redisNow()) + 31_000);
   });
 
   it("drops another request's steps: a takeover by another fingerprint starts with none", async () => {
@@ -215,6 +277,45 @@ describe.each<RedisLib>(['node-redis', 'ioredis'])('redis recorded steps (%s)', 
     expect(await exists(stepsKey(key))).toBe(false);
   });
 
+  it('resumes a third attempt through the engine after the first claim’s reservation, when the second crashed at once', async () => {
+    // Arrange: the first attempt records its charge and "dies"; the second takes the key over and dies
+    // before its first step (and before a lease extension: none here).
+    const idempotency = createIdempotency({
+      store: redis.store,
+      namespace: `steps-third-${lib}`,
+      leaseMs: 400,
+      retentionMs: 1200,
+      extendLease: false,
+      cache: false,
+    });
+    const key = randomUUID();
+    const request = { key, payload: { amount: 5 } };
+    const charge = vi.fn(() => ({ id: 'ch_1' }));
+    await crashAfterCharge(idempotency, request, charge);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    let tookOver!: (attempt: number) => void;
+    const secondAttempt = new Promise<number>((resolve) => (tookOver = resolve));
+    void idempotency.run(request, (ctx) => {
+      tookOver(ctx.attempt);
+      return new Promise(() => {});
+    });
+    const second = await secondAttempt;
+    // Past the first claim's reservation (1200 ms) and the second's lease, within the second's reservation.
+    await new Promise((resolve) => setTimeout(resolve, 800));
+    // Act
+    const outcome = await idempotency.run(request, async (ctx) => ({
+      charged: await ctx.step('charge', charge),
+      attempt: ctx.attempt,
+    }));
+    // Assert: the charge recorded by the first attempt is replayed, never made again.
+    expect(second).toBe(2);
+    expect(charge).toHaveBeenCalledTimes(1);
+    expect(outcome).toMatchObject({
+      status: 'executed',
+      value: { charged: { id: 'ch_1' }, attempt: 3 },
+    });
+  });
+
   it('resumes a crashed execution through the engine without running its finished step again', async () => {
     // Arrange: the first attempt records its charge, then "dies" (hangs without extending its lease).
     const idempotency = createIdempotency({
@@ -227,14 +328,7 @@ describe.each<RedisLib>(['node-redis', 'ioredis'])('redis recorded steps (%s)', 
     const key = randomUUID();
     const charge = vi.fn(() => ({ id: 'ch_1' }));
     const ship = vi.fn(() => 'shipped');
-    let charged!: () => void;
-    const chargedOnce = new Promise<void>((resolve) => (charged = resolve));
-    void idempotency.run({ key, payload: { amount: 5 } }, async (ctx) => {
-      await ctx.step('charge', charge);
-      charged();
-      return new Promise(() => {});
-    });
-    await chargedOnce;
+    await crashAfterCharge(idempotency, { key, payload: { amount: 5 } }, charge);
     await new Promise((resolve) => setTimeout(resolve, 750));
     // Act: the retry of the same request takes the key over.
     const outcome = await idempotency.run({ key, payload: { amount: 5 } }, async (ctx) => ({

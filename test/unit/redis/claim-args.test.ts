@@ -11,15 +11,16 @@ function recordingStore() {
     sendCommand: async (args: Args) => {
       sent.push(args);
       const keyCount = Number(args[2]);
-      if (keyCount === 1) return 1_000_000;
-      const claims = Array.from({ length: keyCount }, () => 1_000_000);
+      // A single claim: its record key and its steps key.
+      if (keyCount === 2 && String(args[4]) === `${String(args[3])}:s`) return 1_000_000;
       // The combined script (the tests' only completion key is 'done'): its first ARGV is the number of
-      // completions.
+      // completions. Each claim of a batch sends two keys (its record's, then its steps').
       if (String(args[3]).includes('done')) {
         const completes = Number(args[3 + keyCount]);
-        return [Array.from({ length: completes }, () => 1), claims.slice(completes)];
+        const claims = Array.from({ length: (keyCount - completes) / 2 }, () => 1_000_000);
+        return [Array.from({ length: completes }, () => 1), claims];
       }
-      return claims;
+      return Array.from({ length: keyCount / 2 }, () => 1_000_000);
     },
   };
   const store = redisStore({ client, prefix: 'p:', checkEvictionPolicy: false });
@@ -69,6 +70,20 @@ describe('redis claim arguments', () => {
     expect(argv()).toEqual(['f', 'f', '1000', '9000', '1000', '0']);
   });
 
+  it('sends each claim its steps key after the record keys, for a takeover to keep the steps alive', async () => {
+    // Arrange
+    const { store, sent } = recordingStore();
+    const keysOf = () => {
+      const args = sent.at(-1) ?? [];
+      return args.slice(3, 3 + Number(args[2])).map(String);
+    };
+    // Act + Assert: a single claim (claim-2.lua), then a batch (claim-many-n.lua: KEYS[i], KEYS[n+i]).
+    await store.claim('k', { fingerprint: 'fp', leaseMs: 1000 });
+    expect(keysOf()).toEqual(['p:{k}', 'p:{k}:s']);
+    await store.claimMany(['a', 'b', 'c'].map((key) => ({ key, fingerprint: 'f', leaseMs: 1000 })));
+    expect(keysOf()).toEqual(['p:{a}', 'p:{b}', 'p:{c}', 'p:{a}:s', 'p:{b}:s', 'p:{c}:s']);
+  });
+
   it('passes the claims of the combined script in the same layout, a single claim included', async () => {
     // Arrange
     const { store, sent } = recordingStore();
@@ -77,12 +92,13 @@ describe('redis claim arguments', () => {
       [{ key: 'done', token: 7, outcome: Uint8Array.of(1), retentionMs: 3000 }],
       [{ key: 'next', fingerprint: 'fp', leaseMs: 1000, reserveMs: 3000 }],
     );
-    // Assert: KEYS = the completion's key, then the claim's; ARGV = the split, complete-many's arguments
-    // (token, outcome, retention), then claim-many's for n = 1 (fingerprint, lease, reservation).
+    // Assert: KEYS = the completion's key, then the claim's, then the claim's steps key; ARGV = the split,
+    // complete-many's arguments (token, outcome, retention), then claim-many's for n = 1 (fingerprint,
+    // lease, reservation).
     const args = sent.at(-1) ?? [];
-    expect(args.slice(2, 5).map(String)).toEqual(['2', 'p:{done}', 'p:{next}']);
-    expect(args.slice(5, 8).map(String)).toEqual(['1', '3', '7']);
-    expect(args.slice(9).map(String)).toEqual(['3000', 'fp', '1000', '3000']);
+    expect(args.slice(2, 6).map(String)).toEqual(['3', 'p:{done}', 'p:{next}', 'p:{next}:s']);
+    expect(args.slice(6, 9).map(String)).toEqual(['1', '3', '7']);
+    expect(args.slice(10).map(String)).toEqual(['3000', 'fp', '1000', '3000']);
     expect(result.claimed[0]?.claimed).toBe(true);
   });
 

@@ -72,6 +72,6 @@ describe('redis Lua scripts', () => {
     const loaded = loadScript(claim);
     // Assert
     expect(loaded.sha).toBe(createHash('sha1').update(claim.source).digest('hex'));
-    expect(loaded.numberOfKeys).toBe(1);
+    expect(loaded.numberOfKeys).toBe(2);
   });
 });

@@ -1,10 +1,12 @@
 --[[
-  claim-1.lua: create an in_progress record if the key is absent or dead, take over an in_progress record
+  claim-2.lua: create an in_progress record if the key is absent or dead, take over an in_progress record
   whose lease expired unless the key is still reserved for another fingerprint, otherwise leave the record
   as it is and return it (one round trip either way).
   claim-many-n.lua applies exactly these rules to each item of a batch.
 
   KEYS[1]  record key             <prefix>{<storage key>}, a string (see redis-store.ts for the encoding)
+  KEYS[2]  steps key              <prefix>{<storage key>}:s, a hash (same hash tag, so the same slot; see
+                                  save-step-2.lua), touched only by a takeover by the same request
   ARGV[1]  fingerprint
   ARGV[2]  leaseMs (positive integer)
   ARGV[3]  reserveMs (non-negative integer): how long from now the key stays reserved for this fingerprint
@@ -26,6 +28,11 @@
   in_progress key expires at max(lease end, now + reserveMs), so an in_progress value whose lease has ended
   but whose key still exists is a reserved dead lease (or one that ended this very millisecond, which
   PEXPIRETIME tells apart: its key expires at its lease end).
+
+  A takeover by the same request moves the steps key's expiry with the record key's: the takeover reserves
+  the key anew, and the steps recorded under it must live as long as it does. Left to the holder's first
+  step or lease extension, the steps of a crashed attempt expired with the first claim's reservation when
+  the takeover crashed before either, and a third attempt, still a takeover, ran those steps again.
 ]]
 local time = redis.call('TIME')
 local nowMs = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
@@ -52,6 +59,7 @@ end
 local status = string.sub(old, 1, 1)
 local attempt = 1
 local createdText = nowText
+local sameRequest = false
 local tokenEnd = string.find(old, '|', 3, true)
 if status == 'p' or status == 'c' then
   local second = string.find(old, '|', tokenEnd + 1, true)
@@ -69,6 +77,8 @@ if status == 'p' or status == 'c' then
     end
     attempt = tonumber(string.sub(old, third + 1, fourth - 1)) + 1
     createdText = string.sub(old, second + 1, third - 1)
+    -- The same request keeps its lineage (createdAt and fingerprint), so its steps live on with the key.
+    sameRequest = string.sub(old, fourth + 1) == ARGV[1]
   elseif tonumber(string.sub(old, second + 1, third - 1)) > nowMs then
     return old
   end
@@ -78,4 +88,7 @@ redis.call('SET', KEYS[1],
   'p|' .. string.format('%.0f', token) .. '|' .. leaseText .. '|' .. createdText .. '|' ..
     string.format('%d', attempt) .. '|' .. ARGV[1],
   'PXAT', keepText)
+if sameRequest then
+  redis.call('PEXPIREAT', KEYS[2], keepText)
+end
 return {token, attempt, leaseUntil}
