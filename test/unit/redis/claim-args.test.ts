@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { redisStore } from '../../../src/redis/index.js';
 
-// The arguments the store sends to claim-1.lua and claim-many-n.lua (and the combined script), without a
+// The arguments the store sends to claim-2.lua and claim-many-n.lua (and the combined script), without a
 // server: a structural node-redis stand-in records every command and answers a won claim per item.
 type Args = ReadonlyArray<string | Buffer>;
 
