@@ -11,7 +11,12 @@ import type { StoredErrorInfo } from './errors.js';
 export interface OutcomeCodec {
   /** Encode a value for storage. */
   encode(value: unknown): Uint8Array;
-  /** Decode stored bytes; must give back what `encode` was given (byte-exact for binary data). */
+  /**
+   * Decode stored bytes; must give back what `encode` was given (byte-exact for binary data). `bytes` may
+   * be the very bytes the engine's cache (or the memory store) keeps for every later replay: return a
+   * new value (copy binary data, as the default codec does), never a view of `bytes`, or a caller that
+   * changes one replay's value changes every later replay of the key.
+   */
   decode(bytes: Uint8Array): unknown;
 }
 
