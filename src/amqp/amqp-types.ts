@@ -23,6 +23,8 @@ export interface AmqpMessage {
 export interface AmqpPublishOptions {
   headers?: Record<string, unknown>;
   expiration?: string | number;
+  /** AMQP `delivery-mode`: 2 is persistent (written to disk by a durable classic queue), 1 transient. */
+  deliveryMode?: number;
   messageId?: string;
   /** Have the broker return the message (`basic.return`) when no queue takes it. */
   mandatory?: boolean;

@@ -9,6 +9,7 @@ import type { AmqpConfirmChannel, AmqpMessage, AmqpPublishOptions } from './amqp
 import { deadLetterOptions, deliveryCount, deliveryId, retryOptions } from './headers.js';
 import { pendingDeadLetter } from './pending-letter.js';
 import { COPY_ID_HEADER, ReturnedCopies, UnroutableCopyError } from './returns.js';
+import { asPublished } from './routing.js';
 
 /** What every delivery of one consumer settles through. */
 export class AmqpSettler {
@@ -56,6 +57,8 @@ export class AmqpSettler {
  * between can only duplicate the message (deduplicated by its key), never lose it.
  */
 export class AmqpDelivery implements Delivery<AmqpMessage> {
+  /** The message as the handler sees it: a retry copy with the routing it was published with. */
+  readonly message: AmqpMessage;
   readonly deliveryCount: number;
   readonly pendingDeadLetter: DeadLetter | undefined;
   /**
@@ -69,12 +72,15 @@ export class AmqpDelivery implements Delivery<AmqpMessage> {
 
   constructor(
     private readonly settler: AmqpSettler,
-    readonly message: AmqpMessage,
+    message: AmqpMessage,
   ) {
     this.deliveryCount = deliveryCount(message);
     this.pendingDeadLetter = pendingDeadLetter(message);
     this.brokerId = deliveryId(message);
     this.firstDelivery = message.fields.redelivered !== true;
+    // A retry copy came back through the default exchange: its handler, hooks and next copy see the
+    // exchange and routing key of the application's publish (routing.ts).
+    this.message = this.brokerId === undefined ? message : asPublished(message);
   }
 
   ack(): Promise<void> {

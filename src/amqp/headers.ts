@@ -7,6 +7,7 @@ import type { DeadLetter } from '../consumer/index.js';
 import type { AmqpMessage, AmqpPublishOptions } from './amqp-types.js';
 import { PENDING_DEAD_LETTER_HEADER, pendingLetterHeader } from './pending-letter.js';
 import { COPY_ID_HEADER, newCopyId } from './returns.js';
+import { routingHeaders } from './routing.js';
 
 /**
  * On a retry copy: deliveries made before it was published (our own counter). Not on a dead letter, so
@@ -51,9 +52,18 @@ const BROKER_HEADERS = /^x-(death|first-death-|last-death-|delivery-count)/;
 // went to those queues again (a second payment message for the ledger at each retry and dead letter).
 // RabbitMQ drops them too when it dead-letters a message.
 const ROUTING_HEADERS = new Set(['CC', 'BCC']);
-// Properties a copy does not take from its original: rebuilt (`headers`), its own (`expiration`), or
-// validated by RabbitMQ against the publishing connection's user (`userId`, see `copyOptions`).
-const OWN_PROPERTIES = new Set(['headers', 'expiration', 'userId']);
+// Properties a copy does not take from its original: rebuilt (`headers`), its own (`expiration`,
+// `deliveryMode`), or validated by RabbitMQ against the publishing connection's user (`userId`, see
+// `copyOptions`).
+const OWN_PROPERTIES = new Set(['headers', 'expiration', 'deliveryMode', 'userId']);
+/**
+ * AMQP `delivery-mode` 2, persistent: every copy is written to disk by the durable retry or dead-letter
+ * queue before RabbitMQ confirms it. A copy kept the original's mode, and amqplib publishes transient
+ * (mode 1) unless told otherwise: a quorum queue keeps such a message across a broker restart, but the
+ * classic queue its copy went to confirmed it from memory, and the restart dropped it, after the original
+ * was acked on that confirm (the message lost).
+ */
+const PERSISTENT_DELIVERY_MODE = 2;
 // Headers that belong to one copy only (see `returns.ts`, `pending-letter.ts`); never carried forward.
 const COPY_HEADERS = new Set([COPY_ID_HEADER, PENDING_DEAD_LETTER_HEADER, DELIVERY_ID_HEADER]);
 
@@ -126,10 +136,12 @@ export function defaultAmqpKey(message: AmqpMessage): string | undefined {
 }
 
 /**
- * Publish options for a copy of `message`: its properties and headers, plus `extra` headers. Its
- * `user-id` goes into {@link USER_ID_HEADER} instead: RabbitMQ validates the property against the
- * consumer's own user, and closed the consumer's channel at every retry or dead letter of a message
- * another user published with it, which then came back and ran again, without end.
+ * Publish options for a copy of `message`: its properties and headers, the exchange and routing key it
+ * was published with (`routing.ts`), plus `extra` headers, always persistent
+ * (delivery mode 2). Its `user-id` goes into {@link USER_ID_HEADER} instead:
+ * RabbitMQ validates the property against the consumer's own user, and closed the consumer's channel at
+ * every retry or dead letter of a message another user published with it, which then came back and ran
+ * again, without end.
  */
 export function copyOptions(
   message: AmqpMessage,
@@ -148,7 +160,11 @@ export function copyOptions(
   }
   const { userId } = message.properties;
   if (typeof userId === 'string' && userId !== '') headers[USER_ID_HEADER] = userId;
-  return { ...options, headers: { ...headers, ...extra } };
+  return {
+    ...options,
+    deliveryMode: PERSISTENT_DELIVERY_MODE,
+    headers: { ...headers, ...routingHeaders(message), ...extra },
+  };
 }
 
 /**

@@ -45,3 +45,4 @@ export {
 export { PENDING_DEAD_LETTER_HEADER } from './pending-letter.js';
 export { MAX_PREFETCH } from './queues.js';
 export { COPY_ID_HEADER, UnroutableCopyError } from './returns.js';
+export { EXCHANGE_HEADER, ROUTING_KEY_HEADER } from './routing.js';
