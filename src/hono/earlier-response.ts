@@ -64,11 +64,12 @@ export function setAsideEarlierResponse(c: Context): EarlierResponse {
 function carriedHeaders(headers: Headers): Array<[string, string]> {
   const carried: Array<[string, string]> = [];
   for (const [name, value] of headers) {
-    if (REPRESENTATION_HEADERS.has(name)) continue;
-    if (name === 'set-cookie') {
-      for (const cookie of headers.getSetCookie()) carried.push([name, cookie]);
-    } else carried.push([name, value]);
+    // Cookies once, below: iterating `Headers` yields each cookie on its own, and each pass took all of
+    // them (two cookies went out four times).
+    if (REPRESENTATION_HEADERS.has(name) || name === 'set-cookie') continue;
+    carried.push([name, value]);
   }
+  for (const cookie of headers.getSetCookie()) carried.push(['set-cookie', cookie]);
   return carried;
 }
 

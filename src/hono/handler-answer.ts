@@ -54,6 +54,14 @@ export interface HandlerAnswer {
    * handler then answered with a `Response` it built itself, or nothing.
    */
   dropped(): Response | Promise<Response> | undefined;
+  /**
+   * `next()` resolved: a middleware before the layer answered again after its `next()` (a helper answer
+   * given after `c.res` was last set, in the task of that set: see {@link HandlerAnswer.dropped}), so
+   * something before the layer answered (a timeout) while the handler ran on, and the handler's own
+   * answer, if any, was not seen (a `Response` it built itself, or none). Judged by the timeout's 5xx,
+   * the key was released and the retry charged a second time.
+   */
+  outerAnswered(): boolean;
 }
 
 /**
@@ -150,6 +158,8 @@ export function watchAnswer(c: Context, carry?: (response: Response) => Response
       lastSet !== 0 && lastAnswer !== undefined && lastAnswer.at > lastSet && !lastAnswer.inSetTask
         ? (lastAnswer.response as Response | Promise<Response>)
         : undefined,
+    outerAnswered: () =>
+      lastSet !== 0 && lastAnswer !== undefined && lastAnswer.at > lastSet && lastAnswer.inSetTask,
   };
 }
 

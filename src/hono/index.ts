@@ -269,6 +269,13 @@ export function idempotency(options: HonoIdempotencyOptions): HonoIdempotency {
         await keepDroppedAnswer(dropped, c.res.status, execution);
         return;
       }
+      // A middleware before the layer answered again after the timeout's answer: the handler ran on, and
+      // what it answered was not seen. Its outcome is unknown, so the key keeps the timeout's marker
+      // (retries get 409, never a second run), where the timeout's 5xx released it.
+      if (handlerAnswer.outerAnswered()) {
+        await execution.cutOff(c.res.status);
+        return;
+      }
       // An error after the handler answered (`c.json` that cannot serialize its answer, a middleware
       // after the layer that threw once the handler returned): what went out is not the handler's answer,
       // and the key is judged by that answer (`./handler-answer.ts`).

@@ -12,11 +12,12 @@
  * rendered, which still releases the key on a 5xx, by order, not by the exception's class or status (the
  * timeout's exception is the application's choice): what the chain under the layer answers, or renders
  * for its error, is set on `c.res` before the layer's `next()` settles, so an answer given after the last
- * `c.res` set never reached it (`./handler-answer.ts`), unless given in the turn of the event loop of
- * that set: then it is a middleware before the layer answering again after its `next()` as Hono unwinds
- * it, which Hono ignores. A handler that answers after the timeout with a `Response` it built itself (not
- * through `c.json`, `c.text`, …) cannot be told from its own error: the timeout's 5xx releases the key,
- * as before.
+ * `c.res` set never reached it (`./handler-answer.ts`), unless given in the task that made that set (its
+ * callback and the microtasks it leads to): then it is a middleware before the layer answering again
+ * after its `next()` as Hono unwinds it, which Hono ignores, and the key keeps the timeout's marker
+ * (`Execution.cutOff`): the handler ran on, and its answer was not seen. A handler that answers after the
+ * timeout with a `Response` it built itself (not through `c.json`, `c.text`, …), with no such middleware,
+ * cannot be told from its own error: the timeout's 5xx releases the key, as before.
  * @module
  */
 import type { Execution } from '../http/execution.js';

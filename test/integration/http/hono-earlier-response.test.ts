@@ -261,3 +261,22 @@ it('carries them to a returned Response whose headers are immutable (Response.re
   expect(sent.headers.get('location')).toBe('https://app.test/orders/42');
   expect(sent.headers.get('access-control-allow-origin')).toBe('https://app.test');
 });
+
+it.each([
+  ['a c helper', (c: Context) => c.json({ charged: true }, 201)],
+  ['a Response returned as it is', () => Response.json({ charged: true }, { status: 201 })],
+])("carries each of the earlier response's cookies once to %s", async (_, handler) => {
+  const earlier: MiddlewareHandler = async (c, next) => {
+    const headers = new Headers();
+    headers.append('set-cookie', 'session=abc; Path=/');
+    headers.append('set-cookie', 'csrf=xyz; Path=/');
+    c.res = new Response('default', { headers });
+    await next();
+  };
+  const app = await appWith(earlier, handler);
+  const first = await app.send(randomUUID());
+  expect(first.status).toBe(201);
+  // Before, each cookie went out once per cookie of the earlier response: four headers for two.
+  expect(first.headers.getSetCookie().sort()).toEqual(['csrf=xyz; Path=/', 'session=abc; Path=/']);
+  await first.arrayBuffer();
+});
