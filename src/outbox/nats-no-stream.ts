@@ -18,10 +18,10 @@ export function natsNoStreamError(
 ): unknown {
   if (!noResponders(error)) return error;
   return new Error(
-    `NATS JetStream did not store message ${message.id}: no stream captures subject ` +
-      `${JSON.stringify(subject)} (nobody answered the publish). Add the subject to a stream's subjects, ` +
-      'or change the publisher’s `subject`; if no stream answers any subject, JetStream is not enabled on ' +
-      'the server or account',
+    `NATS JetStream did not store message ${message.id}: nobody answered the publish to subject ` +
+      `${JSON.stringify(subject)}, most often because no stream captures it. Add the subject to a ` +
+      "stream's subjects, or change the publisher’s `subject`; if no stream answers any subject, " +
+      'JetStream is not enabled on the server or account, or is unavailable (no leader)',
     { cause: error },
   );
 }

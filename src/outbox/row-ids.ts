@@ -18,6 +18,9 @@ export function byRowId(a: { rowId: string }, b: { rowId: string }): number {
  * another one.
  */
 export function sqliteRowId(rowId: string): bigint {
+  // BigInt() alone also takes '' (as 0), spaces around the digits and '0x…'.
+  if (!/^-?\d+$/.test(rowId))
+    throw new SyntaxError(`Not an outbox row id: ${JSON.stringify(rowId)}`);
   return BigInt(rowId);
 }
 

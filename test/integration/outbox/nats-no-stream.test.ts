@@ -25,9 +25,10 @@ describe('natsPublisher: a subject that no JetStream stream captures', () => {
     // Assert
     expect(error).toBeInstanceOf(Error);
     expect((error as Error).message).toBe(
-      `NATS JetStream did not store message ${sent.id}: no stream captures subject "${subject}" (nobody ` +
-        "answered the publish). Add the subject to a stream's subjects, or change the publisher’s " +
-        '`subject`; if no stream answers any subject, JetStream is not enabled on the server or account',
+      `NATS JetStream did not store message ${sent.id}: nobody answered the publish to subject ` +
+        `"${subject}", most often because no stream captures it. Add the subject to a stream's subjects, ` +
+        'or change the publisher’s `subject`; if no stream answers any subject, JetStream is not enabled ' +
+        'on the server or account, or is unavailable (no leader)',
     );
     const cause = (error as Error).cause as Error;
     expect(cause.name).toBe('JetStreamNotEnabled');
