@@ -29,6 +29,8 @@ export interface Running {
    * did its work.
    */
   answered?: number;
+  /** `reply.send` was called once the handler had started (its answer, or an error's reply). */
+  replied?: boolean;
 }
 
 /**
@@ -46,17 +48,61 @@ export function watchSends(
   const send = reply.send;
   reply.send = function trackedSend(this: FastifyReply, payload?: unknown) {
     if (running.started !== true) onHookAnswer(this.request);
-    else if (running.error === undefined && running.threw !== true && !(payload instanceof Error)) {
-      running.answered = this.statusCode;
+    else if (answersAgain(this, running, payload)) {
+      // As Fastify treats a send after the reply ended: the first answer stands, with its warning.
+      this.log.warn({ err: alreadySent(this.request) });
+      return this;
+    } else {
+      running.replied = true;
+      if (running.error === undefined && running.threw !== true && !(payload instanceof Error)) {
+        running.answered = this.statusCode;
+      }
     }
     return send.call(this, payload);
   } as FastifyReply['send'];
 }
 
 /**
+ * Whether a send is the handler answering a second time while its first answer is still held by the
+ * capture (its end waits for the outcome to be stored). Without the plugin, the first answer ends the
+ * reply at once and Fastify ignores the second (`reply.sent`, a warning); under it the reply had not
+ * ended, the second went out, and the first was stored: the client got one body and its retry another.
+ * Not an error's reply (a thrown error, a failed serializer or hook, `handlerTimeout`), which Fastify
+ * sends in place of an answer that could not go out.
+ */
+function answersAgain(reply: FastifyReply, running: Running, payload: unknown): boolean {
+  return (
+    running.replied === true &&
+    running.error === undefined &&
+    !(payload instanceof Error) &&
+    !reply.sent
+  );
+}
+
+// Fastify's own warning for a second send (its `FST_ERR_REP_ALREADY_SENT`), without loading Fastify's
+// error classes at run time (the adapter imports only its types).
+function alreadySent(request: FastifyRequest): Error {
+  return Object.assign(
+    new Error(
+      `Reply was already sent, did you forget to "return reply" in the "${request.url}" (${request.method}) route?`,
+    ),
+    { code: 'FST_ERR_REP_ALREADY_SENT' },
+  );
+}
+
+/**
  * Call `handler`, noting in `running` that it started and whether it threw or rejected. A rejection is
- * seen before Fastify's own reaction to it (which sends the thrown value, an `Error` or not), as ours is
- * registered on the promise first. Returns what the handler returns, untouched.
+ * seen before Fastify's own reaction to it (which sends the thrown value, an `Error` or not), as ours comes
+ * first. Returns what the handler returns, except for a promise: that of its value, or of the reply when
+ * the handler called `reply.send` before it resolved.
+ *
+ * Why the reply: Fastify sends what an async handler's promise resolves with (`undefined` too) unless the
+ * reply has ended by then (`reply.sent`). Without the plugin, a handler that calls `reply.send(x)` and
+ * returns nothing has its reply ended at once; under the plugin its end is held until the outcome is
+ * stored, so Fastify sent `undefined` as a second answer, which went out before the first: the client got
+ * an empty body while `x` was stored and replayed to its retry. Resolving with the reply is what Fastify
+ * asks of such handlers (`return reply`): it waits for the reply to end, and the handler's answer is the
+ * one sent (a value returned beside it is dropped, as Fastify drops the second of two answers).
  */
 export function callWatched(
   handler: RouteHandlerMethod,
@@ -76,15 +122,15 @@ export function callWatched(
   // Not the reply a handler returns after `reply.send` (`(request, reply) => reply.send(x)`): a thenable
   // too, whose `then` calls its first callback once the response ended, and which never rejects with the
   // handler's error.
-  if (result !== reply && isThenable(result)) {
-    result.then(ignore, () => {
+  if (result === reply || !isThenable(result)) return result;
+  return Promise.resolve(result).then(
+    (value) => (running.replied === true ? reply : value),
+    (error: unknown) => {
       running.threw = true;
-    });
-  }
-  return result;
+      throw error;
+    },
+  ) as ReturnType<RouteHandlerMethod>;
 }
-
-const ignore = () => undefined;
 
 /**
  * The status of the handler's answer when an error came after it was on its way (its effect happened,
