@@ -9,6 +9,13 @@
  * sequence is decoded again with each byte that is not part of a UTF-8 character kept as a lone surrogate
  * U+DC80–U+DCFF (Python's `surrogateescape`), which no valid decoding gives, so every byte sequence reads
  * its own way. Every other query reads as before, and keeps its fingerprint.
+ *
+ * Sorting by name assumes that parameters of different names are independent. To a `qs`-style parser
+ * (Express 4's default, Express 5's `'extended'`, Fastify with `qs` as its `querystringParser`) the names
+ * that share a base before a bracket (`ids`, `ids[]`, `ids[0]`, `ids[x]`) build one value in the order they
+ * came: `?ids=1&ids[]=2` is `['1', '2']`, `?ids[]=2&ids=1` is `['2', '1']`, and both sorted to one query, so
+ * a key reused for the other order was replayed the first one's answer. Such a query, when its parameters
+ * of one base are not in name order, keeps their order instead ({@link orderedByBase}).
  * @module
  */
 import { isUtf8 } from 'node:buffer';
@@ -16,8 +23,9 @@ import { generalisedUtf8, isWellFormed } from '../core/lone-surrogates.js';
 
 /**
  * The query string in a canonical form: parameters sorted by name (a stable sort, so repeated parameters
- * keep their relative order, which can carry meaning). Bytes that are not UTF-8 are kept as lone
- * surrogates U+DC80–U+DCFF, one per byte, instead of U+FFFD.
+ * keep their relative order, which can carry meaning); when bracketed parameters of one base (`ids`,
+ * `ids[]`) are out of name order, sorted by that base instead, each base's parameters in their order.
+ * Bytes that are not UTF-8 are kept as lone surrogates U+DC80–U+DCFF, one per byte, instead of U+FFFD.
  * @example
  * canonicalQuery('?b=1&a=caf%C3%A9'); // [['a', 'café'], ['b', '1']]
  */
@@ -29,7 +37,41 @@ export function canonicalQuery(query: string): Array<[string, string]> {
   if (!isWellFormed(raw) || (raw.includes('%') && params.some(holdsReplacement))) {
     params = exactParams(raw) ?? params;
   }
-  return params.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return outOfOrderWithinBase(params)
+    ? orderedByBase(params)
+    : params.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+}
+
+// The name before its first bracket (`ids` of `ids[]`, `ids[0][x]`): what a `qs`-style parser keys the
+// value by. The whole name when it has none.
+const baseOf = (name: string): string => {
+  const bracket = name.indexOf('[');
+  return bracket === -1 ? name : name.slice(0, bracket);
+};
+
+// Whether two parameters of one base, one of them bracketed, came out of name order (`ids[]` before `ids`,
+// `a[y]` before `a[x]`). Any other query, among them every query without a bracket, is sorted by name as it
+// always was, and keeps its fingerprint.
+function outOfOrderWithinBase(params: ReadonlyArray<[string, string]>): boolean {
+  if (!params.some(([name]) => name.includes('['))) return false;
+  const last = new Map<string, string>();
+  for (const [name] of params) {
+    const base = baseOf(name);
+    const before = last.get(base);
+    if (before !== undefined && name < before) return true;
+    last.set(base, name);
+  }
+  return false;
+}
+
+// Sorted by base name (stable), each base's parameters in the order they came: what a `qs`-style parser
+// makes of them. Never the form of a query sorted by name (one base's names are out of order here), so
+// no request whose query sorts by name is read as this one.
+function orderedByBase(params: Array<[string, string]>): Array<[string, string]> {
+  return params
+    .map((param) => ({ param, base: baseOf(param[0]) }))
+    .sort((a, b) => (a.base < b.base ? -1 : a.base > b.base ? 1 : 0))
+    .map(({ param }) => param);
 }
 
 const holdsReplacement = ([name, value]: [string, string]): boolean =>
