@@ -7,13 +7,15 @@
  *   failed message was never redelivered;
  * - `max_deliver` below `maxDeliveries`: the server stopped redelivering a failing message before this
  *   adapter could dead-letter it;
- * - a `workingInterval` not shorter than `ack_wait`: every `working()` came too late, and the server
- *   redelivered a message while its handler ran, each copy counting a delivery toward `maxDeliveries`;
+ * - a `workingInterval` not shorter than `ack_wait`, or than a shorter `backoff` entry (the window the
+ *   server gives that delivery): every `working()` came too late, and the server redelivered a message
+ *   while its handler ran, each copy counting a delivery toward `maxDeliveries`;
  * - `max_batch` or `max_expires` below what a pull asks for: the server refused every pull.
  * @module
  */
 import { InvalidOptionsError } from '../core/errors.js';
 import type { NatsConsumerConfig } from './nats-types.js';
+import { shortestAckWindowMs } from './server-backoff.js';
 
 /** How long one pull waits on the server for messages (the NATS client's own default). */
 export const PULL_EXPIRES_MS = 30_000;
@@ -31,7 +33,7 @@ export interface PullLimits {
 /**
  * Refuse a JetStream consumer this adapter cannot settle messages on without losing some (see the
  * module), and give the limits its pulls must keep to.
- * @param workingMs - The `workingInterval` given, if any (one derived from `ack_wait` is a third of it).
+ * @param workingMs - The `workingInterval` given, if any (one derived is a third of the shortest window).
  * @throws InvalidOptionsError naming the setting to change.
  */
 export function checkConsumerConfig(
@@ -55,16 +57,14 @@ export function checkConsumerConfig(
         'unreported. Set max_deliver to -1 (recommended), or lower maxDeliveries',
     );
   }
-  if (
-    workingMs !== undefined &&
-    ack_wait !== undefined &&
-    ack_wait > 0 &&
-    workingMs >= ack_wait / 1e6
-  ) {
+  // With a backoff, a delivery's window is its entry, which may be shorter than ack_wait (server-backoff.ts).
+  const windowMs = shortestAckWindowMs(config);
+  if (workingMs !== undefined && windowMs !== undefined && workingMs >= windowMs) {
+    const setting = windowMs === (ack_wait ?? 0) / 1e6 ? 'ack_wait' : 'shortest backoff entry';
     throw new InvalidOptionsError(
-      `workingInterval: ${workingMs} ms is not shorter than the JetStream consumer's ack_wait ` +
-        `(${ack_wait / 1e6} ms): the server would redeliver a message while its handler runs. Leave it ` +
-        'out (a third of ack_wait), or make it shorter than ack_wait',
+      `workingInterval: ${workingMs} ms is not shorter than the JetStream consumer's ${setting} ` +
+        `(${windowMs} ms): the server would redeliver a message while its handler runs. Leave it ` +
+        `out (a third of the ${setting}), or make it shorter than the ${setting}`,
     );
   }
   const maxExpiresMs = max_expires !== undefined && max_expires > 0 ? max_expires / 1e6 : undefined;

@@ -29,6 +29,7 @@ import { KEY_HEADER, MSG_ID_HEADER, publishDeadLetter, termReason } from './dead
 import type { NatsJsMsg, NatsPublisher, NatsPullConsumer } from './nats-types.js';
 import { refuseOwnDeadLetters } from './own-dead-letters.js';
 import { PullLoop } from './pull.js';
+import { nakDelayFor, shortestAckWindowMs } from './server-backoff.js';
 
 export { KEY_HEADER, MSG_ID_HEADER };
 
@@ -68,8 +69,8 @@ export interface NatsConsumerOptions extends ConsumerOptions<NatsJsMsg> {
   publisher?: NatsPublisher;
   /**
    * How often `working()` resets the consumer's AckWait while a handler runs: shorter than the consumer's
-   * `ack_wait`, and at most 2³¹−1 ms (about 24.8 days), a timer's limit.
-   * @default a third of the consumer's `ack_wait` (at most 2³¹−1 ms)
+   * `ack_wait` and each entry of its `backoff`, and at most 2³¹−1 ms (about 24.8 days), a timer's limit.
+   * @default a third of the consumer's `ack_wait`, or of its shortest `backoff` entry (at most 2³¹−1 ms)
    */
   workingInterval?: Duration;
 }
@@ -182,9 +183,15 @@ export async function idempotentConsumer(
   if (deadLetterSubject !== undefined) {
     await refuseOwnDeadLetters(consumer, stream_name, config, deadLetterSubject);
   }
+  // A third of the shortest window the server gives a delivery: ack_wait, or a shorter backoff entry
+  // (server-backoff.ts), which a third of ack_wait overran, the server redelivering the message meanwhile.
+  // No floor above it: one of 100 ms was the whole window of a 100 ms ack_wait (a backoff starting at
+  // 100 ms), and the server redelivered the message while its handler ran.
   const workingMs =
     givenWorkingMs ??
-    Math.min(Math.max(Math.floor((config.ack_wait ?? 30e9) / 1e6 / 3), 100), MAX_TIMER_MS);
+    Math.min(Math.max(Math.floor((shortestAckWindowMs(config) ?? 30_000) / 3), 1), MAX_TIMER_MS);
+  // What a nak(delay) must carry for the message to come back after the delay, under a backoff.
+  const nakDelay = nakDelayFor(config);
 
   const inFlight = new InFlight(resolved.concurrency);
   // A reason makes older servers read `+TERM <reason>` as no term at all, and redeliver the message after
@@ -216,7 +223,7 @@ export async function idempotentConsumer(
       retry: (delayMs) => {
         retried = true;
         ensureOpen();
-        message.nak(Math.ceil(delayMs));
+        message.nak(Math.ceil(nakDelay(message.info.deliveryCount, delayMs)));
         // Sent all the same (the server drops the message at once, with its advisory), then reported:
         // before, a message the server stopped redelivering was lost in silence.
         if (isLastDelivery(message.info.deliveryCount)) {

@@ -36,6 +36,8 @@ export interface NatsConsumerMessages extends AsyncIterable<NatsJsMsg> {
 export interface NatsConsumerConfig {
   ack_policy?: string;
   ack_wait?: number;
+  /** Redelivery schedule: delivery `n`'s answer window is `backoff[n-1]` (see server-backoff.ts). */
+  backoff?: number[];
   max_deliver?: number;
   max_batch?: number;
   max_expires?: number;

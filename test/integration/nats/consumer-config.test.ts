@@ -8,12 +8,27 @@
  *   dead-lettered, and it was dropped unreported;
  * - a `workingInterval` not shorter than `ack_wait`: the server redelivered a message while its handler ran,
  *   each copy counting toward `maxDeliveries` (with 3, a failing handler was dead-lettered after 2 runs).
+ *
+ * And a consumer with a `backoff` schedule. The server then sets `ack_wait` to `backoff[0]`, but measures
+ * delivery `n`'s time against `backoff[n-1]` (the last entry past the end): after a `working()`, and after
+ * a `nak(delay)`, which it backdates by `ack_wait` only.
+ * - A retry's `nak(delay)` came back `backoff[n-1] - ack_wait` late: with `backoff` [1 s, 4 s], a handler
+ *   error retried after 3.5 s on the second delivery came back after 6.5 s. Now the delay sent is
+ *   shortened by that much, and the retry comes when asked.
+ * - An entry shorter than `backoff[0]`: `working()`, every third of `ack_wait`, came too late for that
+ *   delivery, and the server redelivered the message while its handler ran. Now the default interval is a
+ *   third of the shortest window, and a `workingInterval` not shorter than it is refused.
+ * - A window of 100 ms (a backoff starting at 100 ms, so `ack_wait` 100 ms): the default interval had a
+ *   floor of 100 ms, the whole window, and the server redelivered a 600 ms run. Now it has none.
  */
 import { AckPolicy, type ConsumerConfig, DeliverPolicy } from '@nats-io/jetstream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createIdempotency, InvalidOptionsError, memoryStore } from '../../../src/index.js';
 import { idempotentConsumer } from '../../../src/nats/index.js';
 import { type NatsFixture, natsFixture, until } from './setup.js';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const SECOND = 1_000_000_000;
 
 describe('NATS consumer: the JetStream consumer configuration', () => {
   let f: NatsFixture;
@@ -227,5 +242,95 @@ describe('NATS consumer: the JetStream consumer configuration', () => {
     await expect(started).rejects.toThrow(
       "workingInterval: 1000 ms is not shorter than the JetStream consumer's ack_wait (1000 ms)",
     );
+  });
+
+  it('retries after the delay asked for, not the backoff entry past ack_wait later', async () => {
+    // Arrange: the handler fails on its first two runs, each retried after 3.5 s; the second delivery's
+    // backoff entry is 3 s past ack_wait.
+    const consumer = await consumerWith('retry-delay', {
+      backoff: [1 * SECOND, 4 * SECOND],
+      max_deliver: 10,
+    });
+    const runs: number[] = [];
+    const running = await idempotentConsumer(
+      consumer,
+      () => {
+        runs.push(performance.now());
+        if (runs.length < 3) throw new Error('declined');
+      },
+      {
+        name: `${f.stream}-retry-delay`,
+        idempotency: createIdempotency({ store: memoryStore() }),
+        maxDeliveries: 5,
+        backoff: () => 3500,
+      },
+    );
+    // Act
+    await f.publish('retry-delay-1');
+    // Assert: the retry of the second delivery came 3.5 s after it; before, 6.5 s (3.5 s + 4 s - 1 s).
+    await until('the third run', () => runs.length === 3, 15_000).finally(() => running.close());
+    const [first, second, third] = runs as [number, number, number];
+    expect(second - first).toBeGreaterThanOrEqual(3400);
+    expect(second - first).toBeLessThan(5000);
+    expect(third - second).toBeGreaterThanOrEqual(3400);
+    expect(third - second).toBeLessThan(5000);
+  });
+
+  it.each([
+    // ack_wait 6 s (backoff[0]), but the second delivery's window is 1 s: the first run fails at once,
+    // the second runs 2.5 s. Before, the server redelivered it five times more meanwhile.
+    ['an entry shorter than ack_wait', 'short-entry', [6 * SECOND, 1 * SECOND], 1, 2500],
+    // ack_wait 100 ms (backoff[0]), and a 600 ms run. Before, the 100 ms floor of the interval was the
+    // whole window, and the server redelivered it once meanwhile.
+    ['a first entry of 100 ms', 'entry-100ms', [SECOND / 10, 1 * SECOND], 0, 600],
+  ])(
+    'keeps a delivery alive while its handler runs, with %s',
+    async (_label, name, backoff, failing, runMs) => {
+      // Arrange
+      const consumer = await consumerWith(name, { backoff, max_deliver: 10 });
+      const deliveries: number[] = [];
+      const running = await idempotentConsumer(
+        consumer,
+        async (message) => {
+          deliveries.push(message.info.deliveryCount);
+          if (deliveries.length <= failing) throw new Error('declined');
+          await sleep(runMs);
+        },
+        {
+          name: `${f.stream}-${name}`,
+          idempotency: createIdempotency({ store: memoryStore() }),
+          maxDeliveries: 5,
+          backoff: () => 50,
+        },
+      );
+      // Act
+      await f.publish(`${name}-1`);
+      await until('the last run', () => deliveries.length === failing + 1, 5000);
+      await sleep(runMs + 500);
+      await running.close();
+      // Assert: no delivery beyond those the handler asked for.
+      const info = await f.jsm.consumers.info(f.stream, name);
+      const expected = Array.from({ length: failing + 1 }, (_, i) => i + 1);
+      expect(deliveries).toEqual(expected);
+      expect(info.delivered.consumer_seq).toBe(failing + 1);
+      expect(info.num_ack_pending).toBe(0);
+    },
+  );
+
+  it('refuses a workingInterval not shorter than the shortest backoff entry', async () => {
+    // Arrange
+    const consumer = await consumerWith('short-working', {
+      backoff: [6 * SECOND, 1 * SECOND],
+      max_deliver: 10,
+    });
+    // Act
+    const started = idempotentConsumer(consumer, () => {}, {
+      name: `${f.stream}-short-working`,
+      idempotency: createIdempotency({ store: memoryStore() }),
+      workingInterval: 2000,
+    });
+    // Assert
+    await expect(started).rejects.toThrow(InvalidOptionsError);
+    await expect(started).rejects.toThrow(/backoff/);
   });
 });
