@@ -3,7 +3,8 @@
  * entry acked, as one script where Redis runs it (letter-script.ts), else, for an entry still pending (as the
  * script checks), `XADD` then `XACK`, the letter looked for first by a later delivery than the one that
  * decided it (letter-written.ts). An entry deleted while its delivery held it and dropped from the pending
- * list takes the deleted-entry path (deleted-letters.ts).
+ * list (by its own `XCLAIM`, or another process's `XAUTOCLAIM`) takes the deleted-entry path
+ * (deleted-letters.ts).
  * @module
  */
 import { type DeadLetter, NOT_WRITTEN } from '../consumer/index.js';
@@ -13,7 +14,7 @@ import type { DeletedLetters } from './deleted-letters.js';
 import type { HeldEntry } from './idle-times.js';
 import type { AtomicLetter } from './letter-script.js';
 import { letterWritten } from './letter-written.js';
-import { isPending } from './pending-entry.js';
+import { isEntryGone, isPending } from './pending-entry.js';
 import { command, type StreamEntry } from './redis-client.js';
 
 /**
@@ -52,11 +53,20 @@ export function deadLetterWriter(
     // reported as a letter written.
     const written = await atomicLetter(entry.id, fields);
     if (written !== undefined) return written ? undefined : NOT_WRITTEN;
-    // Two commands, and, first, what the script checks: an entry no longer pending was settled by another
-    // delivery (its letter written, or acked: executed elsewhere), and gets no letter, reported as a
-    // duplicate. Before, the fallback wrote one whatever the entry's state. (One acked between this look and
-    // the XADD still gets it: only the script is atomic.)
-    if (!(await isPending(client, stream, group, entry.id))) return NOT_WRITTEN;
+    // Two commands, and, first, what the script checks: an entry no longer pending, still in the stream,
+    // was settled by another delivery (its letter written, or acked: executed elsewhere), and gets no
+    // letter, reported as a duplicate. (One acked between this look and the XADD still gets it: only the
+    // script is atomic.) Gone from the stream, it was deleted while held, and another process's XAUTOCLAIM
+    // (no reclaim script) dropped its id and recorded it without its fields: written here with them, as a
+    // dropped letter, rather than lost (pending-entry.ts). Unless this decision's own letter is there
+    // already (a write retried after its XADD and XACK landed, the entry trimmed since).
+    if (!(await isPending(client, stream, group, entry.id))) {
+      if (!(await isEntryGone(client, stream, entry.id))) return NOT_WRITTEN;
+      if (await letterWritten(client, deadLetterStream, entry.id, letter)) return undefined;
+      held.deleted = true;
+      held.dropped = true;
+      return deleted.writeDroppedLetter(entry, letter, fields);
+    }
     // Two commands: an XACK that failed after its XADD landed (or a lost XADD reply, a crash between the
     // two) left the entry pending with its letter written. A later delivery than the one that decided the
     // letter looks for it in the dead-letter stream before writing it again (letter-written.ts); the one

@@ -3,13 +3,14 @@
  * entries back): they are re-owned by this consumer and a claim round takes them once idle reaches
  * `minIdle`. Through scripts/set-idle-1.lua, which tells an entry settled elsewhere (no longer pending:
  * nothing to do) from one deleted while pending (returned, left pending for its letter to ack); where Redis
- * refuses the script, an `XPENDING` per id, `XCLAIM` of those still pending and an `XRANGE` per id it did
- * not claim, which tell them apart too (but for an ack and a trim landing between two of the commands).
+ * refuses the script, `XCLAIM` and an `XRANGE` per id not claimed: an entry still there was settled
+ * elsewhere; one gone was deleted while this process held it (another process's `XAUTOCLAIM` may have
+ * dropped its id already), though it may also have been acked elsewhere then trimmed (pending-entry.ts).
  * @module
  */
 import { loadScript } from '../redis/script-runner.js';
 import type { StreamsContext } from './consumer-context.js';
-import { isPending } from './pending-entry.js';
+import { isEntryGone } from './pending-entry.js';
 import { command } from './redis-client.js';
 import { isScriptRefused } from './redis-errors.js';
 import { setIdle as setIdleScript } from './scripts.gen.js';
@@ -60,14 +61,14 @@ export function idleTimes(context: StreamsContext): IdleTimes {
   const { client, runScript } = context;
   const { stream, group, consumer } = context.options;
   // Whether idle times are set through scripts/set-idle-1.lua: until Redis refuses to run it
-  // (isScriptRefused), then what it does as separate commands: XPENDING per id, XCLAIM of those pending,
-  // and an XRANGE for each it did not claim.
+  // (isScriptRefused), then XCLAIM and an XRANGE for each id it did not claim.
   let scriptedIdle = true;
   // Re-own `ids` and set their idle time: a claim round takes them once idle reaches `minIdle`. JUSTID keeps
   // the delivery counts as they are. Resolves to the ids found deleted while still pending: this process's
   // to report. The script leaves them pending (`pending`), for their letter to ack (deleted-letters.ts);
-  // Redis 7's XCLAIM, without the script, has dropped them. An id no longer pending was settled by another
-  // consumer (reclaimed, run, acked), deleted since or not: nothing to report, with the script or without.
+  // Redis 7's XCLAIM, without the script, has dropped them. With the script, an id no longer pending was
+  // settled by another consumer (reclaimed, run, acked), deleted since or not: nothing to report (the
+  // reclaim script leaves a held id to its holder). Without it, only while its entry is still there.
   const setIdle = async (ids: string[], idleMs: number): Promise<FoundDeleted> => {
     if (scriptedIdle) {
       try {
@@ -82,19 +83,21 @@ export function idleTimes(context: StreamsContext): IdleTimes {
         scriptedIdle = false;
       }
     }
-    // An id no longer pending was settled by another consumer: nothing to do, as the script decides. Asked
-    // before the XCLAIM, which (Redis 7) drops a deleted id from the pending list: after it, an entry
-    // settled elsewhere and trimmed since looked deleted, and was reported and dead-lettered (pending-entry.ts).
-    const stillPending = await Promise.all(ids.map((id) => isPending(client, stream, group, id)));
-    const held = ids.filter((_, index) => stillPending[index]);
-    if (held.length === 0) return { deleted: [], pending: false };
+    // XCLAIM claims only pending ids, and (Redis 7) drops a deleted one from the pending list. An id it did
+    // not claim whose entry is still there was settled by another consumer (acked, perhaps reclaimed and
+    // run): nothing to do, as the script decides. Gone, it was deleted while this process held it, and
+    // this XCLAIM, or another process's XAUTOCLAIM (no reclaim script, whatever the id's idle time), has
+    // dropped its id: another process recorded it without the fields it never read, so it is this
+    // process's to record, with them (pending-entry.ts). One acked elsewhere and trimmed since is taken so
+    // too: a redundant letter rather than a payload lost (see the docs). An XPENDING first, as the script
+    // asks, would tell nothing more: an id not pending gets the same XRANGE.
     const reply = await command(client, [
       'XCLAIM',
       stream,
       group,
       consumer,
       '0',
-      ...held,
+      ...ids,
       'IDLE',
       String(idleMs),
       'JUSTID',
@@ -103,13 +106,9 @@ export function idleTimes(context: StreamsContext): IdleTimes {
     if (!Array.isArray(reply)) return { deleted: [], pending: false };
     const claimed = new Set(reply.map(String));
     const deleted: string[] = [];
-    for (const id of held) {
+    for (const id of ids) {
       if (claimed.has(id)) continue;
-      // Pending a moment ago, not claimed now: deleted (XCLAIM has dropped the id), or acked by another
-      // consumer in between. Its entry still there tells the latter; gone, it is taken for deleted, which it
-      // is but for an ack and a trim both landing between the two commands (see the docs).
-      const found = await command(client, ['XRANGE', stream, id, id]);
-      if (Array.isArray(found) && found.length === 0) deleted.push(id);
+      if (await isEntryGone(client, stream, id)) deleted.push(id);
     }
     return { deleted, pending: false };
   };

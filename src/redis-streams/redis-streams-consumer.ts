@@ -242,11 +242,10 @@ export async function idempotentConsumer(
     // whose process dies first) stays so, to be recorded at a later round. Without it, XADD then XACK
     // (Redis 6.2 keeps such an id pending; Redis 7's XAUTOCLAIM has dropped it already).
     // One this process handles is left to its holder, told so here: it settles it, with its fields, and
-    // no longer resets its idle time. Its own idle resets could not always tell: XAUTOCLAIM (where the
-    // script is refused) drops a deleted id whatever its idle time, and an id no longer pending is taken
-    // for settled elsewhere (idle-times.ts), so the holder missed it and nobody recorded it. XAUTOCLAIM
-    // also drops the ids of entries a live consumer of another process handles: they cannot be told
-    // apart here (see the docs).
+    // no longer resets its idle time (XAUTOCLAIM, where the script is refused, drops a deleted id whatever
+    // its idle time). XAUTOCLAIM also drops the ids of entries a live consumer of another process handles:
+    // they cannot be told apart here, and are recorded without fields; their holder, finding the id no
+    // longer pending and the entry gone, records them again with theirs (idle-times.ts, see the docs).
     const deleted: string[] = [];
     for (const id of claimed.deleted) {
       const held = handling.get(id);
