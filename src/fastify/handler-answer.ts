@@ -48,11 +48,7 @@ export function watchSends(
   const send = reply.send;
   reply.send = function trackedSend(this: FastifyReply, payload?: unknown) {
     if (running.started !== true) onHookAnswer(this.request);
-    else if (answersAgain(this, running, payload)) {
-      // As Fastify treats a send after the reply ended: the first answer stands, with its warning.
-      this.log.warn({ err: alreadySent(this.request) });
-      return this;
-    } else {
+    else {
       running.replied = true;
       if (running.error === undefined && running.threw !== true && !(payload instanceof Error)) {
         running.answered = this.statusCode;
@@ -60,34 +56,6 @@ export function watchSends(
     }
     return send.call(this, payload);
   } as FastifyReply['send'];
-}
-
-/**
- * Whether a send is the handler answering a second time while its first answer is still held by the
- * capture (its end waits for the outcome to be stored). Without the plugin, the first answer ends the
- * reply at once and Fastify ignores the second (`reply.sent`, a warning); under it the reply had not
- * ended, the second went out, and the first was stored: the client got one body and its retry another.
- * Not an error's reply (a thrown error, a failed serializer or hook, `handlerTimeout`), which Fastify
- * sends in place of an answer that could not go out.
- */
-function answersAgain(reply: FastifyReply, running: Running, payload: unknown): boolean {
-  return (
-    running.replied === true &&
-    running.error === undefined &&
-    !(payload instanceof Error) &&
-    !reply.sent
-  );
-}
-
-// Fastify's own warning for a second send (its `FST_ERR_REP_ALREADY_SENT`), without loading Fastify's
-// error classes at run time (the adapter imports only its types).
-function alreadySent(request: FastifyRequest): Error {
-  return Object.assign(
-    new Error(
-      `Reply was already sent, did you forget to "return reply" in the "${request.url}" (${request.method}) route?`,
-    ),
-    { code: 'FST_ERR_REP_ALREADY_SENT' },
-  );
 }
 
 /**

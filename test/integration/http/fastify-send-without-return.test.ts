@@ -83,16 +83,11 @@ it.each([
   },
 );
 
-it('a handler that answers twice: the first answer goes out and is the one replayed, as without the plugin', async () => {
+it('a handler that sends and also returns a value: the sent answer goes out and is the one replayed, as without the plugin', async () => {
   // Arrange
   let runs = 0;
   app = fastify();
   await app.register(idempotencyPlugin, { store: memoryStore(), key: 'required' });
-  app.post('/sync', (_request, reply) => {
-    runs++;
-    reply.code(201).send({ id: 'ch_1' });
-    reply.code(201).send({ id: 'ch_2' });
-  });
   app.post('/async', async (_request, reply) => {
     runs++;
     reply.code(201).send({ id: 'ch_1' });
@@ -100,13 +95,53 @@ it('a handler that answers twice: the first answer goes out and is the one repla
   });
   await app.listen({ port: 0, host: '127.0.0.1' });
   const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
-  for (const path of ['/sync', '/async']) {
-    // Act
-    const first = await post(base, path, path);
-    const retry = await post(base, path, path);
-    // Assert
-    expect(first).toMatchObject({ status: 201, body: '{"id":"ch_1"}', replayed: null });
-    expect(retry).toEqual({ ...first, replayed: 'true' });
-  }
-  expect(runs).toBe(2);
+  // Act
+  const first = await post(base, '/async', 'k');
+  const retry = await post(base, '/async', 'k');
+  // Assert
+  expect(first).toMatchObject({ status: 201, body: '{"id":"ch_1"}', replayed: null });
+  expect(retry).toEqual({ ...first, replayed: 'true' });
+  expect(runs).toBe(1);
 });
+
+it.each([
+  ['an onSend hook after the plugin throws', 'hook'],
+  ['a web Response body fails on its first read', 'stream'],
+])(
+  'a custom error handler’s page still goes out when %s after the handler answered',
+  async (_, mode) => {
+    // Arrange: an error handler that answers with a plain object, as most do.
+    app = fastify();
+    app.setErrorHandler((error, _request, reply) => {
+      reply.code(500).send({ message: `custom: ${(error as Error).message}` });
+    });
+    await app.register(idempotencyPlugin, { store: memoryStore(), key: 'required' });
+    if (mode === 'hook') {
+      app.addHook('onSend', async () => {
+        throw new Error('signing failed');
+      });
+    }
+    app.post('/pay', async (_request, reply) => {
+      if (mode === 'stream') {
+        const body = new ReadableStream({
+          pull() {
+            throw new Error('first read fails');
+          },
+        });
+        return reply.send(new Response(body, { status: 201 }));
+      }
+      return { ok: true };
+    });
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+    // Act: before, the page was taken for the handler answering twice and dropped: no response at all.
+    const response = await fetch(`${base}/pay`, {
+      method: 'POST',
+      headers: { 'idempotency-key': mode },
+      signal: AbortSignal.timeout(3000),
+    });
+    // Assert: an error's page (the custom one, or Fastify's own for an onSend hook's error).
+    expect(response.status).toBe(500);
+    expect(await response.json()).toMatchObject({ message: expect.any(String) });
+  },
+);
