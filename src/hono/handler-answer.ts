@@ -158,8 +158,15 @@ export function watchAnswer(c: Context, carry?: (response: Response) => Response
       lastSet !== 0 && lastAnswer !== undefined && lastAnswer.at > lastSet && !lastAnswer.inSetTask
         ? (lastAnswer.response as Response | Promise<Response>)
         : undefined,
+    // And that last set's task has ended by now (the layer's `next()` settled in a task of its own): a
+    // middleware under the layer that answers again after its `next()` (Hono ignores it too) does so in
+    // the task the handler's answer was set in, which is still running here.
     outerAnswered: () =>
-      lastSet !== 0 && lastAnswer !== undefined && lastAnswer.at > lastSet && lastAnswer.inSetTask,
+      lastSet !== 0 &&
+      lastAnswer !== undefined &&
+      lastAnswer.at > lastSet &&
+      lastAnswer.inSetTask &&
+      !inSetTask,
   };
 }
 
