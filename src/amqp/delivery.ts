@@ -80,7 +80,7 @@ export class AmqpDelivery implements Delivery<AmqpMessage> {
     this.firstDelivery = message.fields.redelivered !== true;
     // A retry copy came back through the default exchange: its handler, hooks and next copy see the
     // exchange and routing key of the application's publish (routing.ts).
-    this.message = this.brokerId === undefined ? message : asPublished(message);
+    this.message = this.brokerId === undefined ? message : asPublished(message, settler.retryQueue);
   }
 
   ack(): Promise<void> {

@@ -33,14 +33,32 @@ function text(value: unknown): string | undefined {
 /**
  * A retry copy as its handler sees it: `fields.exchange` and `fields.routingKey` those of the
  * application's publish, from the copy's headers. A copy without them (published by an earlier version)
- * is returned as it is. Call it for retry copies only: the application's own message, and a dead letter
- * replayed to the queue (a new message), are routed as they were published.
+ * is returned as it is, and so is a message that did not come back from `retryQueue` (see
+ * {@link cameBackFrom}): the application's own message, and a dead letter replayed to the queue (a new
+ * message), are routed as they were published.
  */
-export function asPublished(copy: AmqpMessage): AmqpMessage {
+export function asPublished(copy: AmqpMessage, retryQueue: string): AmqpMessage {
+  if (!cameBackFrom(copy, retryQueue)) return copy;
   const headers = copy.properties.headers;
   const exchange = text(headers?.[EXCHANGE_HEADER]);
   const routingKey = text(headers?.[ROUTING_KEY_HEADER]);
   if (exchange === undefined || routingKey === undefined) return copy;
   // A new object rather than a change to amqplib's: only the delivery tag is read to settle it.
   return { ...copy, fields: { ...copy.fields, exchange, routingKey } };
+}
+
+/**
+ * Whether `message` came back to the queue from `retryQueue`: through the default exchange, its last
+ * death (RabbitMQ's `x-death`, newest first) the expiry of a copy in that queue. Only then are the routing
+ * headers taken for the routing the handler sees. Read from any message carrying them, a publisher allowed
+ * to publish only some routing keys (topic permissions) could make the handler see another one, since the
+ * headers are the publisher's to set; forging a return from the retry queue needs write access to the
+ * default exchange as well, which lets it reach the queue under any name anyway.
+ */
+export function cameBackFrom(message: AmqpMessage, retryQueue: string): boolean {
+  if (message.fields.exchange !== '') return false;
+  const deaths = message.properties.headers?.['x-death'];
+  if (!Array.isArray(deaths) || deaths.length === 0) return false;
+  const last = deaths[0] as Record<string, unknown> | undefined;
+  return text(last?.queue) === retryQueue && text(last?.reason) === 'expired';
 }

@@ -24,6 +24,8 @@ describe('RabbitMQ copies: the routing of the application’s publish', () => {
       'x-idempotency-delivery-id': 'p-1',
       'x-idempotency-exchange': 'payments',
       'x-idempotency-routing-key': Buffer.from('payment.refund'),
+      // What RabbitMQ adds as it dead-letters the expired copy back from the retry queue.
+      'x-death': [{ queue: 'q.retry', reason: 'expired', count: 1, exchange: '' }],
     });
     // Act
     const delivery = new AmqpDelivery(settler, copy);
@@ -58,5 +60,31 @@ describe('RabbitMQ copies: the routing of the application’s publish', () => {
     const delivery = new AmqpDelivery(settler, copy);
     // Assert
     expect(delivery.message).toBe(copy);
+  });
+
+  it.each([
+    ['published to a topic exchange', 'payments', undefined],
+    ['published to the queue, not back from the retry queue', '', undefined],
+    ['dead-lettered back from another queue', '', [{ queue: 'q.other', reason: 'expired' }]],
+    ['rejected from the retry queue, not expired', '', [{ queue: 'q.retry', reason: 'rejected' }]],
+  ])('never takes the routing headers of a message %s', (_, exchange, deaths) => {
+    // Arrange: a publisher allowed only `payment.capture` sets the headers of a retry copy itself.
+    const forged: AmqpMessage = {
+      content: Buffer.from('pay'),
+      fields: { deliveryTag: 8, redelivered: false, exchange, routingKey: 'payment.capture' },
+      properties: {
+        headers: {
+          'x-idempotency-delivery-id': 'forged',
+          'x-idempotency-exchange': 'payments',
+          'x-idempotency-routing-key': 'payment.refund',
+          ...(deaths === undefined ? {} : { 'x-death': deaths }),
+        },
+      },
+    };
+    // Act
+    const delivery = new AmqpDelivery(settler, forged);
+    // Assert: the handler sees the routing the broker delivered it with.
+    expect(delivery.message).toBe(forged);
+    expect(routing(delivery.message)).toBe(`${exchange} payment.capture`);
   });
 });
