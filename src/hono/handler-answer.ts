@@ -62,6 +62,13 @@ export interface HandlerAnswer {
    * the key was released and the retry charged a second time.
    */
   outerAnswered(): boolean;
+  /**
+   * `next()` resolved: `c.res` was last set in a task that has ended by now, not in the one the chain
+   * under the layer settled in (which sets what the handler returns, or onError's page for its error,
+   * and resolves the layer's `next()` in that task). So something before the layer answered while the
+   * handler ran on: with `c.error` set, an error rendered through onError, `hono/timeout`'s exception.
+   */
+  answeredElsewhere(): boolean;
 }
 
 /**
@@ -161,6 +168,7 @@ export function watchAnswer(c: Context, carry?: (response: Response) => Response
     // And that last set's task has ended by now (the layer's `next()` settled in a task of its own): a
     // middleware under the layer that answers again after its `next()` (Hono ignores it too) does so in
     // the task the handler's answer was set in, which is still running here.
+    answeredElsewhere: () => lastSet !== 0 && !inSetTask,
     outerAnswered: () =>
       lastSet !== 0 &&
       lastAnswer !== undefined &&

@@ -276,6 +276,15 @@ export function idempotency(options: HonoIdempotencyOptions): HonoIdempotency {
         await execution.cutOff(c.res.status);
         return;
       }
+      // A timeout's exception (`hono/timeout`) rendered while the handler ran on, and the handler then
+      // answered with a `Response` it built itself, or nothing: Hono dropped it unseen. The handler ran,
+      // its outcome is unknown, so the key keeps the timeout's marker; released on the timeout's 504, the
+      // retry charged a second time. (An error of the handler itself is rendered in the task its chain
+      // settles in, and is judged below.)
+      if (c.error !== undefined && handlerAnswer.answeredElsewhere()) {
+        await execution.cutOff(c.res.status);
+        return;
+      }
       // An error after the handler answered (`c.json` that cannot serialize its answer, a middleware
       // after the layer that threw once the handler returned): what went out is not the handler's answer,
       // and the key is judged by that answer (`./handler-answer.ts`).

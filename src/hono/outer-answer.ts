@@ -15,9 +15,11 @@
  * `c.res` set never reached it (`./handler-answer.ts`), unless given in the task that made that set (its
  * callback and the microtasks it leads to): then it is a middleware before the layer answering again
  * after its `next()` as Hono unwinds it, which Hono ignores, and the key keeps the timeout's marker
- * (`Execution.cutOff`): the handler ran on, and its answer was not seen. A handler that answers after the
- * timeout with a `Response` it built itself (not through `c.json`, `c.text`, …), with no such middleware,
- * cannot be told from its own error: the timeout's 5xx releases the key, as before.
+ * (`Execution.cutOff`): the handler ran on, and its answer was not seen. So does a handler that answers
+ * after a timeout that threw (`hono/timeout`: `c.error` set, `c.res` set in a task that ended before the
+ * handler's chain settled) with a `Response` it built itself (not through `c.json`, `c.text`, …), or with
+ * nothing. After a hand-written timeout that answers with a helper itself, such an answer cannot be told
+ * from the handler's own error: the timeout's 5xx releases the key, as before.
  * @module
  */
 import type { Execution } from '../http/execution.js';

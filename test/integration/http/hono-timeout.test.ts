@@ -251,3 +251,27 @@ it("stores the handler's answer when a middleware under the layer answers again 
   expect(await retry.json()).toEqual({ charged: 1 });
   expect(runs).toBe(1);
 });
+
+it.each([
+  [
+    'a Response it built itself',
+    () =>
+      new Response('{"charged":true}', {
+        status: 201,
+        headers: { 'content-type': 'application/json' },
+      }),
+  ],
+  ['nothing', () => undefined as unknown as Response],
+])('keeps a marker when the handler answers %s after hono/timeout answered', async (_, handler) => {
+  const result = await timedOut(timeout(50), handler);
+  expect(result.first).toBe(504);
+  expect(result.during).toEqual({ status: 409, code: 'in_progress' });
+  // Before, the timeout's 504 released the key (that answer cannot be seen), and the retry charged a
+  // second time. The handler ran: every retry gets 409, its outcome unknown.
+  expect(result.after.status).toBe(409);
+  expect(result.after.body).toMatchObject({
+    code: 'response_not_captured',
+    detail: expect.stringContaining('answered by a timeout (status 504)'),
+  });
+  expect(result.runs).toBe(1);
+});
