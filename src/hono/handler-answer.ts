@@ -55,20 +55,16 @@ export interface HandlerAnswer {
    */
   dropped(): Response | Promise<Response> | undefined;
   /**
-   * `next()` resolved: a middleware before the layer answered again after its `next()` (a helper answer
-   * given after `c.res` was last set, in the task of that set: see {@link HandlerAnswer.dropped}), so
-   * something before the layer answered (a timeout) while the handler ran on, and the handler's own
-   * answer, if any, was not seen (a `Response` it built itself, or none). Judged by the timeout's 5xx,
-   * the key was released and the retry charged a second time.
+   * `next()` resolved: something before the layer answered while the handler ran on (a timeout), and the
+   * handler's own answer, if any, was not seen (a `Response` it built itself, or none). Told by `c.res`
+   * last set in a task that has ended by now: the chain under the layer sets what the handler returns,
+   * or onError's page for its error, in the task that resolves the layer's `next()`. And by what came
+   * with that set: an error rendered through onError (`c.error`: `hono/timeout`'s exception), or a
+   * middleware before the layer answering again after its `next()` in that set's task (a helper answer
+   * Hono ignores, see {@link HandlerAnswer.dropped}). Judged by the timeout's 5xx, the key was released
+   * and the retry charged a second time.
    */
-  outerAnswered(): boolean;
-  /**
-   * `next()` resolved: `c.res` was last set in a task that has ended by now, not in the one the chain
-   * under the layer settled in (which sets what the handler returns, or onError's page for its error,
-   * and resolves the layer's `next()` in that task). So something before the layer answered while the
-   * handler ran on: with `c.error` set, an error rendered through onError, `hono/timeout`'s exception.
-   */
-  answeredElsewhere(): boolean;
+  answerUnseen(): boolean;
 }
 
 /**
@@ -165,16 +161,13 @@ export function watchAnswer(c: Context, carry?: (response: Response) => Response
       lastSet !== 0 && lastAnswer !== undefined && lastAnswer.at > lastSet && !lastAnswer.inSetTask
         ? (lastAnswer.response as Response | Promise<Response>)
         : undefined,
-    // And that last set's task has ended by now (the layer's `next()` settled in a task of its own): a
-    // middleware under the layer that answers again after its `next()` (Hono ignores it too) does so in
-    // the task the handler's answer was set in, which is still running here.
-    answeredElsewhere: () => lastSet !== 0 && !inSetTask,
-    outerAnswered: () =>
+    // Not a middleware under the layer that answers again after its `next()` (Hono ignores it too): it
+    // does so in the task the handler's answer was set in, still running here.
+    answerUnseen: () =>
       lastSet !== 0 &&
-      lastAnswer !== undefined &&
-      lastAnswer.at > lastSet &&
-      lastAnswer.inSetTask &&
-      !inSetTask,
+      !inSetTask &&
+      (c.error !== undefined ||
+        (lastAnswer !== undefined && lastAnswer.at > lastSet && lastAnswer.inSetTask)),
   };
 }
 

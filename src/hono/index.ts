@@ -269,19 +269,12 @@ export function idempotency(options: HonoIdempotencyOptions): HonoIdempotency {
         await keepDroppedAnswer(dropped, c.res.status, execution);
         return;
       }
-      // A middleware before the layer answered again after the timeout's answer: the handler ran on, and
-      // what it answered was not seen. Its outcome is unknown, so the key keeps the timeout's marker
-      // (retries get 409, never a second run), where the timeout's 5xx released it.
-      if (handlerAnswer.outerAnswered()) {
-        await execution.cutOff(c.res.status);
-        return;
-      }
-      // A timeout's exception (`hono/timeout`) rendered while the handler ran on, and the handler then
-      // answered with a `Response` it built itself, or nothing: Hono dropped it unseen. The handler ran,
-      // its outcome is unknown, so the key keeps the timeout's marker; released on the timeout's 504, the
-      // retry charged a second time. (An error of the handler itself is rendered in the task its chain
-      // settles in, and is judged below.)
-      if (c.error !== undefined && handlerAnswer.answeredElsewhere()) {
+      // A timeout answered while the handler ran on, and the handler then answered with a `Response` it
+      // built itself, or nothing: Hono dropped it unseen (`./handler-answer.ts`). The handler ran, its
+      // outcome is unknown, so the key keeps the timeout's marker (retries get 409, never a second run);
+      // released on the timeout's 5xx, the retry charged a second time. (An error of the handler itself
+      // is rendered in the task its chain settles in, and is judged below.)
+      if (handlerAnswer.answerUnseen()) {
         await execution.cutOff(c.res.status);
         return;
       }
