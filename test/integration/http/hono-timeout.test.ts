@@ -80,6 +80,27 @@ async function timedOut(
   };
 }
 
+// The handler's answer built as a `Response` of its own, not through a `c` helper: Hono drops it unseen.
+const rawCharge = () =>
+  new Response('{"charged":true}', {
+    status: 201,
+    headers: { 'content-type': 'application/json' },
+  });
+
+/**
+ * The key kept the timeout's marker: a retry while the handler ran got 409 in_progress, every retry after
+ * it 409 response_not_captured saying a timeout answered, and the handler ran once.
+ */
+function expectTimeoutMarker(result: Run): void {
+  expect(result.during).toEqual({ status: 409, code: 'in_progress' });
+  expect(result.after.status).toBe(409);
+  expect(result.after.body).toMatchObject({
+    code: 'response_not_captured',
+    detail: expect.stringContaining('answered by a timeout (status 504)'),
+  });
+  expect(result.runs).toBe(1);
+}
+
 it.each([
   ['hono/timeout', timeout(50), 504],
   [
@@ -168,27 +189,13 @@ const answersAgain: MiddlewareHandler = async (c, next) => {
 };
 
 it("never stores an answer a middleware before the timeout gave after it, as the handler's", async () => {
-  const result = await timedOut(
-    timeout(50),
-    () =>
-      new Response('{"charged":true}', {
-        status: 201,
-        headers: { 'content-type': 'application/json' },
-      }),
-    answersAgain,
-  );
+  const result = await timedOut(timeout(50), rawCharge, answersAgain);
   expect(result.first).toBe(504);
   // Before, that 202 (which no client got) was stored as the handler's answer and replayed to every
   // retry; told apart from the handler, it then left the key to the timeout's 504, which released it,
   // and the retry charged a second time. The handler's own `Response` cannot be seen: the key keeps the
   // timeout's marker, and no retry runs the handler again.
-  expect(result.during).toEqual({ status: 409, code: 'in_progress' });
-  expect(result.after.status).toBe(409);
-  expect(result.after.body).toMatchObject({
-    code: 'response_not_captured',
-    detail: expect.stringContaining('answered by a timeout (status 504)'),
-  });
-  expect(result.runs).toBe(1);
+  expectTimeoutMarker(result);
 });
 
 it("stores the handler's helper answer, not one a middleware before the timeout gave before it", async () => {
@@ -253,25 +260,12 @@ it("stores the handler's answer when a middleware under the layer answers again 
 });
 
 it.each([
-  [
-    'a Response it built itself',
-    () =>
-      new Response('{"charged":true}', {
-        status: 201,
-        headers: { 'content-type': 'application/json' },
-      }),
-  ],
+  ['a Response it built itself', rawCharge],
   ['nothing', () => undefined as unknown as Response],
 ])('keeps a marker when the handler answers %s after hono/timeout answered', async (_, handler) => {
   const result = await timedOut(timeout(50), handler);
   expect(result.first).toBe(504);
-  expect(result.during).toEqual({ status: 409, code: 'in_progress' });
   // Before, the timeout's 504 released the key (that answer cannot be seen), and the retry charged a
   // second time. The handler ran: every retry gets 409, its outcome unknown.
-  expect(result.after.status).toBe(409);
-  expect(result.after.body).toMatchObject({
-    code: 'response_not_captured',
-    detail: expect.stringContaining('answered by a timeout (status 504)'),
-  });
-  expect(result.runs).toBe(1);
+  expectTimeoutMarker(result);
 });
