@@ -36,12 +36,17 @@ async function claimCalls(loop: 'busy' | 'idle', batch?: BatchingOptions): Promi
     },
   };
   const idempotency = createIdempotency({ store, ...(batch === undefined ? {} : { batch }) });
-  if (loop === 'busy') busyEventLoop();
-  else await idleEventLoop();
+  if (loop === 'idle') await idleEventLoop();
   const runs = await new Promise<unknown[]>((resolve) => {
     const started: Array<Promise<unknown>> = [];
     // Two timers due together run in one timers phase, each in a tick of its own.
-    setTimeout(() => started.push(idempotency.run({ key: 'a', payload: 1 }, async () => 'a')));
+    setTimeout(() => {
+      // Made busy here, right before the first claim reads the gauge: made busy before the timer, a
+      // machine that left this process waiting in the poll phase for a sample's length (a loaded CI)
+      // measured that wait as idle, and the window was a tick (2 calls).
+      if (loop === 'busy') busyEventLoop();
+      started.push(idempotency.run({ key: 'a', payload: 1 }, async () => 'a'));
+    });
     setTimeout(() => {
       started.push(idempotency.run({ key: 'b', payload: 2 }, async () => 'b'));
       resolve(Promise.all(started));
