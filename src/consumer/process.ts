@@ -593,12 +593,14 @@ export async function processDelivery<M>(
         ? startTouching(options, delivery, pending.key)
         : undefined;
     try {
+      // Stopped before a retry, should the write fail again (settle.ts).
       await writeDeadLetter(
         options,
         delivery,
         baseEvent(options, delivery, pending.key),
         pending,
         recorded,
+        keepAlive,
       );
     } finally {
       keepAlive?.stop();
@@ -633,8 +635,9 @@ export async function processDelivery<M>(
 
 /**
  * Carry `decision` out on `delivery` with its broker timer kept alive by `keepAlive` until that is done
- * (`Delivery.touchUntilSettled`), then stop it; before a retry, which sets the timer itself (the
- * redelivery's delay: a touch after it would undo it). Never rejects.
+ * (`Delivery.touchUntilSettled`), then stop it. The settle stops it before any retry (a retry decided, or
+ * a dead letter whose write failed), which sets the timer itself (the redelivery's delay: a touch after it
+ * would undo it). Never rejects.
  */
 async function settleKeptAlive<M>(
   options: ResolvedConsumerOptions<M>,
@@ -643,12 +646,8 @@ async function settleKeptAlive<M>(
   decision: Decision,
   keepAlive: KeepAlive,
 ): Promise<Decision> {
-  if (decision.action === 'retry') {
-    keepAlive.stop();
-    return settle(options, delivery, key, decision);
-  }
   try {
-    return await settle(options, delivery, key, decision);
+    return await settle(options, delivery, key, decision, keepAlive);
   } finally {
     keepAlive.stop();
   }

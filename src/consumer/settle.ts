@@ -10,6 +10,7 @@ import { isThenable } from '../core/thenable.js';
 import { brokerTimeoutError, withinBrokerTimeout } from './broker-deadline.js';
 import type { DeadLetterReason, Decision } from './decision.js';
 import { recordDeadLetter } from './given-up.js';
+import type { KeepAlive } from './keep-alive.js';
 import type { ConsumerEvent, ConsumerHooks, ResolvedConsumerOptions } from './options.js';
 import { storeTimeoutError, TIMED_OUT, withinStoreTimeout } from './store-deadline.js';
 
@@ -88,7 +89,8 @@ export interface Delivery<M> {
    * runs no handler. For an adapter whose broker hands a message whose timer ran out to another consumer
    * while this one still settles it (a Redis Streams claim round, JetStream after `ack_wait`): that
    * delivery found no letter recorded yet and ran the handler again (or, finding one, wrote it once
-   * more). Its `touch` must do nothing once the message is settled, and once `retry` was called.
+   * more). Its `touch` must do nothing once the message is settled. The runner stops the touches itself
+   * before it calls `retry` (a dead letter whose write failed included): `touch` needs no guard for that.
    */
   touchUntilSettled?: boolean;
 }
@@ -135,12 +137,18 @@ export function brokerError<M>(
   emitHook(options.hooks, 'onBrokerError', { ...event, operation, error });
 }
 
-/** Carry `decision` out on `delivery`. Never rejects. */
+/**
+ * Carry `decision` out on `delivery`. Never rejects.
+ * @param keepAlive - The delivery's keep-alive, still touching through the settle
+ *   (`Delivery.touchUntilSettled`): stopped before `retry` is called (see {@link retryWithin}). The caller
+ *   stops it once the settle ended.
+ */
 export async function settle<M>(
   options: ResolvedConsumerOptions<M>,
   delivery: Delivery<M>,
   key: string | undefined,
   decision: Decision,
+  keepAlive?: KeepAlive,
 ): Promise<Decision> {
   const event = baseEvent(options, delivery, key);
   switch (decision.action) {
@@ -161,7 +169,7 @@ export async function settle<M>(
         delayMs: decision.delayMs,
         ...(decision.error === undefined ? {} : { error: decision.error }),
       });
-      await retryWithin(options, delivery, event, decision.delayMs);
+      await retryWithin(options, delivery, event, decision.delayMs, undefined, keepAlive);
       return decision;
     case 'dead_letter': {
       const letter: DeadLetter = {
@@ -181,7 +189,7 @@ export async function settle<M>(
         (answered) => answered && delivery.brokerId !== undefined,
         () => false,
       );
-      await writeDeadLetter(options, delivery, event, letter, recorded);
+      await writeDeadLetter(options, delivery, event, letter, recorded, keepAlive);
       return decision;
     }
   }
@@ -193,6 +201,11 @@ export async function settle<M>(
  * never acks: a retry given up on leaves the message with the broker, unacked (RabbitMQ: its original is
  * acked once the copy's confirm comes, if it does; Redis Streams: the entry stays pending, reclaimed after
  * `minIdle`). One given up on goes on, and the consumer's `close()` waits for it (late-settles.ts).
+ *
+ * `keepAlive` is stopped first, here rather than in each adapter: the retry sets the broker's timer for
+ * the redelivery, and a touch after it undoes that (nats-server takes a `working()` after `nak(delay)` as
+ * progress and redelivers `ack_wait` after it instead of after the delay; a Redis Streams idle reset
+ * defers the reclaim). A touch already sent still settles; none starts after this.
  */
 async function retryWithin<M>(
   options: ResolvedConsumerOptions<M>,
@@ -200,7 +213,9 @@ async function retryWithin<M>(
   event: ConsumerEvent<M>,
   delayMs: number,
   letter?: DeadLetter,
+  keepAlive?: KeepAlive,
 ): Promise<void> {
+  keepAlive?.stop();
   try {
     const call = delivery.retry(delayMs, letter);
     const bounded = withinBrokerTimeout(call, options.brokerTimeoutMs);
@@ -247,6 +262,7 @@ async function recordWithin<M>(
 /**
  * Write `letter` to the dead-letter destination, or keep the message with the letter carried.
  * @param recorded - The letter is in the store already (given-up.ts): a failed write need not record it.
+ * @param keepAlive - As for {@link settle}: stopped before a failed write's retry.
  */
 export async function writeDeadLetter<M>(
   options: ResolvedConsumerOptions<M>,
@@ -254,6 +270,7 @@ export async function writeDeadLetter<M>(
   event: ConsumerEvent<M>,
   letter: DeadLetter,
   recorded = false,
+  keepAlive?: KeepAlive,
 ): Promise<void> {
   let write: Promise<unknown> | undefined;
   let written: unknown;
@@ -275,7 +292,7 @@ export async function writeDeadLetter<M>(
         brokerError(options, event, 'dead_letter', recordError);
       }
     }
-    await retryWithin(options, delivery, event, options.policy.maxRetryDelayMs, letter);
+    await retryWithin(options, delivery, event, options.policy.maxRetryDelayMs, letter, keepAlive);
     return;
   }
   if (written === TIMED_OUT) {

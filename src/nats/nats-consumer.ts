@@ -206,10 +206,8 @@ export async function idempotentConsumer(
     message.working();
   };
 
-  const deliver = (message: NatsJsMsg) => {
-    // `retry` was called: `working()` no longer sent (see `touch` below).
-    let retried = false;
-    return processDelivery(resolved, handler, {
+  const deliver = (message: NatsJsMsg) =>
+    processDelivery(resolved, handler, {
       message,
       deliveryCount: message.info.deliveryCount,
       brokerId: brokerId(message),
@@ -221,7 +219,6 @@ export async function idempotentConsumer(
         message.ack();
       },
       retry: (delayMs) => {
-        retried = true;
         ensureOpen();
         message.nak(Math.ceil(nakDelay(message.info.deliveryCount, delayMs)));
         // Sent all the same (the server drops the message at once, with its advisory), then reported:
@@ -248,14 +245,12 @@ export async function idempotentConsumer(
       // meanwhile, and that delivery, finding no letter recorded yet, ran the handler again (or wrote the
       // letter a second time). Never after a retry (a dead letter whose write failed turns into one): the
       // server takes a working() after nak(delay) as progress, and redelivers ack_wait after it instead
-      // of after the delay. The client drops a working() after a nak today, an undocumented detail.
+      // of after the delay. The shared runner stops the touches before it calls `retry`
+      // (consumer/settle.ts); the client also drops a working() after a nak today, an undocumented detail.
       touchUntilSettled: true,
-      touch: () => {
-        if (!retried) touch(message);
-      },
+      touch: () => touch(message),
       touchIntervalMs: workingMs,
     });
-  };
 
   let closed = false;
   const report = (operation: NatsConsumerErrorEvent['operation'], error: unknown) => {

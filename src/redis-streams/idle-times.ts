@@ -30,11 +30,6 @@ export interface HeldEntry {
    * write its letter (it writes only for a pending id), and there is nothing left to ack.
    */
   dropped: boolean;
-  /**
-   * A retry set its idle time for the redelivery: no idle reset may follow (the keep-alive runs until
-   * the settle ended, and a dead letter whose write failed is retried from within it).
-   */
-  retried: boolean;
 }
 
 /** Ids a reset of idle times found deleted while pending. */

@@ -137,7 +137,7 @@ export async function idempotentConsumer(
       inFlight.release();
       return false;
     }
-    const held: HeldEntry = { deleted: false, dropped: false, retried: false };
+    const held: HeldEntry = { deleted: false, dropped: false };
     handling.set(entry.id, held);
     inFlight.run(() =>
       processDelivery(resolved, handler, {
@@ -150,7 +150,6 @@ export async function idempotentConsumer(
         brokerId: `${stream}:${entry.id}`,
         ack: () => ack(entry.id),
         retry: async (delayMs) => {
-          held.retried = true;
           await setHeldIdle(entry.id, held, Math.max(minIdleMs - Math.ceil(delayMs), 0));
           // Gone from the stream: no redelivery will come. Recorded with its fields instead of waited
           // for in vain (and acked with its letter, where the script left it pending).
@@ -160,9 +159,10 @@ export async function idempotentConsumer(
         // The idle resets go on until the ack or dead letter is done (a slow one let a claim round hand
         // the entry to another consumer meanwhile, whose delivery ran the handler again). Never after a
         // retry (a dead letter whose write failed turns into one): it set the idle time the redelivery
-        // waits for. One after the entry was settled finds it no longer pending, and does nothing.
+        // waits for, and the shared runner stops the resets before it calls `retry` (consumer/settle.ts).
+        // One after the entry was settled finds it no longer pending, and does nothing.
         touchUntilSettled: true,
-        touch: () => (held.retried ? undefined : setHeldIdle(entry.id, held, 0)),
+        touch: () => setHeldIdle(entry.id, held, 0),
         // At most a timer's limit (a minIdle of months): past it the entry would be touched in a loop.
         touchIntervalMs: Math.min(Math.max(Math.floor(minIdleMs / 3), 10), MAX_TIMER_MS),
       }).finally(() => handling.delete(entry.id)),

@@ -121,6 +121,62 @@ describe('keeping a delivery alive until its decision is carried out (touchUntil
     expect(seen.touches).toBe(seen.atSettleStart);
   });
 
+  it('stops touching before the retry of a dead letter whose write failed', async () => {
+    // Arrange: the last allowed delivery of a failing handler; its letter's write fails after 50 ms
+    // (touched meanwhile), so the message is retried with the letter from within the settle. The delivery
+    // keeps no guard of its own: the shared keep-alive must stop before `retry` is called.
+    const { delivery, seen } = slowSettleDelivery(true, 2);
+    let writeTouches = -1;
+    delivery.deadLetter = async () => {
+      const before = seen.touches;
+      await sleep(50);
+      writeTouches = seen.touches - before;
+      throw new Error('DLQ unavailable');
+    };
+    // Act
+    await processDelivery(
+      consumerOptions(),
+      () => {
+        throw new Error('card declined');
+      },
+      delivery,
+    );
+    await sleep(50);
+    // Assert: touched through the write; none from the retry's start on (before: one every 10 ms through
+    // the 100 ms retry, which a JetStream server takes as progress, redelivering ack_wait after the last
+    // one instead of after the delay).
+    expect(seen.settled).toBe('retry');
+    expect(writeTouches).toBeGreaterThanOrEqual(3);
+    expect(seen.touches).toBe(seen.atSettleStart);
+  });
+
+  it('stops touching before the retry of a redelivery whose recorded letter cannot be written', async () => {
+    // Arrange: a redelivery carrying a letter, whose write fails again after 50 ms: retried with it.
+    const { delivery, seen } = slowSettleDelivery(true, 2);
+    delivery.pendingDeadLetter = {
+      consumer: 'billing',
+      key: 'k1',
+      reason: DeadLetterReason.HandlerError,
+      error: describeError(new Error('card declined')),
+      deliveryCount: 1,
+      failedAt: new Date().toISOString(),
+    };
+    let writeTouches = -1;
+    delivery.deadLetter = async () => {
+      const before = seen.touches;
+      await sleep(50);
+      writeTouches = seen.touches - before;
+      throw new Error('DLQ unavailable');
+    };
+    // Act
+    await processDelivery(consumerOptions(), () => {}, delivery);
+    await sleep(50);
+    // Assert
+    expect(seen.settled).toBe('retry');
+    expect(writeTouches).toBeGreaterThanOrEqual(3);
+    expect(seen.touches).toBe(seen.atSettleStart);
+  });
+
   it('touches while a redelivery writes a dead letter decided on before, running no handler', async () => {
     // Arrange: a redelivery carrying the letter an earlier delivery could not write.
     const { delivery, seen } = slowSettleDelivery(true, 2);
