@@ -37,6 +37,7 @@ import {
   keepContentEncoding,
   readAllowedHeaders,
 } from '../http/index.js';
+import { holdSocket } from './held-socket.js';
 import { expressPrototype } from './prototype.js';
 
 type Method = (this: Response, ...args: unknown[]) => unknown;
@@ -242,12 +243,19 @@ class Capture {
     const outcome = timedOut(res)
       ? () => this.execution.cutOff(response.status)
       : () => this.execution.finish(response);
+    // Express's final handler closes the connection after an error that follows the head: it waits for
+    // the held bytes, which it would otherwise cut off (`./held-socket.ts`).
+    const release = holdSocket(res.req.socket);
     void this.settle(response.status, outcome).then(() => {
       this.held = false;
-      end.apply(res, args);
-      const late = this.late;
-      this.late = undefined;
-      if (late !== undefined) for (const call of late) call();
+      try {
+        end.apply(res, args);
+        const late = this.late;
+        this.late = undefined;
+        if (late !== undefined) for (const call of late) call();
+      } finally {
+        release();
+      }
     });
   }
 }
