@@ -57,8 +57,12 @@ const CHUNKS_PER_TURN = 64;
 
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
-/** A chunk as bytes: strings as UTF-8, as Node writes them. */
-function bytesOf(value: unknown): Uint8Array {
+/**
+ * A chunk of a response body stream as bytes: strings as UTF-8, as Node writes them (`@hono/node-server`
+ * sends a stream of strings as such).
+ * @throws TypeError for anything else (the stream fails, as it would in the server).
+ */
+export function bytesOf(value: unknown): Uint8Array {
   if (value instanceof Uint8Array) return value;
   if (typeof value === 'string') return Buffer.from(value, 'utf8');
   throw new TypeError(

@@ -6,7 +6,7 @@
 import type { Decision, Execution } from './execution.js';
 import { keepContentEncoding, readAllowedHeaders } from './headers.js';
 import type { HttpResponseData } from './problem.js';
-import { BodyRelay, type ChunkSource, ENDED_SOURCE } from './stream-relay.js';
+import { BodyRelay, bytesOf, type ChunkSource, ENDED_SOURCE } from './stream-relay.js';
 import {
   isRequestTooLargeError,
   RequestTooLargeError,
@@ -299,8 +299,11 @@ async function readAvailable(
     const next = await unlessWaiting(pending);
     if (next === undefined) return { head, bytes, done: false, pending };
     if (next.done) return { head, bytes, done: true };
-    head.push(next.value);
-    bytes += next.value.byteLength;
+    // Strings, which Node servers send as UTF-8, are counted and stored as those bytes, as the relay does:
+    // a string has no byteLength, and the store cannot encode one as a body.
+    const chunk = bytesOf(next.value);
+    head.push(chunk);
+    bytes += chunk.byteLength;
     if (bytes > limit) return { head, bytes, done: false };
   }
 }
