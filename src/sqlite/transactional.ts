@@ -42,6 +42,7 @@ import {
   prepareStatements,
   type Statements,
 } from './statements.js';
+import { guardedRun, transactionEndedError } from './transaction-guard.js';
 
 /** Options of {@link sqliteTransactional}. */
 export interface SqliteTransactionalOptions {
@@ -84,7 +85,10 @@ export type SqliteTransactionalRequest = Pick<
  * details.
  */
 export interface SqliteTransactionContext {
-  /** The connection, inside the open transaction. Never COMMIT, ROLLBACK or close it yourself. */
+  /**
+   * The connection, inside the open transaction. Never COMMIT, ROLLBACK or close it yourself: while the
+   * handler runs, its `exec` and `prepare` refuse such SQL with `InvalidOptionsError` (savepoints pass).
+   */
   readonly database: SqliteDatabase;
   /** Fencing token of this execution (from the same counter as the store's claims). */
   readonly token: number;
@@ -124,10 +128,10 @@ export interface SqliteTransactional {
    * the same transaction as `fn`'s writes through `tx.database`. The work happens synchronously, during
    * the call; the promise only carries the result, for symmetry with the PostgreSQL mode.
    *
-   * Rejects with `InvalidKeyError`, `InvalidOptionsError` (`fn` returned a promise, or a transaction is
-   * already open on the connection), `StoreUnavailableError` (the database failed or stayed locked past
-   * the busy timeout; nothing was committed), `ReplayedError`, or `fn`'s own error after rolling
-   * everything back.
+   * Rejects with `InvalidKeyError`, `InvalidOptionsError` (`fn` returned a promise, a transaction is
+   * already open on the connection, or `fn` ended the transaction or tried to), `StoreUnavailableError`
+   * (the database failed or stayed locked past the busy timeout; nothing was committed), `ReplayedError`,
+   * or `fn`'s own error after rolling everything back.
    */
   runInTransaction<T>(
     request: SqliteTransactionalRequest,
@@ -328,7 +332,8 @@ export function sqliteTransactional(options: SqliteTransactionalOptions): Sqlite
         at.phase = 'handler';
         const startedAt = clock.now();
         at.run = { token, attempt, startedAt };
-        const value: unknown = fn(context);
+        // A COMMIT or ROLLBACK the handler runs on the connection is refused (see transaction-guard.ts).
+        const value: unknown = guardedRun(db, () => fn(context));
         if (isThenable(value)) {
           // Whatever the async handler does after its first await runs outside this transaction; keep
           // its eventual rejection from crashing the process, the caller gets this error instead.
@@ -339,14 +344,14 @@ export function sqliteTransactional(options: SqliteTransactionalOptions): Sqlite
               'calls…) before or after runInTransaction. Everything was rolled back.',
           );
         }
+        // The transaction ended under the handler anyway (a COMMIT among several statements, one prepared
+        // before it ran, an error that rolled it back, SQLITE_FULL or an I/O error, swallowed): we would
+        // complete, and COMMIT, in autocommit mode. The handler's error, loud: not a store outage, whose
+        // answer tells the client a retry will not run it twice, when its writes may have committed.
+        if (!db.inTransaction) throw transactionEndedError();
         const outcome = encodeValueOutcome(codec.encode(value));
 
         at.phase = 'complete';
-        // A handler that swallowed an error which rolled the whole transaction back (SQLITE_FULL, an I/O
-        // error…) would otherwise have us complete, and COMMIT, in autocommit mode.
-        if (!db.inTransaction) {
-          throw new Error('the transaction was rolled back under the handler');
-        }
         const completedAt = clock.now();
         const done = s.complete.run({
           key: storageKey,
@@ -357,7 +362,10 @@ export function sqliteTransactional(options: SqliteTransactionalOptions): Sqlite
         });
         if (done.changes !== 1) throw new Error('the record claimed in this transaction is gone');
         at.phase = 'beforeCommit';
-        runOptions.beforeCommit?.(context);
+        const { beforeCommit } = runOptions;
+        if (beforeCommit !== undefined) guardedRun(db, () => beforeCommit(context));
+        // Ended here too (as above): the handler's side of the run, not an outage at COMMIT.
+        if (!db.inTransaction) throw transactionEndedError();
         at.phase = 'commit';
         return { claimed: true, value: value as T, token, attempt, startedAt };
       }) as BodyResult<T>;
