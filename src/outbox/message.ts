@@ -6,6 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { InvalidOptionsError } from '../core/errors.js';
 import { textFlaw } from '../core/text-flaw.js';
+import { checkMessageId } from './message-id.js';
 
 /** What {@link enqueue} takes: one event to publish once the caller's transaction commits. */
 export interface EnqueueMessage {
@@ -22,8 +23,9 @@ export interface EnqueueMessage {
   /** String headers published with the message. */
   headers?: Record<string, string>;
   /**
-   * The stable message id, e.g. the idempotency key or `ctx.downstreamKey('payment.initiated')`. Every
-   * publish of this row carries it, so broker-side dedup and idempotent consumers recognise re-sends.
+   * The stable message id, e.g. `ctx.downstreamKey('payment.initiated')`. Every publish of this row
+   * carries it, so broker-side dedup and idempotent consumers recognise re-sends. 1–255 printable ASCII
+   * characters, the key rule of every consumer of this package (anything else is refused).
    * Enqueueing the same id twice with the same topic and payload is a no-op that returns the first row;
    * with a different topic or payload it throws `InvalidOptionsError`.
    * @default a random UUID
@@ -150,8 +152,6 @@ export interface PreparedMessage {
   headers: string;
 }
 
-const MAX_ID_LENGTH = 255;
-
 // A NUL would fail the insert as "store unavailable"; a lone surrogate is stored as U+FFFD in a text
 // column, so a retried enqueue of the same message no longer matches its own row ("already enqueued with a
 // different … key"), and in the jsonb headers PostgreSQL refuses it (22P02). What a broker refuses beyond
@@ -172,9 +172,9 @@ function checkText(field: string, value: string): void {
 
 /**
  * Validate an {@link EnqueueMessage} and encode its payload and headers.
- * @throws InvalidOptionsError on an empty topic, a bad message id, a header without a string value, a NUL
- * or a lone surrogate in a text field (PostgreSQL cannot store the one, UTF-8 the other), or a payload that
- * cannot be encoded.
+ * @throws InvalidOptionsError on an empty topic, a message id that is not 1–255 printable ASCII characters
+ * (`message-id.ts`), a header without a string value, a NUL or a lone surrogate in a text field
+ * (PostgreSQL cannot store the one, UTF-8 the other), or a payload that cannot be encoded.
  */
 export function prepareMessage(message: EnqueueMessage): PreparedMessage {
   if (message === null || typeof message !== 'object') {
@@ -190,10 +190,9 @@ export function prepareMessage(message: EnqueueMessage): PreparedMessage {
   }
   if (key !== null) checkText('key', key);
   const messageId = message.messageId ?? randomUUID();
-  if (typeof messageId !== 'string' || messageId.length === 0 || messageId.length > MAX_ID_LENGTH) {
-    throw new InvalidOptionsError(`enqueue: messageId must be 1-${MAX_ID_LENGTH} characters`);
-  }
-  checkText('messageId', messageId);
+  // A NUL or a lone surrogate is named as in every other text field, before the key rule refuses it too.
+  if (typeof messageId === 'string') checkText('messageId', messageId);
+  checkMessageId(messageId);
   const headers = message.headers ?? {};
   // A string or an array would pass Object.entries as an object of indices, and be dropped at the relay.
   if (typeof headers !== 'object' || Array.isArray(headers)) {

@@ -125,6 +125,32 @@ describe('prepareMessage: what no store can hold', () => {
   });
 });
 
+describe('prepareMessage: a message id every consumer can read', () => {
+  it('refuses an id outside printable ASCII, which the consumers dead-letter or NATS cannot send', () => {
+    // Arrange: each was committed, then dead-lettered as `invalid_key` by the AMQP, NATS and Redis Streams
+    // consumers (the key rule), and the line break failed every NATS publish (a header value).
+    const ids = [
+      'paiement-Müller-17',
+      'order\n17',
+      'tab\there',
+      `${'x'.repeat(254)}é`, // 255 characters, 256 bytes: over AMQP's message-id too
+      '\u{1F4B3}-1',
+    ];
+
+    // Act / Assert
+    for (const messageId of ids)
+      expect(() => prepareMessage({ topic: 't', payload: 1, messageId }), messageId).toThrow(
+        expect.toSatisfy(isInvalidOptionsError),
+      );
+  });
+
+  it('keeps any 1-255 printable ASCII id, a downstream key and a UUID included', () => {
+    const ids = ['ik_0d6b2b2db1e2189f53571b1fe1e6ea93036e6862', 'order 17 / eu', '~'.repeat(255)];
+    for (const messageId of ids)
+      expect(prepareMessage({ topic: 't', payload: 1, messageId }).messageId).toBe(messageId);
+  });
+});
+
 describe('exponentialBackoff', () => {
   it('doubles from initialMs, caps at maxMs and takes off at most the jitter fraction', () => {
     // Arrange
