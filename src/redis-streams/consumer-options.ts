@@ -56,7 +56,8 @@ export interface RedisStreamsConsumerOptions extends ConsumerOptions<StreamEntry
   stream: string;
   /**
    * The consumer group: created at `'0'` with `MKSTREAM` if missing at start. If it goes missing while the
-   * consumer runs, it is re-created after the last entry this consumer read (see the docs).
+   * consumer runs, it is re-created after the last entry this consumer read, or, if it read none, where the
+   * group stood when the consumer started (see the docs).
    */
   group: string;
   /** This process's consumer name within the group. @default `${name}-${hostname}-${pid}` */

@@ -23,7 +23,9 @@ import { consumerErrorReport } from './consumer-errors.js';
 import { type RedisStreamsConsumerOptions, resolveStreamsOptions } from './consumer-options.js';
 import { deadLetterWriter } from './dead-letters.js';
 import { deletedLetters } from './deleted-letters.js';
-import { type HeldEntry, idleTimes } from './idle-times.js';
+import { lastDeliveredId } from './group-position.js';
+import { HeldEntries } from './held-entries.js';
+import { idleTimes } from './idle-times.js';
 import { atomicLetter } from './letter-script.js';
 import { ABANDONED, awaitLoopCommand, type LoopCommand } from './loop-command.js';
 import {
@@ -102,8 +104,10 @@ export async function idempotentConsumer(
     }
   };
   await createGroup('0');
-  // The highest entry id this consumer read with `>`: where a group found missing is re-created.
-  let lastRead: string | undefined;
+  // The highest entry id this consumer read with `>`: where a group found missing is re-created. Until it
+  // reads one, where the group stood at startup (group-position.ts): every entry up to there was delivered
+  // already, and re-created at `0` the group delivered the whole stream again.
+  let lastRead: string | undefined = await lastDeliveredId(client, stream, group);
 
   // The acks of one burst share one XACK (see acks.ts); each caller still waits for that command's reply.
   const acks = new AckBatcher(
@@ -128,8 +132,9 @@ export async function idempotentConsumer(
 
   const inFlight = new InFlight(resolved.concurrency);
   const stop = new AbortController();
-  // The entries this process is handling, by id, with what their delivery knows of them (see `reclaim`).
-  const handling = new Map<string, HeldEntry>();
+  // The entries this process is handling, by id, with what their deliveries know of them (see `reclaim`):
+  // held while any delivery of one runs, a claim round of this process having perhaps started a second.
+  const handling = new HeldEntries();
   // Resolves to false, starting nothing, when close() began while it waited for a slot.
   const start = async (entry: StreamEntry, deliveryCount: number): Promise<boolean> => {
     await inFlight.acquire();
@@ -137,8 +142,7 @@ export async function idempotentConsumer(
       inFlight.release();
       return false;
     }
-    const held: HeldEntry = { deleted: false, dropped: false };
-    handling.set(entry.id, held);
+    const held = handling.hold(entry.id);
     inFlight.run(() =>
       processDelivery(resolved, handler, {
         message: entry,
@@ -165,7 +169,7 @@ export async function idempotentConsumer(
         touch: () => setHeldIdle(entry.id, held, 0),
         // At most a timer's limit (a minIdle of months): past it the entry would be touched in a loop.
         touchIntervalMs: Math.min(Math.max(Math.floor(minIdleMs / 3), 10), MAX_TIMER_MS),
-      }).finally(() => handling.delete(entry.id)),
+      }).finally(() => handling.release(entry.id)),
     );
     return true;
   };
