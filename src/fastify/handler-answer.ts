@@ -10,7 +10,12 @@
  * throw. Released like a thrown error, such a key let a retry charge a second time.
  * @module
  */
-import type { FastifyReply, FastifyRequest, RouteHandlerMethod } from 'fastify';
+import {
+  errorCodes,
+  type FastifyReply,
+  type FastifyRequest,
+  type RouteHandlerMethod,
+} from 'fastify';
 import { isThenable } from '../core/thenable.js';
 import type { Execution } from '../http/index.js';
 
@@ -31,6 +36,8 @@ export interface Running {
   answered?: number;
   /** `reply.send` was called once the handler had started (its answer, or an error's reply). */
   replied?: boolean;
+  /** The status the capture stored the handler's answer with, which the response must go out with. */
+  captured?: number;
 }
 
 /**
@@ -38,7 +45,8 @@ export interface Running {
  * Fastify's own calls reach too: a returned value, a thrown error, the error handler's reply). A send
  * before the handler was called is a hook's reply, reported to `onHookAnswer` at once, so that the
  * handler is not run: an async `onSend` registered before the plugin delays the capture, and Fastify goes
- * on to the handler meanwhile when the hook did not `return reply`.
+ * on to the handler meanwhile when the hook did not `return reply`. A send after the handler's answer,
+ * before anything failed, is dropped (`secondAnswer`).
  */
 export function watchSends(
   reply: FastifyReply,
@@ -48,7 +56,10 @@ export function watchSends(
   const send = reply.send;
   reply.send = function trackedSend(this: FastifyReply, payload?: unknown) {
     if (running.started !== true) onHookAnswer(this.request);
-    else {
+    else if (secondAnswer(this, running)) {
+      dropSecondAnswer(this, running, payload);
+      return this;
+    } else {
       running.replied = true;
       if (running.error === undefined && running.threw !== true && !(payload instanceof Error)) {
         running.answered = this.statusCode;
@@ -56,6 +67,37 @@ export function watchSends(
     }
     return send.call(this, payload);
   } as FastifyReply['send'];
+}
+
+/**
+ * Whether a send comes while the handler's answer is on its way and nothing failed since: a second
+ * `reply.send`, a value returned beside it, or the handler's throw after it. Without the plugin the reply
+ * of such an answer has ended by then, and Fastify drops the newcomer (`FST_ERR_REP_ALREADY_SENT`); the
+ * plugin holds the end until the outcome is stored, so Fastify sent the newcomer too, and it went out
+ * first: the client got the second answer (or the error's 500) while the first was stored and replayed.
+ * Once an error reached `onError` (a serializer, an `onSend` hook, the capture failing on the answer),
+ * every send is Fastify's error handling, its page included, and goes through.
+ */
+const secondAnswer = (reply: FastifyReply, running: Running): boolean =>
+  running.answered !== undefined && running.error === undefined && !reply.sent;
+
+/**
+ * Drop what came after the handler's answer, as Fastify does once a reply has ended, with its log line.
+ * Fastify marks the reply before it sends an error (a thrown value, which need not be an `Error`; its
+ * `handlerTimeout`); left set, the mark would turn the next send (an error page, should the answer fail
+ * later in `onSend`) into an error of its own.
+ */
+function dropSecondAnswer(reply: FastifyReply, running: Running, payload: unknown): void {
+  const mark = Object.getOwnPropertySymbols(reply).find(
+    (symbol) => symbol.description === 'fastify.reply.isError',
+  );
+  if (mark !== undefined) (reply as unknown as Record<symbol, unknown>)[mark] = false;
+  if (running.threw === true || payload instanceof Error) {
+    reply.log.error({ err: payload }, 'An error came after the reply was sent; dropped');
+    return;
+  }
+  const { url, method } = reply.request;
+  reply.log.warn({ err: new errorCodes.FST_ERR_REP_ALREADY_SENT(url, method) });
 }
 
 /**

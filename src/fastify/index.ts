@@ -162,6 +162,7 @@ async function capturePayload(reply: FastifyReply, running: Running, sent: unkno
     // `Response` as it was, whose headers Fastify would then apply a second time).
   }
   const status = reply.statusCode;
+  running.captured = status;
   const headers = readAllowedHeaders(execution.policy.replayHeaders, (name) =>
     reply.getHeader(name),
   );
@@ -263,6 +264,9 @@ function install(fastify: FastifyInstance, options: FastifyIdempotencyOptions): 
   const scope = scopeFunctionOption(options.scope);
   const policies = new WeakMap<HttpRouteOptions, RoutePolicy>();
   const running = new WeakMap<FastifyRequest, Running>();
+  // The same, kept after the capture took its request out of `running`: an error after it (an `onSend`
+  // hook after the plugin's, the capture failing) lets the error handler's page through `watchSends`.
+  const watched = new WeakMap<FastifyRequest, Running>();
   // Requests answered after the claim before their handler was called (noted as the reply is sent, by
   // `watchSends`, and again in `capture`): it must never run.
   const answeredFirst = new WeakSet<FastifyRequest>();
@@ -338,6 +342,7 @@ function install(fastify: FastifyInstance, options: FastifyIdempotencyOptions): 
         }
         const current: Running = { execution: decision.execution };
         running.set(request, current);
+        watched.set(request, current);
         watchSends(reply, current, markAnsweredFirst);
         request.idempotency = decision.execution.context;
         decision.execution.enter(next);
@@ -372,7 +377,7 @@ function install(fastify: FastifyInstance, options: FastifyIdempotencyOptions): 
   });
 
   fastify.addHook('onError', (request, _reply, error, next) => {
-    const current = running.get(request);
+    const current = watched.get(request);
     if (current !== undefined) current.error = error;
     next();
   });
@@ -406,7 +411,15 @@ function install(fastify: FastifyInstance, options: FastifyIdempotencyOptions): 
       await current.execution.answerLost(answered, reply.statusCode);
       return payload;
     }
-    return capturePayload(reply, current, payload);
+    const sent = await capturePayload(reply, current, payload);
+    // The answer goes out with the status it was stored with: Fastify writes the head only once every
+    // onSend hook is done, and code the handler ran after `reply.send` meanwhile (`reply.code(202)` before
+    // a second send, which `watchSends` drops) would have changed it, where without the plugin the reply
+    // had ended.
+    if (current.captured !== undefined && reply.statusCode !== current.captured) {
+      reply.code(current.captured);
+    }
+    return sent;
   };
   fastify.addHook('onSend', Object.defineProperty(capture, 'name', { value: captureName }));
 

@@ -1,0 +1,146 @@
+/**
+ * A handler that goes on after `reply.send(x)`: it throws (synchronously, or its promise rejects, with or
+ * without an await before), sends a second answer, or returns a value beside it. Without the plugin the
+ * reply has ended by then, and Fastify drops what came after it: the client gets `x`. Under the plugin the
+ * end waits for the outcome to be stored, so Fastify sent the newcomer too, and it went out first: the
+ * client got the error's 500 (or the second answer) while `x` was stored and replayed to its retry. The
+ * client now gets `x` as without the plugin, and the retry the same bytes; the handler runs once.
+ */
+import type { AddressInfo } from 'node:net';
+import fastify, { type FastifyInstance } from 'fastify';
+import { afterEach, expect, it } from 'vitest';
+import { idempotencyPlugin } from '../../../src/fastify/index.js';
+import { memoryStore } from '../../../src/index.js';
+
+let app: FastifyInstance | undefined;
+afterEach(async () => {
+  await app?.close();
+  app = undefined;
+});
+
+let runs = 0;
+const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The routes, each a handler that does something more after sending `{"id":"first"}` with 201. */
+function routes(app: FastifyInstance): void {
+  app.post('/sync-throw', (_request, reply) => {
+    runs++;
+    reply.code(201).send({ id: 'first' });
+    throw new Error('after the answer');
+  });
+  app.post('/async-throw', async (_request, reply) => {
+    runs++;
+    reply.code(201).send({ id: 'first' });
+    throw new Error('after the answer');
+  });
+  app.post('/async-throw-after-await', async (_request, reply) => {
+    runs++;
+    await pause(5);
+    reply.code(201).send({ id: 'first' });
+    throw new Error('after the answer');
+  });
+  app.post('/sync-twice', (_request, reply) => {
+    runs++;
+    reply.code(201).send({ id: 'first' });
+    reply.code(202).send({ id: 'second' });
+  });
+  app.post('/async-twice', async (_request, reply) => {
+    runs++;
+    reply.code(201).send({ id: 'first' });
+    return reply.code(202).send({ id: 'second' });
+  });
+  app.post('/sync-send-and-return', (_request, reply) => {
+    runs++;
+    reply.code(201).send({ id: 'first' });
+    return { id: 'second' };
+  });
+}
+
+/** An app with the routes, with the plugin or without, and a POST to it (status, body, replay mark). */
+async function start(withPlugin: boolean) {
+  app = fastify();
+  app.setErrorHandler((error, _request, reply) => {
+    reply.code(500).send({ message: `custom: ${(error as Error).message}` });
+  });
+  if (withPlugin) await app.register(idempotencyPlugin, { store: memoryStore(), key: 'required' });
+  routes(app);
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+  return async (path: string) => {
+    const response = await fetch(`${base}${path}`, {
+      method: 'POST',
+      headers: { 'idempotency-key': `key${path}` },
+      signal: AbortSignal.timeout(3000),
+    });
+    return {
+      status: response.status,
+      body: await response.text(),
+      replayed: response.headers.get('idempotent-replayed'),
+    };
+  };
+}
+
+const paths = [
+  '/sync-throw',
+  '/async-throw',
+  '/async-throw-after-await',
+  '/sync-twice',
+  '/async-twice',
+  '/sync-send-and-return',
+];
+
+it.each(paths)('without the plugin, %s answers the first send (the baseline)', async (path) => {
+  // Arrange
+  const post = await start(false);
+  // Act
+  const first = await post(path);
+  // Assert
+  expect(first).toEqual({ status: 201, body: '{"id":"first"}', replayed: null });
+});
+
+it.each(paths)(
+  'under the plugin, %s answers the first send as without it, and replays that to the retry',
+  async (path) => {
+    // Arrange
+    runs = 0;
+    const post = await start(true);
+    // Act
+    const first = await post(path);
+    const retry = await post(path);
+    // Assert: before, the client got the error's 500 (or `{"id":"second"}` with 202), and the retry 201.
+    expect(first).toEqual({ status: 201, body: '{"id":"first"}', replayed: null });
+    expect(retry).toEqual({ ...first, replayed: 'true' });
+    expect(runs).toBe(1);
+  },
+);
+
+it('the error page still goes out when an onSend hook fails on an answer the handler threw after', async () => {
+  // Arrange: the thrown error is dropped; the hook's error, after it, is answered by the custom handler.
+  runs = 0;
+  app = fastify();
+  app.setErrorHandler((error, _request, reply) => {
+    reply.code(500).send({ message: `custom: ${(error as Error).message}` });
+  });
+  await app.register(idempotencyPlugin, { store: memoryStore(), key: 'required' });
+  app.addHook('onSend', async (_request, reply, payload) => {
+    if (reply.statusCode === 201) throw new Error('signing failed');
+    return payload;
+  });
+  app.post('/pay', async (_request, reply) => {
+    runs++;
+    reply.code(201).send({ id: 'first' });
+    throw new Error('after the answer');
+  });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+  // Act
+  const response = await fetch(`${base}/pay`, {
+    method: 'POST',
+    headers: { 'idempotency-key': 'k' },
+    signal: AbortSignal.timeout(3000),
+  });
+  // Assert
+  expect(response.status).toBe(500);
+  expect(await response.json()).toEqual({ message: 'custom: signing failed' });
+  expect(runs).toBe(1);
+});
