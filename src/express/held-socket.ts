@@ -9,16 +9,32 @@
  * was made right after it without the layer.
  *
  * Only a destroy without an error waits: one with an error is the connection failing, which nothing can
- * be written to. The wait is bounded by the store's call that holds the `end` (its `timeoutMs`).
+ * be written to. And it waits {@link HELD_DESTROY_LIMIT_MS} at most: the same call is a shutdown's
+ * `closeAllConnections()`, a server timeout, or Node's own close after the client left, and the store call
+ * holding the `end` can take much longer (a completion is retried for the lease, 30 s by default, through
+ * a store outage; a store without timeouts may never answer). Unbounded, a deploy during a Redis outage
+ * waited out the lease to close (10 s with a 10 s lease, measured), and a connection whose store never
+ * answered stayed open for good. An answer stored within the limit goes out, as without the layer.
  * @module
  */
 import type { Socket } from 'node:net';
+
+/**
+ * How long a `destroy()` of a socket whose `end` is held waits for it, in ms, at most. Long enough for a
+ * store's completion on a working store (milliseconds), short enough that a shutdown or a server timeout
+ * is barely delayed when the store is failing.
+ */
+export const HELD_DESTROY_LIMIT_MS = 2000;
 
 /** One socket's held responses: how many (pipelined requests share a socket), and a destroy waiting. */
 interface Held {
   count: number;
   /** `destroy()` was called while an `end` was held. */
   destroyed: boolean;
+  /** Makes the waiting destroy once {@link HELD_DESTROY_LIMIT_MS} have passed. */
+  limit: NodeJS.Timeout | undefined;
+  /** The socket's own `destroy`, which the wrapper replaced. */
+  destroy: (...args: unknown[]) => Socket;
 }
 
 const held = new WeakMap<object, Held>();
@@ -41,21 +57,30 @@ export function holdSocket(socket: Socket | null | undefined): () => void {
     if (released) return;
     released = true;
     if (--state.count > 0 || !state.destroyed) return;
-    state.destroyed = false;
-    socket.destroy();
+    destroyNow(socket, state);
   };
 }
 
+/** Make the destroy that waited: the last held `end` was applied, or the limit passed. */
+function destroyNow(socket: Socket, entry: Held): void {
+  entry.destroyed = false;
+  if (entry.limit !== undefined) clearTimeout(entry.limit);
+  entry.limit = undefined;
+  entry.destroy.call(socket);
+}
+
 function wrap(socket: Socket): Held {
-  const entry: Held = { count: 0, destroyed: false };
+  const destroy = socket.destroy as (...args: unknown[]) => Socket;
+  const entry: Held = { count: 0, destroyed: false, limit: undefined, destroy };
   held.set(socket, entry);
-  const destroy = socket.destroy;
   socket.destroy = function (this: Socket, ...args: unknown[]) {
     if (args[0] == null && entry.count > 0) {
       entry.destroyed = true;
+      // Unref'd: a process exiting does not wait for it (the socket goes with the process).
+      entry.limit ??= setTimeout(() => destroyNow(socket, entry), HELD_DESTROY_LIMIT_MS).unref();
       return this;
     }
-    return (destroy as (...a: unknown[]) => Socket).apply(this, args);
+    return destroy.apply(this, args);
   } as Socket['destroy'];
   return entry;
 }

@@ -8,14 +8,18 @@
  * the memory store, and an Express 5 `async` handler whose rejection comes while Redis stores the answer.
  */
 import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
 import { request as httpRequest } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import express from 'express';
 import express4 from 'express4';
 import { afterAll, describe, expect, it } from 'vitest';
+import { HELD_DESTROY_LIMIT_MS } from '../../../src/express/held-socket.js';
 import { idempotency } from '../../../src/express/index.js';
 import { memoryStore } from '../../../src/index.js';
 import { redisStore } from '../../../src/redis/index.js';
 import { env, requireService } from '../../helpers/env.js';
+import { heldStore } from '../../helpers/held-store.js';
 import { listenExpress } from '../../helpers/listen-express.js';
 import { connectClient, deleteKeys, type TestRedisClient } from '../../helpers/redis-clients.js';
 
@@ -134,3 +138,38 @@ describe('Express 5 on Redis: an async handler that rejects after answering', ()
     expect(runs).toBe(1);
   });
 });
+
+describe('Express 5: a connection closed while its answer waits for a store that does not answer', () => {
+  it('closes within the limit, so a shutdown is not held by the store', async () => {
+    const held = heldStore(memoryStore());
+    held.hold('complete', true);
+    const app = express();
+    app.use(idempotency({ store: held.store }));
+    app.post('/charges', (_req, res) => {
+      res.status(201).json({ charged: true });
+    });
+    const server = app.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const { port } = server.address() as AddressInfo;
+    const reply = post(`http://127.0.0.1:${port}`, '/charges', randomUUID()).catch(
+      (error: unknown) => error,
+    );
+    await until(() => held.held('complete') === 1);
+
+    // A shutdown while the completion hangs (a store outage, a store without timeouts).
+    const startedAt = performance.now();
+    server.closeAllConnections();
+    await new Promise((done) => server.close(done));
+    const waited = performance.now() - startedAt;
+
+    // Closed after the limit (the answer had its chance), not when the store answers: before, never.
+    expect(waited).toBeGreaterThanOrEqual(HELD_DESTROY_LIMIT_MS - 50);
+    expect(waited).toBeLessThan(HELD_DESTROY_LIMIT_MS + 1500);
+    expect(await reply).toBeInstanceOf(Error);
+    await held.answerOldest('complete');
+  }, 10_000);
+});
+
+async function until(condition: () => boolean): Promise<void> {
+  while (!condition()) await new Promise((resolve) => setTimeout(resolve, 5));
+}
