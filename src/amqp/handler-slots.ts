@@ -6,12 +6,19 @@
  * every delivery starts at once, as before (no queue on the hot path).
  * @module
  */
+import { AsyncResource } from 'node:async_hooks';
 import { InFlight } from '../consumer/index.js';
+
+/** A delivery waiting for a slot, and the async context it arrived in. */
+interface Waiting<D> {
+  delivery: D;
+  scope: AsyncResource;
+}
 
 /** Starts deliveries, at most `limit` at once; waits for them on close. */
 export class HandlerSlots<D> {
   readonly inFlight: InFlight;
-  private readonly waiting: D[] = [];
+  private readonly waiting: Waiting<D>[] = [];
   private readonly gated: boolean;
   // One function for every task's settlement, rather than a closure per task.
   private readonly next = () => this.startWaiting();
@@ -43,7 +50,11 @@ export class HandlerSlots<D> {
       return;
     }
     if (this.waiting.length === 0 && this.inFlight.tryAcquire()) this.start(delivery);
-    else this.waiting.push(delivery);
+    // Started later from another delivery's settlement, whose async context that call runs in: the
+    // delivery's own (the span the amqplib instrumentation made active for it) is kept to start it in.
+    // Started there, its hooks annotated the span of the delivery that freed the slot (its key hash and
+    // outcome overwriting that one's), and its own span got nothing.
+    else this.waiting.push({ delivery, scope: new AsyncResource('idempotency-kit.amqp-delivery') });
   }
 
   /**
@@ -61,7 +72,7 @@ export class HandlerSlots<D> {
 
   /** Take every delivery not started yet (for the consumer to hand back): none will start. */
   takeWaiting(): D[] {
-    return this.waiting.splice(0);
+    return this.waiting.splice(0).map(({ delivery }) => delivery);
   }
 
   private start(delivery: D): void {
@@ -73,7 +84,8 @@ export class HandlerSlots<D> {
 
   private startWaiting(): void {
     while (this.waiting.length > 0 && this.inFlight.tryAcquire()) {
-      this.start(this.waiting.shift() as D);
+      const { delivery, scope } = this.waiting.shift() as Waiting<D>;
+      scope.runInAsyncScope(() => this.start(delivery));
     }
   }
 }

@@ -24,6 +24,7 @@
 import type { RunRequest } from '../core/engine.js';
 import { KeyState } from '../core/inspection.js';
 import { ReservedScopePrefix } from '../core/reserved-scopes.js';
+import { type MaybeUnreported, UNREPORTED_RUN } from '../core/unreported-runs.js';
 import type { ResolvedConsumerOptions } from './options.js';
 import type { DeadLetter, Delivery } from './settle.js';
 
@@ -40,11 +41,13 @@ export function deadLetterScope(name: string): string {
 const NOT_RECORDED = new Error('no dead letter recorded');
 
 function request<M>(options: ResolvedConsumerOptions<M>, brokerId: string): RunRequest {
-  const request: RunRequest = {
+  const request: RunRequest & MaybeUnreported = {
     key: brokerId,
     scope: deadLetterScope(options.name),
     storeErrors: false,
     failOpen: false,
+    // The consumer's own record, not a run of the application: not reported as one.
+    [UNREPORTED_RUN]: true,
   };
   if (options.retentionMs !== undefined) request.retentionMs = options.retentionMs;
   return request;

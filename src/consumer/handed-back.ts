@@ -16,6 +16,7 @@
 import type { RunRequest } from '../core/engine.js';
 import { KeyState } from '../core/inspection.js';
 import { ReservedScopePrefix } from '../core/reserved-scopes.js';
+import { type MaybeUnreported, UNREPORTED_RUN } from '../core/unreported-runs.js';
 import type { ResolvedConsumerOptions } from './options.js';
 import { withinStoreTimeout } from './store-deadline.js';
 
@@ -32,11 +33,13 @@ function request<M>(
   brokerId: string,
   deliveryCount: number,
 ): RunRequest {
-  const request: RunRequest = {
+  const request: RunRequest & MaybeUnreported = {
     key: `${brokerId}#${deliveryCount}`,
     scope: handedBackScope(options.name),
     storeErrors: false,
     failOpen: false,
+    // The consumer's own record, not a run of the application: not reported as one.
+    [UNREPORTED_RUN]: true,
   };
   if (options.retentionMs !== undefined) request.retentionMs = options.retentionMs;
   return request;

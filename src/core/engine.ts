@@ -47,6 +47,12 @@ import { ExecutionContext } from './run-context.js';
 import { settleRecord } from './settle.js';
 import { type StepContext, type StepOptions, unrecordedSteps } from './steps.js';
 import { isClaimResult, malformedAnswerError } from './store-answers.js';
+import {
+  isUnreportedRun,
+  type MaybeUnreported,
+  storeHooksOf,
+  UNREPORTED_RUN,
+} from './unreported-runs.js';
 
 export type { StorageKeyOptions } from './lookup-key.js';
 
@@ -463,10 +469,20 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     }
   }
 
+  // The engine that makes the library's own runs (unreported-runs.ts): these options, with only the hooks
+  // about the store. Made at the first such run: most engines (an HTTP layer's) never make one.
+  let unreported: Idempotency | undefined;
+
   async function run<T>(
     request: RunRequest,
     fn: (context: RunContext) => Promise<T> | T,
   ): Promise<RunOutcome<T>> {
+    if (isUnreportedRun(request)) {
+      unreported ??= createIdempotency({ ...options, hooks: storeHooksOf(hooks) });
+      // Without the mark, which would send it on to yet another engine.
+      const { [UNREPORTED_RUN]: _mark, ...own } = request as RunRequest & MaybeUnreported;
+      return unreported.run(own, fn);
+    }
     validateKey(request.key);
     const storageKey = runStorageKey(namespace, request);
     const fingerprint =
@@ -527,6 +543,9 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       value = await fn(context);
     } catch (error) {
       lease.stop();
+      // How long `fn` ran, read before the release or completion below: those are the store's time (a
+      // slow or failing store stretches them up to the lease), not the handler's.
+      const durationMs = clock.now() - startedAt;
       // A claim its caller gave up waiting for (abandoned-claim.ts): `fn` did nothing. Released, never
       // stored whatever `storeErrors`, and reported as the slow claim it was, not as a failed execution.
       // A takeover is left to its lease instead: its release would delete the steps the crashed attempt
@@ -554,13 +573,12 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
         ? false
         : await settleFailure(error, lease, retentionMs, abandoned ? false : storeErrors, event);
       if (abandoned) emit(hooks, 'onStoreError', { ...event, operation: 'claim', error });
-      else if (hooks.onFailed !== undefined) {
-        const durationMs = clock.now() - startedAt;
-        emit(hooks, 'onFailed', { ...event, token, attempt, durationMs, stored });
-      }
+      else emit(hooks, 'onFailed', { ...event, token, attempt, durationMs, stored });
       throw error;
     }
     lease.stop();
+    // As above: `fn`'s own time, not the completion's that follows.
+    const durationMs = clock.now() - startedAt;
 
     let outcome: Uint8Array;
     try {
@@ -569,7 +587,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
           ? encodeUndefined()
           : encodeValueOutcome(codec.encode(value));
     } catch (cause) {
-      throw await settleUnencodable(cause, lease, retentionMs, event, attempt, startedAt);
+      throw await settleUnencodable(cause, lease, retentionMs, event, attempt, durationMs);
     }
     // The first completion inline (one async frame less per run); `completeAgain` retries a failure.
     let completed: boolean;
@@ -593,7 +611,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       expiresAt: now + retentionMs,
     });
     if (hooks.onExecuted !== undefined) {
-      emit(hooks, 'onExecuted', { ...event, token, attempt, durationMs: now - startedAt });
+      emit(hooks, 'onExecuted', { ...event, token, attempt, durationMs });
     }
     return { status: 'executed', value, token, attempt, failedOpen: false };
   }
@@ -646,7 +664,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     retentionMs: number,
     event: HookEvent,
     attempt: number,
-    startedAt: number,
+    durationMs: number,
   ): Promise<OutcomeEncodingError> {
     const error = new OutcomeEncodingError(cause);
     const { token } = lease;
@@ -657,10 +675,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     } catch {
       // `complete` has reported each of its failures; the claim expires on its own.
     }
-    if (hooks.onFailed !== undefined) {
-      const durationMs = clock.now() - startedAt;
-      emit(hooks, 'onFailed', { ...event, token, attempt, durationMs, stored });
-    }
+    emit(hooks, 'onFailed', { ...event, token, attempt, durationMs, stored });
     return error;
   }
 

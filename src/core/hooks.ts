@@ -36,7 +36,10 @@ export type RunOutcomeName = (typeof RunOutcomeName)[keyof typeof RunOutcomeName
 
 /** Callbacks for each engine event; all optional. */
 export interface IdempotencyHooks {
-  /** `fn` ran and its outcome was stored. */
+  /**
+   * `fn` ran and its outcome was stored. `durationMs` is how long `fn` ran, not the completion after it
+   * (as in `onFailed`: not the release or the stored error's completion).
+   */
   onExecuted?(event: HookEvent & { token: number; attempt: number; durationMs: number }): void;
   /** A stored outcome was replayed. `fromCache` is true when no store round trip was needed. */
   onReplayed?(event: HookEvent & { fromCache: boolean }): void;

@@ -197,7 +197,14 @@ function previousLockTimeout(began: unknown): string | undefined {
 }
 
 class RetryableTransaction extends Error {
-  constructor(readonly original: unknown) {
+  /**
+   * @param original - The serialization failure or deadlock.
+   * @param phase - Where it happened: the `transaction <phase>` a run that gives up reports to `onStoreError`.
+   */
+  constructor(
+    readonly original: unknown,
+    readonly phase: string,
+  ) {
     super('retryable transaction failure');
   }
 }
@@ -608,7 +615,7 @@ export function postgresTransactional(
             connection.broken = true;
           });
         }
-        if (isRetryableTransactionError(error)) throw new RetryableTransaction(error);
+        if (isRetryableTransactionError(error)) throw new RetryableTransaction(error, phase);
         // The handler's own error (or beforeCommit's: the user's code too, a veto) is rethrown as is,
         // unless the connection died under it: then nothing was committed and the caller should retry,
         // exactly as for any other store outage.
@@ -645,6 +652,14 @@ export function postgresTransactional(
       } catch (error) {
         if (!(error instanceof RetryableTransaction)) throw error;
         if (transactionAttempt > maxRetries) {
+          // Answered as a store outage (HTTP 503), so reported as one, once: without it the run ended in
+          // no event at all, and store-error dashboards and alerts never saw these 503s. Not for each
+          // retried attempt: `onRetry` observes those, and a retry that succeeds is no error of the store.
+          emit(hooks, 'onStoreError', {
+            ...event,
+            operation: `transaction ${error.phase}`,
+            error: error.original,
+          });
           throw toStoreError(
             `transaction (gave up after ${transactionAttempt} attempts)`,
             error.original,

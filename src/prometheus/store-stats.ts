@@ -55,8 +55,18 @@ interface Feed {
   inFlight?: Promise<void>;
 }
 
-// Per records gauge (one per registry and prefix): every store registered under it.
-const feeds = new WeakMap<Gauge<'store' | 'status'>, Feed>();
+// Per records gauge (one per registry and prefix): every store registered under it, kept on the gauge
+// itself under a process-wide symbol, not in a map of this module. The gauge's `collect` is the closure of
+// whichever copy of this module created it: with a map per copy, a store registered by another copy (two
+// versions of the package installed side by side, a module graph a dev server evaluated again) went into
+// a map that `collect` never read, and was silently never reported. Versioned: a copy whose `Feed`
+// differs in shape must use another name (it then keeps feeds of its own, as before).
+const FEED = Symbol.for('idempotency-kit.store-stats.feed.v1');
+
+/** The feed of `records`, if a copy of this module made one. */
+function feedOf(records: Gauge<'store' | 'status'>): Feed | undefined {
+  return (records as unknown as { [FEED]?: Feed })[FEED];
+}
 
 /**
  * The source's stats, reusing a reading younger than `maxAgeMs` (one still running: younger than
@@ -193,10 +203,11 @@ export function registerStoreStats(store: Store, options: StoreStatsOptions = {}
     ['store'],
   ) as Gauge<'store'>;
 
-  let feed = feeds.get(records);
+  let feed = feedOf(records);
   if (feed === undefined) {
     feed = { sources: new Map() };
-    feeds.set(records, feed);
+    // Not enumerable: nothing that walks the metric (a serializer, a deep equality) sees it.
+    Object.defineProperty(records, FEED, { value: feed });
   }
   const { sources } = feed;
   if (sources.has(label)) {
@@ -218,7 +229,7 @@ export function registerStoreStats(store: Store, options: StoreStatsOptions = {}
  * gauges' `collect` calls share the collection in flight instead of reading the stores twice.
  */
 function collectOnce(records: Gauge<'store' | 'status'>, age: Gauge<'store'>): Promise<void> {
-  const feed = feeds.get(records);
+  const feed = feedOf(records);
   if (feed === undefined) return Promise.resolve();
   feed.inFlight ??= collectAll(feed.sources, records, age).finally(() => {
     feed.inFlight = undefined;
