@@ -10,15 +10,18 @@
 
 /**
  * The first `count` words of `text`, lower-cased, as PostgreSQL reads them: white space and comments
- * (`--` to the end of the line, and block comments, which nest) between them skipped. Stops at anything that
- * is not a word (a `;`, a quote, `(`): the words after it belong to another statement or are no keywords.
+ * (`--` to the end of the line, and block comments, which nest) between them skipped, and so are empty
+ * statements (`;`) before the first. Stops at anything else that is not a word (a `;` after a word, a
+ * quote, `(`): the words after it belong to another statement or are no keywords.
  */
 function leadingWords(text: string, count: number): string[] {
   const words: string[] = [];
   let i = 0;
   while (words.length < count && i < text.length) {
     const char = text[i]!;
-    if (/\s/.test(char)) {
+    if (/\s/.test(char) || (char === ';' && words.length === 0)) {
+      // A `;` before the first word ends an empty statement, which PostgreSQL skips: `; ROLLBACK` runs
+      // the ROLLBACK (in a query with parameters too).
       i++;
     } else if (text.startsWith('--', i)) {
       const newline = text.indexOf('\n', i);

@@ -42,7 +42,7 @@ import {
   prepareStatements,
   type Statements,
 } from './statements.js';
-import { guardedRun, transactionEndedError } from './transaction-guard.js';
+import { guardConnection, guardedRun, transactionEndedError } from './transaction-guard.js';
 
 /** Options of {@link sqliteTransactional}. */
 export interface SqliteTransactionalOptions {
@@ -227,6 +227,10 @@ export function sqliteTransactional(options: SqliteTransactionalOptions): Sqlite
     reportMigration(runMigrations(db, { table }), onWarning);
   }
 
+  // Now rather than on the first run: a COMMIT or ROLLBACK the application prepares from here on refuses
+  // to run inside a handler, even one prepared before that run (see transaction-guard.ts).
+  guardConnection(db);
+
   // Prepared on first use (the same cached statements as a sqliteStore on this connection), so an
   // instance created with `migrate: false` before the schema exists works once it does.
   let statements: Statements | undefined;
@@ -344,8 +348,8 @@ export function sqliteTransactional(options: SqliteTransactionalOptions): Sqlite
               'calls…) before or after runInTransaction. Everything was rolled back.',
           );
         }
-        // The transaction ended under the handler anyway (a COMMIT among several statements, one prepared
-        // before it ran, an error that rolled it back, SQLITE_FULL or an I/O error, swallowed): we would
+        // The transaction ended under the handler anyway (a COMMIT prepared before the guard was installed,
+        // an error that rolled it back, OR ROLLBACK, SQLITE_FULL or an I/O error, swallowed): we would
         // complete, and COMMIT, in autocommit mode. The handler's error, loud: not a store outage, whose
         // answer tells the client a retry will not run it twice, when its writes may have committed.
         if (!db.inTransaction) throw transactionEndedError();

@@ -111,6 +111,24 @@ describe('postgresTransactional: a handler that ends the transaction itself', ()
     expect(await chargesFor(ref)).toBe(1);
   });
 
+  it('refuses a ROLLBACK after an empty statement (`; ROLLBACK`), which the server runs as a ROLLBACK', async () => {
+    // Arrange
+    const tx = postgresTransactional({ pool: fx.pool, schema: fx.schema });
+    const ref = newKey('semi-rollback');
+    const key = newKey('semi-rollback');
+    const handler = async (t: TransactionContext) => {
+      await t.query('; ROLLBACK').catch(() => {}); // "start over", ignoring a complaint
+      await t.query(charge(ref));
+      return 'charged';
+    };
+    // Act
+    const first = await tx.runInTransaction({ key }, handler);
+    const second = await tx.runInTransaction({ key }, handler);
+    // Assert: refused as ROLLBACK is; the charge and its record committed together, once.
+    expect([first.status, second.status]).toEqual(['executed', 'replayed']);
+    expect(await chargesFor(ref)).toBe(1);
+  });
+
   it('fails loudly on a COMMIT inside a string of several statements, instead of completing in autocommit', async () => {
     // Arrange
     const tx = postgresTransactional({ pool: fx.pool, schema: fx.schema });

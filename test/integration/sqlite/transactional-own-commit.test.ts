@@ -1,14 +1,16 @@
 /**
  * The SQLite transactional mode when the handler tries to end the transaction itself on the connection it
- * is given: a ROLLBACK followed by more writes, a COMMIT followed by a failure, a COMMIT hidden in a string
- * of several statements, a ROLLBACK in beforeCommit. Savepoints and nested db.transaction() keep working,
+ * is given: a ROLLBACK followed by more writes, a COMMIT followed by a failure, a ROLLBACK hidden in a
+ * string of several statements, behind an empty statement or a comment, or prepared outside the handler, a
+ * ROLLBACK in beforeCommit. Savepoints and nested db.transaction() keep working,
  * and the connection runs any statement outside a run. On a real WAL file.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { types } from 'node:util';
 import Database from 'better-sqlite3';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { isInvalidOptionsError, RecordStatus } from '../../../src/index.js';
 import {
   type SqliteDatabase,
@@ -85,26 +87,203 @@ describe('sqliteTransactional: a handler that ends the transaction itself', () =
     expect(retry.status).toBe('executed');
   });
 
-  it('fails as the handler, not as a store outage, on a COMMIT inside a string of several statements', async () => {
+  it('refuses a string of several statements with a ROLLBACK among them before any of them runs', async () => {
     // Arrange
-    const { db, transactional, charges } = fixture();
+    const { transactional, charge, charges } = fixture();
+    const handler = (tx: SqliteTransactionContext) => {
+      try {
+        tx.database.exec("SELECT 1; ROLLBACK; INSERT INTO charges (ref) VALUES ('multi')");
+      } catch {}
+      charge('multi');
+      return 'charged';
+    };
+    // Act
+    const first = await transactional.runInTransaction({ key: 'multi' }, handler);
+    const second = await transactional.runInTransaction({ key: 'multi' }, handler);
+    // Assert: nothing of the string ran (its INSERT did not commit in autocommit), the handler's own
+    // charge committed with the record, once.
+    expect([first.status, second.status]).toEqual(['executed', 'replayed']);
+    expect(charges('multi')).toBe(1);
+  });
+
+  it('fails as the handler, not as a store outage, on a COMMIT prepared before the guard (a statement it cannot see)', async () => {
+    // Arrange: prepared before sqliteTransactional was created on the connection.
+    const db = new Database(join(dir, `own-${++files}.db`), { timeout: 5_000 });
+    open.push(db);
+    db.pragma('journal_mode = WAL');
+    db.exec('CREATE TABLE charges (id INTEGER PRIMARY KEY, ref TEXT NOT NULL)');
+    const early = db.prepare('COMMIT');
+    const transactional = sqliteTransactional({ database: db });
     const store = sqliteStore({ database: db });
+    const charges = () =>
+      (db.prepare('SELECT count(*) AS n FROM charges').get() as { n: number }).n;
     // Act
     const failed = await caught(
-      transactional.runInTransaction({ key: 'multi' }, (tx) => {
-        tx.database.exec("INSERT INTO charges (ref) VALUES ('multi'); COMMIT");
+      transactional.runInTransaction({ key: 'early' }, (tx) => {
+        tx.database.exec("INSERT INTO charges (ref) VALUES ('early')");
+        early.run();
         return 'charged';
       }),
     );
-    const retry = await transactional.runInTransaction({ key: 'multi' }, () => 'again');
+    const retry = await transactional.runInTransaction({ key: 'early' }, () => 'again');
     // Assert: an error that does not invite a retry "that will not run twice"; the charge that did commit
     // is not made a second time.
     expect(isInvalidOptionsError(failed)).toBe(true);
-    expect(charges('multi')).toBe(1);
+    expect(charges()).toBe(1);
     expect(retry.status).toBe('in_progress');
-    expect((await store.get(transactional.storageKeyFor('multi')))?.status).toBe(
+    expect((await store.get(transactional.storageKeyFor('early')))?.status).toBe(
       RecordStatus.InProgress,
     );
+  });
+
+  it.each<[string, (db: SqliteDatabase) => void]>([
+    ['exec("; ROLLBACK")', (db) => db.exec('; ROLLBACK')],
+    ['exec("/* a /* b */ ROLLBACK")', (db) => db.exec('/* a /* b */ ROLLBACK')],
+    ['exec("-- x\\n;;END TRANSACTION")', (db) => db.exec('-- x\n;;END TRANSACTION')],
+    ['prepare(";ROLLBACK").run()', (db) => db.prepare(';ROLLBACK').run({})],
+    ['prepare("/**/;commit").run()', (db) => db.prepare('/**/;commit').run({})],
+  ])(
+    'refuses %s, which SQLite runs as a transaction end: one charge over two runs',
+    async (label, end) => {
+      // Arrange
+      const { transactional, charge, charges } = fixture();
+      const handler = (tx: SqliteTransactionContext) => {
+        try {
+          end(tx.database); // "start over", ignoring a complaint
+        } catch {}
+        charge(label);
+        return 'charged';
+      };
+      // Act
+      const first = await transactional.runInTransaction({ key: label }, handler);
+      const second = await transactional.runInTransaction({ key: label }, handler);
+      // Assert
+      expect([first.status, second.status]).toEqual(['executed', 'replayed']);
+      expect(charges(label)).toBe(1);
+    },
+  );
+
+  it('lets through a trigger body’s statements and a ROLLBACK in a string, a comment or a quoted name', async () => {
+    // Arrange
+    const { db, transactional, charges } = fixture();
+    // Act
+    const outcome = await transactional.runInTransaction({ key: 'not-control' }, (tx) => {
+      tx.database.exec(`
+        CREATE TEMP TRIGGER audit AFTER INSERT ON charges BEGIN
+          INSERT INTO charges (ref) SELECT 'audit;' || new.ref WHERE new.ref NOT LIKE 'audit%';
+          SELECT CASE WHEN 1 THEN 2 END;
+        END;
+        CREATE TABLE "rollback" ([commit;] TEXT); -- ; ROLLBACK
+        INSERT INTO charges (ref) VALUES ('trig'' /* ; ROLLBACK'); /* ; COMMIT */`);
+      tx.database.prepare('INSERT INTO "rollback" VALUES (\'; END\')').run({});
+      return 'ok';
+    });
+    // Assert
+    expect(outcome.status).toBe('executed');
+    expect([charges("trig' /* ; ROLLBACK"), charges("audit;trig' /* ; ROLLBACK")]).toEqual([1, 1]);
+    expect(db.prepare('SELECT count(*) AS n FROM "rollback"').get()).toEqual({ n: 1 });
+  });
+
+  it('refuses a ROLLBACK after a trigger body, as SQLite ends the trigger at its END', async () => {
+    // Arrange
+    const { transactional, charges } = fixture();
+    // Act
+    const failed = await caught(
+      transactional.runInTransaction({ key: 'after-trigger' }, (tx) => {
+        tx.database.exec(`CREATE TEMP TRIGGER t AFTER INSERT ON charges BEGIN SELECT 1; END;
+          ROLLBACK; INSERT INTO charges (ref) VALUES ('after-trigger')`);
+        return 'charged';
+      }),
+    );
+    // Assert
+    expect(isInvalidOptionsError(failed)).toBe(true);
+    expect(charges('after-trigger')).toBe(0);
+  });
+
+  it('refuses, when run inside the handler, a ROLLBACK prepared outside it, and prepares one the handler does not run', async () => {
+    // Arrange: a first run guards the connection; the statement is prepared between runs.
+    const { db, transactional, charge, charges } = fixture();
+    await transactional.runInTransaction({ key: 'warm-up' }, () => 'ok');
+    const startOver = db.prepare('ROLLBACK');
+    const handler = (tx: SqliteTransactionContext) => {
+      tx.database.prepare('COMMIT'); // a cache filled ahead, not run
+      try {
+        startOver.run({});
+      } catch {}
+      charge('prepared-early');
+      return 'charged';
+    };
+    // Act
+    const first = await transactional.runInTransaction({ key: 'prepared-early' }, handler);
+    const second = await transactional.runInTransaction({ key: 'prepared-early' }, handler);
+    // Assert: refused inside, and the statement still runs outside a run (it is better-sqlite3's own).
+    expect([first.status, second.status]).toEqual(['executed', 'replayed']);
+    expect(charges('prepared-early')).toBe(1);
+    db.exec('BEGIN');
+    startOver.run({});
+    expect(db.inTransaction).toBe(false);
+    expect(startOver).toBeInstanceOf(Object.getPrototypeOf(db.prepare('SELECT 1')).constructor);
+  });
+
+  it('keeps ordinary statements as better-sqlite3 returns them, and a statement method that returns the statement keeps the guard', async () => {
+    // Arrange
+    const { db, transactional, charges } = fixture();
+    const plain = db.prepare('SELECT 1 AS one');
+    // Act
+    const failed = await caught(
+      transactional.runInTransaction({ key: 'chain' }, (tx) => {
+        tx.database.exec("INSERT INTO charges (ref) VALUES ('chain')");
+        tx.database.prepare('ROLLBACK').safeIntegers(false).run({});
+        return 'charged';
+      }),
+    );
+    // Assert
+    expect(types.isProxy(plain)).toBe(false);
+    expect(types.isProxy(db.prepare('COMMIT'))).toBe(true);
+    expect(isInvalidOptionsError(failed)).toBe(true);
+    expect(charges('chain')).toBe(0);
+  });
+
+  it('looks the connection’s methods up when called: a later patch of Database.prototype sees it', async () => {
+    // Arrange: guarded by a first run, then instrumented.
+    const { db, transactional } = fixture();
+    await transactional.runInTransaction({ key: 'spied' }, () => 'ok');
+    const prepare = vi.spyOn(Database.prototype, 'prepare');
+    const exec = vi.spyOn(Database.prototype, 'exec');
+    try {
+      // Act
+      db.prepare('SELECT 1').get();
+      db.exec('SELECT 1');
+      // Assert
+      expect(prepare).toHaveBeenCalledWith('SELECT 1');
+      expect(exec).toHaveBeenCalledWith('SELECT 1');
+    } finally {
+      prepare.mockRestore();
+      exec.mockRestore();
+    }
+  });
+
+  it('keeps calling a prepare of the connection’s own that it had before the guard', async () => {
+    // Arrange
+    const db = new Database(':memory:');
+    open.push(db);
+    const seen: string[] = [];
+    const original = db.prepare.bind(db);
+    Object.assign(db, {
+      prepare: (source: string) => {
+        seen.push(source);
+        return original(source);
+      },
+    });
+    const transactional = sqliteTransactional({ database: db });
+    // Act
+    const outcome = await transactional.runInTransaction({ key: 'own' }, (tx) => {
+      tx.database.prepare('SELECT 2').get();
+      return 'ok';
+    });
+    // Assert
+    expect(outcome.status).toBe('executed');
+    expect(seen).toContain('SELECT 2');
   });
 
   it('refuses a ROLLBACK in beforeCommit: nothing commits, and the key stays free', async () => {

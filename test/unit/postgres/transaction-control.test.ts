@@ -22,6 +22,9 @@ describe('isTransactionControl', () => {
     '/* a /* nested */ note */ COMMIT',
     'ROLLBACK/**/',
     "prepare/* x */transaction 't'",
+    '; ROLLBACK',
+    ';;/* empty */ ;\nCOMMIT',
+    { text: ';commit' },
     { text: 'COMMIT' },
   ])('refuses %j', (statement) => {
     expect(isTransactionControl(statement)).toBe(true);
@@ -36,6 +39,7 @@ describe('isTransactionControl', () => {
     'PREPARE ins AS INSERT INTO t VALUES ($1)',
     'INSERT INTO commits (id) VALUES (1)',
     'SELECT 1; COMMIT',
+    '; SELECT 1; COMMIT',
     'ending',
     '/* a /* nested */ COMMIT */ SELECT 1',
     'ROLLBACK/**/TO sp',
