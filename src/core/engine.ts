@@ -47,12 +47,7 @@ import { ExecutionContext } from './run-context.js';
 import { settleRecord } from './settle.js';
 import { type StepContext, type StepOptions, unrecordedSteps } from './steps.js';
 import { isClaimResult, malformedAnswerError } from './store-answers.js';
-import {
-  isUnreportedRun,
-  type MaybeUnreported,
-  storeHooksOf,
-  UNREPORTED_RUN,
-} from './unreported-runs.js';
+import { isUnreportedRun, storeHooksOf } from './unreported-runs.js';
 
 export type { StorageKeyOptions } from './lookup-key.js';
 
@@ -387,313 +382,335 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
   };
   const cache = completedCache(options.cache);
 
-  function settleExisting<T>(
-    record: IdempotencyRecord,
-    fingerprint: string,
-    codec: OutcomeCodec,
-    event: HookEvent,
-    fromCache: boolean,
-    leaseMs: number,
-  ): RunOutcome<T> {
-    // Completed records never change before they expire, so any of them may serve later replays.
-    if (!fromCache && record.status === RecordStatus.Completed)
-      cache?.set(event.storageKey, record);
-    return settleRecord<T>(record, {
-      fingerprint,
-      codec,
-      now: clock.now(),
-      hooks,
-      event,
-      fromCache,
-      leaseMs,
-    });
-  }
+  /**
+   * The engine's runs, reporting to `runHooks` (`leaseEnv` carries the same hooks to the lease keepers).
+   * Two sets share this engine's store, batcher, cache, clock and heartbeats: the application's runs with
+   * its hooks, and the library's own records (unreported-runs.ts) with only the store's hooks.
+   */
+  function runner(runHooks: IdempotencyHooks, leaseEnv: LeaseEnvironment) {
+    // The names the run's code reads: this set's hooks and lease environment.
+    const hooks = runHooks;
+    const leases = leaseEnv;
 
-  async function complete(
-    lease: LeaseKeeper,
-    outcome: Uint8Array,
-    retentionMs: number,
-    event: HookEvent,
-  ): Promise<boolean> {
-    try {
-      return checkedCompletion(
-        await store.complete(lease.storageKey, lease.token, outcome, retentionMs),
-      );
-    } catch (error) {
-      return completeAgain(lease, outcome, retentionMs, event, error);
+    function settleExisting<T>(
+      record: IdempotencyRecord,
+      fingerprint: string,
+      codec: OutcomeCodec,
+      event: HookEvent,
+      fromCache: boolean,
+      leaseMs: number,
+    ): RunOutcome<T> {
+      // Completed records never change before they expire, so any of them may serve later replays.
+      if (!fromCache && record.status === RecordStatus.Completed)
+        cache?.set(event.storageKey, record);
+      return settleRecord<T>(record, {
+        fingerprint,
+        codec,
+        now: clock.now(),
+        hooks,
+        event,
+        fromCache,
+        leaseMs,
+      });
     }
-  }
 
-  // A completion answered with anything but a boolean is retried as a failed one: the handler ran, and a
-  // completion sent again with the same token is safe (it reports success if the first was applied).
-  function checkedCompletion(completed: boolean): boolean {
-    if (typeof completed !== 'boolean')
-      throw malformedAnswerError(store.name, 'complete', completed);
-    return completed;
-  }
-
-  // The first completion failed: retry while the lease lasts (kept apart so that the common path, one
-  // successful call, stays small). Past the lease the store refuses the completion anyway.
-  async function completeAgain(
-    lease: LeaseKeeper,
-    outcome: Uint8Array,
-    retentionMs: number,
-    event: HookEvent,
-    firstError: unknown,
-  ): Promise<boolean> {
-    const { storageKey, token } = lease;
-    // What is left of the lease, on the real clock too, so that an injected clock that stands still
-    // cannot make this retry forever.
-    const remainingMs = lease.remainingMs();
-    const end = clock.now() + remainingMs;
-    const realEnd = performance.now() + remainingMs;
-    let error = firstError;
-    for (let attempt = 1; ; attempt++) {
-      // Applied but short of its replicas: an answer, not a failure, so nothing to send again (a retry
-      // could not confirm it sooner, and would hold the connection for another wait).
-      if (isReplicationShortError(error)) return checkedCompletion(lease.replicationShort(error));
-      emit(hooks, 'onStoreError', { ...event, operation: 'complete', error });
-      const pause = Math.min(COMPLETE_BACKOFF_MS * attempt, COMPLETE_BACKOFF_MAX_MS);
-      const leaseOver = clock.now() + pause >= end || performance.now() + pause >= realEnd;
-      // A client the application closed (a shutdown) will not come back: no point waiting out the lease.
-      const hopeless = leaseOver || isClosedClientError(error);
-      if (attempt >= COMPLETE_MIN_ATTEMPTS && hopeless) {
-        throw asStoreError(store, 'complete', error);
-      }
-      await sleep(pause);
+    async function complete(
+      lease: LeaseKeeper,
+      outcome: Uint8Array,
+      retentionMs: number,
+      event: HookEvent,
+    ): Promise<boolean> {
       try {
-        return checkedCompletion(await store.complete(storageKey, token, outcome, retentionMs));
-      } catch (next) {
-        error = next;
+        return checkedCompletion(
+          await store.complete(lease.storageKey, lease.token, outcome, retentionMs),
+        );
+      } catch (error) {
+        return completeAgain(lease, outcome, retentionMs, event, error);
       }
     }
+
+    // A completion answered with anything but a boolean is retried as a failed one: the handler ran, and a
+    // completion sent again with the same token is safe (it reports success if the first was applied).
+    function checkedCompletion(completed: boolean): boolean {
+      if (typeof completed !== 'boolean')
+        throw malformedAnswerError(store.name, 'complete', completed);
+      return completed;
+    }
+
+    // The first completion failed: retry while the lease lasts (kept apart so that the common path, one
+    // successful call, stays small). Past the lease the store refuses the completion anyway.
+    async function completeAgain(
+      lease: LeaseKeeper,
+      outcome: Uint8Array,
+      retentionMs: number,
+      event: HookEvent,
+      firstError: unknown,
+    ): Promise<boolean> {
+      const { storageKey, token } = lease;
+      // What is left of the lease, on the real clock too, so that an injected clock that stands still
+      // cannot make this retry forever.
+      const remainingMs = lease.remainingMs();
+      const end = clock.now() + remainingMs;
+      const realEnd = performance.now() + remainingMs;
+      let error = firstError;
+      for (let attempt = 1; ; attempt++) {
+        // Applied but short of its replicas: an answer, not a failure, so nothing to send again (a retry
+        // could not confirm it sooner, and would hold the connection for another wait).
+        if (isReplicationShortError(error)) return checkedCompletion(lease.replicationShort(error));
+        emit(hooks, 'onStoreError', { ...event, operation: 'complete', error });
+        const pause = Math.min(COMPLETE_BACKOFF_MS * attempt, COMPLETE_BACKOFF_MAX_MS);
+        const leaseOver = clock.now() + pause >= end || performance.now() + pause >= realEnd;
+        // A client the application closed (a shutdown) will not come back: no point waiting out the lease.
+        const hopeless = leaseOver || isClosedClientError(error);
+        if (attempt >= COMPLETE_MIN_ATTEMPTS && hopeless) {
+          throw asStoreError(store, 'complete', error);
+        }
+        await sleep(pause);
+        try {
+          return checkedCompletion(await store.complete(storageKey, token, outcome, retentionMs));
+        } catch (next) {
+          error = next;
+        }
+      }
+    }
+
+    async function run<T>(
+      request: RunRequest,
+      fn: (context: RunContext) => Promise<T> | T,
+    ): Promise<RunOutcome<T>> {
+      validateKey(request.key);
+      const storageKey = runStorageKey(namespace, request);
+      const fingerprint =
+        request.fingerprint ??
+        (request.payload === undefined ? '' : createFingerprint(request.payload));
+      const leaseMs =
+        request.leaseMs === undefined ? defaultLeaseMs : toMs(request.leaseMs, 'leaseMs');
+      const retentionMs =
+        request.retentionMs === undefined
+          ? defaultRetentionMs
+          : toMs(request.retentionMs, 'retentionMs');
+      const codec = codecOption(request.codec, 'codec', engineCodec);
+      const storeErrors = storeErrorsOption(request.storeErrors, 'storeErrors', engineStoreErrors);
+      // Checked here, before the claim, not where it is read: an outage is the wrong time to learn of it.
+      const failOpen = booleanOption(request.failOpen, 'failOpen', engineFailOpen);
+      const event: HookEvent = { namespace, storageKey };
+
+      const cached = cache?.get(storageKey, clock.now());
+      if (cached !== undefined) {
+        return settleExisting(cached, fingerprint, codec, event, true, leaseMs);
+      }
+
+      let claim: Awaited<ReturnType<Store['claim']>>;
+      let claimedFrom: number;
+      try {
+        // The key stays reserved for this request as long as its outcome would be kept: should this attempt
+        // crash, a different request under the same key is a mismatch, not a takeover (guarantee 3).
+        // The lease is counted from here, before the call (see LeaseKeeper's `heldUntil`).
+        claimedFrom = leases.leaseClock.now();
+        claim = await store.claim(storageKey, { fingerprint, leaseMs, reserveMs: retentionMs });
+      } catch (error) {
+        emit(hooks, 'onStoreError', { ...event, operation: 'claim', error });
+        const unavailable = asStoreError(store, 'claim', error);
+        if (!failOpen) throw unavailable;
+        emit(hooks, 'onFailOpen', { ...event, error: unavailable });
+        return runUnprotected(fn, storageKey);
+      }
+      // Checked, never trusted (see store-answers.ts): an answer the engine cannot read fails this call alone,
+      // closed even under failOpen, since the store did answer and the key may be held.
+      if (!isClaimResult(claim)) {
+        const error = malformedAnswerError(store.name, 'claim', claim);
+        emit(hooks, 'onStoreError', { ...event, operation: 'claim', error });
+        throw error;
+      }
+      if (!claim.claimed) {
+        return settleExisting(claim.record, fingerprint, codec, event, false, leaseMs);
+      }
+
+      const { token, attempt } = claim;
+      if (attempt > 1) emit(hooks, 'onTakeover', { ...event, token, attempt });
+      const lease = new LeaseKeeper(leases, storageKey, token, leaseMs, claimedFrom);
+      const context = new ExecutionContext(lease, token, attempt, storageKey, leaseMs);
+
+      const startedAt = clock.now();
+      lease.start();
+      let value: T;
+      try {
+        value = await fn(context);
+      } catch (error) {
+        lease.stop();
+        // How long `fn` ran, read before the release or completion below: those are the store's time (a
+        // slow or failing store stretches them up to the lease), not the handler's.
+        const durationMs = clock.now() - startedAt;
+        // A claim its caller gave up waiting for (abandoned-claim.ts): `fn` did nothing. Released, never
+        // stored whatever `storeErrors`, and reported as the slow claim it was, not as a failed execution.
+        // A takeover is left to its lease instead: its release would delete the steps the crashed attempt
+        // recorded (a charge made, run again by the next attempt) and end its reservation, as the Redis
+        // store's refused claims leave one (redis-store.ts, releaseRefused).
+        //
+        // A claim on which a step's store call failed in this execution (`loadSteps` at a takeover's first
+        // step, `saveStep` after a step ran) is left to its lease too, whatever `fn` then threw (the step's
+        // StoreUnavailableError, an error of its own, an HTTP adapter's 5xx) and whatever `storeErrors`: the
+        // store may hold steps this execution could not load, or a result whose recording it could not
+        // confirm (a timeout after the write), and a release deletes them with the reservation, so the next
+        // retry would run the charge again. Nor is the error stored as final: the failure was the store's,
+        // not the request's, and a blip would become the key's answer for good. Left to its lease, the
+        // record keeps its steps, and the retry after the lease takes it over and replays them. A handler
+        // that catches the error and returns still completes; a step's OutcomeEncodingError (or its replay
+        // on a takeover) is still stored as final (as `fn`'s own unencodable result is, settleUnencodable):
+        // a completed record runs nothing again either.
+        const abandoned = isAbandonedClaimError(error);
+        const leftToLease =
+          (abandoned && attempt > 1) ||
+          (lease.stepStoreFailed &&
+            !(error instanceof OutcomeEncodingError) &&
+            lease.stepFailureOf(error) === undefined);
+        const stored = leftToLease
+          ? false
+          : await settleFailure(error, lease, retentionMs, abandoned ? false : storeErrors, event);
+        if (abandoned) emit(hooks, 'onStoreError', { ...event, operation: 'claim', error });
+        else emit(hooks, 'onFailed', { ...event, token, attempt, durationMs, stored });
+        throw error;
+      }
+      lease.stop();
+      // As above: `fn`'s own time, not the completion's that follows.
+      const durationMs = clock.now() - startedAt;
+
+      let outcome: Uint8Array;
+      try {
+        outcome =
+          value === undefined && codec === defaultCodec
+            ? encodeUndefined()
+            : encodeValueOutcome(codec.encode(value));
+      } catch (cause) {
+        throw await settleUnencodable(cause, lease, retentionMs, event, attempt, durationMs);
+      }
+      // The first completion inline (one async frame less per run); `completeAgain` retries a failure.
+      let completed: boolean;
+      try {
+        completed = checkedCompletion(
+          await store.complete(storageKey, token, outcome, retentionMs),
+        );
+      } catch (error) {
+        completed = await completeAgain(lease, outcome, retentionMs, event, error);
+      }
+      if (!completed) {
+        // Reported once per execution: the heartbeat may have found the loss already.
+        if (!lease.lossReported) emit(hooks, 'onLeaseLost', { ...event, token });
+        throw new LeaseLostError(token);
+      }
+      const now = clock.now();
+      cache?.set(storageKey, {
+        status: RecordStatus.Completed,
+        fingerprint,
+        token,
+        outcome,
+        completedAt: now,
+        expiresAt: now + retentionMs,
+      });
+      if (hooks.onExecuted !== undefined) {
+        emit(hooks, 'onExecuted', { ...event, token, attempt, durationMs });
+      }
+      return { status: 'executed', value, token, attempt, failedOpen: false };
+    }
+
+    // After `fn` threw: store the error as final, or release the claim so a retry runs again. Either way the
+    // caller gets `fn`'s own error; a store failure here only means the claim expires on its own. Resolves
+    // to true when the error is now the key's stored outcome.
+    //
+    // A step whose recorded outcome is a failure (its result could not be encoded: the step's effect
+    // happened) makes the failure final whatever the policy and whatever `fn` then threw (the step's error,
+    // an error of its own, an HTTP adapter's 5xx): a release would delete the recorded step, and the next
+    // retry would run its effect again. A takeover's replay of such a step (a ReplayedError) is stored as
+    // the outcome recorded for the step, so every later retry gets what the first attempt's did
+    // (`original.code` 'outcome_not_encodable'), not a replay of a replay.
+    async function settleFailure(
+      error: unknown,
+      lease: LeaseKeeper,
+      retentionMs: number,
+      storeErrors: StoreErrorsPolicy,
+      event: HookEvent,
+    ): Promise<boolean> {
+      const { storageKey, token } = lease;
+      let keepError = false;
+      try {
+        const outcome = finalFailure(error, lease, storeErrors);
+        keepError = outcome !== undefined;
+        if (outcome !== undefined) {
+          const stored = await complete(lease, outcome, retentionMs, event);
+          if (!stored && !lease.lossReported) emit(hooks, 'onLeaseLost', { ...event, token });
+          return stored;
+        }
+        await store.release(storageKey, token);
+      } catch (storeError) {
+        // `complete` has reported each of its own failures already. A release applied but short of its
+        // replicas is reported as such: a failover that loses it only keeps the key until the lease ends.
+        if (!keepError) {
+          if (isReplicationShortError(storeError)) lease.replicationShort(storeError);
+          else emit(hooks, 'onStoreError', { ...event, operation: 'release', error: storeError });
+        }
+      }
+      return false;
+    }
+
+    // `fn` ran but its result cannot be encoded: its effect happened, so a retry must not run it again.
+    // The failure becomes the key's final outcome (replayed as a `ReplayedError`), as a stored error would;
+    // should that completion fail too, the claim is left to expire, as `settleFailure` leaves it.
+    async function settleUnencodable(
+      cause: unknown,
+      lease: LeaseKeeper,
+      retentionMs: number,
+      event: HookEvent,
+      attempt: number,
+      durationMs: number,
+    ): Promise<OutcomeEncodingError> {
+      const error = new OutcomeEncodingError(cause);
+      const { token } = lease;
+      let stored = false;
+      try {
+        stored = await complete(lease, encodeErrorOutcome(error), retentionMs, event);
+        if (!stored && !lease.lossReported) emit(hooks, 'onLeaseLost', { ...event, token });
+      } catch {
+        // `complete` has reported each of its failures; the claim expires on its own.
+      }
+      emit(hooks, 'onFailed', { ...event, token, attempt, durationMs, stored });
+      return error;
+    }
+
+    async function runUnprotected<T>(
+      fn: (context: RunContext) => Promise<T> | T,
+      storageKey: string,
+    ): Promise<RunOutcome<T>> {
+      const value = await fn({
+        signal: new AbortController().signal,
+        token: 0,
+        attempt: 1,
+        storageKey,
+        extendLease: async () => {},
+        downstreamKey: (step) => deriveDownstreamKey(storageKey, step),
+        // Failing open records nothing: a step simply runs (under the same rules).
+        step: unrecordedSteps(storageKey),
+      });
+      return { status: 'executed', value, token: 0, attempt: 1, failedOpen: true };
+    }
+
+    return run;
   }
 
-  // The engine that makes the library's own runs (unreported-runs.ts): these options, with only the hooks
-  // about the store. Made at the first such run: most engines (an HTTP layer's) never make one.
-  let unreported: Idempotency | undefined;
+  const reportedRun = runner(hooks, leases);
+  // Made at the first such run (most engines, an HTTP layer's, never make one), from what was read above
+  // at creation: the same namespace, store and options as every other run of this engine.
+  let unreportedRun: typeof reportedRun | undefined;
 
-  async function run<T>(
+  function run<T>(
     request: RunRequest,
     fn: (context: RunContext) => Promise<T> | T,
   ): Promise<RunOutcome<T>> {
-    if (isUnreportedRun(request)) {
-      unreported ??= createIdempotency({ ...options, hooks: storeHooksOf(hooks) });
-      // Without the mark, which would send it on to yet another engine.
-      const { [UNREPORTED_RUN]: _mark, ...own } = request as RunRequest & MaybeUnreported;
-      return unreported.run(own, fn);
+    if (!isUnreportedRun(request)) return reportedRun(request, fn);
+    if (unreportedRun === undefined) {
+      const storeHooks = storeHooksOf(hooks);
+      unreportedRun = runner(storeHooks, { ...leases, hooks: storeHooks });
     }
-    validateKey(request.key);
-    const storageKey = runStorageKey(namespace, request);
-    const fingerprint =
-      request.fingerprint ??
-      (request.payload === undefined ? '' : createFingerprint(request.payload));
-    const leaseMs =
-      request.leaseMs === undefined ? defaultLeaseMs : toMs(request.leaseMs, 'leaseMs');
-    const retentionMs =
-      request.retentionMs === undefined
-        ? defaultRetentionMs
-        : toMs(request.retentionMs, 'retentionMs');
-    const codec = codecOption(request.codec, 'codec', engineCodec);
-    const storeErrors = storeErrorsOption(request.storeErrors, 'storeErrors', engineStoreErrors);
-    // Checked here, before the claim, not where it is read: an outage is the wrong time to learn of it.
-    const failOpen = booleanOption(request.failOpen, 'failOpen', engineFailOpen);
-    const event: HookEvent = { namespace, storageKey };
-
-    const cached = cache?.get(storageKey, clock.now());
-    if (cached !== undefined) {
-      return settleExisting(cached, fingerprint, codec, event, true, leaseMs);
-    }
-
-    let claim: Awaited<ReturnType<Store['claim']>>;
-    let claimedFrom: number;
-    try {
-      // The key stays reserved for this request as long as its outcome would be kept: should this attempt
-      // crash, a different request under the same key is a mismatch, not a takeover (guarantee 3).
-      // The lease is counted from here, before the call (see LeaseKeeper's `heldUntil`).
-      claimedFrom = leases.leaseClock.now();
-      claim = await store.claim(storageKey, { fingerprint, leaseMs, reserveMs: retentionMs });
-    } catch (error) {
-      emit(hooks, 'onStoreError', { ...event, operation: 'claim', error });
-      const unavailable = asStoreError(store, 'claim', error);
-      if (!failOpen) throw unavailable;
-      emit(hooks, 'onFailOpen', { ...event, error: unavailable });
-      return runUnprotected(fn, storageKey);
-    }
-    // Checked, never trusted (see store-answers.ts): an answer the engine cannot read fails this call alone,
-    // closed even under failOpen, since the store did answer and the key may be held.
-    if (!isClaimResult(claim)) {
-      const error = malformedAnswerError(store.name, 'claim', claim);
-      emit(hooks, 'onStoreError', { ...event, operation: 'claim', error });
-      throw error;
-    }
-    if (!claim.claimed) {
-      return settleExisting(claim.record, fingerprint, codec, event, false, leaseMs);
-    }
-
-    const { token, attempt } = claim;
-    if (attempt > 1) emit(hooks, 'onTakeover', { ...event, token, attempt });
-    const lease = new LeaseKeeper(leases, storageKey, token, leaseMs, claimedFrom);
-    const context = new ExecutionContext(lease, token, attempt, storageKey, leaseMs);
-
-    const startedAt = clock.now();
-    lease.start();
-    let value: T;
-    try {
-      value = await fn(context);
-    } catch (error) {
-      lease.stop();
-      // How long `fn` ran, read before the release or completion below: those are the store's time (a
-      // slow or failing store stretches them up to the lease), not the handler's.
-      const durationMs = clock.now() - startedAt;
-      // A claim its caller gave up waiting for (abandoned-claim.ts): `fn` did nothing. Released, never
-      // stored whatever `storeErrors`, and reported as the slow claim it was, not as a failed execution.
-      // A takeover is left to its lease instead: its release would delete the steps the crashed attempt
-      // recorded (a charge made, run again by the next attempt) and end its reservation, as the Redis
-      // store's refused claims leave one (redis-store.ts, releaseRefused).
-      //
-      // A claim on which a step's store call failed in this execution (`loadSteps` at a takeover's first
-      // step, `saveStep` after a step ran) is left to its lease too, whatever `fn` then threw (the step's
-      // StoreUnavailableError, an error of its own, an HTTP adapter's 5xx) and whatever `storeErrors`: the
-      // store may hold steps this execution could not load, or a result whose recording it could not
-      // confirm (a timeout after the write), and a release deletes them with the reservation, so the next
-      // retry would run the charge again. Nor is the error stored as final: the failure was the store's,
-      // not the request's, and a blip would become the key's answer for good. Left to its lease, the
-      // record keeps its steps, and the retry after the lease takes it over and replays them. A handler
-      // that catches the error and returns still completes; a step's OutcomeEncodingError (or its replay
-      // on a takeover) is still stored as final (as `fn`'s own unencodable result is, settleUnencodable):
-      // a completed record runs nothing again either.
-      const abandoned = isAbandonedClaimError(error);
-      const leftToLease =
-        (abandoned && attempt > 1) ||
-        (lease.stepStoreFailed &&
-          !(error instanceof OutcomeEncodingError) &&
-          lease.stepFailureOf(error) === undefined);
-      const stored = leftToLease
-        ? false
-        : await settleFailure(error, lease, retentionMs, abandoned ? false : storeErrors, event);
-      if (abandoned) emit(hooks, 'onStoreError', { ...event, operation: 'claim', error });
-      else emit(hooks, 'onFailed', { ...event, token, attempt, durationMs, stored });
-      throw error;
-    }
-    lease.stop();
-    // As above: `fn`'s own time, not the completion's that follows.
-    const durationMs = clock.now() - startedAt;
-
-    let outcome: Uint8Array;
-    try {
-      outcome =
-        value === undefined && codec === defaultCodec
-          ? encodeUndefined()
-          : encodeValueOutcome(codec.encode(value));
-    } catch (cause) {
-      throw await settleUnencodable(cause, lease, retentionMs, event, attempt, durationMs);
-    }
-    // The first completion inline (one async frame less per run); `completeAgain` retries a failure.
-    let completed: boolean;
-    try {
-      completed = checkedCompletion(await store.complete(storageKey, token, outcome, retentionMs));
-    } catch (error) {
-      completed = await completeAgain(lease, outcome, retentionMs, event, error);
-    }
-    if (!completed) {
-      // Reported once per execution: the heartbeat may have found the loss already.
-      if (!lease.lossReported) emit(hooks, 'onLeaseLost', { ...event, token });
-      throw new LeaseLostError(token);
-    }
-    const now = clock.now();
-    cache?.set(storageKey, {
-      status: RecordStatus.Completed,
-      fingerprint,
-      token,
-      outcome,
-      completedAt: now,
-      expiresAt: now + retentionMs,
-    });
-    if (hooks.onExecuted !== undefined) {
-      emit(hooks, 'onExecuted', { ...event, token, attempt, durationMs });
-    }
-    return { status: 'executed', value, token, attempt, failedOpen: false };
-  }
-
-  // After `fn` threw: store the error as final, or release the claim so a retry runs again. Either way the
-  // caller gets `fn`'s own error; a store failure here only means the claim expires on its own. Resolves
-  // to true when the error is now the key's stored outcome.
-  //
-  // A step whose recorded outcome is a failure (its result could not be encoded: the step's effect
-  // happened) makes the failure final whatever the policy and whatever `fn` then threw (the step's error,
-  // an error of its own, an HTTP adapter's 5xx): a release would delete the recorded step, and the next
-  // retry would run its effect again. A takeover's replay of such a step (a ReplayedError) is stored as
-  // the outcome recorded for the step, so every later retry gets what the first attempt's did
-  // (`original.code` 'outcome_not_encodable'), not a replay of a replay.
-  async function settleFailure(
-    error: unknown,
-    lease: LeaseKeeper,
-    retentionMs: number,
-    storeErrors: StoreErrorsPolicy,
-    event: HookEvent,
-  ): Promise<boolean> {
-    const { storageKey, token } = lease;
-    let keepError = false;
-    try {
-      const outcome = finalFailure(error, lease, storeErrors);
-      keepError = outcome !== undefined;
-      if (outcome !== undefined) {
-        const stored = await complete(lease, outcome, retentionMs, event);
-        if (!stored && !lease.lossReported) emit(hooks, 'onLeaseLost', { ...event, token });
-        return stored;
-      }
-      await store.release(storageKey, token);
-    } catch (storeError) {
-      // `complete` has reported each of its own failures already. A release applied but short of its
-      // replicas is reported as such: a failover that loses it only keeps the key until the lease ends.
-      if (!keepError) {
-        if (isReplicationShortError(storeError)) lease.replicationShort(storeError);
-        else emit(hooks, 'onStoreError', { ...event, operation: 'release', error: storeError });
-      }
-    }
-    return false;
-  }
-
-  // `fn` ran but its result cannot be encoded: its effect happened, so a retry must not run it again.
-  // The failure becomes the key's final outcome (replayed as a `ReplayedError`), as a stored error would;
-  // should that completion fail too, the claim is left to expire, as `settleFailure` leaves it.
-  async function settleUnencodable(
-    cause: unknown,
-    lease: LeaseKeeper,
-    retentionMs: number,
-    event: HookEvent,
-    attempt: number,
-    durationMs: number,
-  ): Promise<OutcomeEncodingError> {
-    const error = new OutcomeEncodingError(cause);
-    const { token } = lease;
-    let stored = false;
-    try {
-      stored = await complete(lease, encodeErrorOutcome(error), retentionMs, event);
-      if (!stored && !lease.lossReported) emit(hooks, 'onLeaseLost', { ...event, token });
-    } catch {
-      // `complete` has reported each of its failures; the claim expires on its own.
-    }
-    emit(hooks, 'onFailed', { ...event, token, attempt, durationMs, stored });
-    return error;
-  }
-
-  async function runUnprotected<T>(
-    fn: (context: RunContext) => Promise<T> | T,
-    storageKey: string,
-  ): Promise<RunOutcome<T>> {
-    const value = await fn({
-      signal: new AbortController().signal,
-      token: 0,
-      attempt: 1,
-      storageKey,
-      extendLease: async () => {},
-      downstreamKey: (step) => deriveDownstreamKey(storageKey, step),
-      // Failing open records nothing: a step simply runs (under the same rules).
-      step: unrecordedSteps(storageKey),
-    });
-    return { status: 'executed', value, token: 0, attempt: 1, failedOpen: true };
+    return unreportedRun(request, fn);
   }
 
   return {

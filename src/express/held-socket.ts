@@ -80,6 +80,10 @@ function wrap(socket: Socket): Held {
       entry.limit ??= setTimeout(() => destroyNow(socket, entry), HELD_DESTROY_LIMIT_MS).unref();
       return this;
     }
+    // Destroyed now (an error, or nothing held): a destroy that waited has nothing left to do.
+    if (entry.limit !== undefined) clearTimeout(entry.limit);
+    entry.limit = undefined;
+    entry.destroyed = false;
     return destroy.apply(this, args);
   } as Socket['destroy'];
   return entry;

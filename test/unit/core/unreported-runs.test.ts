@@ -5,7 +5,12 @@
  */
 import { describe, expect, it } from 'vitest';
 import { UNREPORTED_RUN } from '../../../src/core/unreported-runs.js';
-import { createIdempotency, memoryStore } from '../../../src/index.js';
+import {
+  createIdempotency,
+  type IdempotencyOptions,
+  memoryStore,
+  type Store,
+} from '../../../src/index.js';
 import { unreachableClaimStore } from '../../helpers/broken-store.js';
 
 describe('unreported runs', () => {
@@ -46,5 +51,52 @@ describe('unreported runs', () => {
     const own = { key: 'letter-1', [UNREPORTED_RUN]: true as const };
     await expect(engine.run(own, () => 'letter')).rejects.toThrow();
     expect(operations).toEqual(['claim']);
+  });
+
+  it('are made with what the engine read at its creation, as its inspect reads them', async () => {
+    // A consumer hands the user's options object to the engine; changed afterwards, it must not move
+    // the records: a dead letter recorded elsewhere than where `inspect` looks is never found.
+    const options: IdempotencyOptions = { store: memoryStore(), namespace: 'orders' };
+    const engine = createIdempotency(options);
+    options.namespace = 'payments';
+    const own = { key: 'letter-1', scope: 'dead-letter:orders', [UNREPORTED_RUN]: true as const };
+    await engine.run(own, () => 'letter');
+    expect(await engine.inspect('letter-1', 'dead-letter:orders')).toMatchObject({
+      state: 'completed',
+    });
+  });
+
+  it("share the engine's store calls and their limit", async () => {
+    // One call outstanding at most (batchMaxInFlight 1): an unreported run's claim waits for the
+    // application's, as it would for another application run, instead of going beside it.
+    const inner = memoryStore();
+    let outstanding = 0;
+    let most = 0;
+    const slow = async <T>(call: () => Promise<T>): Promise<T> => {
+      outstanding++;
+      most = Math.max(most, outstanding);
+      try {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        return await call();
+      } finally {
+        outstanding--;
+      }
+    };
+    const store: Store = {
+      ...inner,
+      capabilities: { ...inner.capabilities, batchMaxInFlight: 1 },
+      claim: (key, claimOptions) => slow(() => inner.claim(key, claimOptions)),
+      claimMany: (requests) => slow(() => inner.claimMany!(requests)),
+      complete: (...args) => slow(() => inner.complete(...args)),
+      completeMany: (requests) => slow(() => inner.completeMany!(requests)),
+      completeAndClaimMany: (completes, claims) =>
+        slow(() => inner.completeAndClaimMany!(completes, claims)),
+    };
+    const engine = createIdempotency({ store });
+    const app = engine.run({ key: 'order-1' }, () => 'ok');
+    await new Promise((resolve) => setImmediate(resolve));
+    const own = engine.run({ key: 'letter-1', [UNREPORTED_RUN]: true as const }, () => 'letter');
+    await Promise.all([app, own]);
+    expect(most).toBe(1);
   });
 });
