@@ -95,7 +95,8 @@ describe('unreported runs', () => {
     const engine = createIdempotency({ store });
     const app = engine.run({ key: 'order-1' }, () => 'ok');
     await new Promise((resolve) => setImmediate(resolve));
-    const own = engine.run({ key: 'letter-1', [UNREPORTED_RUN]: true as const }, () => 'letter');
+    const letter = { key: 'letter-1', [UNREPORTED_RUN]: true as const };
+    const own = engine.run(letter, () => 'letter');
     await Promise.all([app, own]);
     expect(most).toBe(1);
   });
