@@ -18,6 +18,13 @@ import {
 } from 'fastify';
 import { isThenable } from '../core/thenable.js';
 import type { Execution } from '../http/index.js';
+import type { AnswerHead } from './answer-head.js';
+import {
+  disprove,
+  errorHandlingBegan,
+  errorHandlingState,
+  inOnErrorHooks,
+} from './error-handling.js';
 
 /** One request's execution under a claim, and what the plugin saw of its handler. */
 export interface Running {
@@ -36,9 +43,24 @@ export interface Running {
   answered?: number;
   /** `reply.send` was called once the handler had started (its answer, or an error's reply). */
   replied?: boolean;
-  /** The status the capture stored the handler's answer with, which the response must go out with. */
-  captured?: number;
+  /** The head the capture stored the handler's answer with, which the response must go out with. */
+  captured?: AnswerHead;
+  /**
+   * Fastify's error-handling state of the reply when the handler started (`./error-handling.ts`): a send
+   * once it changed is Fastify's error handling, never dropped.
+   */
+  errorHandling?: unknown;
 }
+
+/**
+ * Noted as the error when Fastify's error handling began without the plugin's `onError` hook seeing it
+ * (an app's `onError` hook registered before it failed, and Fastify skipped the rest): what goes out is
+ * an error's reply, judged as one (after the handler's answer, by that answer).
+ */
+const unseenError = () =>
+  new Error(
+    "Fastify answered an error the plugin's onError hook never saw (an onError hook before it failed)",
+  );
 
 /**
  * Watch `reply.send` for the rest of the request (an own property in place of the prototype's, which
@@ -55,17 +77,43 @@ export function watchSends(
 ): void {
   const send = reply.send;
   reply.send = function trackedSend(this: FastifyReply, payload?: unknown) {
-    if (running.started !== true) onHookAnswer(this.request);
-    else if (secondAnswer(this, running)) {
+    if (running.started !== true) {
+      onHookAnswer(this.request);
+      return send.call(this, payload);
+    }
+    if (secondAnswer(this, running)) {
       dropSecondAnswer(this, running, payload);
       return this;
-    } else {
-      running.replied = true;
-      if (running.error === undefined && running.threw !== true && !(payload instanceof Error)) {
-        running.answered = this.statusCode;
-      }
     }
-    return send.call(this, payload);
+    const began = errorHandlingBegan(this, running.errorHandling);
+    if (running.error === undefined && began === true) running.error = unseenError();
+    // The plugin's `onError` saw an error, the hooks are done, and Fastify went on to its error handler,
+    // which sends this page: its state should have changed by now.
+    if (
+      running.error !== undefined &&
+      began === false &&
+      !(payload instanceof Error) &&
+      !inOnErrorHooks(this)
+    ) {
+      disprove();
+    }
+    const { replied, answered } = running;
+    running.replied = true;
+    if (running.error === undefined && running.threw !== true && !(payload instanceof Error)) {
+      running.answered = this.statusCode;
+    }
+    try {
+      return send.call(this, payload);
+    } catch (error) {
+      // `reply.send` threw before anything entered Fastify's pipeline (a custom `reply.serializer()`
+      // failing on a string, a send inside `onError`): nothing was answered. Noted as an answer, the
+      // handler's error that follows (rethrown, or Fastify's reply to it) was dropped as coming after
+      // it, and the client got no response. Set before the call rather than after, as an error page
+      // Fastify sends from within it (a serializer failing on the answer) must see the answer.
+      running.replied = replied;
+      running.answered = answered;
+      throw error;
+    }
   } as FastifyReply['send'];
 }
 
@@ -76,10 +124,17 @@ export function watchSends(
  * plugin holds the end until the outcome is stored, so Fastify sent the newcomer too, and it went out
  * first: the client got the second answer (or the error's 500) while the first was stored and replayed.
  * Once an error reached `onError` (a serializer, an `onSend` hook, the capture failing on the answer),
- * every send is Fastify's error handling, its page included, and goes through.
+ * or Fastify began its error handling without the plugin's `onError` seeing it (`./error-handling.ts`),
+ * every send is Fastify's error handling, its page included, and goes through: dropped, the client got
+ * no response, and the key stayed in progress while the connection lived.
  */
 const secondAnswer = (reply: FastifyReply, running: Running): boolean =>
-  running.answered !== undefined && running.error === undefined && !reply.sent;
+  running.answered !== undefined &&
+  running.error === undefined &&
+  !reply.sent &&
+  // Unreadable (another Fastify version), the send goes through, as before any was dropped: a second
+  // answer may then go out, where a dropped error page left the client without a response.
+  errorHandlingBegan(reply, running.errorHandling) === false;
 
 /**
  * Drop what came after the handler's answer, as Fastify does once a reply has ended, with its log line.
@@ -122,6 +177,7 @@ export function callWatched(
   running: Running,
 ): ReturnType<RouteHandlerMethod> {
   running.started = true;
+  running.errorHandling = errorHandlingState(reply);
   let result: ReturnType<RouteHandlerMethod>;
   try {
     result = handler.call(self, request, reply);

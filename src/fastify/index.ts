@@ -43,6 +43,7 @@ import { checkAdapterOptions, scopeFunctionOption } from '../http/options.js';
 import { BodyRelay } from '../http/stream-relay.js';
 import { isRequestTooLargeError, requestTooLargeResponse } from '../http/unread-body.js';
 import { readWhole } from '../http/web.js';
+import { headOf, restoreHead } from './answer-head.js';
 import { callWatched, lostAnswer, type Running, watchSends } from './handler-answer.js';
 import { jsonTextOf, keepJsonText } from './json-text.js';
 import { nodeStreamSource, relayedBody } from './relayed-body.js';
@@ -162,7 +163,7 @@ async function capturePayload(reply: FastifyReply, running: Running, sent: unkno
     // `Response` as it was, whose headers Fastify would then apply a second time).
   }
   const status = reply.statusCode;
-  running.captured = status;
+  running.captured = headOf(reply);
   const headers = readAllowedHeaders(execution.policy.replayHeaders, (name) =>
     reply.getHeader(name),
   );
@@ -412,13 +413,9 @@ function install(fastify: FastifyInstance, options: FastifyIdempotencyOptions): 
       return payload;
     }
     const sent = await capturePayload(reply, current, payload);
-    // The answer goes out with the status it was stored with: Fastify writes the head only once every
-    // onSend hook is done, and code the handler ran after `reply.send` meanwhile (`reply.code(202)` before
-    // a second send, which `watchSends` drops) would have changed it, where without the plugin the reply
-    // had ended.
-    if (current.captured !== undefined && reply.statusCode !== current.captured) {
-      reply.code(current.captured);
-    }
+    // The answer goes out with the head it was stored with (`./answer-head.ts`). An `onSend` hook after
+    // this one sees and may change it; what the handler changes while such a hook awaits goes out.
+    if (current.captured !== undefined) restoreHead(reply, current.captured);
     return sent;
   };
   fastify.addHook('onSend', Object.defineProperty(capture, 'name', { value: captureName }));

@@ -144,3 +144,157 @@ it('the error page still goes out when an onSend hook fails on an answer the han
   expect(await response.json()).toEqual({ message: 'custom: signing failed' });
   expect(runs).toBe(1);
 });
+
+/** An app whose first `onError` hook, registered before the plugin, fails: Fastify skips the plugin's. */
+async function startWithFailingOnError(routesOf: (app: FastifyInstance) => void) {
+  app = fastify();
+  app.setErrorHandler((error, _request, reply) => {
+    reply.code(500).send({ message: `custom: ${(error as Error).message}` });
+  });
+  app.addHook('onError', async () => {
+    throw new Error('onError hook failed');
+  });
+  routesOf(app);
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+  return async (path: string) => {
+    const response = await fetch(`${base}${path}`, {
+      method: 'POST',
+      headers: { 'idempotency-key': `key${path}` },
+      signal: AbortSignal.timeout(3000),
+    });
+    return { status: response.status, body: await response.text() };
+  };
+}
+
+it('the error page goes out when the answer fails to serialize and an onError hook before the plugin fails', async () => {
+  // Arrange: the plugin's onError never runs, so only Fastify's own state shows its error handling began.
+  runs = 0;
+  const post = await startWithFailingOnError((app) => {
+    void app.register(idempotencyPlugin, { store: memoryStore(), key: 'required' });
+    app.after(() => {
+      app.post('/bigint', async (_request, reply) => {
+        runs++;
+        return reply.code(201).send({ n: 10n });
+      });
+    });
+  });
+  // Act
+  const first = await post('/bigint');
+  const retry = await post('/bigint');
+  // Assert: before, the page was dropped as a second answer: no response, the key in progress for good.
+  expect(first.status).toBe(500);
+  expect(first.body).toMatch(/^\{"message":"custom: .*BigInt/);
+  expect(retry.status).not.toBe(500);
+  expect(JSON.parse(retry.body)).toMatchObject({ code: 'response_not_captured' });
+  expect(runs).toBe(1);
+});
+
+it('the error page goes out when an onSend hook fails on the answer and an onError hook before the plugin fails', async () => {
+  // Arrange
+  runs = 0;
+  const post = await startWithFailingOnError((app) => {
+    app.addHook('onSend', async (_request, reply, payload) => {
+      if (reply.statusCode === 201) throw new Error('signing failed');
+      return payload;
+    });
+    void app.register(idempotencyPlugin, { store: memoryStore(), key: 'required' });
+    app.after(() => {
+      app.post('/signed', async (_request, reply) => {
+        runs++;
+        return reply.code(201).send({ id: 'first' });
+      });
+    });
+  });
+  // Act
+  const first = await post('/signed');
+  const retry = await post('/signed');
+  // Assert
+  expect(first).toEqual({ status: 500, body: '{"message":"custom: signing failed"}' });
+  expect(JSON.parse(retry.body)).toMatchObject({ code: 'response_not_captured' });
+  expect(runs).toBe(1);
+});
+
+it('the error page goes out when reply.send throws inside Fastify and the handler rethrows', async () => {
+  // Arrange: a custom serializer that fails is called within `reply.send`, which throws: nothing was sent.
+  runs = 0;
+  app = fastify();
+  app.setErrorHandler((error, _request, reply) => {
+    reply.code(500).send({ message: `custom: ${(error as Error).message}` });
+  });
+  await app.register(idempotencyPlugin, { store: memoryStore(), key: 'required' });
+  app.post('/serializer', (_request, reply) => {
+    runs++;
+    reply
+      .code(201)
+      .type('application/json')
+      .serializer(() => {
+        throw new Error('serializer failed');
+      })
+      .send('text');
+  });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+  const post = async () => {
+    const response = await fetch(`${base}/serializer`, {
+      method: 'POST',
+      headers: { 'idempotency-key': 'k' },
+      signal: AbortSignal.timeout(3000),
+    });
+    return { status: response.status, body: await response.text() };
+  };
+  // Act
+  const first = await post();
+  const retry = await post();
+  // Assert: before, the handler's error was dropped as coming after an answer that was never sent. The
+  // page is Fastify's default, as without the plugin: the reply's serializer fails on the custom page too.
+  // Nothing was answered, so the key is released, and the retry runs the handler again.
+  expect(first).toEqual({
+    status: 500,
+    body: '{"statusCode":500,"error":"Internal Server Error","message":"serializer failed"}',
+  });
+  expect(retry).toEqual(first);
+  expect(runs).toBe(2);
+});
+
+it.each([false, true])(
+  'headers set after the answer do not reach the client (with the plugin: %s), as the replay has none',
+  async (withPlugin) => {
+    // Arrange: without the plugin the reply has ended by then, and what the handler sets goes nowhere.
+    app = fastify();
+    if (withPlugin)
+      await app.register(idempotencyPlugin, { store: memoryStore(), key: 'required' });
+    app.post('/late-headers', (_request, reply) => {
+      reply.code(201).header('set-cookie', 'a=1').send({ id: 'first' });
+      reply.header('x-late', '1').header('set-cookie', 'b=2');
+      reply.header('content-type', 'text/plain').send('second');
+    });
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+    const post = async () => {
+      const response = await fetch(`${base}/late-headers`, {
+        method: 'POST',
+        headers: { 'idempotency-key': 'k' },
+        signal: AbortSignal.timeout(3000),
+      });
+      return {
+        status: response.status,
+        type: response.headers.get('content-type'),
+        late: response.headers.get('x-late'),
+        cookies: response.headers.getSetCookie(),
+        body: await response.text(),
+      };
+    };
+    // Act
+    const first = await post();
+    // Assert: before, the client got the JSON body labelled text/plain, with the late header and cookie.
+    expect(first).toEqual({
+      status: 201,
+      type: 'application/json; charset=utf-8',
+      late: null,
+      cookies: ['a=1'],
+      body: '{"id":"first"}',
+    });
+    if (withPlugin) expect((await post()).type).toBe(first.type);
+  },
+);

@@ -1,0 +1,78 @@
+/**
+ * Whether Fastify began its error handling for a reply, read from Fastify's own state rather than from
+ * the plugin's `onError` hook: Fastify stops at the first `onError` hook that fails, so an app's hook
+ * registered before the plugin's can keep it from ever seeing the error, while Fastify goes on to the error
+ * handler all the same (`lib/reply.js` `onErrorHook`, `lib/error-handler.js` `handleError`).
+ *
+ * `handleError` sets the reply's `kReplyNextErrorHandler` (the handler to use should this one fail, or
+ * `false` for the last resort) before it calls the error handler, and nothing resets it: once it differs
+ * from its value when the handler started, every send is Fastify's error handling. Fastify's symbols are
+ * not exported, so they are found by description, as `./handler-answer.ts` finds `kReplyIsError`.
+ * @module
+ */
+import type { FastifyReply } from 'fastify';
+
+// `kReplyNextErrorHandler`: absent until `handleError` first runs for the reply (Fastify 5.x).
+const NEXT_ERROR_HANDLER = 'fastify.reply.nextErrorHandler';
+
+// Set by the constructor of every reply of the Fastify versions whose `handleError` sets the one above
+// (they come from the same `lib/symbols.js`, and `handleError` reads and writes both): without them the
+// layout is not the one checked, and the absence of `kReplyNextErrorHandler` proves nothing.
+const LAYOUT = ['fastify.reply.isError', 'fastify.reply.isRunningOnErrorHook'];
+
+/** Fastify's error-handling state could not be read (another Fastify version): assume it began. */
+export const UNREADABLE: unique symbol = Symbol(
+  'idempotency-kit.fastify-error-handling-unreadable',
+);
+
+// Set once a reply showed that the state does not change as checked (`disprove`): unreadable from then on.
+let disproved = false;
+
+/**
+ * Note that Fastify's error handling sent a reply while the state read the same as when the handler
+ * started (a Fastify that kept the symbols checked, but no longer sets `kReplyNextErrorHandler`): the state
+ * is unreadable for the rest of the process, and nothing is dropped. Once only: a false alarm (a second
+ * answer sent while an async `onError` hook awaits) costs no more than the drops it turns off.
+ */
+export function disprove(): void {
+  disproved = true;
+}
+
+/**
+ * The reply's `kReplyNextErrorHandler` (`undefined` while Fastify has not begun its error handling), or
+ * {@link UNREADABLE} when the reply does not have the layout this was checked against.
+ */
+export function errorHandlingState(reply: FastifyReply): unknown {
+  if (disproved) return UNREADABLE;
+  let known = 0;
+  let state: unknown;
+  for (const symbol of Object.getOwnPropertySymbols(reply)) {
+    if (symbol.description === NEXT_ERROR_HANDLER) {
+      state = (reply as unknown as Record<symbol, unknown>)[symbol];
+    } else if (symbol.description !== undefined && LAYOUT.includes(symbol.description)) known++;
+  }
+  return known === LAYOUT.length ? state : UNREADABLE;
+}
+
+/**
+ * Whether Fastify is running the `onError` hooks (`kReplyIsRunningOnErrorHook`): it has not called the
+ * error handler yet, and refuses a send meanwhile (`FST_ERR_SEND_INSIDE_ONERR`).
+ */
+export function inOnErrorHooks(reply: FastifyReply): boolean {
+  for (const symbol of Object.getOwnPropertySymbols(reply)) {
+    if (symbol.description === LAYOUT[1]) {
+      return (reply as unknown as Record<symbol, unknown>)[symbol] === true;
+    }
+  }
+  return false;
+}
+
+/**
+ * Whether Fastify began its error handling since `start` (the {@link errorHandlingState} when the handler
+ * started), or `undefined` when its state cannot be read (another Fastify version).
+ */
+export function errorHandlingBegan(reply: FastifyReply, start: unknown): boolean | undefined {
+  if (start === UNREADABLE) return undefined;
+  const now = errorHandlingState(reply);
+  return now === UNREADABLE ? undefined : now !== start;
+}
