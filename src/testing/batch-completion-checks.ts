@@ -1,6 +1,6 @@
 /**
  * The conformance checks of batched completions: `completeMany` fences each item by its own token, and
- * `completeAndClaimMany` completes, then claims, as separate calls would.
+ * `completeAndClaimMany` completes, then claims, as separate calls would, and stores what it answers.
  * @module
  */
 import assert from 'node:assert/strict';
@@ -42,6 +42,22 @@ export function batchCompletionChecks({ check }: CheckKit): StoreCheck[] {
         assertCompleted(await store.get(c), 'c').outcome,
         Buffer.from('c1'),
         'c kept its outcome',
+      );
+      // Each item is fenced by its own token, never by any token of the batch (a statement matching
+      // `key = ANY($keys) AND token = ANY($tokens)`): with tokens swapped, neither holder's key completes
+      // unless both keys happen to hold the same token (a store counting tokens per key).
+      const [x, y] = [key('x'), key('y')];
+      const cx = await store.claim(x, { fingerprint: 'fp', leaseMs: 60_000 });
+      const cy = await store.claim(y, { fingerprint: 'fp', leaseMs: 60_000 });
+      assert.ok(cx.claimed && cy.claimed, 'a claim of a free key wins (cx, cy)');
+      const same = cx.token === cy.token;
+      assert.deepEqual(
+        await store.completeMany([
+          { key: x, token: cy.token, outcome: Buffer.from('swapped'), retentionMs: DAY },
+          { key: y, token: cx.token, outcome: Buffer.from('swapped'), retentionMs: DAY },
+        ]),
+        [same, same],
+        'completeMany fences each item by its own token, not by any token of the batch',
       );
     }),
 
@@ -87,18 +103,46 @@ export function batchCompletionChecks({ check }: CheckKit): StoreCheck[] {
         cf.token,
         'a fenced-out completion changes nothing',
       );
+      // What the call answered is what it stored: a completion it reported and lost lets the request run
+      // again once the lease ends; a claim it reported and lost lets a second caller win the key at once.
+      assertBytesEqual(
+        assertCompleted(await store.get(done), 'completeAndClaimMany stored the completion')
+          .outcome,
+        Buffer.from('done'),
+        'the outcome completeAndClaimMany stored',
+      );
+      if (rfresh?.claimed) {
+        assert.equal(
+          assertInProgress(await store.get(fresh), 'completeAndClaimMany stored the claim').token,
+          rfresh.token,
+          'the claim completeAndClaimMany stored',
+        );
+      }
       // Either list may be empty.
       const onlyCompletes = await store.completeAndClaimMany(
         [{ key: fenced, token: cf.token, outcome: Buffer.from('late'), retentionMs: DAY }],
         [],
       );
       assert.deepEqual(onlyCompletes, { completed: [true], claimed: [] });
+      const solo = key('solo');
       const onlyClaims = await store.completeAndClaimMany(
         [],
-        [{ key: key('solo'), fingerprint: 'fp', leaseMs: 60_000 }],
+        [{ key: solo, fingerprint: 'fp', leaseMs: 60_000 }],
       );
       assert.equal(onlyClaims.completed.length, 0);
       assert.ok(onlyClaims.claimed[0]?.claimed, 'a claim alone is claimed');
+      assertCompleted(
+        await store.get(fenced),
+        'completeAndClaimMany of a completion alone stored it',
+      );
+      const soloClaim = onlyClaims.claimed[0];
+      if (soloClaim?.claimed) {
+        assert.equal(
+          assertInProgress(await store.get(solo), 'completeAndClaimMany of a claim alone stored it')
+            .token,
+          soloClaim.token,
+        );
+      }
     }),
   ];
 }

@@ -1,15 +1,16 @@
 /**
  * The conformance checks of completion and fencing: the holder's `complete` stores the outcome that later
- * claims replay, a resend by the same token changes nothing, and a wrong token changes nothing at all.
+ * claims replay for its whole retention, a resend by the same token changes nothing, and a wrong token
+ * changes nothing at all.
  * @module
  */
 import assert from 'node:assert/strict';
-import { type CheckKit, DAY } from './check-kit.js';
+import { type CheckKit, DAY, sleep } from './check-kit.js';
 import { assertBytesEqual, assertCompleted, assertInProgress } from './record-assertions.js';
 import type { StoreCheck } from './suite-options.js';
 
 /** The checks of completion, its resends, and fencing by token. */
-export function completionChecks({ check }: CheckKit): StoreCheck[] {
+export function completionChecks({ check, lease }: CheckKit): StoreCheck[] {
   return [
     check(
       'completes the holder’s claim and replays the outcome to later claims',
@@ -59,6 +60,48 @@ export function completionChecks({ check }: CheckKit): StoreCheck[] {
       assert.equal(await store.release(k, wrong), false, 'release');
       const record = assertInProgress(await store.get(k), 'record untouched');
       assert.equal(record.token, claim.token);
+      // The resend rule is the completing token's alone: a completed record fences out every other one, so
+      // a stale holder never hears that an outcome it did not store is stored.
+      assert.equal(await store.complete(k, claim.token, Buffer.from('done'), DAY), true);
+      assert.equal(
+        await store.complete(k, wrong, Buffer.from('x'), DAY),
+        false,
+        'complete of a completed record by another token (only the completing token may resend)',
+      );
+      assertBytesEqual(
+        assertCompleted(await store.get(k), 'completed').outcome,
+        Buffer.from('done'),
+        'the outcome stays the holder’s',
+      );
     }),
+
+    // A completed record is judged by its retention alone: a claim whose claimable test reads the lease
+    // column whatever the status (`lease_until <= now()`) took a completed key over once the lease that
+    // produced it had ended, and executed the request again.
+    check(
+      'keeps a completed record for its whole retention, past the lease of the claim that made it',
+      async (store, key) => {
+        const k = key();
+        const claim = await store.claim(k, { fingerprint: 'fp', leaseMs: lease });
+        assert.ok(claim.claimed, 'a claim of a free key wins (claim)');
+        assert.equal(await store.complete(k, claim.token, Buffer.from('done'), DAY), true);
+        await sleep(lease + 150);
+        const again = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000 });
+        assert.equal(
+          again.claimed,
+          false,
+          'a completed record was claimed once its claim’s lease had ended: judge a completed record by ' +
+            'its retention (expires_at), never by the lease it was claimed with',
+        );
+        if (!again.claimed) {
+          assertBytesEqual(
+            assertCompleted(again.record, 'claim').outcome,
+            Buffer.from('done'),
+            'replay',
+          );
+        }
+        assertCompleted(await store.get(k), 'get after the lease ended');
+      },
+    ),
   ];
 }

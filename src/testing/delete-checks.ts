@@ -1,6 +1,6 @@
 /**
- * The conformance checks of `delete`: it removes a record of any status, live or dead, and reports only a
- * live one.
+ * The conformance checks of `delete`: it removes a record of any status, live or dead, steps included, and
+ * reports only a live one.
  * @module
  */
 import assert from 'node:assert/strict';
@@ -42,6 +42,11 @@ export function deleteChecks({ check, lease }: CheckKit): StoreCheck[] {
         });
         const c = await store.claim(expired, { fingerprint: 'fp', leaseMs: 60_000 });
         assert.ok(a.claimed && b.claimed && c.claimed, 'a claim of a free key wins (a, b, c)');
+        // The crashed claim's steps go with its record: a claim after the delete starts from nothing.
+        const saveStep = store.capabilities.steps ? store.saveStep?.bind(store) : undefined;
+        if (saveStep) {
+          assert.equal(await saveStep(reserved, b.token, 'charge', Buffer.from('x')), true);
+        }
         assert.equal(await store.complete(expired, c.token, Buffer.from('x'), lease), true);
         await sleep(lease + 150);
         for (const [k, token, what] of [
@@ -64,6 +69,14 @@ export function deleteChecks({ check, lease }: CheckKit): StoreCheck[] {
               'too, and with it the reservation',
           );
           assert.ok(next.token > token, `after the delete of ${what}, the next token is larger`);
+          if (saveStep && store.loadSteps) {
+            assert.deepEqual(
+              await store.loadSteps(k, next.token),
+              {},
+              `after the delete of ${what}, the next claim has no steps: delete removes them with the ` +
+                'record',
+            );
+          }
         }
       },
     ),

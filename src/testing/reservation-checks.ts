@@ -1,6 +1,7 @@
 /**
  * The conformance checks of reservations (`reserveMs`): a crashed claim's key stays reserved for its
- * fingerprint, through extensions and purges, until the reservation ends or the holder releases it.
+ * fingerprint, through extensions, takeovers and purges, until the reservation ends or the holder releases
+ * it.
  * @module
  */
 import assert from 'node:assert/strict';
@@ -60,11 +61,50 @@ export function reservationChecks({ check, lease }: CheckKit): StoreCheck[] {
         const other = await store.claim(k, { fingerprint: 'fp-b', leaseMs: 60_000 });
         assert.ok(other.claimed, 'an ended reservation blocks nothing');
         assert.ok(other.token > crashed.token, 'token grows');
+        // The record is the new request's now: a takeover that kept the crashed request's fingerprint
+        // (an upsert that forgot to set it) would replay this request's outcome to the crashed one's
+        // retries, and answer this one's own retries with a mismatch.
+        assert.equal(
+          assertInProgress(await store.get(k), 'the takeover').fingerprint,
+          'fp-b',
+          'a takeover by another request records its fingerprint',
+        );
         const unreserved = key('unreserved');
         assert.ok((await store.claim(unreserved, { fingerprint: 'fp-a', leaseMs: lease })).claimed);
         await sleep(lease + 150);
         const next = await store.claim(unreserved, { fingerprint: 'fp-b', leaseMs: 60_000 });
         assert.ok(next.claimed, 'without reserveMs the key is free once the lease ends');
+      },
+    ),
+    // Each takeover reserves the key anew, from its own claim (as it gets its lease): a store whose
+    // takeover left the first claim's `reserved_until` in place let another request take the key once
+    // that first reservation ended, while the takeover's own had a day to run.
+    check(
+      'renews the reservation on a takeover, so that a crashed takeover keeps the key for its request',
+      async (store, key) => {
+        const k = key();
+        const first = await store.claim(k, {
+          fingerprint: 'fp-a',
+          leaseMs: lease,
+          reserveMs: lease * 2,
+        });
+        assert.ok(first.claimed, 'a claim of a free key wins (first)');
+        await sleep(lease + 100);
+        const takeover = await store.claim(k, {
+          fingerprint: 'fp-a',
+          leaseMs: lease,
+          reserveMs: DAY,
+        });
+        assert.ok(takeover.claimed, 'the same fingerprint takes the crashed claim over');
+        // Past the first claim's reservation and the takeover's lease: the takeover crashed too.
+        await sleep(lease + 150);
+        const other = await store.claim(k, { fingerprint: 'fp-b', leaseMs: 60_000 });
+        assert.equal(
+          other.claimed,
+          false,
+          'another fingerprint took a key whose takeover reserved it for a day: a takeover must renew ' +
+            'the reservation from its own claim, as it renews the lease',
+        );
       },
     ),
     check(

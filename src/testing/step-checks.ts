@@ -31,6 +31,14 @@ export function stepChecks({ check, lease }: CheckKit): StoreCheck[] {
       assert.deepEqual(Object.keys(steps).sort(), ['charge', 'ship.v2:eu-1_x']);
       assertBytesEqual(steps.charge as Uint8Array, Buffer.from('two'), 'a step saved again');
       assertBytesEqual(steps['ship.v2:eu-1_x'] as Uint8Array, binary, 'binary step');
+      // The steps belong to the record, not to one write of it: an extension that rewrites the record
+      // (a Redis hash set anew, a row upserted whole) must carry them.
+      assert.equal(await store.extend(k, claim.token, 60_000), true, 'extend');
+      assert.deepEqual(
+        Object.keys((await store.loadSteps(k, claim.token)) ?? {}).sort(),
+        ['charge', 'ship.v2:eu-1_x'],
+        'an extension keeps the steps',
+      );
       const wrong = claim.token + 1;
       assert.equal(await store.saveStep(k, wrong, 'charge', Buffer.from('x')), false, 'save');
       assert.equal(await store.loadSteps(k, wrong), undefined, 'load with a wrong token');
@@ -55,6 +63,11 @@ export function stepChecks({ check, lease }: CheckKit): StoreCheck[] {
           await store.saveStep(k, crashed.token, 'ship', Buffer.from('late')),
           false,
           'an expired holder records nothing',
+        );
+        assert.equal(
+          await store.loadSteps(k, crashed.token),
+          undefined,
+          'an expired holder reads none (loadSteps is fenced by the lease, as saveStep is)',
         );
         const next = await store.claim(k, { fingerprint: 'fp', leaseMs: 60_000, reserveMs: DAY });
         assert.ok(next.claimed, 'a claim of a free key wins (next)');

@@ -9,9 +9,11 @@
 import { batchClaimChecks } from './batch-claim-checks.js';
 import { batchCompletionChecks } from './batch-completion-checks.js';
 import { batchReservationChecks } from './batch-reservation-checks.js';
+import { batchStepChecks } from './batch-step-checks.js';
 import { createCheckKit } from './check-kit.js';
 import { claimChecks } from './claim-checks.js';
 import { checkStoreClock } from './clock-check.js';
+import { checkClockWrites } from './clock-writes-check.js';
 import { completionChecks } from './completion-checks.js';
 import { crossProcessChecks } from './cross-process-checks.js';
 import { deleteChecks } from './delete-checks.js';
@@ -49,8 +51,15 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
     // Checks with a module of their own, which their unit tests also run on broken stores.
     check(
       'follows the store’s clock, never the process’s (leases, retentions, tokens after a release)',
-      (store, key) =>
-        checkStoreClock(store, { name: options.name, storeClock: options.storeClock, key, lease }),
+      async (store, key) => {
+        await checkStoreClock(store, {
+          name: options.name,
+          storeClock: options.storeClock,
+          key,
+          lease,
+        });
+        if (options.storeClock === 'backend') await checkClockWrites(store, { key, lease });
+      },
     ),
     check(
       'answers a losing claim with the record as it stands, never an earlier read',
@@ -72,6 +81,7 @@ export function storeConformanceChecks(options: StoreSuiteOptions): StoreCheck[]
     ...batchCompletionChecks(kit),
     ...batchReservationChecks(kit),
     ...stepChecks(kit),
+    ...batchStepChecks(kit),
     ...crossProcessChecks(kit, options.crossProcess),
   ];
 }
