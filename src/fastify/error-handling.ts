@@ -10,15 +10,21 @@
  * not exported, so they are found by description, as `./handler-answer.ts` finds `kReplyIsError`.
  * @module
  */
-import type { FastifyReply } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 
 // `kReplyNextErrorHandler`: absent until `handleError` first runs for the reply (Fastify 5.x).
 const NEXT_ERROR_HANDLER = 'fastify.reply.nextErrorHandler';
 
-// Set by the constructor of every reply of the Fastify versions whose `handleError` sets the one above
-// (they come from the same `lib/symbols.js`, and `handleError` reads and writes both): without them the
-// layout is not the one checked, and the absence of `kReplyNextErrorHandler` proves nothing.
-const LAYOUT = ['fastify.reply.isError', 'fastify.reply.isRunningOnErrorHook'];
+// `kReplyIsError`: set by the constructor of every reply of the Fastify versions whose `handleError` sets
+// the one above (the same `lib/symbols.js`): without it the layout is not the one checked, and the absence
+// of `kReplyNextErrorHandler` proves nothing. Only this one: an app that decorates the reply
+// (`decorateReply`, which most plugins do: cookies, sensible, view, jwt) gets replies from another
+// constructor, which sets no `kReplyIsRunningOnErrorHook` until an error comes; requiring that one too
+// turned the drops off in such apps, and their fallback released a key whose handler had charged.
+const LAYOUT = ['fastify.reply.isError'];
+
+// `kReplyIsRunningOnErrorHook`: absent on a decorated app's reply until its first error (false then).
+const RUNNING_ON_ERROR_HOOK = 'fastify.reply.isRunningOnErrorHook';
 
 /** Fastify's error-handling state could not be read (another Fastify version): assume it began. */
 export const UNREADABLE: unique symbol = Symbol(
@@ -60,7 +66,7 @@ export function errorHandlingState(reply: FastifyReply): unknown {
  */
 export function inOnErrorHooks(reply: FastifyReply): boolean {
   for (const symbol of Object.getOwnPropertySymbols(reply)) {
-    if (symbol.description === LAYOUT[1]) {
+    if (symbol.description === RUNNING_ON_ERROR_HOOK) {
       return (reply as unknown as Record<symbol, unknown>)[symbol] === true;
     }
   }
@@ -75,4 +81,26 @@ export function errorHandlingBegan(reply: FastifyReply, start: unknown): boolean
   if (start === UNREADABLE) return undefined;
   const now = errorHandlingState(reply);
   return now === UNREADABLE ? undefined : now !== start;
+}
+
+/**
+ * Whether `error` is the one Fastify answers when a route's `handlerTimeout` passes (by its code: the
+ * option, and the error's class, are recent in Fastify 5).
+ */
+export function isHandlerTimeout(error: unknown): boolean {
+  return (
+    typeof error === 'object' &&
+    error !== null &&
+    (error as { code?: unknown }).code === 'FST_ERR_HANDLER_TIMEOUT'
+  );
+}
+
+/**
+ * The `handlerTimeout` error that aborted the request's signal, if one did: Fastify aborts it with that
+ * error before it answers. Read only once Fastify's error handling began unseen by the plugin (the
+ * signal's getter makes a controller for a request that had none).
+ */
+export function handlerTimeoutOf(request: FastifyRequest): unknown {
+  const reason = (request as { signal?: AbortSignal }).signal?.reason as unknown;
+  return isHandlerTimeout(reason) ? reason : undefined;
 }

@@ -23,6 +23,7 @@ import {
   disprove,
   errorHandlingBegan,
   errorHandlingState,
+  handlerTimeoutOf,
   inOnErrorHooks,
 } from './error-handling.js';
 
@@ -86,7 +87,11 @@ export function watchSends(
       return this;
     }
     const began = errorHandlingBegan(this, running.errorHandling);
-    if (running.error === undefined && began === true) running.error = unseenError();
+    // A `handlerTimeout` is told by the signal it aborted: released as an ordinary 5xx, the key let a
+    // retry run the handler beside the one still running (a second charge).
+    if (running.error === undefined && began === true) {
+      running.error = handlerTimeoutOf(this.request) ?? unseenError();
+    }
     // The plugin's `onError` saw an error, the hooks are done, and Fastify went on to its error handler,
     // which sends this page: its state should have changed by now.
     if (

@@ -44,6 +44,7 @@ import { BodyRelay } from '../http/stream-relay.js';
 import { isRequestTooLargeError, requestTooLargeResponse } from '../http/unread-body.js';
 import { readWhole } from '../http/web.js';
 import { headOf, restoreHead } from './answer-head.js';
+import { isHandlerTimeout } from './error-handling.js';
 import { callWatched, lostAnswer, type Running, watchSends } from './handler-answer.js';
 import { jsonTextOf, keepJsonText } from './json-text.js';
 import { nodeStreamSource, relayedBody } from './relayed-body.js';
@@ -139,13 +140,6 @@ const isStream = (payload: unknown): payload is AsyncIterable<Uint8Array | strin
     payload !== null &&
     typeof (payload as Readable).pipe === 'function') ||
   isWebStream(payload);
-
-// The error Fastify replies with when a route's `handlerTimeout` passes (by its code: the option, and the
-// error's class, are recent in Fastify 5).
-const isHandlerTimeout = (error: unknown): boolean =>
-  typeof error === 'object' &&
-  error !== null &&
-  (error as { code?: unknown }).code === 'FST_ERR_HANDLER_TIMEOUT';
 
 // Hand the sent payload to the execution; returns the payload to send on (re-created for streams).
 async function capturePayload(reply: FastifyReply, running: Running, sent: unknown) {

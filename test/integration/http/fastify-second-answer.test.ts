@@ -57,8 +57,11 @@ function routes(app: FastifyInstance): void {
 }
 
 /** An app with the routes, with the plugin or without, and a POST to it (status, body, replay mark). */
-async function start(withPlugin: boolean) {
+async function start(withPlugin: boolean, decorated = false) {
   app = fastify();
+  // Most apps decorate the reply through their plugins (cookies, sensible, view): Fastify then makes its
+  // replies with another constructor, whose fields differ until an error comes.
+  if (decorated) app.decorateReply('helper', null);
   app.setErrorHandler((error, _request, reply) => {
     reply.code(500).send({ message: `custom: ${(error as Error).message}` });
   });
@@ -114,6 +117,22 @@ it.each(paths)(
   },
 );
 
+it.each(paths)(
+  'in an app that decorates the reply, %s answers the first send too, and replays it',
+  async (path) => {
+    // Arrange
+    runs = 0;
+    const post = await start(true, true);
+    // Act
+    const first = await post(path);
+    const retry = await post(path);
+    // Assert: before, the state read as unknown there and nothing was dropped (the 500, or the second).
+    expect(first).toEqual({ status: 201, body: '{"id":"first"}', replayed: null });
+    expect(retry).toEqual({ ...first, replayed: 'true' });
+    expect(runs).toBe(1);
+  },
+);
+
 it('the error page still goes out when an onSend hook fails on an answer the handler threw after', async () => {
   // Arrange: the thrown error is dropped; the hook's error, after it, is answered by the custom handler.
   runs = 0;
@@ -146,8 +165,14 @@ it('the error page still goes out when an onSend hook fails on an answer the han
 });
 
 /** An app whose first `onError` hook, registered before the plugin, fails: Fastify skips the plugin's. */
-async function startWithFailingOnError(routesOf: (app: FastifyInstance) => void) {
-  app = fastify();
+async function startWithFailingOnError(
+  routesOf: (app: FastifyInstance) => void,
+  options: { decorated?: boolean; handlerTimeout?: number } = {},
+) {
+  app = fastify(
+    options.handlerTimeout === undefined ? {} : { handlerTimeout: options.handlerTimeout },
+  );
+  if (options.decorated === true) app.decorateReply('helper', null);
   app.setErrorHandler((error, _request, reply) => {
     reply.code(500).send({ message: `custom: ${(error as Error).message}` });
   });
@@ -190,30 +215,39 @@ it('the error page goes out when the answer fails to serialize and an onError ho
   expect(runs).toBe(1);
 });
 
-it('the error page goes out when an onSend hook fails on the answer and an onError hook before the plugin fails', async () => {
-  // Arrange
-  runs = 0;
-  const post = await startWithFailingOnError((app) => {
-    app.addHook('onSend', async (_request, reply, payload) => {
-      if (reply.statusCode === 201) throw new Error('signing failed');
-      return payload;
-    });
-    void app.register(idempotencyPlugin, { store: memoryStore(), key: 'required' });
-    app.after(() => {
-      app.post('/signed', async (_request, reply) => {
-        runs++;
-        return reply.code(201).send({ id: 'first' });
-      });
-    });
-  });
-  // Act
-  const first = await post('/signed');
-  const retry = await post('/signed');
-  // Assert
-  expect(first).toEqual({ status: 500, body: '{"message":"custom: signing failed"}' });
-  expect(JSON.parse(retry.body)).toMatchObject({ code: 'response_not_captured' });
-  expect(runs).toBe(1);
-});
+it.each([
+  ['', false],
+  [', in an app that decorates the reply', true],
+])(
+  'the error page goes out when an onSend hook fails on the answer and an onError hook before the plugin fails%s',
+  async (_name, decorated) => {
+    // Arrange
+    runs = 0;
+    const post = await startWithFailingOnError(
+      (app) => {
+        app.addHook('onSend', async (_request, reply, payload) => {
+          if (reply.statusCode === 201) throw new Error('signing failed');
+          return payload;
+        });
+        void app.register(idempotencyPlugin, { store: memoryStore(), key: 'required' });
+        app.after(() => {
+          app.post('/signed', async (_request, reply) => {
+            runs++;
+            return reply.code(201).send({ id: 'first' });
+          });
+        });
+      },
+      { decorated },
+    );
+    // Act
+    const first = await post('/signed');
+    const retry = await post('/signed');
+    // Assert
+    expect(first).toEqual({ status: 500, body: '{"message":"custom: signing failed"}' });
+    expect(JSON.parse(retry.body)).toMatchObject({ code: 'response_not_captured' });
+    expect(runs).toBe(1);
+  },
+);
 
 it('the error page goes out when reply.send throws inside Fastify and the handler rethrows', async () => {
   // Arrange: a custom serializer that fails is called within `reply.send`, which throws: nothing was sent.
@@ -298,3 +332,33 @@ it.each([false, true])(
     if (withPlugin) expect((await post()).type).toBe(first.type);
   },
 );
+
+it('a handlerTimeout answered while an onError hook before the plugin fails keeps the key: the retry does not run the handler beside the first', async () => {
+  // Arrange: the plugin's onError never sees the timeout's error; the signal Fastify aborted with it does.
+  runs = 0;
+  let finished = 0;
+  const post = await startWithFailingOnError(
+    (app) => {
+      void app.register(idempotencyPlugin, { store: memoryStore(), key: 'required' });
+      app.after(() => {
+        app.post('/slow', async (_request, reply) => {
+          runs++;
+          await pause(400);
+          finished++;
+          return reply.code(201).send({ id: 'charged' });
+        });
+      });
+    },
+    { handlerTimeout: 30 },
+  );
+  // Act
+  const first = await post('/slow');
+  const retry = await post('/slow');
+  // Assert: before, the timeout's page released the key as an ordinary 5xx, and the retry ran a second
+  // charge while the first still ran.
+  expect(first.status).toBeGreaterThanOrEqual(500);
+  expect(JSON.parse(retry.body)).toMatchObject({ code: 'response_not_captured' });
+  expect(runs).toBe(1);
+  await pause(450);
+  expect(finished).toBe(1);
+});
