@@ -10,12 +10,7 @@
  * throw. Released like a thrown error, such a key let a retry charge a second time.
  * @module
  */
-import {
-  errorCodes,
-  type FastifyReply,
-  type FastifyRequest,
-  type RouteHandlerMethod,
-} from 'fastify';
+import type { FastifyReply, FastifyRequest, RouteHandlerMethod } from 'fastify';
 import { isThenable } from '../core/thenable.js';
 import type { Execution } from '../http/index.js';
 import type { AnswerHead } from './answer-head.js';
@@ -157,7 +152,7 @@ function dropSecondAnswer(reply: FastifyReply, running: Running, payload: unknow
     return;
   }
   const { url, method } = reply.request;
-  reply.log.warn({ err: new errorCodes.FST_ERR_REP_ALREADY_SENT(url, method) });
+  reply.log.warn({ err: alreadySent(url, method) });
 }
 
 /**
@@ -209,3 +204,15 @@ export function callWatched(
  */
 export const lostAnswer = (running: Running): number | undefined =>
   running.error === undefined ? undefined : running.answered;
+
+/**
+ * The warning plain Fastify logs for a send after the reply ended (`FST_ERR_REP_ALREADY_SENT`), made here:
+ * this subpath imports nothing from `fastify` at run time (only its types), so it loads where the app's
+ * Fastify is not resolvable from this package (`fastify` is an optional peer).
+ */
+function alreadySent(url: string, method: string): Error {
+  const error = new Error(
+    `Reply was already sent, did you forget to "return reply" in "${url}" (${method})?`,
+  );
+  return Object.assign(error, { code: 'FST_ERR_REP_ALREADY_SENT', statusCode: 500 });
+}
