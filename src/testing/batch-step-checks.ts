@@ -19,7 +19,9 @@ type BatchClaim = (requests: ClaimRequest[]) => Promise<ClaimResult[]>;
 /** The batch paths of `store` that claim, by name. */
 function batchClaims(store: Store): Array<[string, BatchClaim]> {
   const paths: Array<[string, BatchClaim]> = [];
-  const claimMany = store.claimMany?.bind(store);
+  // `claimMany` only where the store says it batches (the contract's rule, as the other batch checks read
+  // it: a store may keep the method for single calls, Redis Cluster does).
+  const claimMany = store.capabilities.batch ? store.claimMany?.bind(store) : undefined;
   const completeAndClaimMany = store.completeAndClaimMany?.bind(store);
   if (claimMany) paths.push(['claimMany', claimMany]);
   if (completeAndClaimMany) {

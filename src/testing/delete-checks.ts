@@ -40,13 +40,15 @@ export function deleteChecks({ check, lease }: CheckKit): StoreCheck[] {
           leaseMs: lease,
           reserveMs: DAY,
         });
-        const c = await store.claim(expired, { fingerprint: 'fp', leaseMs: 60_000 });
-        assert.ok(a.claimed && b.claimed && c.claimed, 'a claim of a free key wins (a, b, c)');
+        assert.ok(a.claimed && b.claimed, 'a claim of a free key wins (a, b)');
         // The crashed claim's steps go with its record: a claim after the delete starts from nothing.
+        // Saved at once, within the short lease of `b` however slow the store's round trips.
         const saveStep = store.capabilities.steps ? store.saveStep?.bind(store) : undefined;
         if (saveStep) {
           assert.equal(await saveStep(reserved, b.token, 'charge', Buffer.from('x')), true);
         }
+        const c = await store.claim(expired, { fingerprint: 'fp', leaseMs: 60_000 });
+        assert.ok(c.claimed, 'a claim of a free key wins (c)');
         assert.equal(await store.complete(expired, c.token, Buffer.from('x'), lease), true);
         await sleep(lease + 150);
         for (const [k, token, what] of [
