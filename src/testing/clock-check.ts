@@ -11,6 +11,7 @@
 import assert from 'node:assert/strict';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Store } from '../store/store.js';
+import { DAY, sleep } from './check-kit.js';
 
 /** Whose clock a store judges time by (the suite's `storeClock` option). */
 export type StoreClock = 'backend' | 'process';
@@ -31,8 +32,6 @@ export interface StoreClockCheckContext {
 export const CLOCK_SHIFT_MS = 10 * 60_000;
 // How far a store clock may stand from the clock it is compared with (machines drift, calls take time).
 const TOLERANCE_MS = CLOCK_SHIFT_MS / 4;
-const DAY = 86_400_000;
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** The offset of the store call being run, while it runs; cleared once it settles (see below). */
 interface MovedClock {

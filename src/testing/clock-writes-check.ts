@@ -10,6 +10,7 @@
  */
 import assert from 'node:assert/strict';
 import type { Store } from '../store/store.js';
+import { sleep } from './check-kit.js';
 import { CLOCK_SHIFT_MS, withProcessClockMoved } from './clock-check.js';
 
 /** What the check needs besides the store under test. */
@@ -21,7 +22,6 @@ export interface ClockWritesCheckContext {
 }
 
 const MINUTE = 60_000;
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /**
  * Check that `store` (`storeClock: 'backend'`) writes the lease of `extend`, the retention of `complete`

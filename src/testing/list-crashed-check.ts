@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { isInvalidOptionsError } from '../core/errors.js';
 import type { CrashedRecordInspection, Store } from '../store/store.js';
+import { DAY, sleep } from './check-kit.js';
 
 /** What the check needs besides the store under test. */
 export interface ListCrashedCheckContext {
@@ -27,10 +28,8 @@ export interface ListCrashedCheckContext {
   disposeOtherStore(store: Store): Promise<void> | void;
 }
 
-const DAY = 86_400_000;
 // Small enough that the check's own crashed claims span several pages.
 const PAGE = 2;
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /**
  * Check `store.listCrashed` (a store without it passes: the method is optional). Crashed claims are

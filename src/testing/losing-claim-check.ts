@@ -10,6 +10,7 @@
 import assert from 'node:assert/strict';
 import type { ClaimResult, IdempotencyRecord } from '../core/record.js';
 import type { Store } from '../store/store.js';
+import { DAY, sleep } from './check-kit.js';
 
 /** What the check needs besides the store under test. */
 export interface LosingClaimCheckContext {
@@ -19,9 +20,7 @@ export interface LosingClaimCheckContext {
   lease: number;
 }
 
-const DAY = 86_400_000;
 const CONCURRENT = 10;
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 function describeRecord(record: IdempotencyRecord): string {
   return `${record.status} record of token ${record.token}`;

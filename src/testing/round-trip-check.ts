@@ -9,6 +9,7 @@
  */
 import assert from 'node:assert/strict';
 import type { Store } from '../store/store.js';
+import { DAY } from './check-kit.js';
 
 /** What the check needs besides the store under test. */
 export interface RoundTripCheckContext {
@@ -20,7 +21,6 @@ export interface RoundTripCheckContext {
 
 // Distinct keys: a store may send a batch's repeated keys one by one (each must see the one before).
 const ITEMS = 8;
-const DAY = 86_400_000;
 
 /** Check that every batch call of `store` is one round trip, after one unmeasured call of each. */
 export async function checkBatchRoundTrips(

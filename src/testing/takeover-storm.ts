@@ -11,6 +11,7 @@ import type { fork } from 'node:child_process';
 import { InvalidOptionsError } from '../core/errors.js';
 import { knownFields, shownValue } from '../core/option-checks.js';
 import { assertPositiveMs } from '../store/durations.js';
+import { sleep } from './check-kit.js';
 import type { CrossProcessOptions } from './claim-storm.js';
 import { CROSS_PROCESS_FIELDS, checkOptionNames } from './option-names.js';
 import { forkStormWorkers, stormDeadline } from './storm-processes.js';
@@ -126,7 +127,6 @@ export type TakeoverWorkerMessage =
 // Between a generation's last claim and the next generation: the lease, and this much for the time the
 // last reply took to arrive and for clocks read a moment apart (backend and runner, one machine).
 const MARGIN_MS = 150;
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** A child and the messages it sent that nobody took yet. */
 class Child {
