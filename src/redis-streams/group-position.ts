@@ -10,10 +10,7 @@
  * the group's last-delivered id had been delivered already, to some consumer of the group.
  * @module
  */
-import { command, type RedisStreamsClient } from './redis-client.js';
-
-const text = (value: unknown): string =>
-  Buffer.isBuffer(value) ? value.toString('utf8') : String(value);
+import { command, type RedisStreamsClient, text } from './redis-client.js';
 
 /** Field `name` of one group of an `XINFO GROUPS` reply: flat pairs (RESP2), a Map or an object (RESP3). */
 function field(group: unknown, name: string): unknown {

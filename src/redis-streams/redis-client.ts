@@ -85,7 +85,8 @@ export function command(
 export const readCommand = (client: RedisStreamsClient, args: CommandArgument[]) =>
   command(client, args, true);
 
-const text = (value: unknown): string =>
+/** A reply element as text: a Buffer decoded as UTF-8, anything else as `String` writes it. */
+export const text = (value: unknown): string =>
   Buffer.isBuffer(value) ? value.toString('utf8') : String(value);
 
 const bytes = (value: unknown): Buffer =>
