@@ -7,7 +7,7 @@
  * `handleError` sets the reply's `kReplyNextErrorHandler` (the handler to use should this one fail, or
  * `false` for the last resort) before it calls the error handler, and nothing resets it: once it differs
  * from its value when the handler started, every send is Fastify's error handling. Fastify's symbols are
- * not exported, so they are found by description, as `./handler-answer.ts` finds `kReplyIsError`.
+ * not exported, so they are found by description ({@link symbolOf}).
  * @module
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
@@ -21,7 +21,7 @@ const NEXT_ERROR_HANDLER = 'fastify.reply.nextErrorHandler';
 // (`decorateReply`, which most plugins do: cookies, sensible, view, jwt) gets replies from another
 // constructor, which sets no `kReplyIsRunningOnErrorHook` until an error comes; requiring that one too
 // turned the drops off in such apps, and their fallback released a key whose handler had charged.
-const LAYOUT = ['fastify.reply.isError'];
+const IS_ERROR = 'fastify.reply.isError';
 
 // `kReplyIsRunningOnErrorHook`: absent on a decorated app's reply until its first error (false then).
 const RUNNING_ON_ERROR_HOOK = 'fastify.reply.isRunningOnErrorHook';
@@ -50,14 +50,14 @@ export function disprove(): void {
  */
 export function errorHandlingState(reply: FastifyReply): unknown {
   if (disproved) return UNREADABLE;
-  let known = 0;
+  // One pass over the reply's symbols for both (this runs as each keyed handler starts and at each send).
+  let laidOut = false;
   let state: unknown;
   for (const symbol of Object.getOwnPropertySymbols(reply)) {
-    if (symbol.description === NEXT_ERROR_HANDLER) {
-      state = (reply as unknown as Record<symbol, unknown>)[symbol];
-    } else if (symbol.description !== undefined && LAYOUT.includes(symbol.description)) known++;
+    if (symbol.description === NEXT_ERROR_HANDLER) state = fieldOf(reply, symbol);
+    else if (symbol.description === IS_ERROR) laidOut = true;
   }
-  return known === LAYOUT.length ? state : UNREADABLE;
+  return laidOut ? state : UNREADABLE;
 }
 
 /**
@@ -65,13 +65,27 @@ export function errorHandlingState(reply: FastifyReply): unknown {
  * error handler yet, and refuses a send meanwhile (`FST_ERR_SEND_INSIDE_ONERR`).
  */
 export function inOnErrorHooks(reply: FastifyReply): boolean {
-  for (const symbol of Object.getOwnPropertySymbols(reply)) {
-    if (symbol.description === RUNNING_ON_ERROR_HOOK) {
-      return (reply as unknown as Record<symbol, unknown>)[symbol] === true;
-    }
-  }
-  return false;
+  const symbol = symbolOf(reply, RUNNING_ON_ERROR_HOOK);
+  return symbol !== undefined && fieldOf(reply, symbol) === true;
 }
+
+/**
+ * Clear the mark Fastify sets on a reply before it sends an error (`kReplyIsError`), for a send the plugin
+ * dropped: left set, the mark would turn the next send (an error page, should the answer fail later in
+ * `onSend`) into an error of its own.
+ */
+export function clearErrorMark(reply: FastifyReply): void {
+  const symbol = symbolOf(reply, IS_ERROR);
+  if (symbol !== undefined) (reply as unknown as Record<symbol, unknown>)[symbol] = false;
+}
+
+/** The reply's own symbol described `description`: Fastify's symbols are not exported. */
+function symbolOf(reply: FastifyReply, description: string): symbol | undefined {
+  return Object.getOwnPropertySymbols(reply).find((symbol) => symbol.description === description);
+}
+
+const fieldOf = (reply: FastifyReply, symbol: symbol): unknown =>
+  (reply as unknown as Record<symbol, unknown>)[symbol];
 
 /**
  * Whether Fastify began its error handling since `start` (the {@link errorHandlingState} when the handler

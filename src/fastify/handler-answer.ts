@@ -15,6 +15,7 @@ import { isThenable } from '../core/thenable.js';
 import type { Execution } from '../http/index.js';
 import type { AnswerHead } from './answer-head.js';
 import {
+  clearErrorMark,
   disprove,
   errorHandlingBegan,
   errorHandlingState,
@@ -138,15 +139,11 @@ const secondAnswer = (reply: FastifyReply, running: Running): boolean =>
 
 /**
  * Drop what came after the handler's answer, as Fastify does once a reply has ended, with its log line.
- * Fastify marks the reply before it sends an error (a thrown value, which need not be an `Error`; its
- * `handlerTimeout`); left set, the mark would turn the next send (an error page, should the answer fail
- * later in `onSend`) into an error of its own.
+ * Fastify marked the reply before it sent an error (a thrown value, which need not be an `Error`; its
+ * `handlerTimeout`): the mark is cleared with it.
  */
 function dropSecondAnswer(reply: FastifyReply, running: Running, payload: unknown): void {
-  const mark = Object.getOwnPropertySymbols(reply).find(
-    (symbol) => symbol.description === 'fastify.reply.isError',
-  );
-  if (mark !== undefined) (reply as unknown as Record<symbol, unknown>)[mark] = false;
+  clearErrorMark(reply);
   if (running.threw === true || payload instanceof Error) {
     reply.log.error({ err: payload }, 'An error came after the reply was sent; dropped');
     return;
