@@ -383,15 +383,12 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
   const cache = completedCache(options.cache);
 
   /**
-   * The engine's runs, reporting to `runHooks` (`leaseEnv` carries the same hooks to the lease keepers).
-   * Two sets share this engine's store, batcher, cache, clock and heartbeats: the application's runs with
-   * its hooks, and the library's own records (unreported-runs.ts) with only the store's hooks.
+   * The engine's runs, reporting to `hooks` (`leases` carries the same hooks to the lease keepers; both
+   * shadow the engine's own inside). Two sets share this engine's store, batcher, cache, clock and
+   * heartbeats: the application's runs with its hooks, and the library's own records (unreported-runs.ts)
+   * with only the store's hooks.
    */
-  function runner(runHooks: IdempotencyHooks, leaseEnv: LeaseEnvironment) {
-    // The names the run's code reads: this set's hooks and lease environment.
-    const hooks = runHooks;
-    const leases = leaseEnv;
-
+  function runner(hooks: IdempotencyHooks, leases: LeaseEnvironment) {
     function settleExisting<T>(
       record: IdempotencyRecord,
       fingerprint: string,

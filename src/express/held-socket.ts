@@ -48,9 +48,7 @@ const held = new WeakMap<object, Held>();
  */
 export function holdSocket(socket: Socket | null | undefined): () => void {
   if (socket === null || socket === undefined) return noop;
-  let entry = held.get(socket);
-  if (entry === undefined) entry = wrap(socket);
-  const state = entry;
+  const state = held.get(socket) ?? wrap(socket);
   state.count++;
   let released = false;
   return () => {
