@@ -5,52 +5,32 @@
  * its writes then commit without the record, or the record without them, and the completion that follows
  * runs in autocommit. A `ROLLBACK` followed by writes committed those writes with no record, and the retry
  * ran the handler a second time.
+ *
+ * Every statement of the text is looked at, not the first one only: node-postgres sends a query without
+ * parameters as a simple query, which may hold several statements, and the server runs them all, so
+ * `SELECT 1; ROLLBACK; INSERT …` dropped the claim and committed the INSERT with no record (seen only after
+ * the handler, when the retry would charge again). The text is split as PostgreSQL's scanner splits it
+ * (`statement-scan.ts`), before anything is sent: no round trip, no setting changed on the connection.
+ *
+ * Checked and set aside: making every transaction after an end unable to write (the session's
+ * `default_transaction_read_only = on` around the run's `BEGIN … READ WRITE`). A handler's `ROLLBACK` undoes
+ * a `SET` made in the transaction, or in the same query as its `BEGIN`, so the setting would need a
+ * committed transaction of its own (a round trip more per run, or a `COMMIT` the server logs a warning for
+ * on every run) and another to restore it on every path; `BEGIN READ WRITE` or `SET transaction_read_only =
+ * off` after the `ROLLBACK` still wrote, temporary tables are writable anyway, and a `COMMIT` among the
+ * statements had still committed the claim with part of the writes. Refusing the text before it is sent
+ * covers all of these. What the text cannot show (a submittable without a text, a driver of another kind)
+ * {@link transactionEnded} catches after the handler, loudly.
  * @module
  */
-
-/**
- * The first `count` words of `text`, lower-cased, as PostgreSQL reads them: white space and comments
- * (`--` to the end of the line, and block comments, which nest) between them skipped, and so are empty
- * statements (`;`) before the first. Stops at anything else that is not a word (a `;` after a word, a
- * quote, `(`): the words after it belong to another statement or are no keywords.
- */
-function leadingWords(text: string, count: number): string[] {
-  const words: string[] = [];
-  let i = 0;
-  while (words.length < count && i < text.length) {
-    const char = text[i]!;
-    if (/\s/.test(char) || (char === ';' && words.length === 0)) {
-      // A `;` before the first word ends an empty statement, which PostgreSQL skips: `; ROLLBACK` runs
-      // the ROLLBACK (in a query with parameters too).
-      i++;
-    } else if (text.startsWith('--', i)) {
-      const newline = text.indexOf('\n', i);
-      i = newline === -1 ? text.length : newline + 1;
-    } else if (text.startsWith('/*', i)) {
-      let depth = 0;
-      do {
-        if (text.startsWith('/*', i)) {
-          depth++;
-          i += 2;
-        } else if (text.startsWith('*/', i)) {
-          depth--;
-          i += 2;
-        } else i++;
-      } while (depth > 0 && i < text.length);
-    } else {
-      const word = /^[A-Za-z_]+/.exec(text.slice(i, i + 64))?.[0];
-      if (word === undefined) break;
-      words.push(word.toLowerCase());
-      i += word.length;
-    }
-  }
-  return words;
-}
+import { statementWords } from './statement-scan.js';
 
 // The first keyword of a statement that ends the transaction, or would open another: BEGIN (a warning and
 // nothing more inside one, but the library that sends it sends COMMIT next), START TRANSACTION, COMMIT,
 // END, ABORT, ROLLBACK other than ROLLBACK [WORK | TRANSACTION] TO [SAVEPOINT] (which stays inside it, as
-// SAVEPOINT and RELEASE do), and PREPARE TRANSACTION (PREPARE name AS … is a prepared statement).
+// SAVEPOINT and RELEASE do), and PREPARE TRANSACTION (PREPARE name AS … is a prepared statement). COMMIT
+// AND CHAIN and ROLLBACK AND CHAIN open a new transaction, without the claim. A DO block or a procedure
+// that commits cannot end it: inside a transaction block the server refuses that (2D000).
 const ENDS_TRANSACTION = new Set(['begin', 'start', 'commit', 'end', 'abort']);
 
 function endsTransaction(words: readonly string[]): boolean {
@@ -67,30 +47,36 @@ function endsTransaction(words: readonly string[]): boolean {
 }
 
 /**
- * The text of what a handler passed to `query`: a string, or a query config (`{ text }`); `undefined` for
- * anything else (a submittable carries its own text, and is passed as is).
+ * The text of what a handler passed to `query`: a string, a query config or `Query` (`{ text }`), or a
+ * submittable that keeps its text on a cursor (pg-query-stream's `{ cursor: { text } }`); `undefined` for
+ * anything else.
  */
 function statementText(statement: unknown): string | undefined {
   if (typeof statement === 'string') return statement;
-  const text = (statement as { text?: unknown } | null | undefined)?.text;
+  const config = statement as { text?: unknown; cursor?: { text?: unknown } } | null | undefined;
+  const text = config?.text ?? config?.cursor?.text;
   return typeof text === 'string' ? text : undefined;
 }
 
 /**
- * Whether `statement` (the first argument of a `query` call) begins with a transaction-control keyword
- * that would end the transaction it is sent in (see the module). Savepoints pass.
+ * Whether `statement` (the first argument of a `query` call) holds a statement, first or later, that would
+ * end the transaction it is sent in (see the module): the text read both with and without backslash
+ * escapes in plain strings, since `standard_conforming_strings` may be either. Savepoints pass.
  */
 export function isTransactionControl(statement: unknown): boolean {
   const text = statementText(statement);
-  return text !== undefined && endsTransaction(leadingWords(text, 3));
+  if (text === undefined) return false;
+  if (statementWords(text, false).some(endsTransaction)) return true;
+  // Without a backslash, both readings are the same.
+  return text.includes('\\') && statementWords(text, true).some(endsTransaction);
 }
 
 /**
  * Whether the connection's last answer said no transaction is open (node-postgres's
  * `getTransactionStatus()`, from the server's ReadyForQuery: `'I'` idle, `'T'` in a transaction, `'E'` in a
- * failed one). It catches what {@link isTransactionControl} cannot see: a `COMMIT` later in a string of
- * several statements. `false` for a client without the method (node-postgres before 8.21, other drivers) or that does not
- * know (the native client answers `null`).
+ * failed one). It catches what {@link isTransactionControl} cannot see: a submittable that does not show its
+ * text, a statement the scanner reads otherwise than the server. `false` for a client without the method
+ * (node-postgres before 8.21, other drivers) or that does not know (the native client answers `null`).
  */
 export function transactionEnded(client: unknown): boolean {
   const status = (client as { getTransactionStatus?: unknown } | null)?.getTransactionStatus;

@@ -273,16 +273,17 @@ function endedError(): InvalidOptionsError {
 function transactionControlError(): InvalidOptionsError {
   return new InvalidOptionsError(
     'runInTransaction: the handler sent a statement that ends the transaction (BEGIN, COMMIT, ROLLBACK, END, ' +
-      'ABORT, PREPARE TRANSACTION) through `tx`. It was not run: the record commits with your writes when ' +
-      'the handler returns, and a throw rolls both back. Use SAVEPOINT / ROLLBACK TO SAVEPOINT inside it.',
+      'ABORT, PREPARE TRANSACTION), alone or among other statements, through `tx`. None of the text ' +
+      'was run: the record commits with your writes when the handler returns, and a throw rolls both ' +
+      'back. Use SAVEPOINT / ROLLBACK TO SAVEPOINT inside it.',
   );
 }
 
 function transactionEndedError(): InvalidOptionsError {
   return new InvalidOptionsError(
     'runInTransaction: the transaction ended under the handler (a COMMIT or ROLLBACK sent through `tx` ' +
-      'among other statements?). The outcome was not recorded: writes made before a COMMIT, or after a ' +
-      'ROLLBACK, may have been committed without it.',
+      'in a form the guard could not read, such as a stream?). The outcome was not recorded: writes made ' +
+      'before a COMMIT, or after a ROLLBACK, may have been committed without it.',
   );
 }
 
@@ -290,8 +291,9 @@ function transactionEndedError(): InvalidOptionsError {
  * `client.query`, refused once the transaction has ended. A handler that leaves a statement for later (a
  * timer, a branch of `Promise.all` still running after another rejected) would otherwise send it on a
  * connection that is back in the pool: in autocommit, committing a business write with no record, or
- * inside another request's transaction. A statement that would end the transaction itself (COMMIT,
- * ROLLBACK, BEGIN…: `isTransactionControl`) is refused too, before it is sent.
+ * inside another request's transaction. A text with a statement that would end the transaction itself
+ * (COMMIT, ROLLBACK, BEGIN…, first or later among several: `isTransactionControl`) is refused too, before
+ * any of it is sent.
  */
 function guardedQuery(client: PgPoolClient, state: TransactionState) {
   return function query(this: unknown, ...args: unknown[]): unknown {
@@ -573,8 +575,8 @@ export function postgresTransactional(
         // The handler caught a statement's timeout and went on: that statement may yet succeed on the
         // server, so nothing of this transaction may commit (as a failed statement's aborts it).
         if (state.unanswered !== undefined) throw state.unanswered;
-        // A COMMIT or ROLLBACK the guard could not see (inside a string of several statements): the
-        // completion would run in autocommit, apart from the writes. The handler's error, loud.
+        // A COMMIT or ROLLBACK the guard could not see (a submittable without a text): the completion
+        // would run in autocommit, apart from the writes. The handler's error, loud.
         if (transactionEnded(client)) throw transactionEndedError();
         const outcome = encodeValueOutcome(codec.encode(value));
         phase = 'complete';

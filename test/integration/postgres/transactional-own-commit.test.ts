@@ -1,16 +1,13 @@
 /**
  * The PostgreSQL transactional mode when the handler tries to end the transaction itself: a library given
- * `tx.client` that wraps its own BEGIN … COMMIT, a ROLLBACK followed by more writes, a COMMIT hidden in a
- * string of several statements, a ROLLBACK in beforeCommit. Savepoints keep working. On the real server.
+ * `tx.client` that wraps its own BEGIN … COMMIT, a ROLLBACK followed by more writes, a COMMIT or ROLLBACK
+ * later in a string of several statements (behind comments, strings, dollar quotes), a ROLLBACK in
+ * beforeCommit. Savepoints keep working. On the real server.
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isInvalidOptionsError, RecordStatus } from '../../../src/index.js';
-import {
-  postgresStore,
-  postgresTransactional,
-  type TransactionContext,
-} from '../../../src/postgres/index.js';
+import { isInvalidOptionsError, isStoreUnavailableError } from '../../../src/index.js';
+import { postgresTransactional, type TransactionContext } from '../../../src/postgres/index.js';
 import { type PostgresFixture, setupPostgres } from '../../helpers/postgres-env.js';
 
 let fx: PostgresFixture;
@@ -129,10 +126,9 @@ describe('postgresTransactional: a handler that ends the transaction itself', ()
     expect(await chargesFor(ref)).toBe(1);
   });
 
-  it('fails loudly on a COMMIT inside a string of several statements, instead of completing in autocommit', async () => {
+  it('refuses a COMMIT inside a string of several statements before any of it runs: the retry charges once', async () => {
     // Arrange
     const tx = postgresTransactional({ pool: fx.pool, schema: fx.schema });
-    const store = postgresStore({ pool: fx.pool, schema: fx.schema });
     const ref = newKey('multi');
     const key = newKey('multi');
     // Act
@@ -142,17 +138,71 @@ describe('postgresTransactional: a handler that ends the transaction itself', ()
         return 'charged';
       })
       .catch((error: unknown) => error);
+    const chargedByRefused = await chargesFor(ref);
     const retry = await tx.runInTransaction({ key }, async (t) => {
       await t.query(charge(ref));
       return 'again';
     });
-    // Assert: an error, not "executed"; the charge that did commit is not made a second time.
+    // Assert: refused, nothing of it committed (the claim neither: no key left in progress for an hour).
     expect(isInvalidOptionsError(failed)).toBe(true);
+    expect(chargedByRefused).toBe(0);
+    expect(retry.status).toBe('executed');
     expect(await chargesFor(ref)).toBe(1);
-    expect(retry.status).toBe('in_progress');
-    const record = await store.get(tx.storageKeyFor(key));
-    expect(record?.status).toBe(RecordStatus.InProgress);
   });
+
+  it('refuses a ROLLBACK later in a string of several statements, whose INSERT would commit with no record (a second charge on retry)', async () => {
+    // Arrange
+    const tx = postgresTransactional({ pool: fx.pool, schema: fx.schema });
+    const ref = newKey('multi-rollback');
+    const key = newKey('multi-rollback');
+    const handler = async (t: TransactionContext) => {
+      await t.query(`SELECT 1; ROLLBACK; ${charge(ref)}`);
+      return 'charged';
+    };
+    // Act: the run fails; its caller retries, as for any failure, and the handler is fixed by then.
+    const failed = await tx.runInTransaction({ key }, handler).catch((error: unknown) => error);
+    const retry = await tx.runInTransaction({ key }, async (t) => {
+      await t.query(charge(ref));
+      return 'charged';
+    });
+    const replay = await tx.runInTransaction({ key }, handler);
+    // Assert: the handler's error, not an outage to retry blindly; one charge, with its record.
+    expect(isInvalidOptionsError(failed)).toBe(true);
+    expect(isStoreUnavailableError(failed)).toBe(false);
+    expect([retry.status, replay.status]).toEqual(['executed', 'replayed']);
+    expect(await chargesFor(ref)).toBe(1);
+  });
+
+  it.each([
+    ['a nested block comment', (c: string) => `SELECT 1; /* a /* nested */ note */ ROLLBACK; ${c}`],
+    ['a dollar quote', (c: string) => `SELECT $$x;$$; ABORT; ${c}`],
+    ['a tagged dollar quote', (c: string) => `SELECT $t$ $$; $t$; ROLLBACK WORK; ${c}`],
+    ['a string and a quoted identifier', (c: string) => `SELECT ';' AS "x;"; END; ${c}`],
+    ['an E string', (c: string) => `SELECT E'\\';'; -- ;\n rollback; ${c}`],
+  ])(
+    'refuses a ROLLBACK behind %s, and the caught refusal leaves the charge in the transaction',
+    async (_label, text) => {
+      // Arrange
+      const tx = postgresTransactional({ pool: fx.pool, schema: fx.schema });
+      const ref = newKey('tricks');
+      const key = newKey('tricks');
+      const handler = async (t: TransactionContext) => {
+        // A query config, as libraries send ("start over", ignoring a complaint).
+        const sendConfig = t.client.query as unknown as (config: {
+          text: string;
+        }) => Promise<unknown>;
+        await sendConfig.call(t.client, { text: text(charge(ref)) }).catch(() => {});
+        await t.query(charge(ref));
+        return 'charged';
+      };
+      // Act
+      const first = await tx.runInTransaction({ key }, handler);
+      const second = await tx.runInTransaction({ key }, handler);
+      // Assert: nothing of the refused text ran; the charge and its record committed together, once.
+      expect([first.status, second.status]).toEqual(['executed', 'replayed']);
+      expect(await chargesFor(ref)).toBe(1);
+    },
+  );
 
   it('fails loudly when beforeCommit rolled the transaction back, instead of reporting a success that wrote nothing', async () => {
     // Arrange
