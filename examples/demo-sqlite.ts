@@ -8,7 +8,7 @@ import { sqliteStore } from '../src/sqlite/index.js';
 
 mkdirSync('.data', { recursive: true });
 const store = sqliteStore({ database: '.data/demo.db' });
-// A fresh namespace per run, so every `npm start` shows the first execution again.
+// A fresh namespace per run, so every `npm run demo` shows the first execution again.
 const idempotency = createIdempotency({ store, namespace: `demo-${Date.now()}`, leaseMs: '10s' });
 
 let charges = 0;

@@ -59,10 +59,16 @@ async function connectBroker(received: (id: string, body: unknown) => void): Pro
   if (process.env.NATS_URL) {
     const nc = await natsConnect({ servers: process.env.NATS_URL });
     const jsm = await jetstreamManager(nc);
-    await jsm.streams.add({ name: 'PAYMENTS', subjects: [topic] }).catch(() => {}); // exists already
+    // A stream of this example's own: PAYMENTS is the payments example's (`NATS_URL=… npm start`), whose
+    // subjects differ, so sharing that name broke whichever of the two ran second.
+    const stream = 'OUTBOX_EXAMPLE';
+    await jsm.streams.add({ name: stream, subjects: [topic] }).catch(async (error) => {
+      // Made by an earlier run; any other refusal (another stream holding the subject) is the error.
+      if ((await jsm.streams.info(stream).catch(() => undefined)) === undefined) throw error;
+    });
     const js = jetstream(nc);
     // The receiving side: an ordered consumer of what arrives from now on (the stream keeps earlier runs).
-    const consumer = await js.consumers.get('PAYMENTS', { deliver_policy: DeliverPolicy.New });
+    const consumer = await js.consumers.get(stream, { deliver_policy: DeliverPolicy.New });
     const messages = await consumer.consume();
     void (async () => {
       for await (const message of messages) {
