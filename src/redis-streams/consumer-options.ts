@@ -8,7 +8,12 @@ import type { ConsumerHooks, ConsumerOptions } from '../consumer/index.js';
 import { type ResolvedConsumerOptions, resolveConsumerOptions } from '../consumer/options.js';
 import { type Duration, MAX_TIMER_MS, toMs } from '../core/duration.js';
 import { InvalidOptionsError } from '../core/errors.js';
-import { callbacksOption, durationOption, stringOption } from '../core/option-checks.js';
+import {
+  callbacksOption,
+  durationOption,
+  positiveIntegerOption,
+  stringOption,
+} from '../core/option-checks.js';
 import { isStreamsClient, type RedisStreamsClient, type StreamEntry } from './redis-client.js';
 import { defaultStreamKey } from './stream-key.js';
 
@@ -84,6 +89,15 @@ export interface RedisStreamsConsumerOptions extends ConsumerOptions<StreamEntry
   claimInterval?: Duration;
   /** Where dead letters are added (fields + error fields); not `stream` itself. @default `${stream}:dlq` */
   deadLetterStream?: string;
+  /**
+   * Keep about this many letters in `deadLetterStream`: each letter is added with `MAXLEN ~ n`, so the
+   * oldest go once it is past that (Redis trims whole nodes of the stream, `stream-node-max-entries`, 100
+   * by default: it may hold up to about that many more). A positive integer. Unbounded by default: a
+   * letter is the only record of a message given up on (and, for an entry deleted while pending, of its
+   * fields), and a burst of failures would trim away letters nobody has looked at yet. Set it where Redis
+   * memory matters more than the oldest letters, and alert on `onDeadLetter`. @default unbounded
+   */
+  deadLetterMaxLen?: number;
 }
 
 // The options RedisStreamsConsumerOptions adds to the shared ones, checked by the compiler both ways.
@@ -97,6 +111,7 @@ const STREAMS_OPTION_FIELDS = {
   minIdle: true,
   claimInterval: true,
   deadLetterStream: true,
+  deadLetterMaxLen: true,
 } as const satisfies Record<
   Exclude<keyof RedisStreamsConsumerOptions, keyof ConsumerOptions<StreamEntry>>,
   true
@@ -121,6 +136,8 @@ export interface ResolvedStreamsOptions {
   minIdleMs: number;
   claimMs: number;
   deadLetterStream: string;
+  /** The approximate bound of `deadLetterStream` (`MAXLEN ~`), if any: undefined keeps every letter. */
+  deadLetterMaxLen: number | undefined;
 }
 
 /**
@@ -171,6 +188,11 @@ export function resolveStreamsOptions(
     // Each dead letter would be read again as a new entry, fail again, and be dead-lettered again.
     throw new InvalidOptionsError('deadLetterStream: must not be the consumed stream itself');
   }
+  // 0 would trim every letter away as it is written: refused, as any count that is not a positive integer.
+  const deadLetterMaxLen =
+    options.deadLetterMaxLen === undefined || options.deadLetterMaxLen === null
+      ? undefined
+      : positiveIntegerOption(options.deadLetterMaxLen, 'deadLetterMaxLen', 1);
   return {
     resolved,
     blockingClient,
@@ -182,5 +204,6 @@ export function resolveStreamsOptions(
     minIdleMs,
     claimMs,
     deadLetterStream,
+    deadLetterMaxLen,
   };
 }

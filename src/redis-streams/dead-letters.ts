@@ -12,6 +12,7 @@ import type { StreamsContext } from './consumer-context.js';
 import { letterFields, storedFields } from './deleted-entries.js';
 import type { DeletedLetters } from './deleted-letters.js';
 import type { HeldEntry } from './idle-times.js';
+import { letterAdd } from './letter-add.js';
 import type { AtomicLetter } from './letter-script.js';
 import { letterWritten } from './letter-written.js';
 import { isEntryGone, isPending } from './pending-entry.js';
@@ -76,7 +77,7 @@ export function deadLetterWriter(
       deliveryCount <= letter.deliveryCount ||
       !(await letterWritten(client, deadLetterStream, entry.id, letter))
     ) {
-      await command(client, ['XADD', deadLetterStream, '*', ...fields]);
+      await command(client, letterAdd(context.options, fields));
     }
     await ack(entry.id);
     return undefined;

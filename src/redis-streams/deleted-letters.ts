@@ -15,6 +15,7 @@
 import type { DeadLetter } from '../consumer/index.js';
 import type { StreamsContext } from './consumer-context.js';
 import { deletedLetterFields, EntryDeletedError, storedFields } from './deleted-entries.js';
+import { letterAdd } from './letter-add.js';
 import type { AtomicLetter } from './letter-script.js';
 import { letterWritten } from './letter-written.js';
 import { type CommandArgument, command, type StreamEntry } from './redis-client.js';
@@ -57,7 +58,7 @@ export function deletedLetters(
   ): Promise<boolean> => {
     const written = pending ? await atomicLetter(id, fields) : undefined;
     if (written !== undefined) return written;
-    await command(client, ['XADD', deadLetterStream, '*', ...fields]);
+    await command(client, letterAdd(context.options, fields));
     await ack(id);
     return true;
   };
@@ -107,7 +108,7 @@ export function deletedLetters(
     // script, it is still pending: its letter goes as any, and acks it.)
     const started = performance.now();
     try {
-      await command(client, ['XADD', deadLetterStream, '*', ...fields]);
+      await command(client, letterAdd(context.options, fields));
     } catch (error) {
       // An error is not always a refusal: a connection reset after Redis ran the XADD, or the client's
       // own command timeout (ioredis `commandTimeout`) rejecting while Redis still runs it, leaves the

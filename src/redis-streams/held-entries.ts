@@ -3,10 +3,10 @@
  * held for as long as any delivery of it runs here.
  *
  * Why counted: a claim round of this process may take an entry it still handles, whose idle time passed
- * `minIdle` while held (a store claim slower than that, before the first idle reset; an event loop
- * stalled), and start a second delivery of it, which meets the key in progress and retries. With one
- * record per id, that delivery replaced the first one's and, ending first, removed it: the entry was no
- * longer known as held. Deleted from the stream then, it was taken by a claim round for abandoned and
+ * `minIdle` while held (idle resets that reached Redis late: an event loop stalled longer than that; a
+ * store claim slower than that did so too, before claim-phase.ts reset it), and start a second delivery of
+ * it, which meets the key in progress and retries. With one record per id, that delivery replaced the
+ * first one's and, ending first, removed it: the entry was no longer known as held. Deleted from the stream then, it was taken by a claim round for abandoned and
  * recorded without its fields, though the first delivery still held them; that delivery's letter then
  * found the id acked and was reported as a duplicate: the payload was lost. Shared by the deliveries of one
  * entry, the record says what is true of the entry in this process (deleted while held, dropped from the

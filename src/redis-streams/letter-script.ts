@@ -8,6 +8,7 @@
  */
 import { loadScript } from '../redis/script-runner.js';
 import type { StreamsContext } from './consumer-context.js';
+import { letterBound } from './letter-add.js';
 import type { CommandArgument } from './redis-client.js';
 import { isScriptRefused } from './redis-errors.js';
 import { deadLetter as deadLetterScript } from './scripts.gen.js';
@@ -36,13 +37,15 @@ export function atomicLetter(context: StreamsContext): AtomicLetter {
   // Whether a dead letter's XADD and its entry's XACK go as one script: until Redis refuses to run it
   // (isScriptRefused), then two commands, as before the script.
   let atomicLetters = true;
+  // The dead-letter stream's bound (`deadLetterMaxLen`), as the script takes it: '' for none.
+  const bound = letterBound(context.options);
   return async (id, fields) => {
     if (!atomicLetters || fields.length > MAX_SCRIPT_FIELDS) return undefined;
     try {
       const reply = await runScript(
         DEAD_LETTER_SCRIPT,
         [stream, deadLetterStream],
-        [group, id, ...fields],
+        [group, id, bound, ...fields],
       );
       // An integer reply: 0 from both clients (node-redis, ioredis) when the entry was not pending.
       return reply !== 0;

@@ -3,7 +3,8 @@
  * loop reads entries (`XREADGROUP`) and reclaims idle ones (claim-round.ts), starts each in a free slot,
  * and hands back what it read once `close()` began. Redelivery later leaves the entry pending and lets a
  * claim round reclaim it once idle; the entry's idle time is set (idle-times.ts) so that this happens after
- * the decided delay, and is reset while a handler runs and until its decision is carried out. Dead letters:
+ * the decided delay, and is reset from the delivery's start (claim-phase.ts) until its decision is carried
+ * out. Dead letters:
  * dead-letters.ts; entries deleted while pending: deleted-letters.ts.
  * @module
  */
@@ -17,6 +18,7 @@ import {
 } from '../consumer/index.js';
 import { MAX_TIMER_MS } from '../core/duration.js';
 import { AckBatcher } from './acks.js';
+import { touchWhileClaiming } from './claim-phase.js';
 import { ClaimRounds } from './claim-round.js';
 import type { StreamsContext } from './consumer-context.js';
 import { consumerErrorReport } from './consumer-errors.js';
@@ -74,10 +76,10 @@ export interface RedisStreamsConsumer {
  *   stream with the error recorded and `XACK`, as one script (scripts/dead-letter-2.lua).
  *
  * Delays are capped at `minIdle`. A handler running longer than `minIdle` keeps its entry from being
- * reclaimed by resetting its idle time every `minIdle / 3`, and so does a slow ack or dead letter until
- * it is done. An entry deleted from the stream while pending (`XTRIM`, `MAXLEN`) is reported
- * (`onConsumerError`, operation `deleted`) and recorded in the dead-letter stream (deleted-entries.ts), its
- * id acked in the same script as its letter is written.
+ * reclaimed by resetting its idle time every `minIdle / 3`, and so do a slow store claim before it and a
+ * slow ack or dead letter until it is done. An entry deleted from the stream while pending (`XTRIM`,
+ * `MAXLEN`) is reported (`onConsumerError`, operation `deleted`) and recorded in the dead-letter stream
+ * (deleted-entries.ts), its id acked in the same script as its letter is written.
  * @example
  * const consumer = await idempotentConsumer(client, async (entry) => ship(entry.fields), {
  *   stream: 'orders', group: 'shipping', name: 'shipping', idempotency: { store },
@@ -135,6 +137,9 @@ export async function idempotentConsumer(
   // The entries this process is handling, by id, with what their deliveries know of them (see `reclaim`):
   // held while any delivery of one runs, a claim round of this process having perhaps started a second.
   const handling = new HeldEntries();
+  // How often a delivery's idle time is reset. At most a timer's limit (a minIdle of months): past it the
+  // entry would be touched in a loop.
+  const touchIntervalMs = Math.min(Math.max(Math.floor(minIdleMs / 3), 10), MAX_TIMER_MS);
   // Resolves to false, starting nothing, when close() began while it waited for a slot.
   const start = async (entry: StreamEntry, deliveryCount: number): Promise<boolean> => {
     await inFlight.acquire();
@@ -143,33 +148,54 @@ export async function idempotentConsumer(
       return false;
     }
     const held = handling.hold(entry.id);
+    const touch = () => setHeldIdle(entry.id, held, 0);
+    // Until the handler starts: the store's claim before it must not let this process's own claim round
+    // take the entry and count a delivery (claim-phase.ts).
+    const stopClaimTouches = touchWhileClaiming(
+      resolved,
+      entry,
+      deliveryCount,
+      touch,
+      touchIntervalMs,
+    );
     inFlight.run(() =>
-      processDelivery(resolved, handler, {
-        message: entry,
-        deliveryCount,
-        // A delivery handed back by close() is recorded (handBack below), and not counted against
-        // maxDeliveries when a handler error would dead-letter the entry.
-        mayHandBack: true,
-        // Entry ids are never reused in a stream, and time-based across a stream deleted and re-created.
-        brokerId: `${stream}:${entry.id}`,
-        ack: () => ack(entry.id),
-        retry: async (delayMs) => {
-          await setHeldIdle(entry.id, held, Math.max(minIdleMs - Math.ceil(delayMs), 0));
-          // Gone from the stream: no redelivery will come. Recorded with its fields instead of waited
-          // for in vain (and acked with its letter, where the script left it pending).
-          if (held.deleted) await reportDeleted(entry.id, !held.dropped, entry);
+      processDelivery(
+        resolved,
+        (message, context) => {
+          stopClaimTouches();
+          return handler(message, context);
         },
-        deadLetter: (letter) => deadLetter(entry, deliveryCount, letter, held),
-        // The idle resets go on until the ack or dead letter is done (a slow one let a claim round hand
-        // the entry to another consumer meanwhile, whose delivery ran the handler again). Never after a
-        // retry (a dead letter whose write failed turns into one): it set the idle time the redelivery
-        // waits for, and the shared runner stops the resets before it calls `retry` (consumer/settle.ts).
-        // One after the entry was settled finds it no longer pending, and does nothing.
-        touchUntilSettled: true,
-        touch: () => setHeldIdle(entry.id, held, 0),
-        // At most a timer's limit (a minIdle of months): past it the entry would be touched in a loop.
-        touchIntervalMs: Math.min(Math.max(Math.floor(minIdleMs / 3), 10), MAX_TIMER_MS),
-      }).finally(() => handling.release(entry.id)),
+        {
+          message: entry,
+          deliveryCount,
+          // A delivery handed back by close() is recorded (handBack below), and not counted against
+          // maxDeliveries when a handler error would dead-letter the entry.
+          mayHandBack: true,
+          // Entry ids are never reused in a stream, and time-based across a stream deleted and re-created.
+          brokerId: `${stream}:${entry.id}`,
+          ack: () => ack(entry.id),
+          retry: async (delayMs) => {
+            // Before the idle time its delay needs is set: a touch after it would undo the delay.
+            stopClaimTouches();
+            await setHeldIdle(entry.id, held, Math.max(minIdleMs - Math.ceil(delayMs), 0));
+            // Gone from the stream: no redelivery will come. Recorded with its fields instead of waited
+            // for in vain (and acked with its letter, where the script left it pending).
+            if (held.deleted) await reportDeleted(entry.id, !held.dropped, entry);
+          },
+          deadLetter: (letter) => deadLetter(entry, deliveryCount, letter, held),
+          // The idle resets go on until the ack or dead letter is done (a slow one let a claim round hand
+          // the entry to another consumer meanwhile, whose delivery ran the handler again). Never after a
+          // retry (a dead letter whose write failed turns into one): it set the idle time the redelivery
+          // waits for, and the shared runner stops the resets before it calls `retry` (consumer/settle.ts).
+          // One after the entry was settled finds it no longer pending, and does nothing.
+          touchUntilSettled: true,
+          touch,
+          touchIntervalMs,
+        },
+      ).finally(() => {
+        stopClaimTouches();
+        handling.release(entry.id);
+      }),
     );
     return true;
   };

@@ -12,7 +12,8 @@
   KEYS[2]  the dead-letter stream
   ARGV[1]  the consumer group
   ARGV[2]  the entry id
-  ARGV[3…] the letter's fields and values, in pairs
+  ARGV[3]  the dead-letter stream's bound (`deadLetterMaxLen`: `MAXLEN ~`), or '' for none
+  ARGV[4…] the letter's fields and values, in pairs
 
   Returns  1 when the letter was written and the entry acked, 0 when the entry was no longer pending
            (written or acked before: nothing done).
@@ -20,6 +21,11 @@
 if #redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1) == 0 then
   return 0
 end
-redis.call('XADD', KEYS[2], '*', unpack(ARGV, 3))
+if ARGV[3] == '' then
+  redis.call('XADD', KEYS[2], '*', unpack(ARGV, 4))
+else
+  -- Approximate: Redis drops whole nodes of the oldest letters, cheap at every write.
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', unpack(ARGV, 4))
+end
 redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
 return 1

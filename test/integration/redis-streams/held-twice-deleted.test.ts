@@ -1,6 +1,6 @@
 /**
  * An entry this process still handles, taken by its own claim round (its idle time passed `minIdle` while
- * the store's claim was slow, before the first idle reset), then deleted from the stream, against a real
+ * the store's claim was slow and its idle resets did not reach Redis in time), then deleted from the stream, against a real
  * Redis. The claim round started a second delivery of it, which met the key in progress, retried, and,
  * ending first, removed the record of the entry held by the first delivery: a later claim round found the
  * id deleted, took it for abandoned and recorded it without its fields, and the first delivery's dead
@@ -9,7 +9,9 @@
  */
 import { describe, expect, it } from 'vitest';
 import { createIdempotency, memoryStore, type Store } from '../../../src/index.js';
+import { loadScript } from '../../../src/redis/script-runner.js';
 import { idempotentConsumer } from '../../../src/redis-streams/index.js';
+import { setIdle } from '../../../src/redis-streams/scripts.gen.js';
 import { streamsFixture } from '../../helpers/streams-fixture.js';
 import { waitUntil } from '../../helpers/wait-until.js';
 
@@ -30,16 +32,29 @@ function firstClaimLate(lateMs: number): Store {
   return store;
 }
 
+const SET_IDLE_SHA = loadScript(setIdle).sha;
+
 describe('Redis Streams consumer: an entry held twice by one process, then deleted', () => {
   const fixture = streamsFixture();
   const { run, streams, cleanups } = fixture;
 
   it("records the holder's letter with the entry's fields, not a fieldless one", async () => {
-    // Arrange: minIdle 300 ms, the first claim answered 600 ms late, so this consumer's own claim round
-    // takes the entry while it is held; no quick redelivery of that second delivery (retry delay 300 ms).
+    // Arrange: minIdle 300 ms, the first claim answered 600 ms late and the idle resets sent meanwhile
+    // reaching Redis 600 ms late (an event loop stalled, say), until the second delivery retried, so this
+    // consumer's own claim round takes the entry while it is held; no quick redelivery of that second
+    // delivery (retry delay 300 ms).
     const stream = `ik-test:streams-held-twice:${run}`;
     streams.push(stream, `${stream}:dlq`);
     await fixture.admin.sendCommand(['XGROUP', 'CREATE', stream, 'workers', '0', 'MKSTREAM']);
+    let resetsLate = true;
+    const client = {
+      sendCommand: async (args: Array<string | Buffer>, options?: object) => {
+        if (resetsLate && String(args[0]) === 'EVALSHA' && String(args[1]) === SET_IDLE_SHA) {
+          await new Promise((resolve) => setTimeout(resolve, 600));
+        }
+        return fixture.admin.sendCommand(args, options as never);
+      },
+    };
     let failNow: () => void = () => {};
     const failed = new Promise<void>((resolve) => {
       failNow = resolve;
@@ -49,7 +64,7 @@ describe('Redis Streams consumer: an entry held twice by one process, then delet
     const deadLetters: string[] = [];
     let duplicates = 0;
     const consumer = await idempotentConsumer(
-      fixture.admin,
+      client,
       async (_entry, context) => {
         runs.push(context.deliveryCount);
         await failed;
@@ -68,7 +83,10 @@ describe('Redis Streams consumer: an entry held twice by one process, then delet
         maxRetryDelay: '300ms',
         maxDeliveries: 1,
         hooks: {
-          onRetry: (event) => void retries.push(event.reason),
+          onRetry: (event) => {
+            retries.push(event.reason);
+            resetsLate = false;
+          },
           onDeadLetter: (event) => void deadLetters.push(event.reason),
           onDuplicate: () => void duplicates++,
         },

@@ -102,6 +102,11 @@ describe('Redis Streams consumer options', () => {
   it.each([
     [{ deadLetterStream: 5 }, /^deadLetterStream: expected a string, got 5$/],
     [{ deadLetterStream: '' }, /^deadLetterStream: must be a stream name, got ""$/],
+    [{ deadLetterMaxLen: 0 }, /^deadLetterMaxLen: must be a positive integer, got 0$/],
+    [{ deadLetterMaxLen: -1 }, /^deadLetterMaxLen: must be a positive integer, got -1$/],
+    [{ deadLetterMaxLen: 1.5 }, /^deadLetterMaxLen: must be a positive integer, got 1\.5$/],
+    [{ deadLetterMaxLen: Number.NaN }, /^deadLetterMaxLen: must be a positive integer, got NaN$/],
+    [{ deadLetterMaxLen: '1000' }, /^deadLetterMaxLen: must be a positive integer, got "1000"$/],
     [{ stream: 5 }, /^stream: expected a string, got 5$/],
     [{ group: ['g'] }, /^group: expected a string, got \["g"\]$/],
     [{ consumer: 7 }, /^consumer: expected a string, got 7$/],
@@ -131,6 +136,7 @@ describe('Redis Streams consumer options', () => {
     const consumer = await idempotentConsumer(client, () => {}, {
       ...base(),
       deadLetterStream: null as never,
+      deadLetterMaxLen: null as never,
       consumer: null as never,
       blockingClient: null as never,
       hooks: null as never,
