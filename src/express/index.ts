@@ -54,7 +54,8 @@ export type ExpressIdempotencyOptions = ExpressRouteOptions &
      * and return the principal or tenant id.
      * @default a digest of the Authorization and Cookie headers (only the cookies `scopeCookies`
      *   names, when set) and of the headers `scopeHeaders` names: credentials in any other header (an API
-     *   key) put every caller in one scope unless they are named there or a scope function is given
+     *   key) put every caller in one scope unless they are named there or a scope function is given; also
+     *   when the function gives (or resolves to) `undefined`, `null`, `''` or only whitespace
      */
     scope?: (req: Request) => string | Promise<string>;
   };

@@ -23,6 +23,7 @@ import type {
 import fp from 'fastify-plugin';
 import { InvalidOptionsError } from '../core/errors.js';
 import { keptRawBody } from '../http/fingerprint.js';
+import { withAuthority } from '../http/host-header.js';
 import {
   type CapturedResponse,
   decide,
@@ -77,7 +78,8 @@ export type FastifyIdempotencyOptions = HttpRouteOptions &
      * Who is calling: records are never shared across scopes.
      * @default a digest of the Authorization and Cookie headers (only the cookies `scopeCookies`
      *   names, when set) and of the headers `scopeHeaders` names: credentials in any other header (an API
-     *   key) put every caller in one scope unless they are named there or a scope function is given
+     *   key) put every caller in one scope unless they are named there or a scope function is given; also
+     *   when the function gives (or resolves to) `undefined`, `null`, `''` or only whitespace
      */
     scope?: (request: FastifyRequest) => string | Promise<string>;
     /**
@@ -114,8 +116,10 @@ class FastifyFacts implements RequestFacts {
   }
 
   // Node joins repeated lines of an unknown header with ', ', which the key parser refuses as a list.
+  // On HTTP/2 the host is the `:authority` pseudo-header, and there is no `host`.
   header(name: string): string | readonly string[] | undefined {
-    return this.request.headers[name];
+    const { headers } = this.request;
+    return withAuthority(name, headers[name], () => headers[':authority']);
   }
 
   // What the parser made of the body, or the bytes the plugin reads itself (`./request-body.ts`).

@@ -14,6 +14,7 @@ import type {
   RouteGenericInterface,
 } from 'fastify';
 import { isJsonContentType, keptRawBody } from '../http/fingerprint.js';
+import { withAuthority } from '../http/host-header.js';
 import {
   answerTransactionalRequest,
   requiredKey,
@@ -126,7 +127,9 @@ export function transactionalRoute<
       request,
       method: request.method,
       ...pathAndQuery(request.raw.url ?? request.url),
-      header: (name: string) => request.headers[name],
+      // On HTTP/2 the host is the `:authority` pseudo-header, and there is no `host`.
+      header: (name: string) =>
+        withAuthority(name, request.headers[name], () => request.headers[':authority']),
       body,
       rawBody: keptRawBody(request) ?? jsonTextOf(request),
     };

@@ -7,6 +7,8 @@
  * `Response` body.
  * @module
  */
+
+import { withAuthority } from '../http/host-header.js';
 import {
   captureWebResponse,
   credentialScope,
@@ -44,7 +46,8 @@ export type FetchIdempotencyOptions = HttpRouteOptions &
      * Who is calling: records are never shared across scopes.
      * @default a digest of the Authorization and Cookie headers (only the cookies `scopeCookies`
      *   names, when set) and of the headers `scopeHeaders` names: credentials in any other header (an API
-     *   key) put every caller in one scope unless they are named there or a scope function is given
+     *   key) put every caller in one scope unless they are named there or a scope function is given; also
+     *   when the function gives (or resolves to) `undefined`, `null`, `''` or only whitespace
      */
     scope?: (request: Request) => string | Promise<string>;
   };
@@ -64,7 +67,8 @@ export function requestFacts(
     method: request.method,
     path: url.pathname,
     query: url.search,
-    header: (name) => request.headers.get(name) ?? undefined,
+    // HTTP/2 through @hono/node-server carries no `host` header: the URL's host is the `:authority`.
+    header: (name) => withAuthority(name, request.headers.get(name), () => url.host || undefined),
     body: () => {
       if (request.body === null || bodyLimit === false) return undefined;
       const length = request.headers.get('content-length');

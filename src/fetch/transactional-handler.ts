@@ -4,6 +4,7 @@
  * @module
  */
 import { isJsonContentType } from '../http/fingerprint.js';
+import { withAuthority } from '../http/host-header.js';
 import {
   answerTransactionalRequest,
   type TransactionalResult,
@@ -66,7 +67,9 @@ export function transactionalHandler<Runner extends TransactionalRunner<unknown>
       method: request.method,
       path: url.pathname,
       query: url.search,
-      header: (name: string) => request.headers.get(name),
+      // HTTP/2 through @hono/node-server carries no `host` header: the URL's host is the `:authority`.
+      header: (name: string) =>
+        withAuthority(name, request.headers.get(name), () => url.host || undefined),
       body: bytes,
     };
     return toWebResponse(

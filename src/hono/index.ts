@@ -7,6 +7,7 @@
  */
 import type { Context, MiddlewareHandler } from 'hono';
 import type { StatusCode } from 'hono/utils/http-status';
+import { withAuthority } from '../http/host-header.js';
 import {
   captureWebResponse,
   type Decision,
@@ -48,7 +49,8 @@ export type HonoIdempotencyOptions = HttpRouteOptions &
      * Who is calling: records are never shared across scopes. Mount the middleware after authentication.
      * @default a digest of the Authorization and Cookie headers (only the cookies `scopeCookies`
      *   names, when set) and of the headers `scopeHeaders` names: credentials in any other header (an API
-     *   key) put every caller in one scope unless they are named there or a scope function is given
+     *   key) put every caller in one scope unless they are named there or a scope function is given; also
+     *   when the function gives (or resolves to) `undefined`, `null`, `''` or only whitespace
      */
     scope?: (c: Context) => string | Promise<string>;
   };
@@ -69,7 +71,8 @@ function facts(
     method: c.req.method,
     path: url.pathname,
     query: url.search,
-    header: (name) => c.req.header(name),
+    // HTTP/2 through @hono/node-server carries no `host` header: the URL's host is the `:authority`.
+    header: (name) => withAuthority(name, c.req.header(name), () => url.host || undefined),
     body: () => bodyOf(c, bodyLimit),
     scope: () => scope?.(c),
   };

@@ -18,7 +18,7 @@ import { parseKeyHeader } from './key-header.js';
 import { policyCovers, type RoutePolicy } from './options.js';
 import { type HttpResponseData, problemResponse } from './problem.js';
 import { type HttpOutcome, httpResponseCodec, type NotCapturedMarker } from './response-codec.js';
-import { credentialScope, HTTP_SCOPE_SOURCE, warnUnscopedCredentials } from './scope.js';
+import { credentialScope, HTTP_SCOPE_SOURCE, isNoScope, warnUnscopedCredentials } from './scope.js';
 
 /** What the layer needs to know about a request. */
 export interface RequestFacts {
@@ -40,8 +40,8 @@ export interface RequestFacts {
   /**
    * The scope (tenant, principal) from the adapter's `scope` function; computed only when the layer
    * applies. `undefined` when there is none: the layer then digests the request's credentials
-   * ({@link credentialScope}, with the route's `scopeCookies`), as it does when the promise of one
-   * resolves to `undefined` or `null`.
+   * ({@link credentialScope}, with the route's `scopeCookies`), as it does when the function gives (or
+   * its promise resolves to) `undefined`, `null`, `''` or only whitespace ({@link isNoScope}).
    */
   scope(): string | Promise<string | undefined | null> | undefined;
 }
@@ -234,14 +234,16 @@ export function decide(
   try {
     const key = keyOf(policy, request);
     if (typeof key !== 'string') return Promise.resolve(key);
-    const scope = request.scope() ?? defaultScope(policy, request);
+    const given = request.scope();
+    // No scope (`undefined`, `null`, `''`, whitespace) means the credentials' digest: handed on as it is,
+    // it would be keyed as the scope '' (or '  '), which every such caller shares, and a second user's
+    // retry would be replayed the first user's response.
+    const scope = isNoScope(given) ? defaultScope(policy, request) : given;
     if (typeof scope !== 'string') {
       return Promise.resolve(scope).then(async (resolved) => {
         const body = (await request.body()) as unknown;
-        // A promise of no scope means the same as no scope: the credentials' digest. Handed on as it is,
-        // `undefined` would become the engine's default scope, '', which every such caller shares: a
-        // second user's retry would be replayed the first user's response.
-        const scoped = resolved ?? defaultScope(policy, request);
+        // A promise of no scope means the same as no scope.
+        const scoped = isNoScope(resolved) ? defaultScope(policy, request) : resolved;
         return begin(engine, policy, key, scoped, fingerprintOf(policy, request, body));
       });
     }

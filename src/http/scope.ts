@@ -13,6 +13,19 @@ import { ScopeSource } from '../core/reserved-scopes.js';
 export const HTTP_SCOPE_SOURCE = ScopeSource.Http;
 
 /**
+ * True when a `scope` function gave no scope: `undefined`, `null`, or a string that is empty or only
+ * whitespace (`req.user?.tenantId ?? ''`, a tenant header the request does not carry). The layer then
+ * digests the credentials, as without a function. Kept as given, `''` was a scope every such caller
+ * shared: a second caller sending the first one's key was replayed the first one's response. Whitespace
+ * counts as empty because no principal is named by it, and a blank scope shared the same way.
+ */
+export function isNoScope(scope: unknown): scope is undefined | null | '' {
+  return (
+    scope === undefined || scope === null || (typeof scope === 'string' && scope.trim() === '')
+  );
+}
+
+/**
  * A digest of the `Authorization` header, the cookies and the values of `headers`; `''` when the request
  * carries none of them.
  *

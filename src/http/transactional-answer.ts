@@ -19,7 +19,7 @@ import { parseKeyHeader } from './key-header.js';
 import type { RoutePolicy } from './options.js';
 import { type HttpResponseData, problemResponse } from './problem.js';
 import { type HttpOutcome, httpResponseCodec, type StoredResponse } from './response-codec.js';
-import { HTTP_SCOPE_SOURCE } from './scope.js';
+import { HTTP_SCOPE_SOURCE, isNoScope } from './scope.js';
 import type { TransactionalPolicy, TransactionalRequest } from './transactional-policy.js';
 
 /** What a transactional route's handler answers; it is stored with the record, in the same transaction. */
@@ -164,16 +164,17 @@ function joined(value: string | readonly string[] | null | undefined, separator 
 }
 
 /**
- * The scope function's answer (awaited: it may be async), or the credentials' digest when it gives
- * `undefined` or `null`. Never `undefined` handed on: the modes would key it as `''`, which every such
- * caller shares, and a second user's retry would be replayed the first user's answer.
+ * The scope function's answer (awaited: it may be async), or the credentials' digest when it gives none
+ * (`undefined`, `null`, `''` or only whitespace: {@link isNoScope}). Never no scope handed on: the modes
+ * would key it as `''`, which every such caller shares, and a second user's retry would be replayed the
+ * first user's answer.
  */
 async function scopeOf<Req>(
   policy: TransactionalPolicy<Req>,
   request: TransactionalRequest<Req>,
 ): Promise<string> {
   const given = await policy.scope?.(request.request);
-  if (given !== undefined && given !== null) return scopeOption(given);
+  if (!isNoScope(given)) return scopeOption(given);
   return defaultScope(policy.route, request);
 }
 

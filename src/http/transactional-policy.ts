@@ -36,8 +36,8 @@ export interface TransactionalRouteOptions<Req>
     | 'requestBodyLimit'
   > {
   /**
-   * Who is calling: records are never shared across scopes. Return (or resolve to) `undefined` or `null`
-   * for the default, a digest of the request's `Authorization` and `Cookie` headers (only the cookies
+   * Who is calling: records are never shared across scopes. Return (or resolve to) `undefined`, `null`, `''`
+   * or only whitespace for the default, a digest of the request's `Authorization` and `Cookie` headers (only the cookies
    * `scopeCookies` names, when set) and of the `scopeHeaders`; anything but a string or a finite number is refused (an object
    * would be keyed by its JSON, shared by every caller). Mount the route after authentication.
    */

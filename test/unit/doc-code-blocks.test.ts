@@ -96,7 +96,7 @@ ${STORE}
 declare global {
   namespace Express {
     interface Request {
-      user: { tenantId: string };
+      user: { id: string; tenantId: string };
     }
   }
 }`,
@@ -109,6 +109,24 @@ declare global {
   {
     doc: 'docs/http.md',
     contains: "scopeHeaders: ['X-API-Key']",
+    prelude: `import { idempotency } from 'idempotency-kit/express';\n${STORE}`,
+  },
+  {
+    doc: 'docs/http.md',
+    contains: 'req.hostname',
+    prelude: `import { idempotency } from 'idempotency-kit/express';
+${STORE}
+declare global {
+  namespace Express {
+    interface Request {
+      user: { id: string; tenantId: string };
+    }
+  }
+}`,
+  },
+  {
+    doc: 'docs/http.md',
+    contains: "fingerprintHeaders: ['host']",
     prelude: `import { idempotency } from 'idempotency-kit/express';\n${STORE}`,
   },
   {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { resolvePolicy } from '../../../src/http/options.js';
-import { credentialScope, selectCookies } from '../../../src/http/scope.js';
+import { credentialScope, isNoScope, selectCookies } from '../../../src/http/scope.js';
 import { isInvalidOptionsError } from '../../../src/index.js';
 
 describe('default scope', () => {
@@ -91,5 +91,13 @@ describe('default scope', () => {
     expect(resolvePolicy({ scopeCookies: ['sid', '__Host-session'] }).scopeCookies).toEqual(
       new Set(['sid', '__Host-session']),
     );
+  });
+});
+
+describe('a scope function that gives no scope', () => {
+  it("is undefined, null, '' or only whitespace; any other string or value is a scope as given", () => {
+    for (const none of [undefined, null, '', ' ', '\t \n', '\u00a0'])
+      expect(isNoScope(none)).toBe(true);
+    for (const some of ['a', ' acme ', '0', 0, 42, false, {}]) expect(isNoScope(some)).toBe(false);
   });
 });
