@@ -7,21 +7,21 @@
  * `handleError` sets the reply's `kReplyNextErrorHandler` (the handler to use should this one fail, or
  * `false` for the last resort) before it calls the error handler, and nothing resets it: once it differs
  * from its value when the handler started, every send is Fastify's error handling. Fastify's symbols are
- * not exported, so they are found by description ({@link symbolOf}).
+ * not exported, so they are found by description (`./reply-symbols.ts`).
  * @module
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { IS_ERROR, isLaidOut, ownSymbol } from './reply-symbols.js';
 
 // `kReplyNextErrorHandler`: absent until `handleError` first runs for the reply (Fastify 5.x).
 const NEXT_ERROR_HANDLER = 'fastify.reply.nextErrorHandler';
 
-// `kReplyIsError`: set by the constructor of every reply of the Fastify versions whose `handleError` sets
-// the one above (the same `lib/symbols.js`): without it the layout is not the one checked, and the absence
-// of `kReplyNextErrorHandler` proves nothing. Only this one: an app that decorates the reply
-// (`decorateReply`, which most plugins do: cookies, sensible, view, jwt) gets replies from another
+// `kReplyIsError` (`IS_ERROR`) is set by the constructor of every reply of the Fastify versions whose
+// `handleError` sets the one above (the same `lib/symbols.js`): without it the layout is not the one
+// checked, and the absence of `kReplyNextErrorHandler` proves nothing. Only this one: an app that decorates
+// the reply (`decorateReply`, which most plugins do: cookies, sensible, view, jwt) gets replies from another
 // constructor, which sets no `kReplyIsRunningOnErrorHook` until an error comes; requiring that one too
 // turned the drops off in such apps, and their fallback released a key whose handler had charged.
-const IS_ERROR = 'fastify.reply.isError';
 
 // `kReplyIsRunningOnErrorHook`: absent on a decorated app's reply until its first error (false then).
 const RUNNING_ON_ERROR_HOOK = 'fastify.reply.isRunningOnErrorHook';
@@ -49,15 +49,9 @@ export function disprove(): void {
  * {@link UNREADABLE} when the reply does not have the layout this was checked against.
  */
 export function errorHandlingState(reply: FastifyReply): unknown {
-  if (disproved) return UNREADABLE;
-  // One pass over the reply's symbols for both (this runs as each keyed handler starts and at each send).
-  let laidOut = false;
-  let state: unknown;
-  for (const symbol of Object.getOwnPropertySymbols(reply)) {
-    if (symbol.description === NEXT_ERROR_HANDLER) state = fieldOf(reply, symbol);
-    else if (symbol.description === IS_ERROR) laidOut = true;
-  }
-  return laidOut ? state : UNREADABLE;
+  if (disproved || !isLaidOut(reply)) return UNREADABLE;
+  const symbol = ownSymbol(reply, NEXT_ERROR_HANDLER);
+  return symbol === undefined ? undefined : fieldOf(reply, symbol);
 }
 
 /**
@@ -65,7 +59,7 @@ export function errorHandlingState(reply: FastifyReply): unknown {
  * error handler yet, and refuses a send meanwhile (`FST_ERR_SEND_INSIDE_ONERR`).
  */
 export function inOnErrorHooks(reply: FastifyReply): boolean {
-  const symbol = symbolOf(reply, RUNNING_ON_ERROR_HOOK);
+  const symbol = ownSymbol(reply, RUNNING_ON_ERROR_HOOK);
   return symbol !== undefined && fieldOf(reply, symbol) === true;
 }
 
@@ -75,13 +69,8 @@ export function inOnErrorHooks(reply: FastifyReply): boolean {
  * `onSend`) into an error of its own.
  */
 export function clearErrorMark(reply: FastifyReply): void {
-  const symbol = symbolOf(reply, IS_ERROR);
+  const symbol = ownSymbol(reply, IS_ERROR);
   if (symbol !== undefined) (reply as unknown as Record<symbol, unknown>)[symbol] = false;
-}
-
-/** The reply's own symbol described `description`: Fastify's symbols are not exported. */
-function symbolOf(reply: FastifyReply, description: string): symbol | undefined {
-  return Object.getOwnPropertySymbols(reply).find((symbol) => symbol.description === description);
 }
 
 const fieldOf = (reply: FastifyReply, symbol: symbol): unknown =>

@@ -47,6 +47,12 @@ export interface Running {
    * once it changed is Fastify's error handling, never dropped.
    */
   errorHandling?: unknown;
+  /**
+   * Fastify's error-handling state when the `handlerTimeout` reply reached the capture, which holds it
+   * while the marker is written: a send while the state stays the same is the handler's late answer
+   * (`lateAnswer`), not Fastify's error handling.
+   */
+  timedOut?: { errorHandling: unknown };
 }
 
 /**
@@ -78,7 +84,7 @@ export function watchSends(
       onHookAnswer(this.request);
       return send.call(this, payload);
     }
-    if (secondAnswer(this, running)) {
+    if (lateAnswer(this, running) || secondAnswer(this, running)) {
       dropSecondAnswer(this, running, payload);
       return this;
     }
@@ -136,6 +142,20 @@ const secondAnswer = (reply: FastifyReply, running: Running): boolean =>
   // Unreadable (another Fastify version), the send goes through, as before any was dropped: a second
   // answer may then go out, where a dropped error page left the client without a response.
   errorHandlingBegan(reply, running.errorHandling) === false;
+
+/**
+ * Whether a send is the handler's answer coming after Fastify's `handlerTimeout` reply, while the capture
+ * holds that reply until its marker is written: a `reply.send`, the value its promise resolves with, or its
+ * throw. Without the plugin the timeout's reply has ended by then, and Fastify drops the latecomer; the
+ * plugin held it, so Fastify sent the handler's answer too, and it went out first: the client got the
+ * handler's 201 while the key kept the timeout's marker (every retry 409 `response_not_captured`). A send
+ * of Fastify's error handling after it (an `onSend` hook failing on the timeout's reply) changes the state
+ * first, and goes through.
+ */
+const lateAnswer = (reply: FastifyReply, running: Running): boolean =>
+  running.timedOut !== undefined &&
+  !reply.sent &&
+  errorHandlingState(reply) === running.timedOut.errorHandling;
 
 /**
  * Drop what came after the handler's answer, as Fastify does once a reply has ended, with its log line.

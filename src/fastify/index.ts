@@ -45,7 +45,7 @@ import { BodyRelay } from '../http/stream-relay.js';
 import { isRequestTooLargeError, requestTooLargeResponse } from '../http/unread-body.js';
 import { readWhole } from '../http/web.js';
 import { headOf, restoreHead } from './answer-head.js';
-import { isHandlerTimeout } from './error-handling.js';
+import { errorHandlingState, isHandlerTimeout, UNREADABLE } from './error-handling.js';
 import { callWatched, lostAnswer, type Running, watchSends } from './handler-answer.js';
 import { jsonTextOf, keepJsonText } from './json-text.js';
 import { nodeStreamSource, relayedBody } from './relayed-body.js';
@@ -396,11 +396,17 @@ function install(fastify: FastifyInstance, options: FastifyIdempotencyOptions): 
       return payload;
     }
     // Fastify's `handlerTimeout` answered while the handler still runs (it only aborts `request.signal`):
-    // not the handler's outcome, and its own answer, sent late, never reaches `onSend`. Released, a retry
-    // ran the handler beside the first (a second charge): a marker is kept instead (`cutOff`), so every
-    // retry is answered `response_not_captured`, whatever the handler goes on to do.
+    // not the handler's outcome. Released, a retry ran the handler beside the first (a second charge): a
+    // marker is kept instead (`cutOff`), so every retry is answered `response_not_captured`, whatever the
+    // handler goes on to do. Its answer while the marker is written is dropped (`timedOut`), and the
+    // timeout's reply goes out with its own head, whatever the handler set on the reply meanwhile: the
+    // client got the handler's 201 ahead of it, while its retries were told of the timeout.
     if (isHandlerTimeout(current.error)) {
-      await current.execution.cutOff(reply.statusCode);
+      const state = errorHandlingState(reply);
+      if (state !== UNREADABLE) current.timedOut = { errorHandling: state };
+      const head = headOf(reply);
+      await current.execution.cutOff(head.status);
+      restoreHead(reply, head);
       return payload;
     }
     // An error after the handler answered (a serializer, a hook before this one): the charge happened,

@@ -9,7 +9,7 @@
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import fastify, { type FastifyInstance } from 'fastify';
+import fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import fp from 'fastify-plugin';
 import { afterEach, expect, it } from 'vitest';
 import { idempotencyPlugin } from '../../../src/fastify/index.js';
@@ -129,4 +129,109 @@ it('releases the key when handlerTimeout passes while the claim is being made', 
   const retry = await post();
   expect(retry.status).toBe(201);
   expect(charged).toBe(1);
+});
+
+/**
+ * A store whose marker write (`complete`) waits until `answered` settles, so that the handler answers while
+ * the capture holds the timeout's reply; `writing` settles as the write begins.
+ */
+function slowMarkerStore(answered: Promise<unknown>) {
+  const store = memoryStore();
+  const complete = store.complete.bind(store);
+  let started!: () => void;
+  const writing = new Promise<void>((resolve) => {
+    started = resolve;
+  });
+  store.complete = async (...args: Parameters<typeof complete>) => {
+    started();
+    await answered.catch(() => undefined);
+    await sleep(20); // Fastify's reaction to the answer (a rejection's send) comes a few ticks later
+    return complete(...args);
+  };
+  return { store, writing };
+}
+
+const lateAnswers = {
+  'sends it': (reply: FastifyReply) =>
+    reply.code(201).header('x-charge', 'done').send({ charged: 1 }),
+  'returns it': (reply: FastifyReply) => {
+    reply.code(201).header('x-charge', 'done');
+    return { charged: 1 };
+  },
+  throws: () => {
+    throw Object.assign(new Error('declined'), { statusCode: 402 });
+  },
+} satisfies Record<string, (reply: FastifyReply) => unknown>;
+
+it.each(Object.keys(lateAnswers) as (keyof typeof lateAnswers)[])(
+  'answers the timeout the retries are told of when the handler %s while its marker is written',
+  async (name) => {
+    let answered!: () => void;
+    const handlerAnswered = new Promise<void>((resolve) => {
+      answered = resolve;
+    });
+    const { store, writing } = slowMarkerStore(handlerAnswered);
+    let charged = 0;
+    app = fastify();
+    await app.register(idempotencyPlugin, { engine: createIdempotency({ store }) });
+    app.post('/charges', { handlerTimeout: 50 }, async (_request, reply) => {
+      await writing; // the timeout passed, and its reply waits in the capture for the marker
+      charged++;
+      try {
+        return lateAnswers[name](reply);
+      } finally {
+        answered();
+      }
+    });
+    const post = await postsOfOneKey(app);
+
+    const first = await post();
+    // Before, the handler's answer went out ahead of the held 503 (a 201 with its header, or the throw's
+    // 402), while the key kept the timeout's marker: the retry got 409 for a request the client saw succeed.
+    expect(first.status).toBe(503);
+    expect(first.headers.get('x-charge')).toBeNull();
+    expect(((await first.json()) as { code: string }).code).toBe('FST_ERR_HANDLER_TIMEOUT');
+    const retry = await post();
+    expect(retry.status).toBe(409);
+    const problem = (await retry.json()) as { code: string; detail: string };
+    expect(problem.code).toBe('response_not_captured');
+    expect(problem.detail).toContain('answered by a timeout (status 503)');
+    expect(charged).toBe(1);
+  },
+);
+
+it("lets Fastify's error handling through after the timeout's reply: an onSend hook failing on it", async () => {
+  let answered!: () => void;
+  const handlerAnswered = new Promise<void>((resolve) => {
+    answered = resolve;
+  });
+  const { store, writing } = slowMarkerStore(handlerAnswered);
+  app = fastify();
+  await app.register(idempotencyPlugin, { engine: createIdempotency({ store }) });
+  // An error handler that sends its own page, which Fastify's state for it then tells from the handler's.
+  app.setErrorHandler((error: { statusCode?: number; code?: string }, _request, reply) =>
+    reply.code(error.statusCode ?? 500).send({ failed: error.code ?? 'unknown' }),
+  );
+  // Registered after the plugin: it fails on the timeout's page once the marker is written.
+  app.addHook('onSend', async (_request, _reply, payload) => {
+    if (typeof payload === 'string' && payload.includes('FST_ERR_HANDLER_TIMEOUT')) {
+      throw new Error('the page cannot be signed');
+    }
+    return payload;
+  });
+  app.post('/charges', { handlerTimeout: 50 }, async () => {
+    await writing;
+    answered();
+    return new Promise(() => undefined); // runs on for good: only Fastify's error handling answers
+  });
+  const post = await postsOfOneKey(app);
+
+  const first = await post();
+  // Fastify's default page for the onSend hook's error (the next error handler after the app's), not
+  // dropped as a late answer of the handler's: dropped, the client got no response.
+  expect(first.status).toBe(503);
+  expect(((await first.json()) as { message: string }).message).toBe('the page cannot be signed');
+  const retry = await post();
+  expect(retry.status).toBe(409);
+  expect(((await retry.json()) as { code: string }).code).toBe('response_not_captured');
 });
