@@ -26,7 +26,12 @@ import {
   knownFields,
   stringOption,
 } from '../core/option-checks.js';
-import { defaultCodec, encodeValueOutcome, type OutcomeCodec } from '../core/outcome.js';
+import {
+  defaultCodec,
+  encodeErrorOutcome,
+  encodeValueOutcome,
+  type OutcomeCodec,
+} from '../core/outcome.js';
 import type { IdempotencyRecord } from '../core/record.js';
 import { runStorageKey } from '../core/reserved-scopes.js';
 import { settleRecord } from '../core/settle.js';
@@ -42,7 +47,12 @@ import {
   prepareStatements,
   type Statements,
 } from './statements.js';
-import { guardConnection, guardedRun, transactionEndedError } from './transaction-guard.js';
+import {
+  guardConnection,
+  guardedRun,
+  guardsEveryStatement,
+  transactionEndedError,
+} from './transaction-guard.js';
 
 /** Options of {@link sqliteTransactional}. */
 export interface SqliteTransactionalOptions {
@@ -87,7 +97,9 @@ export type SqliteTransactionalRequest = Pick<
 export interface SqliteTransactionContext {
   /**
    * The connection, inside the open transaction. Never COMMIT, ROLLBACK or close it yourself: while the
-   * handler runs, its `exec` and `prepare` refuse such SQL with `InvalidOptionsError` (savepoints pass).
+   * handler runs, its `exec` and its statements refuse such SQL with `InvalidOptionsError` (savepoints
+   * pass), and refuse every statement once SQLite has ended the transaction on its own (an
+   * `INSERT OR ROLLBACK` conflict, a `RAISE(ROLLBACK)`, `SQLITE_FULL`): let that error propagate.
    */
   readonly database: SqliteDatabase;
   /** Fencing token of this execution (from the same counter as the store's claims). */
@@ -129,7 +141,9 @@ export interface SqliteTransactional {
    * the call; the promise only carries the result, for symmetry with the PostgreSQL mode.
    *
    * Rejects with `InvalidKeyError`, `InvalidOptionsError` (`fn` returned a promise, a transaction is
-   * already open on the connection, or `fn` ended the transaction or tried to), `StoreUnavailableError`
+   * already open on the connection, or `fn` ended the transaction or tried to: when writes may have
+   * committed all the same, the key is completed with that error, which a retry gets back as
+   * `ReplayedError`), `StoreUnavailableError`
    * (the database failed or stayed locked past the busy timeout; nothing was committed), `ReplayedError`,
    * or `fn`'s own error after rolling everything back.
    */
@@ -267,6 +281,56 @@ export function sqliteTransactional(options: SqliteTransactionalOptions): Sqlite
     return row === undefined ? undefined : toRecord(row);
   }
 
+  // The transaction ended under the handler (see transaction-guard.ts): we are in autocommit now, and the
+  // run fails with the handler's error. What committed decides what is recorded, so that a retry runs the
+  // handler again only if nothing did:
+  // - The claim is still ours, in progress: a COMMIT committed it with the writes before it. It is completed
+  //   with the run's error (replayed as ReplayedError): left in progress, the key answered in_progress for
+  //   the lease's hour, then a takeover ran the handler again.
+  // - Completed by us: a COMMIT in beforeCommit committed the record, with the handler's value.
+  // - Gone, rolled back with the writes before the end: on a guarded connection every statement after the
+  //   end was refused (and every COMMIT), so nothing committed and the key stays free, as after a throw.
+  //   On one that could not be guarded, writes after the end may have committed in autocommit: the key is
+  //   claimed anew, in a transaction of its own, and completed with the error (unless another attempt has
+  //   claimed it since, which is what the error then says).
+  function recordEnd(
+    s: Statements,
+    key: string,
+    fingerprint: string,
+    token: number,
+    retentionMs: number,
+  ) {
+    const complete = (statements: Statements, held: number) => {
+      const now = clock.now();
+      const outcome = bufferView(encodeErrorOutcome(transactionEndedError('recorded')));
+      const params = { key, token: held, outcome, now, expires_at: now + retentionMs };
+      return statements.complete.run(params).changes === 1;
+    };
+    const guarded = guardsEveryStatement(db);
+    try {
+      if (complete(s, token)) return { error: transactionEndedError('recorded'), stored: true };
+      if (s.isCompletedBy.get({ key, token, now: clock.now() }) !== undefined) {
+        return { error: transactionEndedError('completed'), stored: true };
+      }
+      if (guarded) return { error: transactionEndedError('nothing'), stored: false };
+      const recorded = transaction.immediate((fresh: Statements) => {
+        const params = { fingerprint, leaseMs: TRANSACTION_LEASE_MS };
+        const won = fresh.claim.get(claimParams(key, params, clock.now())) as ClaimRow | undefined;
+        if (won === undefined) return false;
+        fresh.bumpToken.run({ token: won.token });
+        return complete(fresh, won.token);
+      }) as boolean;
+      return {
+        error: transactionEndedError(recorded ? 'recorded' : 'unrecorded'),
+        stored: recorded,
+      };
+    } catch {
+      // The database failed (SQLITE_FULL may well be what ended the transaction): on a guarded connection
+      // nothing committed all the same.
+      return { error: transactionEndedError(guarded ? 'nothing' : 'unrecorded'), stored: false };
+    }
+  }
+
   function runInTransactionSync<T>(
     request: SqliteTransactionalRequest,
     fn: (tx: SqliteTransactionContext) => SyncResult<T>,
@@ -298,9 +362,11 @@ export function sqliteTransactional(options: SqliteTransactionalOptions): Sqlite
 
     // An object, so that TypeScript does not narrow it across the transaction body's assignments.
     // Where the body was when it threw, and, once the handler started, what `onFailed` reports.
-    const at: { phase: Phase; run?: { token: number; attempt: number; startedAt: number } } = {
-      phase: 'claim',
-    };
+    const at: {
+      phase: Phase;
+      run?: { token: number; attempt: number; startedAt: number };
+      stored?: boolean;
+    } = { phase: 'claim' };
     try {
       // Fast path without the write lock, as the store's claim: a committed record (a replay, an engine
       // claim in flight, a mismatch, a crashed engine claim's key still reserved for another fingerprint)
@@ -336,8 +402,28 @@ export function sqliteTransactional(options: SqliteTransactionalOptions): Sqlite
         at.phase = 'handler';
         const startedAt = clock.now();
         at.run = { token, attempt, startedAt };
-        // A COMMIT or ROLLBACK the handler runs on the connection is refused (see transaction-guard.ts).
-        const value: unknown = guardedRun(db, () => fn(context));
+        // The transaction ended under the handler anyway (an error that rolled it back, OR ROLLBACK,
+        // SQLITE_FULL or an I/O error, swallowed; a COMMIT on a connection that could not be guarded): we
+        // would complete, and COMMIT, in autocommit mode. The handler's error, loud: not a store outage,
+        // whose answer tells the client a retry will not run it twice; recorded when writes may have
+        // committed (see recordEnd).
+        const ended = () => {
+          const { error, stored } = recordEnd(s, storageKey, fingerprint, token, retentionMs);
+          at.stored = stored;
+          return error;
+        };
+        // A COMMIT or ROLLBACK the handler runs on the connection is refused, and so is any statement after
+        // an end SQLite made (see transaction-guard.ts). A handler that throws after an end fails with its
+        // own error, and what committed is recorded all the same.
+        const guardedCall = (body: () => unknown): unknown => {
+          try {
+            return guardedRun(db, body);
+          } catch (error) {
+            if (!db.inTransaction) ended();
+            throw error;
+          }
+        };
+        const value = guardedCall(() => fn(context));
         if (isThenable(value)) {
           // Whatever the async handler does after its first await runs outside this transaction; keep
           // its eventual rejection from crashing the process, the caller gets this error instead.
@@ -348,11 +434,7 @@ export function sqliteTransactional(options: SqliteTransactionalOptions): Sqlite
               'calls…) before or after runInTransaction. Everything was rolled back.',
           );
         }
-        // The transaction ended under the handler anyway (a COMMIT prepared before the guard was installed,
-        // an error that rolled it back, OR ROLLBACK, SQLITE_FULL or an I/O error, swallowed): we would
-        // complete, and COMMIT, in autocommit mode. The handler's error, loud: not a store outage, whose
-        // answer tells the client a retry will not run it twice, when its writes may have committed.
-        if (!db.inTransaction) throw transactionEndedError();
+        if (!db.inTransaction) throw ended();
         const outcome = encodeValueOutcome(codec.encode(value));
 
         at.phase = 'complete';
@@ -367,9 +449,9 @@ export function sqliteTransactional(options: SqliteTransactionalOptions): Sqlite
         if (done.changes !== 1) throw new Error('the record claimed in this transaction is gone');
         at.phase = 'beforeCommit';
         const { beforeCommit } = runOptions;
-        if (beforeCommit !== undefined) guardedRun(db, () => beforeCommit(context));
+        if (beforeCommit !== undefined) guardedCall(() => beforeCommit(context));
         // Ended here too (as above): the handler's side of the run, not an outage at COMMIT.
-        if (!db.inTransaction) throw transactionEndedError();
+        if (!db.inTransaction) throw ended();
         at.phase = 'commit';
         return { claimed: true, value: value as T, token, attempt, startedAt };
       }) as BodyResult<T>;
@@ -392,7 +474,8 @@ export function sqliteTransactional(options: SqliteTransactionalOptions): Sqlite
         if (usersError && at.run !== undefined) {
           const { token, attempt, startedAt } = at.run;
           const durationMs = clock.now() - startedAt;
-          emit(hooks, 'onFailed', { ...event, token, attempt, durationMs, stored: false });
+          const stored = at.stored === true;
+          emit(hooks, 'onFailed', { ...event, token, attempt, durationMs, stored });
         }
         throw error;
       }

@@ -1,8 +1,8 @@
 /**
  * The SQLite transactional mode when the handler tries to end the transaction itself on the connection it
  * is given: a ROLLBACK followed by more writes, a COMMIT followed by a failure, a ROLLBACK hidden in a
- * string of several statements, behind an empty statement or a comment, or prepared outside the handler, a
- * ROLLBACK in beforeCommit. Savepoints and nested db.transaction() keep working,
+ * string of several statements, behind an empty statement or a comment, or prepared outside the handler
+ * (before the guard too), a ROLLBACK in beforeCommit. Savepoints and nested db.transaction() keep working,
  * and the connection runs any statement outside a run. On a real WAL file.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -106,7 +106,7 @@ describe('sqliteTransactional: a handler that ends the transaction itself', () =
     expect(charges('multi')).toBe(1);
   });
 
-  it('fails as the handler, not as a store outage, on a COMMIT prepared before the guard (a statement it cannot see)', async () => {
+  it('refuses a COMMIT prepared before the guard too (a statement prepare never saw): nothing commits, the retry executes', async () => {
     // Arrange: prepared before sqliteTransactional was created on the connection.
     const db = new Database(join(dir, `own-${++files}.db`), { timeout: 5_000 });
     open.push(db);
@@ -125,14 +125,16 @@ describe('sqliteTransactional: a handler that ends the transaction itself', () =
         return 'charged';
       }),
     );
+    const chargedByFailure = charges();
+    const stored = await store.get(transactional.storageKeyFor('early'));
     const retry = await transactional.runInTransaction({ key: 'early' }, () => 'again');
-    // Assert: an error that does not invite a retry "that will not run twice"; the charge that did commit
-    // is not made a second time.
+    // Assert: refused as it ran (the statements' prototype checks it), so the handler failed with the
+    // refusal and everything rolled back: no charge, no claim left in progress for an hour.
     expect(isInvalidOptionsError(failed)).toBe(true);
-    expect(charges()).toBe(1);
-    expect(retry.status).toBe('in_progress');
+    expect([chargedByFailure, stored]).toEqual([0, undefined]);
+    expect(retry.status).toBe('executed');
     expect((await store.get(transactional.storageKeyFor('early')))?.status).toBe(
-      RecordStatus.InProgress,
+      RecordStatus.Completed,
     );
   });
 
