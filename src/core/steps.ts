@@ -92,15 +92,17 @@ function admitStep(
 }
 
 /**
- * The steps of an execution that failed open (store unreachable, `failOpen`): nothing is recorded, but
- * each step passes the same checks and returns its result as the codec gives it back, as a recorded step
- * does, so the handler sees what it would with the store up.
+ * The steps of an execution that failed open (store unreachable, `failOpen`), or of a transactional
+ * route's handler (a crash rolls its steps' writes back with the claim, so there is nothing to resume
+ * from): nothing is recorded, but each step passes the same checks and returns its result as the codec
+ * gives it back, as a recorded step does, so the handler sees what it would with the store up.
+ * @param attempt - The execution's attempt, for the step's context (1 for a fail-open run).
  */
-export function unrecordedSteps(storageKey: string): StepRunner {
+export function unrecordedSteps(storageKey: string, attempt = 1): StepRunner {
   const names = new Set<string>();
   return async (name, fn, options) => {
     const codec = admitStep(names, name, fn, options);
-    const value = await fn({ downstreamKey: deriveDownstreamKey(storageKey, name), attempt: 1 });
+    const value = await fn({ downstreamKey: deriveDownstreamKey(storageKey, name), attempt });
     try {
       return codec.decode(codec.encode(value)) as typeof value;
     } catch (cause) {

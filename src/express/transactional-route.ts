@@ -26,8 +26,8 @@ import { send } from './send.js';
  * Options of {@link transactionalRoute}: the middleware's `headerName`, `minKeyLength`, `replayHeaders`,
  * `fingerprintHeaders`, `scopeCookies`, `scopeHeaders`, `storeServerErrors`, `retentionMs`,
  * `requestBodyLimit` (the bodies and files on disk the route reads for the fingerprint; over it 413, no
- * transaction; `false` leaves them out) and `maxBodyBytes` (over it an answer is refused before COMMIT),
- * and `scope(req)`, which may be async.
+ * transaction; `false` leaves them out), `maxBodyBytes` (over it an answer is refused before COMMIT) and
+ * `asyncContext` (`currentIdempotency()` in the handler), and `scope(req)`, which may be async.
  */
 export type TransactionalRouteOptions = BaseOptions<Request>;
 

@@ -36,8 +36,9 @@ import { sendAnswer } from './send.js';
  * Options of {@link transactionalRoute}: the plugin's `headerName`, `minKeyLength`, `replayHeaders`,
  * `fingerprintHeaders`, `scopeCookies`, `scopeHeaders`, `storeServerErrors`, `retentionMs`,
  * `requestBodyLimit` (a body the parser left to the handler or handed on as a stream, read for the
- * fingerprint; over it 413, no transaction; `false` leaves it out) and `maxBodyBytes` (over it an answer
- * is refused before COMMIT), and `scope(request)`, which may be async.
+ * fingerprint; over it 413, no transaction; `false` leaves it out), `maxBodyBytes` (over it an answer
+ * is refused before COMMIT) and `asyncContext` (`currentIdempotency()` in the handler; the plugin's does
+ * not reach the route), and `scope(request)`, which may be async.
  */
 export type FastifyTransactionalRouteOptions = TransactionalRouteOptions<FastifyRequest>;
 

@@ -18,8 +18,9 @@ import { announcedBody, readBodyUpTo, toWebResponse } from '../http/web.js';
 /**
  * Options of {@link transactionalHandler}: `withIdempotency`'s `headerName`, `minKeyLength`,
  * `replayHeaders`, `fingerprintHeaders`, `scopeCookies`, `storeServerErrors`, `retentionMs`,
- * `maxBodyBytes` (over it an answer is refused before COMMIT) and `requestBodyLimit` (over it a request
- * gets 413, no transaction), and `scope(request)`, which may be async.
+ * `maxBodyBytes` (over it an answer is refused before COMMIT), `requestBodyLimit` (over it a request
+ * gets 413, no transaction) and `asyncContext` (`currentIdempotency()` in the handler), and
+ * `scope(request)`, which may be async.
  */
 export type TransactionalHandlerOptions = BodyReadingRouteOptions<Request>;
 

@@ -57,7 +57,8 @@ export function runWithContext<T>(context: IdempotencyContext, fn: () => T): T {
 
 /**
  * The idempotency context of the request being handled, or `undefined` outside one (no key, a method the
- * layer ignores, or code not running under a request).
+ * layer ignores, a route without `asyncContext: true`, or code not running under a request). Also set in
+ * the handler of a transactional route created with `asyncContext: true`.
  * @throws InvalidOptionsError when no adapter was created with `asyncContext: true` (the context would
  *   silently be missing otherwise).
  * @example
@@ -68,8 +69,9 @@ export function currentIdempotency(): IdempotencyContext | undefined {
   if (!enabled) {
     throw new InvalidOptionsError(
       'currentIdempotency() needs `asyncContext: true` in the idempotency middleware options ' +
-        '(or read the context from the request: req.idempotency, request.idempotency, ' +
-        "idempotencyOf(request), c.get('idempotency'))",
+        "or in a transactional route's (or read the context from the request: req.idempotency, " +
+        "request.idempotency, idempotencyOf(request), c.get('idempotency'); in a transactional " +
+        'route, from tx)',
     );
   }
   return storage.getStore();

@@ -13,6 +13,7 @@ import { InvalidOptionsError, isInvalidKeyError, isStoreUnavailableError } from 
 import { scopeOption } from '../core/option-checks.js';
 import { SCOPE_SOURCE, type ScopeSourced } from '../core/reserved-scopes.js';
 import { isThenable } from '../core/thenable.js';
+import { runWithContext } from './context.js';
 import { conflictResponse, defaultScope, replayResponse } from './execution.js';
 import { httpFingerprint } from './fingerprint.js';
 import { parseKeyHeader } from './key-header.js';
@@ -20,6 +21,7 @@ import type { RoutePolicy } from './options.js';
 import { type HttpResponseData, problemResponse } from './problem.js';
 import { type HttpOutcome, httpResponseCodec, type StoredResponse } from './response-codec.js';
 import { HTTP_SCOPE_SOURCE, isNoScope } from './scope.js';
+import { TransactionalContext } from './transactional-context.js';
 import type { TransactionalPolicy, TransactionalRequest } from './transactional-policy.js';
 
 /** What a transactional route's handler answers; it is stored with the record, in the same transaction. */
@@ -118,7 +120,8 @@ export function requiredKey(
 /**
  * Answer `request` as the route's policy says: a 400 for its key, or `handler` run in `runner`'s
  * transaction under the claim (key, scope, fingerprint), and the middleware's answer to what came of it.
- * A synchronous handler stays synchronous inside the transaction (as SQLite's mode needs).
+ * A synchronous handler stays synchronous inside the transaction (as SQLite's mode needs). With the
+ * route's `asyncContext`, the handler runs with its `currentIdempotency()` context.
  * @returns the answer to send; rejects with the handler's own errors (after the rollback), an answer
  *   that cannot be stored, and what the scope function throws or a scope that is not a string.
  */
@@ -144,7 +147,14 @@ export async function answerTransactionalRequest<Runner extends TransactionalRun
   try {
     // The runner hands `fn` its own transaction context: `TransactionOf<Runner>` by definition.
     outcome = await runner.runInTransaction(claim, (tx) => {
-      const answer = handler(tx as TransactionOf<Runner>);
+      // Only the handler runs in the context (`run`, never `enterWith`): what follows it here, the
+      // completion and the framework's sending of the answer, sees none. Made anew for each transaction
+      // (PostgreSQL's serialization retries run the handler again, with a new `tx`).
+      const answer = route.asyncContext
+        ? runWithContext(new TransactionalContext(claim.key, claim.scope, tx), () =>
+            handler(tx as TransactionOf<Runner>),
+          )
+        : handler(tx as TransactionOf<Runner>);
       return isThenable(answer)
         ? Promise.resolve(answer).then((resolved) => committedAnswer(resolved, route))
         : committedAnswer(answer, route);

@@ -42,6 +42,16 @@ export interface TransactionalRouteOptions<Req>
    * would be keyed by its JSON, shared by every caller). Mount the route after authentication.
    */
   scope?: (request: Req) => string | undefined | null | Promise<string | undefined | null>;
+  /**
+   * Make `currentIdempotency()` work anywhere in the handler's call tree (AsyncLocalStorage), as the
+   * middleware's option does: the same `key`, `scope`, `storageKey`, `token` and `attempt`, and a
+   * `downstreamKey(step)` equal to `tx.downstreamKey(step)`. There is no lease in a transaction (the
+   * claim is held until COMMIT or ROLLBACK), so `signal` never aborts and `extendLease()` does nothing;
+   * `step(name, fn)` runs its function unrecorded (a crash rolls everything back, the retry runs it
+   * again with the same downstream key). Off by default: on Node 20/22 it slows every promise in the
+   * process; `tx` carries the claim's details for free. @default false
+   */
+  asyncContext?: boolean;
   /** How long answers are replayed. @default the transactional mode's `retentionMs` ('24h') */
   retentionMs?: Duration;
   /**
@@ -79,7 +89,7 @@ export interface TransactionalPolicy<Req> {
 
 // Every key of TransactionalRouteOptions: anything else is refused, not ignored.
 const OPTION_NAMES: readonly string[] =
-  'scope headerName minKeyLength replayHeaders fingerprintHeaders scopeCookies scopeHeaders storeServerErrors retentionMs maxBodyBytes requestBodyLimit'.split(
+  'scope headerName minKeyLength replayHeaders fingerprintHeaders scopeCookies scopeHeaders storeServerErrors retentionMs maxBodyBytes requestBodyLimit asyncContext'.split(
     ' ',
   );
 
