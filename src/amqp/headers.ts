@@ -5,6 +5,7 @@
  */
 import type { DeadLetter } from '../consumer/index.js';
 import type { AmqpMessage, AmqpPublishOptions } from './amqp-types.js';
+import { fitHeaders } from './header-room.js';
 import { PENDING_DEAD_LETTER_HEADER, pendingLetterHeader } from './pending-letter.js';
 import { COPY_ID_HEADER, newCopyId } from './returns.js';
 import { routingHeaders } from './routing.js';
@@ -197,10 +198,21 @@ export function retryOptions(
   return { ...copyOptions(message, extra), expiration: String(Math.ceil(delayMs)) };
 }
 
+// The headers a dead letter adds, never left out to make room (header-room.ts).
+const DEAD_LETTER_HEADERS = [
+  DEAD_LETTER_DELIVERIES_HEADER,
+  DEAD_LETTER_REASON_HEADER,
+  ERROR_HEADER,
+  CONSUMER_HEADER,
+  FAILED_AT_HEADER,
+];
+
 /**
  * Publish options of the dead letter of `message`: the error recorded in headers. The delivery count goes
  * under {@link DEAD_LETTER_DELIVERIES_HEADER}, not the counting header: replaying the dead letter to the
- * queue (same headers) runs the handler again with its full `maxDeliveries`.
+ * queue (same headers) runs the handler again with its full `maxDeliveries`. Its header table fits
+ * amqplib's 64 KB (header-room.ts): the message's largest headers are left out if need be, named in
+ * `x-idempotency-omitted-headers`.
  */
 export function deadLetterOptions(message: AmqpMessage, letter: DeadLetter): AmqpPublishOptions {
   const options = copyOptions(message, {
@@ -210,6 +222,14 @@ export function deadLetterOptions(message: AmqpMessage, letter: DeadLetter): Amq
     [CONSUMER_HEADER]: letter.consumer,
     [FAILED_AT_HEADER]: letter.failedAt,
   });
-  if (options.headers !== undefined) delete options.headers[DELIVERIES_HEADER];
+  if (options.headers !== undefined) {
+    delete options.headers[DELIVERIES_HEADER];
+    // The message's own headers (not ours, written over them) may leave no room for ours: header-room.ts.
+    const own = new Set(Object.keys(message.properties.headers ?? {}));
+    for (const name of Object.keys(routingHeaders(message))) own.delete(name);
+    for (const name of DEAD_LETTER_HEADERS) own.delete(name);
+    if (typeof message.properties.userId === 'string') own.delete(USER_ID_HEADER);
+    options.headers = fitHeaders(options.headers, own);
+  }
   return options;
 }

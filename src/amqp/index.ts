@@ -29,6 +29,7 @@ export type {
   AmqpReturnedMessage,
 } from './amqp-types.js';
 export type { AmqpRetryQueueType } from './declare.js';
+export { OMITTED_HEADERS_HEADER } from './header-room.js';
 export {
   CONSUMER_HEADER,
   DEAD_LETTER_DELIVERIES_HEADER,

@@ -17,7 +17,10 @@ export const KEY_HEADER = 'x-idempotency-key';
 export const ENCODED_HEADERS = 'x-idempotency-encoded-headers';
 /** Headers whose value was cut to {@link MAX_HEADER_VALUE_BYTES}, comma-separated. */
 export const TRUNCATED_HEADERS = 'x-idempotency-truncated-headers';
-/** Headers of the original message the copy could not carry, comma-separated. */
+/**
+ * Headers of the original message the copy could not carry (refused by NATS, or left out to fit the
+ * 64 KiB of headers JetStream stores), comma-separated.
+ */
 export const OMITTED_HEADERS = 'x-idempotency-omitted-headers';
 /**
  * Longest value, in UTF-8 bytes, of a header this adapter adds to a dead letter (and of the `term()`
@@ -66,6 +69,11 @@ class SafeHeaders {
       // Decoded from the wire, so normally valid; a hand-built message may still carry a name NATS refuses.
       this.omitted.add(name);
     }
+  }
+
+  /** Leave a header of the original message out, to fit the copy's headers in 64 KiB; recorded. */
+  leaveOut(name: string): void {
+    this.omitted.add(name);
   }
 
   /** Set a value this adapter adds: encoded if NATS would refuse or alter it, cut if too long. */
@@ -124,16 +132,38 @@ function loadHeaders(): Promise<HeadersFactory> {
   return headersFactory;
 }
 
-/** The headers of the dead-letter copy of `message`. */
+/**
+ * Most bytes of headers JetStream stores with a message: past it the publish is refused ("header size
+ * exceeds maximum allowed of 64k"), however small the payload.
+ */
+export const MAX_HEADERS_BYTES = 65_535;
+
+/** The bytes `headers` take on the wire (`NATS/1.0`, a line per value, the blank line). */
+export function headersBytes(headers: NatsHeaders): number {
+  let bytes = 'NATS/1.0\r\n\r\n'.length;
+  for (const [name, values] of headers) {
+    for (const value of values) bytes += 4 + Buffer.byteLength(name) + Buffer.byteLength(value);
+  }
+  return bytes;
+}
+
+/**
+ * The headers of the dead-letter copy of `message`.
+ * @param leftOut - Headers of the message not copied, named in {@link OMITTED_HEADERS} (see
+ *   {@link fittedDeadLetterHeaders}).
+ */
 export function deadLetterHeaders(
   headers: WritableHeaders,
   message: NatsJsMsg,
   letter: DeadLetter,
+  leftOut: ReadonlySet<string> = new Set(),
 ): NatsHeaders {
   const safe = new SafeHeaders(headers);
   for (const [name, values] of message.headers ?? []) {
     // Nats-Msg-Id would make the DLQ stream drop a second dead letter of the same key as a duplicate.
-    if (name !== MSG_ID_HEADER) for (const value of values) safe.copy(name, value);
+    if (name === MSG_ID_HEADER) continue;
+    if (leftOut.has(name)) safe.leaveOut(name);
+    else for (const value of values) safe.copy(name, value);
   }
   safe.add('x-idempotency-dead-letter-reason', letter.reason);
   safe.addError('x-idempotency-error', letter.error);
@@ -146,6 +176,34 @@ export function deadLetterHeaders(
   return safe.finish();
 }
 
+/**
+ * The headers of the dead-letter copy of `message`, within {@link MAX_HEADERS_BYTES}: the message's own
+ * headers (up to 64 KiB themselves) may leave no room for the ones this adapter adds. The largest of them
+ * are then left out, one at a time, and named in {@link OMITTED_HEADERS}. Before, the copy was refused
+ * whole at every try: the message, redelivered after each `maxRetryDelay` to write its letter again, was
+ * never dead-lettered (or dropped unwritten by the server at its `max_deliver`).
+ */
+export function fittedDeadLetterHeaders(
+  newHeaders: () => WritableHeaders,
+  message: NatsJsMsg,
+  letter: DeadLetter,
+): NatsHeaders {
+  const largestFirst = [...(message.headers ?? [])]
+    .filter(([name]) => name !== MSG_ID_HEADER)
+    .map(([name, values]) => ({
+      name,
+      bytes: values.reduce((sum, value) => sum + Buffer.byteLength(value), 0),
+    }))
+    .sort((a, b) => b.bytes - a.bytes);
+  const leftOut = new Set<string>();
+  for (;;) {
+    const headers = deadLetterHeaders(newHeaders(), message, letter, leftOut);
+    const next = largestFirst[leftOut.size];
+    if (next === undefined || headersBytes(headers) <= MAX_HEADERS_BYTES) return headers;
+    leftOut.add(next.name);
+  }
+}
+
 /** Publish the dead-letter copy of `message` to `subject`, awaiting the PubAck. */
 export async function publishDeadLetter(
   publisher: NatsPublisher,
@@ -153,7 +211,7 @@ export async function publishDeadLetter(
   message: NatsJsMsg,
   letter: DeadLetter,
 ): Promise<void> {
-  const headers = deadLetterHeaders((await loadHeaders())(), message, letter);
+  const headers = fittedDeadLetterHeaders(await loadHeaders(), message, letter);
   await publisher.publish(subject, message.data, { headers });
 }
 

@@ -1,0 +1,65 @@
+/**
+ * The dead letter's headers fit the 64 KiB JetStream stores: their size is counted as the NATS client
+ * encodes them, and the message's largest headers go first, named, never the adapter's.
+ */
+import { headers } from '@nats-io/transport-node';
+import { describe, expect, it } from 'vitest';
+import type { DeadLetter } from '../../../src/consumer/index.js';
+import {
+  fittedDeadLetterHeaders,
+  headersBytes,
+  MAX_HEADERS_BYTES,
+} from '../../../src/nats/dead-letter.js';
+import type { NatsJsMsg } from '../../../src/nats/nats-types.js';
+
+const letter: DeadLetter = {
+  consumer: 'payments',
+  key: 'pay-1',
+  reason: 'handler_error',
+  error: { name: 'Error', message: 'declined' },
+  deliveryCount: 1,
+  failedAt: '2026-01-01T00:00:00.000Z',
+};
+
+function message(sent: ReturnType<typeof headers>): NatsJsMsg {
+  return {
+    subject: 'orders',
+    data: new Uint8Array(),
+    headers: sent,
+    info: { deliveryCount: 1, stream: 'ORDERS', streamSequence: 7 },
+  } as unknown as NatsJsMsg;
+}
+
+describe('NATS dead letter headers within 64 KiB', () => {
+  it('counts the bytes the client encodes', () => {
+    const h = headers();
+    h.set('a', 'ünï');
+    h.append('a', 'second');
+    h.set('x-b', 'value');
+    // The client's own wire encoding (MsgHdrsImpl.encode, not in the MsgHdrs type).
+    const wire = (h as unknown as { encode(): Uint8Array }).encode();
+    expect(headersBytes(h)).toBe(wire.length);
+  });
+
+  it("leaves the message's largest headers out, named, until the copy fits", () => {
+    const sent = headers();
+    sent.set('Nats-Msg-Id', 'pay-1');
+    sent.set('small', 's');
+    sent.set('big', 'b'.repeat(30_000));
+    sent.set('bigger', 'c'.repeat(36_000));
+    const fitted = fittedDeadLetterHeaders(headers, message(sent), letter);
+    expect(headersBytes(fitted)).toBeLessThanOrEqual(MAX_HEADERS_BYTES);
+    expect(fitted.get('x-idempotency-omitted-headers')).toBe('bigger');
+    expect(fitted.get('big')).toBe(sent.get('big'));
+    expect(fitted.get('small')).toBe('s');
+    expect(fitted.get('x-idempotency-dead-letter-reason')).toBe('handler_error');
+  });
+
+  it('copies every header of a message that fits', () => {
+    const sent = headers();
+    sent.set('trace', 't'.repeat(1000));
+    const fitted = fittedDeadLetterHeaders(headers, message(sent), letter);
+    expect(fitted.get('trace')).toBe(sent.get('trace'));
+    expect(fitted.has('x-idempotency-omitted-headers')).toBe(false);
+  });
+});
