@@ -6,9 +6,15 @@
  *
  * Only what decides where a statement starts and ends is read: white space, `--` comments and `/* *\/`
  * comments (which nest), string literals (`'…'`, `E'…'` with backslash escapes, `B'…'`, `X'…'`, `N'…'`,
- * `U&'…'`), dollar quotes (`$$…$$`, `$tag$…$tag$`), quoted identifiers (`"…"`, `U&"…"`), words, and `;`,
- * which ends a statement except inside the body of a `CREATE [OR REPLACE] FUNCTION | PROCEDURE … BEGIN
- * ATOMIC … END` (whose `CASE … END` are counted, as psql does). The server parses the whole text before it
+ * `U&'…'`, each with its continuations: a `'…'` after white space holding a newline is read as the literal
+ * it continues, so `E'…'` then `'\'…'` escapes the quote), dollar quotes (`$$…$$`, `$tag$…$tag$`), quoted
+ * identifiers (`"…"`, `U&"…"`), words, and `;`, which ends a statement except inside the body of a
+ * `CREATE [OR REPLACE] FUNCTION | PROCEDURE … BEGIN ATOMIC … END`. That body ends at the first `END` right
+ * after its `BEGIN ATOMIC` or a `;`: no statement of a body begins with END (the grammar keeps `BEGIN` and
+ * `END` statements out of it), while an `END` elsewhere may be no keyword (`SELECT 1 AS end`, `t.end`), and
+ * psql's count of `CASE … END` read `AS case` as an opening, kept the body open past its end and hid the
+ * `ROLLBACK` after it. A body inside a body ends early, which only reads more statements (refused, never
+ * hidden). The server parses the whole text before it
  * runs any of it, so a text it would reject (an unclosed quote or body) runs nothing, and reading more of it
  * as statements only refuses what would not have run.
  *
@@ -61,6 +67,41 @@ function quotedEnd(text: string, start: number, quote: string, backslash: boolea
   }
 }
 
+/**
+ * Where the string literal whose opening quote is at `start` ends, its continuations included: after the
+ * closing quote, white space holding a newline (with `--` comments) and another `'` go on with the same
+ * literal, read the same way (PostgreSQL's `quotecontinue`: an `E'…'` continued by `'…'` still takes
+ * backslash escapes). Read by hand, not by a regular expression, so that it stays linear.
+ */
+function literalEnd(text: string, start: number, backslash: boolean): number {
+  let end = quotedEnd(text, start, "'", backslash);
+  for (;;) {
+    const next = continuation(text, end);
+    if (next === -1) return end;
+    end = quotedEnd(text, next, "'", backslash);
+  }
+}
+
+/** The index of the `'` that continues a literal closed just before `i`, or -1 (see {@link literalEnd}). */
+function continuation(text: string, i: number): number {
+  let newline = false;
+  for (;;) {
+    const char = text[i];
+    if (char === "'") return newline ? i : -1;
+    if (char === '\n' || char === '\r') {
+      newline = true;
+      i++;
+    } else if (char === ' ' || char === '\t' || char === '\f' || char === '\v') {
+      i++;
+    } else if (char === '-' && text[i + 1] === '-') {
+      // A comment, which must end at a newline to continue the literal.
+      LINE_END.lastIndex = i + 2;
+      if (LINE_END.exec(text) === null) return -1;
+      i = LINE_END.lastIndex - 1;
+    } else return -1;
+  }
+}
+
 /** The index after the `*\/` that closes the block comment opened at `start`; block comments nest. */
 function blockCommentEnd(text: string, start: number): number {
   let depth = 0;
@@ -94,7 +135,7 @@ function nextToken(text: string, i: number, backslashQuotes: boolean): Token {
     return { kind: 'space', end: LINE_END.exec(text) === null ? text.length : LINE_END.lastIndex };
   }
   if (char === '/' && text[i + 1] === '*') return { kind: 'space', end: blockCommentEnd(text, i) };
-  if (char === "'") return { kind: 'other', end: quotedEnd(text, i, "'", backslashQuotes) };
+  if (char === "'") return { kind: 'other', end: literalEnd(text, i, backslashQuotes) };
   if (char === '"') return { kind: 'other', end: quotedEnd(text, i, '"', false) };
   if (char === '$') {
     DOLLAR_DELIMITER.lastIndex = i;
@@ -113,17 +154,16 @@ function nextToken(text: string, i: number, backslashQuotes: boolean): Token {
   // a plain string does), U&'…' and U&"…" never do.
   if (end === i + 1 && text[end] === "'") {
     const prefix = char.toLowerCase();
-    if (prefix === 'e') return { kind: 'other', end: quotedEnd(text, end, "'", true) };
-    if (prefix === 'n') return { kind: 'other', end: quotedEnd(text, end, "'", backslashQuotes) };
+    if (prefix === 'e') return { kind: 'other', end: literalEnd(text, end, true) };
+    if (prefix === 'n') return { kind: 'other', end: literalEnd(text, end, backslashQuotes) };
     if (prefix === 'b' || prefix === 'x') {
-      return { kind: 'other', end: quotedEnd(text, end, "'", false) };
+      return { kind: 'other', end: literalEnd(text, end, false) };
     }
   }
   if (end === i + 1 && (char === 'u' || char === 'U') && text[end] === '&') {
     const quote = text[end + 1];
-    if (quote === "'" || quote === '"') {
-      return { kind: 'other', end: quotedEnd(text, end + 1, quote, false) };
-    }
+    if (quote === "'") return { kind: 'other', end: literalEnd(text, end + 1, false) };
+    if (quote === '"') return { kind: 'other', end: quotedEnd(text, end + 1, quote, false) };
   }
   return { kind: 'word', end };
 }
@@ -153,8 +193,10 @@ export function statementWords(text: string, backslashQuotes: boolean): string[]
   let words: string[] = [];
   let reading = true;
   let parenDepth = 0;
-  // Inside a BEGIN ATOMIC body: 1, and one more per CASE not yet ended.
-  let bodyDepth = 0;
+  // Inside a BEGIN ATOMIC body, and whether its last token (white space aside) was ATOMIC or a `;`, after
+  // which an END ends it (see the module).
+  let inBody = false;
+  let bodyStatementStart = false;
   let previousWord: string | undefined;
   let i = 0;
   while (i < text.length) {
@@ -162,7 +204,11 @@ export function statementWords(text: string, backslashQuotes: boolean): string[]
     const start = i;
     i = token.end;
     if (token.kind === 'space') continue;
-    if (token.kind === 'semi' && bodyDepth === 0) {
+    if (token.kind === 'semi' && inBody) {
+      bodyStatementStart = true;
+      continue;
+    }
+    if (token.kind === 'semi') {
       if (words.length > 0) statements.push(words.slice(0, WORDS));
       words = [];
       reading = true;
@@ -170,6 +216,8 @@ export function statementWords(text: string, backslashQuotes: boolean): string[]
       previousWord = undefined;
       continue;
     }
+    const atBodyStatementStart = bodyStatementStart;
+    bodyStatementStart = false;
     if (token.kind !== 'word') {
       reading = false;
       previousWord = undefined;
@@ -179,17 +227,16 @@ export function statementWords(text: string, backslashQuotes: boolean): string[]
     }
     const word = text.slice(start, token.end).toLowerCase();
     if (reading && words.length < 4) words.push(word);
-    if (bodyDepth > 0) {
-      // CASE and END are reserved: inside the body they are the keywords, wherever they stand.
-      if (word === 'case') bodyDepth++;
-      else if (word === 'end') bodyDepth--;
+    if (inBody) {
+      if (word === 'end' && atBodyStatementStart) inBody = false;
     } else if (
       word === 'atomic' &&
       previousWord === 'begin' &&
       parenDepth === 0 &&
       (startsRoutine(words.slice(0, 2)) || startsRoutine(words))
     ) {
-      bodyDepth = 1;
+      inBody = true;
+      bodyStatementStart = true;
     }
     previousWord = word;
   }

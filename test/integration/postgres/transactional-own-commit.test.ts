@@ -179,6 +179,14 @@ describe('postgresTransactional: a handler that ends the transaction itself', ()
     ['a tagged dollar quote', (c: string) => `SELECT $t$ $$; $t$; ROLLBACK WORK; ${c}`],
     ['a string and a quoted identifier', (c: string) => `SELECT ';' AS "x;"; END; ${c}`],
     ['an E string', (c: string) => `SELECT E'\\';'; -- ;\n rollback; ${c}`],
+    // The continuation of an E string takes its escapes; neither reading of plain strings sees that.
+    ['an E string continued', (c: string) => `SELECT E''\n'\\' '|| '\\'; ROLLBACK; ${c}; --'`],
+    // `AS case` is no CASE: the body ends at its END, and the ROLLBACK after it runs.
+    [
+      'a BEGIN ATOMIC body with a column named case',
+      (c: string) =>
+        `CREATE FUNCTION pg_temp.f() RETURNS int LANGUAGE sql BEGIN ATOMIC SELECT 1 AS case; END; ROLLBACK; ${c}`,
+    ],
   ])(
     'refuses a ROLLBACK behind %s, and the caught refusal leaves the charge in the transaction',
     async (_label, text) => {
