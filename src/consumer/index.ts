@@ -11,6 +11,10 @@ export {
   MAX_ERROR_NAME_LENGTH,
   truncateText,
 } from '../core/describe-error.js';
+// `currentIdempotency()` for the consumers' `asyncContext: true`: the one AsyncLocalStorage the HTTP
+// adapters set too, so a helper shared by a route and a consumer reads either's context.
+export type { IdempotencyContext } from '../http/context.js';
+export { currentIdempotency } from '../http/context.js';
 export type { Backoff, BackoffOptions } from './backoff.js';
 export { createBackoff } from './backoff.js';
 export type { AttemptResult, Decision, DecisionPolicy } from './decision.js';

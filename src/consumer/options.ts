@@ -13,6 +13,7 @@ import {
 import type { StoredErrorInfo } from '../core/errors.js';
 import { InvalidOptionsError } from '../core/errors.js';
 import {
+  booleanOption,
   callbacksOption,
   durationOption,
   knownFields,
@@ -20,6 +21,7 @@ import {
   shownValue,
 } from '../core/option-checks.js';
 import { ReservedScopePrefix } from '../core/reserved-scopes.js';
+import { enableAsyncContext } from '../http/context.js';
 import { type Backoff, type BackoffOptions, createBackoff } from './backoff.js';
 import type { DeadLetterReason, DecisionPolicy, RetryReason } from './decision.js';
 import { hookCalls } from './hook-calls.js';
@@ -196,6 +198,15 @@ export interface ConsumerOptions<M> {
    * running goes on (a late ack, a dead letter landing), unreported.
    */
   hooks?: ConsumerHooks<M>;
+  /**
+   * Make `currentIdempotency()` work anywhere in the handler's call tree (AsyncLocalStorage), as the HTTP
+   * middleware's option does: it returns the handler's own context (the same key, token, attempt,
+   * `signal`, `extendLease`, `downstreamKey` and `step`) with the consumer's `scope` and the
+   * `storageKey`, so a helper shared with HTTP routes carries the message's key. Off by default because
+   * on Node 20 and 22 it slows every promise in the process; the context argument is always free.
+   * @default false
+   */
+  asyncContext?: boolean;
 }
 
 // Every key of ConsumerOptions, checked by the compiler both ways (`satisfies`): a new option cannot be
@@ -217,6 +228,7 @@ const CONSUMER_OPTION_FIELDS = {
   storeTimeout: true,
   brokerTimeout: true,
   hooks: true,
+  asyncContext: true,
 } as const satisfies Record<keyof ConsumerOptions<unknown>, true>;
 
 /** The names of {@link ConsumerOptions}, which every consumer accepts beside its own. */
@@ -285,6 +297,8 @@ export interface ResolvedConsumerOptions<M> {
   hooks: ConsumerHooks<M>;
   /** Ends every call into {@link hooks}, for good: the adapter calls it as its `close()` resolves. */
   endHooks(): void;
+  /** Whether the handler runs with its `currentIdempotency()` context (async-context.ts). */
+  asyncContext: boolean;
   /**
    * The settle calls given up on after `brokerTimeout` that are still going (late-settles.ts): settle.ts
    * adds them, and the adapter's `close()` waits for them within `drainTimeout`, before {@link endHooks}.
@@ -330,6 +344,8 @@ export function resolveConsumerOptions<M>(
       'name: every consumer needs a non-empty name (the scope of its keys)',
     );
   }
+  // Checked with the other options, and turned on process-wide only for a consumer that validated.
+  const asyncContext = booleanOption(options.asyncContext, 'asyncContext');
   // Checked with the other options; wrapped so that close() can end every call into them.
   const calls = hookCalls(callbacksOption<ConsumerHooks<M>>(options.hooks, 'hooks') ?? {});
   const engine = isEngine(options.idempotency)
@@ -385,5 +401,12 @@ export function resolveConsumerOptions<M>(
     hooks: calls.hooks,
     endHooks: calls.end,
     lateSettles: new LateSettles(),
+    asyncContext: enabledAsyncContext(asyncContext),
   };
+}
+
+/** `asyncContext`, turned on process-wide when true (`currentIdempotency()` then stops throwing). */
+function enabledAsyncContext(asyncContext: boolean): boolean {
+  if (asyncContext) enableAsyncContext();
+  return asyncContext;
 }

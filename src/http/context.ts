@@ -42,23 +42,36 @@ export interface IdempotencyContext {
   step: RunContext['step'];
 }
 
-const storage = new AsyncLocalStorage<IdempotencyContext>();
+const storage = new AsyncLocalStorage<IdempotencyContext | undefined>();
 let enabled = false;
 
-/** Called when an adapter is created with `asyncContext: true`. */
+/** Called when an adapter (or a consumer) is created with `asyncContext: true`. */
 export function enableAsyncContext(): void {
   enabled = true;
 }
 
-/** Run `fn` with `context` as the current idempotency context. */
-export function runWithContext<T>(context: IdempotencyContext, fn: () => T): T {
+/**
+ * Whether an adapter (or a consumer) was created with `asyncContext: true`: until then no context is set
+ * anywhere, and code that would clear one has nothing to clear.
+ */
+export function isAsyncContextEnabled(): boolean {
+  return enabled;
+}
+
+/**
+ * Run `fn` with `context` as the current idempotency context; with `undefined`, with none (a consumer's
+ * handler without the option, which must not see the context of a request it was started under).
+ */
+export function runWithContext<T>(context: IdempotencyContext | undefined, fn: () => T): T {
   return storage.run(context, fn);
 }
 
 /**
  * The idempotency context of the request being handled, or `undefined` outside one (no key, a method the
  * layer ignores, a route without `asyncContext: true`, or code not running under a request). Also set in
- * the handler of a transactional route created with `asyncContext: true`.
+ * the handler of a transactional route, and of an idempotent consumer (RabbitMQ, NATS JetStream, Redis
+ * Streams), created with `asyncContext: true`: there, the handler's own context, its `scope` the
+ * consumer's.
  * @throws InvalidOptionsError when no adapter was created with `asyncContext: true` (the context would
  *   silently be missing otherwise).
  * @example
@@ -68,10 +81,10 @@ export function runWithContext<T>(context: IdempotencyContext, fn: () => T): T {
 export function currentIdempotency(): IdempotencyContext | undefined {
   if (!enabled) {
     throw new InvalidOptionsError(
-      'currentIdempotency() needs `asyncContext: true` in the idempotency middleware options ' +
-        "or in a transactional route's (or read the context from the request: req.idempotency, " +
-        "request.idempotency, idempotencyOf(request), c.get('idempotency'); in a transactional " +
-        'route, from tx)',
+      'currentIdempotency() needs `asyncContext: true` in the idempotency middleware options, ' +
+        "in a transactional route's or in an idempotent consumer's (or read the context from the " +
+        "request: req.idempotency, request.idempotency, idempotencyOf(request), c.get('idempotency'); " +
+        "in a transactional route, from tx; in a consumer, from its handler's context argument)",
     );
   }
   return storage.getStore();

@@ -11,9 +11,10 @@ export type {
   ConsumerHandler,
   ConsumerHooks,
   DeadLetter,
+  IdempotencyContext,
   KeyExtractor,
 } from '../consumer/index.js';
-export { DeadLetterReason, RetryReason } from '../consumer/index.js';
+export { currentIdempotency, DeadLetterReason, RetryReason } from '../consumer/index.js';
 export {
   ENCODED_HEADERS,
   MAX_HEADER_VALUE_BYTES,
