@@ -7,6 +7,7 @@
 import { AsyncResource } from 'node:async_hooks';
 import type { Store } from '../store/store.js';
 import type { Clock } from './clock.js';
+import { MAX_TIMER_MS } from './duration.js';
 import { LeaseLostError, type ReplicationShortError, StoreUnavailableError } from './errors.js';
 import type { Beating, Heartbeats } from './heartbeat.js';
 import { emit, type HookEvent, type IdempotencyHooks } from './hooks.js';
@@ -92,6 +93,19 @@ export class LeaseKeeper implements Beating {
    * call that ran last, would set `heldUntil`.
    */
   private lastExtension: Promise<unknown> | undefined;
+
+  /**
+   * Armed when a heartbeat starts, cleared when one extends the lease: fires at `heldUntil` and aborts the
+   * signal if the lease has run out by then. A beat finds the loss only when its own extension fails, and
+   * the next beat comes up to half a period after the lease's end, or never while an extension hangs (a
+   * stalled link, up to the pool's `query_timeout` or the store's `timeoutMs`): the handler ran on past its
+   * lease, its signal not aborted, while a retry took the key over and ran beside it (measured on
+   * PostgreSQL: lease 6 s, `query_timeout` 2 s, the takeover ran at 6.06 s and the signal aborted at 8.06 s).
+   */
+  private expiry: NodeJS.Timeout | undefined;
+
+  /** True while a heartbeat's extension is unanswered (see `expiry`). */
+  private beating = false;
 
   /**
    * The `StoreUnavailableError`s the step runner threw because a step's store call (`loadSteps`,
@@ -288,7 +302,36 @@ export class LeaseKeeper implements Beating {
   stop(): void {
     this.stopped = true;
     this.unschedule();
+    this.disarmExpiry();
   }
+
+  /** Arm the {@link LeaseKeeper.expiry} timer for the lease's current end, unless it is armed. */
+  private armExpiry(): void {
+    if (this.expiry !== undefined) return;
+    const remaining = Math.max(Math.ceil(this.heldUntil - this.env.leaseClock.now()), 0);
+    this.expiry = setTimeout(this.expired, Math.min(remaining, MAX_TIMER_MS));
+    // A run in flight keeps the process alive by itself; the lease's end must not.
+    this.expiry.unref();
+  }
+
+  private disarmExpiry(): void {
+    if (this.expiry === undefined) return;
+    clearTimeout(this.expiry);
+    this.expiry = undefined;
+  }
+
+  // Not over yet (the handler's extendLease moved the end meanwhile): watched again until the new end
+  // while a beat is still unanswered behind it, else left to the next beat to arm.
+  private readonly expired = (): void => {
+    this.expiry = undefined;
+    if (this.stopped || this.aborted) return;
+    if (this.env.leaseClock.now() < this.heldUntil) {
+      if (this.beating) this.armExpiry();
+      return;
+    }
+    this.lose();
+    this.unschedule();
+  };
 
   private unschedule(): void {
     if (!this.started) return;
@@ -373,6 +416,9 @@ export class LeaseKeeper implements Beating {
       this.unschedule();
       return;
     }
+    // Until this beat extends the lease, its end is watched (see `expiry`): the call may fail, or hang.
+    this.armExpiry();
+    this.beating = true;
     try {
       await this.serially(async () => {
         // The run may have ended while the extension before this one was in flight.
@@ -383,13 +429,19 @@ export class LeaseKeeper implements Beating {
           Math.max(this.leaseMs, Math.ceil(this.requestedUntil - this.env.leaseClock.now())),
         );
       });
+      this.disarmExpiry();
     } catch {
       // A store error is survivable while the lease has time left: try again at the next beat. Once the
       // lease has run out with no successful extension, the claim may be taken over, so abort.
       if (!this.aborted && this.env.leaseClock.now() >= this.heldUntil) this.lose();
+    } finally {
+      this.beating = false;
     }
-    // A lost lease is never extended again.
-    if (this.aborted) this.unschedule();
+    // A lost lease is never extended again, nor watched.
+    if (this.aborted) {
+      this.unschedule();
+      this.disarmExpiry();
+    }
   }
 
   /**
