@@ -55,7 +55,8 @@ import {
   type StatsRow,
   type StepsRow,
 } from './statements.js';
-import { enableWal } from './wal-mode.js';
+import { walCheckpointer } from './wal-checkpoint.js';
+import { enableWal, limitWalSize } from './wal-mode.js';
 
 /** `PRAGMA synchronous` levels the store can set on a file it opens. */
 export const SqliteSynchronous = {
@@ -167,8 +168,8 @@ function toInspectedRecord(row: InspectRow): IdempotencyRecord {
 export interface SqliteStoreOptions {
   /**
    * An open better-sqlite3 `Database` (yours: the store never closes it and leaves its pragmas as they
-   * are), or a file path that the store opens with WAL, `busyTimeoutMs` and `synchronous`, and closes in
-   * `close()`.
+   * are), or a file path: the store opens it with WAL, `busyTimeoutMs` and `synchronous`, keeps its `-wal`
+   * file's size in check (docs/stores/sqlite.md, WAL size), and closes it in `close()`.
    */
   database: SqliteDatabase | string;
   /**
@@ -359,6 +360,11 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
   // Prepared on first use, so a store created with `migrate: false` before the schema exists still works
   // once someone runs `migrate()`.
   let statements: Statements | undefined;
+  // On a file the store opened: a checkpoint of its own now and then, when starvation let the WAL grow.
+  const checkpoint =
+    typeof options.database === 'string'
+      ? walCheckpointer(db, options.database, settings.busyTimeoutMs)
+      : undefined;
 
   // Every operation goes through here: synchronous (so atomic within this process), with driver failures
   // turned into StoreUnavailableError (fail closed).
@@ -366,7 +372,9 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
     if (closed) throw new StoreUnavailableError(`SQLite store: ${action} after close()`);
     try {
       statements ??= prepareStatements(db, table);
-      return body(statements, clock.now());
+      const result = body(statements, clock.now());
+      checkpoint?.();
+      return result;
     } catch (error) {
       if (isIdempotencyError(error)) throw error;
       throw unavailable(action, error);
@@ -618,13 +626,15 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
 
 // Open a file for the store and set its connection up: WAL lets readers (the claim fast path, replays)
 // run beside one writer and makes commits cheaper; the busy timeout lets writers of several processes
-// queue for the lock instead of failing at once.
+// queue for the lock instead of failing at once; the WAL size limit gives back what a stretch of
+// checkpoint starvation made the -wal file grow by.
 function openOwned(filename: string, settings: SqliteStoreSettings): SqliteDatabase {
   const { busyTimeoutMs } = settings;
   const db = openDatabase(filename, busyTimeoutMs);
   try {
     db.pragma(`busy_timeout = ${busyTimeoutMs}`);
     enableWal(db, busyTimeoutMs);
+    limitWalSize(db);
     db.pragma(`synchronous = ${settings.synchronous.toUpperCase()}`);
     return db;
   } catch (error) {
