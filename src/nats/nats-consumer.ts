@@ -1,7 +1,7 @@
 /**
  * The idempotent NATS JetStream consumer: thin over the shared consumer module. Redelivery later is
- * `nak(delay)`, the broker timer is kept alive with `working()` while the handler runs and until its ack
- * or dead letter is done, and a dead letter is a publish to a DLQ subject followed by `term()`.
+ * `nak(delay)`, the broker timer is kept alive with `working()` from the delivery's start (claim-phase.ts)
+ * until its ack or dead letter is done, and a dead letter is a publish to a DLQ subject followed by `term()`.
  * @module
  */
 
@@ -19,6 +19,7 @@ import { type Duration, MAX_TIMER_MS } from '../core/duration.js';
 import { InvalidOptionsError } from '../core/errors.js';
 import { callHook } from '../core/hooks.js';
 import { durationOption } from '../core/option-checks.js';
+import { stoppingAtHandler, workingWhileClaiming } from './claim-phase.js';
 import { openConnectionCheck } from './connection.js';
 import {
   checkConsumerConfig,
@@ -68,7 +69,8 @@ export interface NatsConsumerOptions extends ConsumerOptions<NatsJsMsg> {
   /** A JetStream client to publish dead letters with (the PubAck is awaited before `term()`). */
   publisher?: NatsPublisher;
   /**
-   * How often `working()` resets the consumer's AckWait while a handler runs: shorter than the consumer's
+   * How often `working()` resets the consumer's AckWait while a message is handled (from its delivery's
+   * start, the store's claim included) or waits for a slot: shorter than the consumer's
    * `ack_wait` and each entry of its `backoff`, and at most 2³¹−1 ms (about 24.8 days), a timer's limit.
    * @default a third of the consumer's `ack_wait`, or of its shortest `backoff` entry (at most 2³¹−1 ms)
    */
@@ -206,8 +208,11 @@ export async function idempotentConsumer(
     message.working();
   };
 
-  const deliver = (message: NatsJsMsg) =>
-    processDelivery(resolved, handler, {
+  const deliver = (message: NatsJsMsg) => {
+    // From the delivery's start until its handler starts (then the handler's own keep-alive): the store
+    // calls before it, and a decision taken without it, must not let ack_wait run out (claim-phase.ts).
+    const stopWorking = workingWhileClaiming(resolved, message, () => touch(message), workingMs);
+    return processDelivery(resolved, stoppingAtHandler(stopWorking, handler), {
       message,
       deliveryCount: message.info.deliveryCount,
       brokerId: brokerId(message),
@@ -215,10 +220,13 @@ export async function idempotentConsumer(
       // retry it would buy is never made (the server drops the message), so a failure dead-letters instead.
       mayHandBack: !isLastDelivery(message.info.deliveryCount),
       ack: () => {
+        stopWorking();
         ensureOpen();
         message.ack();
       },
       retry: (delayMs) => {
+        // Before the nak(delay): a working() after it would undo the delay.
+        stopWorking();
         ensureOpen();
         message.nak(Math.ceil(nakDelay(message.info.deliveryCount, delayMs)));
         // Sent all the same (the server drops the message at once, with its advisory), then reported:
@@ -236,6 +244,7 @@ export async function idempotentConsumer(
         if (publisher !== undefined && deadLetterSubject !== undefined) {
           await publishDeadLetter(publisher, deadLetterSubject, message, letter);
         }
+        stopWorking();
         ensureOpen();
         if (withReason) message.term(termReason(letter));
         else message.term();
@@ -250,7 +259,8 @@ export async function idempotentConsumer(
       touchUntilSettled: true,
       touch: () => touch(message),
       touchIntervalMs: workingMs,
-    });
+    }).finally(stopWorking);
+  };
 
   let closed = false;
   const report = (operation: NatsConsumerErrorEvent['operation'], error: unknown) => {

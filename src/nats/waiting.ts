@@ -69,7 +69,7 @@ export class WaitingQueue {
     this.progressAt = performance.now();
   }
 
-  /** The oldest waiting message, no longer kept alive here (its handler's touches take over). */
+  /** The oldest waiting message, no longer kept alive here (its delivery's touches take over). */
   shift(): NatsJsMsg | undefined {
     const item = this.items.shift();
     item?.keepAlive.stop();
