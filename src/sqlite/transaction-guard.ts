@@ -5,11 +5,15 @@
  * `ROLLBACK` dropped the claim and let the writes after it commit in autocommit with no record, so the retry
  * ran the handler again (a second charge); a `COMMIT` committed the claim, in progress for an hour, with part
  * of the writes. The PostgreSQL mode refuses such statements on `tx` (`../postgres/transaction-control.ts`);
- * here the connection is the caller's object, so it gets an `exec` and a `prepare` of its own (when
- * `sqliteTransactional` is created on it) that find such statements as SQLite reads the text
- * (`statement-scan.ts`): `exec` refuses a text with one among its statements while a handler runs; `prepare`
- * compiles one as always but returns it wrapped, so that running it refuses while a handler runs, wherever
- * it was prepared.
+ * here the connection is the caller's object, so its SQL is checked where it runs, finding such statements
+ * as SQLite reads the text (`statement-scan.ts`): `exec` refuses a text with one among its statements while
+ * a handler runs, and the connection gets a `prepare` of its own (when `sqliteTransactional` is created on
+ * it) that compiles one as always but returns it wrapped, so that running it refuses while a handler runs,
+ * wherever it was prepared. `exec` is checked on the driver's connection under the `Database` (see
+ * {@link guardNativeExec}), which better-sqlite3's `exec` calls at each call: an own `exec` on the
+ * `Database` missed one bound before the guard and `Database.prototype.exec.call(db, …)`, whose
+ * `ROLLBACK; INSERT …`, or writes after an end SQLite made, committed with no record (a retry charged
+ * again). Only where that connection cannot be reached does the `Database` get an `exec` of its own.
  *
  * SQLite also ends the transaction on its own: an `INSERT OR ROLLBACK` conflict, a trigger's
  * `RAISE(ROLLBACK, …)`, `SQLITE_FULL` or an I/O error roll it back, the claim with it. A handler that caught
@@ -18,7 +22,9 @@
  * checked as well: while a handler runs on a guarded connection, a statement refuses to run when the
  * connection is no longer in a transaction (whoever prepared it: the application before the guard,
  * `db.transaction()` for its BEGIN, `db.pragma()`), as `exec` does, so nothing commits after the end; and
- * one that would end the transaction refuses too. better-sqlite3 has no commit hook and exposes no
+ * one that would end the transaction refuses too. So does the first step of a writing statement's iterator
+ * (an `INSERT … RETURNING` writes at its first `next`, which unsafe mode lets run after an end even if
+ * `iterate` ran before it). better-sqlite3 has no commit hook and exposes no
  * authorizer, and a statement prepared before the guard is reachable only through the prototype all
  * statements share, so its `run`, `get`, `all` and `iterate` are wrapped, once per process (see
  * {@link guardStatements}). The statements keep their identity and their shape (no proxy, no own property:
@@ -26,7 +32,8 @@
  * WeakMap lookup, `inTransaction` and two properties. Measured (best of 60 interleaved rounds of 5,000
  * calls, a WAL file): a cached `SELECT 1` 336 ns unwrapped, 347 ns wrapped outside a handler, 385 ns inside
  * one; an `INSERT` 888, 905 and 933 ns; against a run's tens of microseconds (claim, completion, COMMIT).
- * The proxy of `prepare` stays: it still refuses where the prototype could not be wrapped. What a run
+ * The driver's `exec` and the iterators' `next` cost the same counter check outside every handler. The
+ * proxy of `prepare` stays: it still refuses where the prototype could not be wrapped. What a run
  * records when its transaction ended anyway is `transactional.ts`'s.
  * @module
  */
@@ -92,6 +99,8 @@ interface GuardState {
   running: boolean;
   /** Whether the connection's statements check the end of the transaction (see {@link guardStatements}). */
   statements: boolean;
+  /** Whether its driver-side `exec` is checked, however it is reached (see {@link guardNativeExec}). */
+  exec: boolean;
 }
 
 // The guarded connections. Their methods are replaced once, for good, rather than around each run:
@@ -149,6 +158,26 @@ function currentMethod(db: object, name: string): (self: unknown, args: unknown[
     );
 }
 
+/**
+ * Refuse an `exec` of `source` on `connection` (the `Database`, or the driver's connection under it: both
+ * have `inTransaction`) while a handler runs on it (`state`), as {@link checkExecution} does a statement's.
+ */
+function checkExec(state: GuardState | undefined, connection: unknown, source: unknown): void {
+  if (state?.running !== true) return;
+  // After an end SQLite made (see the module): nothing of the text may commit on its own.
+  if ((connection as { inTransaction?: unknown } | undefined)?.inTransaction === false) {
+    throw statementAfterEndError();
+  }
+  // Every statement of the text: exec runs them in turn, so one after the first ends it just as well,
+  // after the writes before it and before those after it (which would commit with no record).
+  if (
+    typeof source === 'string' &&
+    statementWords(source).some((words) => endsTransaction(words))
+  ) {
+    throw transactionControlError();
+  }
+}
+
 /** `exec` and `prepare` as the guard replaces them (see the module), given the methods they call. */
 function guardedMethods(
   state: GuardState,
@@ -157,20 +186,7 @@ function guardedMethods(
 ) {
   return {
     exec: function guardedExec(this: unknown, ...args: unknown[]): unknown {
-      // Every statement of the text: exec runs them in turn, so one after the first ends it just as well,
-      // after the writes before it and before those after it (which would commit with no record).
-      const [source] = args;
-      // After an end SQLite made (see the module): nothing of the text may commit on its own.
-      if (state.running && (this as SqliteDatabase | undefined)?.inTransaction === false) {
-        throw statementAfterEndError();
-      }
-      if (
-        state.running &&
-        typeof source === 'string' &&
-        statementWords(source).some((words) => endsTransaction(words))
-      ) {
-        throw transactionControlError();
-      }
+      checkExec(state, this, args[0]);
       return exec(this, args);
     },
     prepare: function guardedPrepare(this: unknown, ...args: unknown[]): unknown {
@@ -189,23 +205,31 @@ function guardedMethods(
 }
 
 /**
- * Give `db` an `exec` and a `prepare` of its own (see {@link guardedMethods}). `null` when they cannot be
- * replaced (a frozen object). A method `db` lacks is left out.
+ * Give `db` a `prepare` of its own, and an `exec` unless the driver's is checked (see
+ * {@link guardedMethods} and {@link guardNativeExec}). `null` when they cannot be replaced (a frozen
+ * object). A method `db` lacks is left out.
  */
 function install(db: object): GuardState | null {
   const target = db as Record<string, unknown>;
   const prepare = currentMethod(db, 'prepare');
-  const state: GuardState = { running: false, statements: guardStatements(db, prepare) };
+  const connection = guardNativeExec(db);
+  const state: GuardState = {
+    running: false,
+    statements: guardStatements(db, prepare),
+    exec: connection !== undefined,
+  };
   const methods = guardedMethods(state, currentMethod(db, 'exec'), prepare);
   try {
     for (const [name, value] of Object.entries(methods)) {
-      if (typeof target[name] !== 'function') continue;
+      // The driver's exec checks every text already, an exec bound before the guard's included.
+      if (typeof target[name] !== 'function' || (name === 'exec' && state.exec)) continue;
       Object.defineProperty(target, name, { configurable: true, writable: true, value });
     }
   } catch {
     // Not extensible, or a method not configurable: unguarded (see guardedRun).
     return null;
   }
+  if (connection !== undefined) nativeStates.set(connection, state);
   return state;
 }
 
@@ -288,16 +312,118 @@ function guardStatements(
         enumerable: true,
         writable: true,
         // A rest parameter and Reflect.apply: as fast as `arguments` in the micro-benchmark.
-        value: function guardedExecution(this: unknown, ...args: unknown[]): unknown {
-          if (running !== 0) checkExecution(this as StatementFacts | null);
-          return Reflect.apply(execute, this, args);
-        },
+        value:
+          name === 'iterate'
+            ? function guardedIterate(this: unknown, ...args: unknown[]): unknown {
+                if (running === 0) return Reflect.apply(execute, this, args);
+                checkExecution(this as StatementFacts | null);
+                const iterator = Reflect.apply(execute, this, args);
+                watchFirstStep(this as StatementFacts | null, iterator);
+                return iterator;
+              }
+            : function guardedExecution(this: unknown, ...args: unknown[]): unknown {
+                if (running !== 0) checkExecution(this as StatementFacts | null);
+                return Reflect.apply(execute, this, args);
+              },
       });
     }
   } catch {
     return false;
   }
   guardedPrototypes.add(prototype);
+  return true;
+}
+
+// The driver's connections (see guardNativeExec) of the guarded ones, and the prototypes whose exec is
+// wrapped (one per loaded copy of better-sqlite3's addon).
+const nativeStates = new WeakMap<object, GuardState>();
+const guardedNativePrototypes = new WeakSet<object>();
+
+/**
+ * The driver's connection under `db`: better-sqlite3's `Database` keeps it in a symbol-keyed property and
+ * its `exec` calls that object's `exec` at each call (`this[cppdb].exec(sql)`), so wrapping `exec` on that
+ * object's prototype checks every text the connection runs, through an `exec` bound before the guard or
+ * `Database.prototype.exec.call(db, …)` too, which an own `exec` on `db` could not see. Wrapped once per
+ * prototype; outside every handler a call costs one comparison more. `undefined` for an object that has no
+ * such connection, or whose prototype cannot be changed: `db` then gets an `exec` of its own (see
+ * {@link install}), and {@link guardsEveryStatement} says false.
+ */
+function guardNativeExec(db: object): object | undefined {
+  for (const symbol of Object.getOwnPropertySymbols(db)) {
+    const connection = Object.getOwnPropertyDescriptor(db, symbol)?.value as unknown;
+    if (typeof connection !== 'object' || connection === null) continue;
+    const prototype = Object.getPrototypeOf(connection) as Record<string, unknown> | null;
+    if (prototype === null || prototype === Object.prototype) continue;
+    if (!Object.hasOwn(prototype, 'exec') || typeof prototype.exec !== 'function') continue;
+    if (!('inTransaction' in connection)) continue;
+    if (guardedNativePrototypes.has(prototype)) return connection;
+    const exec = prototype.exec as (...args: unknown[]) => unknown;
+    try {
+      Object.defineProperty(prototype, 'exec', {
+        configurable: true,
+        enumerable: true,
+        writable: true,
+        value: function guardedNativeExec(this: unknown, ...args: unknown[]): unknown {
+          if (running !== 0) checkExec(nativeStates.get(this as object), this, args[0]);
+          return Reflect.apply(exec, this, args);
+        },
+      });
+    } catch {
+      return undefined;
+    }
+    guardedNativePrototypes.add(prototype);
+    return connection;
+  }
+  return undefined;
+}
+
+// The iterators of writing statements opened in a handler and not stepped yet, by iterator: their
+// connection. SQLite writes all of an INSERT … RETURNING at its first step, which `iterate` leaves to
+// `next`: an iterator opened before an end and stepped after it (unsafeMode lets a statement run while
+// one is open) would commit the write in autocommit.
+const unstepped = new WeakMap<object, object>();
+const guardedIteratorPrototypes = new WeakSet<object>();
+
+/**
+ * Note `iterator`, just opened by `statement` in a handler, for a check at its first step if the statement
+ * writes; its prototype's `next` is wrapped the first time (the driver has one iterator class).
+ */
+function watchFirstStep(statement: StatementFacts | null, iterator: unknown): void {
+  const db = statement?.database;
+  if (statement?.readonly !== false || typeof iterator !== 'object' || iterator === null) return;
+  if (typeof db !== 'object' || db === null || guarded.get(db)?.running !== true) return;
+  const prototype = Object.getPrototypeOf(iterator) as Record<string, unknown> | null;
+  if (prototype === null || !guardIteratorPrototype(prototype)) return;
+  unstepped.set(iterator, db);
+}
+
+/** Wrap `next` of `prototype` (once) to refuse a noted iterator's first step after an end. */
+function guardIteratorPrototype(prototype: Record<string, unknown>): boolean {
+  if (guardedIteratorPrototypes.has(prototype)) return true;
+  const next = prototype.next;
+  if (!Object.hasOwn(prototype, 'next') || typeof next !== 'function') return false;
+  try {
+    Object.defineProperty(prototype, 'next', {
+      configurable: true,
+      enumerable: true,
+      writable: true,
+      value: function guardedStep(this: unknown, ...args: unknown[]): unknown {
+        const db = running === 0 ? undefined : unstepped.get(this as object);
+        if (db !== undefined) {
+          if (guarded.get(db)?.running === true && !(db as SqliteDatabase).inTransaction) {
+            // Closed, so that nothing steps it later either.
+            (this as { return?: () => unknown }).return?.();
+            throw statementAfterEndError();
+          }
+          unstepped.delete(this as object);
+        }
+        return Reflect.apply(next, this, args);
+      },
+    });
+  } catch {
+    return false;
+  }
+  guardedIteratorPrototypes.add(prototype);
   return true;
 }
 
@@ -335,8 +461,10 @@ export function guardedRun<T>(db: SqliteDatabase, body: () => T): T {
 
 /**
  * Whether every statement `db` runs inside a handler is checked for the end of the transaction (see the
- * module): false for a connection that could not be guarded, whose writes after an end may have committed.
+ * module), through `exec` however it is reached included: false for a connection that could not be
+ * guarded, or whose driver-side `exec` could not be, whose writes after an end may have committed.
  */
 export function guardsEveryStatement(db: SqliteDatabase): boolean {
-  return guarded.get(db)?.statements === true;
+  const state = guarded.get(db);
+  return state?.statements === true && state.exec;
 }

@@ -4,8 +4,10 @@
  * catches the error and goes on writing: every statement after the end is refused, whatever prepared it, so
  * nothing commits without a record, and a COMMIT or ROLLBACK prepared before the guard is refused as it
  * runs. On a connection that could not be guarded (frozen), a claim a COMMIT committed is completed with the
- * run's error, and a key whose writes after a rollback committed is claimed anew for that error. Charges
- * are counted across the first run and its retry. On a real WAL file.
+ * run's error, and a key whose writes after a rollback committed is claimed anew for that error. An `exec`
+ * that goes around the connection's own (bound before the guard, or `Database.prototype.exec.call`) and an
+ * `INSERT … RETURNING` iterator opened before the end are checked as well. Charges are counted across the
+ * first run and its retry. On a real WAL file.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -217,5 +219,80 @@ describe('sqliteTransactional: a transaction SQLite ends under the handler', () 
       { status: 'replayed', value: 'charged' },
       1,
     ]);
+  });
+});
+
+describe('sqliteTransactional: SQL run around the connection’s own methods', () => {
+  it('refuses the writes of an exec bound before the guard after an INSERT OR ROLLBACK conflict: one charge over the run and its retry', async () => {
+    // Arrange: the application kept a bound exec from before sqliteTransactional was created.
+    const { early: exec, transactional, charges } = fixture((db) => db.exec.bind(db));
+    let attempts = 0;
+    const handler = (tx: SqliteTransactionContext) => {
+      const k = ++attempts === 1 ? 'x' : 'y';
+      ignoring(() => tx.database.prepare('INSERT OR ROLLBACK INTO seen VALUES (@k)').run({ k }));
+      ignoring(() => exec("INSERT INTO charges (ref) VALUES ('bound')"));
+      return 'charged';
+    };
+    // Act
+    const first = await settled(transactional.runInTransaction({ key: 'bound-exec' }, handler));
+    const chargedByFirst = charges();
+    const retry = await settled(transactional.runInTransaction({ key: 'bound-exec' }, handler));
+    // Assert: the first run committed nothing, so the retry charged once.
+    expect([first, chargedByFirst, retry, charges()]).toEqual(['invalid', 0, 'executed', 1]);
+  });
+
+  it('refuses Database.prototype.exec called on the connection after a trigger’s RAISE(ROLLBACK)', async () => {
+    // Arrange
+    const { db, transactional, charges } = fixture();
+    db.exec(`CREATE TABLE audit (v INTEGER);
+      CREATE TRIGGER veto BEFORE INSERT ON audit BEGIN SELECT RAISE(ROLLBACK, 'vetoed'); END;`);
+    const handler = (tx: SqliteTransactionContext) => {
+      ignoring(() => tx.database.prepare('INSERT INTO audit VALUES (1)').run({}));
+      ignoring(() =>
+        Database.prototype.exec.call(db, "INSERT INTO charges (ref) VALUES ('proto')"),
+      );
+      return 'charged';
+    };
+    // Act
+    const first = await settled(transactional.runInTransaction({ key: 'proto-exec' }, handler));
+    const retry = await settled(transactional.runInTransaction({ key: 'proto-exec' }, handler));
+    // Assert
+    expect([first, retry, charges()]).toEqual(['invalid', 'invalid', 0]);
+  });
+
+  it('refuses a ROLLBACK or a COMMIT in a text run by an exec bound before the guard: the run goes on in its transaction', async () => {
+    // Arrange
+    const { early: exec, transactional, charges } = fixture((db) => db.exec.bind(db));
+    const handler = () => {
+      ignoring(() => exec("ROLLBACK; INSERT INTO charges (ref) VALUES ('after rollback')"));
+      exec("INSERT INTO charges (ref) VALUES ('charged')");
+      ignoring(() => exec('COMMIT'));
+      return 'charged';
+    };
+    // Act
+    const first = await settled(transactional.runInTransaction({ key: 'bound-control' }, handler));
+    const retry = await settled(transactional.runInTransaction({ key: 'bound-control' }, handler));
+    // Assert: neither statement of the first text ran; the charge committed with the record.
+    expect([first, retry, charges()]).toEqual(['executed', 'replayed', 1]);
+  });
+
+  it('refuses the first step, after an end, of an INSERT … RETURNING iterator opened before it (unsafe mode)', async () => {
+    // Arrange: unsafe mode lets statements run while an iterator is open.
+    const { db, transactional, charges } = fixture();
+    db.unsafeMode(true);
+    const handler = (tx: SqliteTransactionContext) => {
+      const rows = db
+        .prepare("INSERT INTO charges (ref) VALUES ('returning') RETURNING id")
+        .iterate();
+      ignoring(() => tx.database.prepare("INSERT OR ROLLBACK INTO seen VALUES ('x')").run({}));
+      ignoring(() => rows.next());
+      ignoring(() => rows.next());
+      return 'charged';
+    };
+    // Act
+    const first = await settled(transactional.runInTransaction({ key: 'iterator' }, handler));
+    const retry = await settled(transactional.runInTransaction({ key: 'iterator' }, handler));
+    // Assert
+    expect([first, retry, charges()]).toEqual(['invalid', 'invalid', 0]);
   });
 });
