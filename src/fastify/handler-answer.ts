@@ -21,6 +21,7 @@ import {
   errorHandlingState,
   handlerTimeoutOf,
   inOnErrorHooks,
+  isHandlerTimeout,
 } from './error-handling.js';
 
 /** One request's execution under a claim, and what the plugin saw of its handler. */
@@ -38,7 +39,10 @@ export interface Running {
    * did its work.
    */
   answered?: number;
-  /** `reply.send` was called once the handler had started (its answer, or an error's reply). */
+  /**
+   * `reply.send` was called once the handler had started (its answer, or an error's reply), other than
+   * by Fastify's error handling for the `handlerTimeout`.
+   */
   replied?: boolean;
   /** The head the capture stored the handler's answer with, which the response must go out with. */
   captured?: AnswerHead;
@@ -53,6 +57,19 @@ export interface Running {
    * (`lateAnswer`), not Fastify's error handling.
    */
   timedOut?: { errorHandling: unknown };
+  /**
+   * The stand-in for the reply (a `Proxy` forwarding everything to it) that Fastify's error handling for
+   * the `handlerTimeout` runs on, from the send that starts it: each send through it is that handling's
+   * (the `onError` hooks, the error handler and the value it resolves with get the stand-in), and a send
+   * on the reply itself is the handler's. Both share the reply's state; only their sends are told apart.
+   */
+  timeoutReply?: FastifyReply;
+  /**
+   * The handler answered (a send, a returned value or a throw) after the `handlerTimeout`, before the
+   * timeout's reply was sent: its answer goes out and is the key's outcome, and the timeout's reply, sent
+   * later, is dropped (`overtakes`).
+   */
+  overtaken?: boolean;
 }
 
 /**
@@ -71,7 +88,8 @@ const unseenError = () =>
  * before the handler was called is a hook's reply, reported to `onHookAnswer` at once, so that the
  * handler is not run: an async `onSend` registered before the plugin delays the capture, and Fastify goes
  * on to the handler meanwhile when the hook did not `return reply`. A send after the handler's answer,
- * before anything failed, is dropped (`secondAnswer`).
+ * before anything failed, is dropped (`secondAnswer`). Fastify's error handling for a `handlerTimeout`
+ * runs on a stand-in for the reply (`Running.timeoutReply`), which tells its sends from the handler's.
  */
 export function watchSends(
   reply: FastifyReply,
@@ -84,45 +102,96 @@ export function watchSends(
       onHookAnswer(this.request);
       return send.call(this, payload);
     }
-    if (lateAnswer(this, running) || secondAnswer(this, running)) {
+    const ofTimeout = running.timeoutReply !== undefined && this === running.timeoutReply;
+    if (
+      ofTimeout
+        ? (running.overtaken === true && !this.sent) || lateAnswer(this, running)
+        : lateAnswer(this, running) || secondAnswer(this, running)
+    ) {
       dropSecondAnswer(this, running, payload);
       return this;
     }
-    const began = errorHandlingBegan(this, running.errorHandling);
-    // A `handlerTimeout` is told by the signal it aborted: released as an ordinary 5xx, the key let a
-    // retry run the handler beside the one still running (a second charge).
-    if (running.error === undefined && began === true) {
-      running.error = handlerTimeoutOf(this.request) ?? unseenError();
+    const { replied, answered, overtaken, error, errorHandling, timeoutReply } = running;
+    if (!ofTimeout && overtakes(this, running)) {
+      // The handler's answer is the outcome, as without the plugin, where it goes out and the timeout's
+      // reply is dropped: a throw is judged as one (by the status of Fastify's reply to it), and Fastify's
+      // error handling from now on is told by its state changing again.
+      running.overtaken = true;
+      running.error = running.threw === true || payload instanceof Error ? payload : undefined;
+      running.errorHandling = errorHandlingState(this);
+    } else {
+      checkErrorHandling(this, running, payload);
     }
-    // The plugin's `onError` saw an error, the hooks are done, and Fastify went on to its error handler,
-    // which sends this page: its state should have changed by now.
-    if (
-      running.error !== undefined &&
-      began === false &&
-      !(payload instanceof Error) &&
-      !inOnErrorHooks(this)
-    ) {
-      disprove();
-    }
-    const { replied, answered } = running;
-    running.replied = true;
+    // Fastify's `handlerTimeout` reply (its first send, and those of its error handling) is not noted as
+    // replied: the value the handler resolves with after it is its answer, which Fastify then sends
+    // (`callWatched`), and which goes out should it overtake that reply.
+    const startsTimeout =
+      !ofTimeout && running.timeoutReply === undefined && isHandlerTimeout(payload);
+    if (!ofTimeout && !startsTimeout) running.replied = true;
     if (running.error === undefined && running.threw !== true && !(payload instanceof Error)) {
       running.answered = this.statusCode;
     }
+    // Fastify's error handling for the timeout runs on a stand-in for the reply, from the send that
+    // starts it (`onError` hooks, the error handler, the value it resolves with): a send of the handler's
+    // on the reply itself is then told from it, whatever comes first (an async error handler answers
+    // later than the handler may).
+    let self = this;
+    if (startsTimeout) {
+      self = new Proxy(this, {});
+      running.timeoutReply = self;
+    }
     try {
-      return send.call(this, payload);
-    } catch (error) {
+      return send.call(self, payload);
+    } catch (thrown) {
       // `reply.send` threw before anything entered Fastify's pipeline (a custom `reply.serializer()`
       // failing on a string, a send inside `onError`): nothing was answered. Noted as an answer, the
       // handler's error that follows (rethrown, or Fastify's reply to it) was dropped as coming after
       // it, and the client got no response. Set before the call rather than after, as an error page
       // Fastify sends from within it (a serializer failing on the answer) must see the answer.
-      running.replied = replied;
-      running.answered = answered;
-      throw error;
+      Object.assign(running, { replied, answered, overtaken, error, errorHandling, timeoutReply });
+      throw thrown;
     }
   } as FastifyReply['send'];
 }
+
+/**
+ * Note an error Fastify began to handle without the plugin's `onError` hook seeing it, and check that its
+ * state reads as expected (`disprove` when it does not).
+ */
+function checkErrorHandling(reply: FastifyReply, running: Running, payload: unknown): void {
+  const began = errorHandlingBegan(reply, running.errorHandling);
+  // A `handlerTimeout` is told by the signal it aborted: released as an ordinary 5xx, the key let a
+  // retry run the handler beside the one still running (a second charge). Not once the handler's answer
+  // overtook it: what is handled then came after that answer.
+  if (running.error === undefined && began === true) {
+    running.error =
+      (running.overtaken === true ? undefined : handlerTimeoutOf(reply.request)) ?? unseenError();
+  }
+  // The plugin's `onError` saw an error, the hooks are done, and Fastify went on to its error handler,
+  // which sends this page: its state should have changed by now.
+  if (
+    running.error !== undefined &&
+    began === false &&
+    !(payload instanceof Error) &&
+    !inOnErrorHooks(reply)
+  ) {
+    disprove();
+  }
+}
+
+/**
+ * Whether a send on the reply itself (not Fastify's error handling for the timeout, which runs on
+ * `timeoutReply`) is the handler's answer coming after the `handlerTimeout` and before the timeout's reply
+ * was sent: an async error handler still at work, an `onError` hook awaiting. Without the plugin that
+ * answer goes out, and the timeout's reply, sent later, is dropped; kept as the timeout's marker, the
+ * client had the handler's 201 while every retry was told 409 `response_not_captured`.
+ */
+const overtakes = (reply: FastifyReply, running: Running): boolean =>
+  running.timeoutReply !== undefined &&
+  running.timedOut === undefined &&
+  running.overtaken !== true &&
+  running.answered === undefined &&
+  !reply.sent;
 
 /**
  * Whether a send comes while the handler's answer is on its way and nothing failed since: a second

@@ -400,7 +400,9 @@ function install(fastify: FastifyInstance, options: FastifyIdempotencyOptions): 
     // marker is kept instead (`cutOff`), so every retry is answered `response_not_captured`, whatever the
     // handler goes on to do. Its answer while the marker is written is dropped (`timedOut`), and the
     // timeout's reply goes out with its own head, whatever the handler set on the reply meanwhile: the
-    // client got the handler's 201 ahead of it, while its retries were told of the timeout.
+    // client got the handler's 201 ahead of it, while its retries were told of the timeout. An answer of
+    // the handler's that goes out before that reply (an async error handler still at work on it) clears
+    // the timeout (`overtaken`): it is the key's outcome, judged below as any answer or throw.
     if (isHandlerTimeout(current.error)) {
       const state = errorHandlingState(reply);
       if (state !== UNREADABLE) current.timedOut = { errorHandling: state };

@@ -4,7 +4,9 @@
  * `response_not_captured` instead of running the charge a second time beside the first, also once the
  * engine's `maxExecution` and the lease have passed (left in progress, the key was then taken over).
  * When it passes in a hook that runs after the claim, before the handler, or while the claim itself is
- * being made, nothing ran: the key is released.
+ * being made, nothing ran: the key is released. When the handler answers before the timeout's reply goes
+ * out (an async error handler still at work on it), its answer goes out, as without the plugin, and is
+ * stored and replayed.
  */
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
@@ -234,4 +236,89 @@ it("lets Fastify's error handling through after the timeout's reply: an onSend h
   const retry = await post();
   expect(retry.status).toBe(409);
   expect(((await retry.json()) as { code: string }).code).toBe('response_not_captured');
+});
+
+/** A promise and the function that settles it. */
+function signal(): [Promise<void>, () => void] {
+  let settle!: () => void;
+  const promise = new Promise<void>((resolve) => {
+    settle = resolve;
+  });
+  return [promise, settle];
+}
+
+it.each(Object.keys(lateAnswers) as (keyof typeof lateAnswers)[])(
+  "stores the handler's answer when it %s while an async error handler works on the timeout's page",
+  async (name) => {
+    const [errorHandling, errorHandlerCalled] = signal();
+    const [handlerAnswered, answered] = signal();
+    let charged = 0;
+    let pages = 0;
+    app = fastify();
+    await app.register(idempotencyPlugin, { engine: createIdempotency({ store: memoryStore() }) });
+    // Its page comes after the handler's answer, which Fastify sends first: the client gets the answer.
+    app.setErrorHandler(async (_error, _request, reply) => {
+      errorHandlerCalled();
+      await handlerAnswered;
+      await sleep(20);
+      pages++;
+      return reply.code(503).send({ page: 'timeout' });
+    });
+    app.post('/charges', { handlerTimeout: 50 }, async (_request, reply) => {
+      await errorHandling; // the timeout passed, and the error handler is at work
+      charged++;
+      try {
+        return lateAnswers[name](reply);
+      } finally {
+        answered();
+      }
+    });
+    const post = await postsOfOneKey(app);
+
+    const first = await post();
+    const expected = name === 'throws' ? 402 : 201;
+    expect(first.status).toBe(expected);
+    const body = await first.text();
+    // Before, the answer the client got was kept as the timeout's marker: the retry got 409 saying
+    // "answered by a timeout (status 201)", for a request the client saw succeed.
+    const retry = await post();
+    expect(retry.status).toBe(expected);
+    expect(await retry.text()).toBe(body);
+    if (name !== 'throws') {
+      expect(body).toBe('{"charged":1}');
+      expect(first.headers.get('x-charge')).toBe('done');
+    }
+    expect(charged).toBe(1);
+    await sleep(50); // the error handler's page, sent after the answer, is dropped
+    expect(pages).toBe(1);
+  },
+);
+
+it("keeps the marker when an async error handler's page goes out before the handler answers", async () => {
+  const [pageSent, sentPage] = signal();
+  let charged = 0;
+  app = fastify();
+  await app.register(idempotencyPlugin, { engine: createIdempotency({ store: memoryStore() }) });
+  app.setErrorHandler(async (_error, _request, reply) => {
+    await sleep(20);
+    reply.raw.once('finish', sentPage);
+    return reply.code(504).send({ page: 'timeout' });
+  });
+  app.post('/charges', { handlerTimeout: 50 }, async (_request, reply) => {
+    await pageSent;
+    charged++;
+    return reply.code(201).send({ charged });
+  });
+  const post = await postsOfOneKey(app);
+
+  const first = await post();
+  expect(first.status).toBe(504);
+  expect(await first.json()).toEqual({ page: 'timeout' });
+  await sleep(50); // the handler answers after the page: dropped
+  const retry = await post();
+  expect(retry.status).toBe(409);
+  const problem = (await retry.json()) as { code: string; detail: string };
+  expect(problem.code).toBe('response_not_captured');
+  expect(problem.detail).toContain('answered by a timeout (status 504)');
+  expect(charged).toBe(1);
 });
