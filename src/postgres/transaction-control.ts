@@ -19,8 +19,11 @@
  * on every run) and another to restore it on every path; `BEGIN READ WRITE` or `SET transaction_read_only =
  * off` after the `ROLLBACK` still wrote, temporary tables are writable anyway, and a `COMMIT` among the
  * statements had still committed the claim with part of the writes. Refusing the text before it is sent
- * covers all of these. What the text cannot show (a submittable without a text, a driver of another kind)
- * {@link transactionEnded} catches after the handler, loudly.
+ * covers all of these. What the text cannot show (a submittable without a text, a statement the scanner
+ * reads otherwise than the server) the connection's transaction status tells once the server has answered
+ * it: {@link watchTransactionStatus}, read as each statement through `tx` settles and before the next is
+ * sent, so that nothing is sent after the end (`transactional.ts`; what is recorded then is
+ * `transaction-end.ts`'s).
  * @module
  */
 import { statementWords } from './statement-scan.js';
@@ -81,4 +84,48 @@ export function isTransactionControl(statement: unknown): boolean {
 export function transactionEnded(client: unknown): boolean {
   const status = (client as { getTransactionStatus?: unknown } | null)?.getTransactionStatus;
   return typeof status === 'function' && status.call(client) === 'I';
+}
+
+/** Whether a connection is out of a transaction, read from the server's last ReadyForQuery. */
+export interface TransactionStatusWatch {
+  /** True once the server's last answer said no transaction is open (status `'I'`). */
+  idle(): boolean;
+  /** Stop watching (removes the listener of a client before node-postgres 8.21). */
+  stop(): void;
+}
+
+interface ReadyForQueryEmitter {
+  on(
+    event: 'readyForQuery',
+    listener: (message: { status?: unknown } | undefined) => void,
+  ): unknown;
+  removeListener(event: 'readyForQuery', listener: (...args: never[]) => void): unknown;
+}
+
+const NO_WATCH: TransactionStatusWatch = { idle: () => false, stop: () => {} };
+
+/**
+ * Watch `client`'s transaction status: node-postgres 8.21's `getTransactionStatus()` where it exists (a
+ * field read per call, no listener); before 8.21, the `readyForQuery` messages of its `connection`, whose
+ * `status` the client has always been told but did not keep (our listener runs after the client's, which
+ * settles the statement's promise, so the status is current when the handler's `await` resumes). Neither
+ * (another driver, the native client's `null`): never idle, and only the statement scan guards the run.
+ */
+export function watchTransactionStatus(client: unknown): TransactionStatusWatch {
+  const read = (client as { getTransactionStatus?: unknown } | null)?.getTransactionStatus;
+  if (typeof read === 'function') return { idle: () => read.call(client) === 'I', stop: () => {} };
+  const connection = (client as { connection?: Partial<ReadyForQueryEmitter> } | null)?.connection;
+  if (typeof connection?.on !== 'function' || typeof connection.removeListener !== 'function') {
+    return NO_WATCH;
+  }
+  const emitter = connection as ReadyForQueryEmitter;
+  let status: unknown;
+  const listener = (message: { status?: unknown } | undefined) => {
+    status = message?.status;
+  };
+  emitter.on('readyForQuery', listener);
+  return {
+    idle: () => status === 'I',
+    stop: () => void emitter.removeListener('readyForQuery', listener),
+  };
 }

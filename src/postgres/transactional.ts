@@ -46,7 +46,8 @@ import {
 import { isKeyHeld, isLockTimeout } from './held-key.js';
 import { DEFAULT_SCHEMA, DEFAULT_TABLE, tableNames } from './identifiers.js';
 import { createOperations } from './operations.js';
-import { isTransactionControl, transactionEnded } from './transaction-control.js';
+import { isTransactionControl, watchTransactionStatus } from './transaction-control.js';
+import { recordEnd, statementAfterEndError } from './transaction-end.js';
 
 /** Isolation levels a transactional run may use. */
 export const IsolationLevel = {
@@ -159,7 +160,10 @@ export interface PostgresTransactional {
    * the same transaction as `fn`'s writes through `tx`.
    *
    * Rejects with `InvalidKeyError`, `StoreUnavailableError` (database unreachable, or serialization
-   * failures beyond `maxRetries`), `ReplayedError`, or `fn`'s own error after rolling everything back.
+   * failures beyond `maxRetries`), `ReplayedError`, or `fn`'s own error after rolling everything back;
+   * `InvalidOptionsError` when `fn` tried to end the transaction through `tx`, or ended it in a form the
+   * guard could not read: then what may have committed is recorded with that error (a retry gets it back
+   * as `ReplayedError`).
    */
   runInTransaction<T>(
     request: TransactionalRequest,
@@ -244,10 +248,18 @@ function isDeferredCheckFailure(error: unknown): boolean {
 
 /**
  * What `tx` and the run share: whether the transaction is still open (false from the moment COMMIT or
- * ROLLBACK is sent), and a statement of the handler's that the driver gave up waiting for.
+ * ROLLBACK is sent), whether it ended under the handler, and a statement of the handler's that the driver
+ * gave up waiting for.
  */
 interface TransactionState {
   open: boolean;
+  /**
+   * Whether the connection was seen out of its transaction while the handler ran (see {@link seenEnded}):
+   * from then on `tx` sends nothing, and the run records what may have committed (`transaction-end.ts`).
+   */
+  ended: boolean;
+  /** Whether the server's last answer said the connection is idle (`watchTransactionStatus`). */
+  idle: () => boolean;
   /**
    * The error of a statement sent through `tx` that the driver stopped waiting for (node-postgres's
    * `query_timeout`) while the server may still be running it. The connection is then of no further use:
@@ -255,6 +267,17 @@ interface TransactionState {
    * a write the handler was told had failed.
    */
   unanswered?: unknown;
+}
+
+/**
+ * Whether the transaction has ended under the handler: a COMMIT or ROLLBACK the guard could not read (a
+ * submittable without a text, a scanner hole) went through `tx`. Read as each statement through `tx`
+ * settles and before the next is sent (a field read), and kept: a hidden `BEGIN` after the end would make
+ * the status look right again, with the claim gone.
+ */
+function seenEnded(state: TransactionState): boolean {
+  if (!state.ended && state.idle()) state.ended = true;
+  return state.ended;
 }
 
 /** Remember `error` on `state` if the driver gave up waiting for the statement's answer. */
@@ -279,29 +302,26 @@ function transactionControlError(): InvalidOptionsError {
   );
 }
 
-function transactionEndedError(): InvalidOptionsError {
-  return new InvalidOptionsError(
-    'runInTransaction: the transaction ended under the handler (a COMMIT or ROLLBACK sent through `tx` ' +
-      'in a form the guard could not read, such as a stream?). The outcome was not recorded: writes made ' +
-      'before a COMMIT, or after a ROLLBACK, may have been committed without it.',
-  );
-}
-
 /**
  * `client.query`, refused once the transaction has ended. A handler that leaves a statement for later (a
  * timer, a branch of `Promise.all` still running after another rejected) would otherwise send it on a
  * connection that is back in the pool: in autocommit, committing a business write with no record, or
  * inside another request's transaction. A text with a statement that would end the transaction itself
  * (COMMIT, ROLLBACK, BEGIN…, first or later among several: `isTransactionControl`) is refused too, before
- * any of it is sent.
+ * any of it is sent; and so is every statement once the transaction has ended under the handler anyway
+ * ({@link seenEnded}): in autocommit, it would commit with no record.
  */
 function guardedQuery(client: PgPoolClient, state: TransactionState) {
   return function query(this: unknown, ...args: unknown[]): unknown {
     // A COMMIT would commit the claim with part of the writes, a ROLLBACK drop it and leave the writes
     // after it to autocommit, with no record: the retry ran the handler again.
     const control = isTransactionControl(args[0]);
-    if (state.open && !control) return watchedQuery(client, state, args);
-    const error = control ? transactionControlError() : endedError();
+    if (state.open && !control && !seenEnded(state)) return watchedQuery(client, state, args);
+    const error = control
+      ? transactionControlError()
+      : state.open
+        ? statementAfterEndError()
+        : endedError();
     const last = args.at(-1);
     if (typeof last === 'function') {
       // node-postgres's callback style: answer through the callback, as the driver would.
@@ -319,8 +339,9 @@ function guardedQuery(client: PgPoolClient, state: TransactionState) {
 
 /**
  * `client.query(...args)`, watched for a statement the driver gives up waiting for (see
- * {@link TransactionState.unanswered}): through the promise it returns, or the callback it is given. A
- * submittable (a cursor) is passed as is.
+ * {@link TransactionState.unanswered}) and for the end of the transaction ({@link seenEnded}): through
+ * the promise it returns, or the callback it is given. A submittable (a cursor) is passed as is: the next
+ * statement's send sees an end it made.
  */
 function watchedQuery(client: PgPoolClient, state: TransactionState, args: unknown[]): unknown {
   const send = client.query as (...a: unknown[]) => unknown;
@@ -329,17 +350,26 @@ function watchedQuery(client: PgPoolClient, state: TransactionState, args: unkno
     const callback = last as (error: unknown, ...rest: unknown[]) => unknown;
     const watched = (error: unknown, ...rest: unknown[]) => {
       if (error) noteUnanswered(state, error);
+      seenEnded(state);
       return callback(error, ...rest);
     };
     return send.apply(client, [...args.slice(0, -1), watched]);
   }
   const result = send.apply(client, args);
   if (!isThenable(result)) return result;
-  // Noted before the handler's own `await` sees the rejection: it may catch it and go on.
-  return Promise.resolve(result).then(undefined, (error: unknown) => {
-    noteUnanswered(state, error);
-    throw error;
-  });
+  // Noted before the handler's own `await` sees the answer: it may catch a rejection and go on. (A
+  // rejection may come before the server's ReadyForQuery, whose status the next send then reads.)
+  return Promise.resolve(result).then(
+    (value: unknown) => {
+      seenEnded(state);
+      return value;
+    },
+    (error: unknown) => {
+      noteUnanswered(state, error);
+      seenEnded(state);
+      throw error;
+    },
+  );
 }
 
 /**
@@ -505,8 +535,23 @@ export function postgresTransactional(
         'begin';
       // Set once the handler starts: what `onFailed` reports if it throws.
       let handlerRun: { token: number; attempt: number; startedAt: number } | undefined;
-      // What `tx` checks before sending anything: closed as COMMIT or ROLLBACK is sent.
-      const state: TransactionState = { open: true };
+      // What `tx` checks before sending anything: closed as COMMIT or ROLLBACK is sent, ended once the
+      // connection is seen idle under the handler.
+      const watch = watchTransactionStatus(client);
+      const state: TransactionState = { open: true, ended: false, idle: watch.idle };
+      // What was recorded for a transaction that ended under the handler (see transaction-end.ts), once.
+      let end: ReturnType<typeof recordEnd> | undefined;
+      const recordEnded = () => {
+        const run = handlerRun as { token: number };
+        end ??= recordEnd(ops, client, {
+          storageKey,
+          fingerprint,
+          token: run.token,
+          leaseMs: TRANSACTION_LEASE_MS,
+          retentionMs,
+        });
+        return end;
+      };
       const txQuery = guardedQuery(client, state) as (
         text: string,
         values?: unknown[],
@@ -576,8 +621,9 @@ export function postgresTransactional(
         // server, so nothing of this transaction may commit (as a failed statement's aborts it).
         if (state.unanswered !== undefined) throw state.unanswered;
         // A COMMIT or ROLLBACK the guard could not see (a submittable without a text): the completion
-        // would run in autocommit, apart from the writes. The handler's error, loud.
-        if (transactionEnded(client)) throw transactionEndedError();
+        // would run in autocommit, apart from the writes. The handler's error, loud, and recorded as the
+        // key's outcome where writes may have committed (see transaction-end.ts).
+        if (seenEnded(state)) throw (await recordEnded()).error;
         const outcome = encodeValueOutcome(codec.encode(value));
         phase = 'complete';
         // Also the canary for a handler that swallowed a statement error: the aborted transaction makes
@@ -589,7 +635,7 @@ export function postgresTransactional(
         await runOptions.beforeCommit?.(context);
         if (state.unanswered !== undefined) throw state.unanswered;
         // A ROLLBACK here would have our COMMIT report success for a transaction that wrote nothing.
-        if (transactionEnded(client)) throw transactionEndedError();
+        if (seenEnded(state)) throw (await recordEnded()).error;
         phase = 'commit';
         state.open = false;
         const committed: PgQueryResult = await client.query('COMMIT');
@@ -600,9 +646,21 @@ export function postgresTransactional(
         emit(hooks, 'onExecuted', { ...event, token, attempt, durationMs: Date.now() - startedAt });
         return { status: 'executed', value, token, attempt, failedOpen: false };
       } catch (error) {
+        // The handler (or beforeCommit) threw after its transaction ended under it: its error, rethrown
+        // as is, once what may have committed is recorded (nothing to roll back, and no retry: the
+        // connection has been in autocommit).
+        const ended =
+          (phase === 'handler' || phase === 'beforeCommit') &&
+          state.unanswered === undefined &&
+          seenEnded(state);
         state.open = false;
         if (phase === 'settle') throw error;
-        if (phase === 'commit') {
+        let stored = false;
+        if (ended) {
+          const recorded = await recordEnded();
+          stored = recorded.stored;
+          if (recorded.broken) connection.broken = true;
+        } else if (phase === 'commit') {
           // COMMIT failing with a SQLSTATE ended the transaction; without one, the connection is gone.
           if (sqlState(error) === undefined) connection.broken = true;
         } else if (lostItsConnection(phase, error) || state.unanswered !== undefined) {
@@ -617,23 +675,28 @@ export function postgresTransactional(
             connection.broken = true;
           });
         }
-        if (isRetryableTransactionError(error)) throw new RetryableTransaction(error, phase);
+        if (!ended && isRetryableTransactionError(error)) {
+          throw new RetryableTransaction(error, phase);
+        }
         // The handler's own error (or beforeCommit's: the user's code too, a veto) is rethrown as is,
         // unless the connection died under it: then nothing was committed and the caller should retry,
         // exactly as for any other store outage.
         // So is a deferred constraint of the user's failing at COMMIT (the transaction rolled back).
         const usersError =
+          ended ||
           ((phase === 'handler' || phase === 'beforeCommit') && !connection.broken) ||
           (phase === 'commit' && isDeferredCheckFailure(error));
         if (usersError && handlerRun !== undefined) {
           const { token, attempt, startedAt } = handlerRun;
           const durationMs = Date.now() - startedAt;
-          emit(hooks, 'onFailed', { ...event, token, attempt, durationMs, stored: false });
+          emit(hooks, 'onFailed', { ...event, token, attempt, durationMs, stored });
         }
         if (usersError || isLeaseLostError(error)) throw error;
         if (phase === 'complete' && sqlState(error) === SqlState.InFailedTransaction) throw error;
         emit(hooks, 'onStoreError', { ...event, operation: `transaction ${phase}`, error });
         throw toStoreError(`transaction ${phase}`, error);
+      } finally {
+        watch.stop();
       }
     }
 

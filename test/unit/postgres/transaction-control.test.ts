@@ -1,7 +1,9 @@
+import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import {
   isTransactionControl,
   transactionEnded,
+  watchTransactionStatus,
 } from '../../../src/postgres/transaction-control.js';
 
 describe('isTransactionControl', () => {
@@ -98,5 +100,32 @@ describe('transactionEnded', () => {
     expect(transactionEnded({ getTransactionStatus: () => 'E' })).toBe(false);
     expect(transactionEnded({ getTransactionStatus: () => null })).toBe(false);
     expect(transactionEnded({ query: () => {} })).toBe(false);
+  });
+});
+
+describe('watchTransactionStatus', () => {
+  it('reads getTransactionStatus where node-postgres has it', () => {
+    let status = 'T';
+    const watch = watchTransactionStatus({ getTransactionStatus: () => status });
+    expect(watch.idle()).toBe(false);
+    status = 'I';
+    expect(watch.idle()).toBe(true);
+    watch.stop();
+  });
+
+  it('listens to the connection’s readyForQuery before node-postgres 8.21, until stopped', () => {
+    const connection = new EventEmitter();
+    const watch = watchTransactionStatus({ connection });
+    connection.emit('readyForQuery', { status: 'T' });
+    expect(watch.idle()).toBe(false);
+    connection.emit('readyForQuery', { status: 'I' });
+    expect(watch.idle()).toBe(true);
+    watch.stop();
+    expect(connection.listenerCount('readyForQuery')).toBe(0);
+  });
+
+  it('is never idle for a client that tells nothing', () => {
+    expect(watchTransactionStatus({ query: () => {} }).idle()).toBe(false);
+    expect(watchTransactionStatus(null).idle()).toBe(false);
   });
 });
