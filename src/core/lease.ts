@@ -104,9 +104,6 @@ export class LeaseKeeper implements Beating {
    */
   private expiry: NodeJS.Timeout | undefined;
 
-  /** True while a heartbeat's extension is unanswered (see `expiry`). */
-  private beating = false;
-
   /**
    * The `StoreUnavailableError`s the step runner threw because a step's store call (`loadSteps`,
    * `saveStep`) failed in this execution, `undefined` until one did: the engine then leaves the claim to
@@ -320,13 +317,24 @@ export class LeaseKeeper implements Beating {
     this.expiry = undefined;
   }
 
-  // Not over yet (the handler's extendLease moved the end meanwhile): watched again until the new end
-  // while a beat is still unanswered behind it, else left to the next beat to arm.
+  // Judged after the poll phase that follows (setImmediate), not in the timers phase that fired it: an event
+  // loop that stalled past the end (a long synchronous task, a GC pause) runs its due timers before the I/O
+  // that arrived meanwhile, so the extension's answer, already received, would be read only after the signal
+  // had aborted a run whose lease the store had extended (measured on Redis: a 700 ms stall, the answer
+  // `true` read 0.4 ms after the abort). Still held (the answer just read, the handler's extendLease, or a
+  // timer that fired a fraction of a millisecond early), it is watched again until that end, whether a beat
+  // is in flight or not: the next successful beat clears it, and after a failed one (no beat in flight, the
+  // end not moved) nothing else would abort the run at its end.
   private readonly expired = (): void => {
     this.expiry = undefined;
     if (this.stopped || this.aborted) return;
+    setImmediate(this.judgeExpiry);
+  };
+
+  private readonly judgeExpiry = (): void => {
+    if (this.stopped || this.aborted) return;
     if (this.env.leaseClock.now() < this.heldUntil) {
-      if (this.beating) this.armExpiry();
+      this.armExpiry();
       return;
     }
     this.lose();
@@ -351,6 +359,13 @@ export class LeaseKeeper implements Beating {
       this.requestedUntil = Math.max(this.requestedUntil, this.env.leaseClock.now() + leaseMs);
       await this.extendBy(leaseMs);
       this.requestedUntil = Math.max(this.requestedUntil, this.heldUntil);
+      // Watched at this end, not the one before (see `expiry`): `extendLease('1s')` after `'10m'` brought
+      // it forward, and a heartbeat queued behind this call that then hangs went unnoticed until the later
+      // end, while the store's lease had run out at this one.
+      if (this.expiry !== undefined) {
+        this.disarmExpiry();
+        this.armExpiry();
+      }
     });
   }
 
@@ -418,7 +433,6 @@ export class LeaseKeeper implements Beating {
     }
     // Until this beat extends the lease, its end is watched (see `expiry`): the call may fail, or hang.
     this.armExpiry();
-    this.beating = true;
     try {
       await this.serially(async () => {
         // The run may have ended while the extension before this one was in flight.
@@ -434,8 +448,6 @@ export class LeaseKeeper implements Beating {
       // A store error is survivable while the lease has time left: try again at the next beat. Once the
       // lease has run out with no successful extension, the claim may be taken over, so abort.
       if (!this.aborted && this.env.leaseClock.now() >= this.heldUntil) this.lose();
-    } finally {
-      this.beating = false;
     }
     // A lost lease is never extended again, nor watched.
     if (this.aborted) {
