@@ -4,6 +4,7 @@
  * @module
  */
 import type { DeadLetter } from '../consumer/index.js';
+import { MAX_KEY_LENGTH } from '../core/key.js';
 import type { AmqpMessage, AmqpPublishOptions } from './amqp-types.js';
 import { fitHeaders } from './header-room.js';
 import { PENDING_DEAD_LETTER_HEADER, pendingLetterHeader } from './pending-letter.js';
@@ -208,11 +209,25 @@ const DEAD_LETTER_HEADERS = [
 ];
 
 /**
+ * Whether a {@link KEY_HEADER} value can be the message's key (defaultAmqpKey reads it when there is no
+ * message id): a replay of the dead letter needs it to run under the same key, so it is never left out to
+ * make room. A longer one is no key (refused), and may be what fills the table.
+ */
+function mayBeKey(value: unknown): boolean {
+  if (typeof value === 'number') return true;
+  // A key's characters take at most 3 bytes each in UTF-8 (a surrogate pair, two characters, 4).
+  if (typeof value === 'string' || Buffer.isBuffer(value)) {
+    return Buffer.byteLength(value) <= 3 * MAX_KEY_LENGTH;
+  }
+  return false;
+}
+
+/**
  * Publish options of the dead letter of `message`: the error recorded in headers. The delivery count goes
  * under {@link DEAD_LETTER_DELIVERIES_HEADER}, not the counting header: replaying the dead letter to the
  * queue (same headers) runs the handler again with its full `maxDeliveries`. Its header table fits
  * amqplib's 64 KB (header-room.ts): the message's largest headers are left out if need be, named in
- * `x-idempotency-omitted-headers`.
+ * `x-idempotency-omitted-headers`, never its key's (see {@link mayBeKey}).
  */
 export function deadLetterOptions(message: AmqpMessage, letter: DeadLetter): AmqpPublishOptions {
   const options = copyOptions(message, {
@@ -229,6 +244,7 @@ export function deadLetterOptions(message: AmqpMessage, letter: DeadLetter): Amq
     for (const name of Object.keys(routingHeaders(message))) own.delete(name);
     for (const name of DEAD_LETTER_HEADERS) own.delete(name);
     if (typeof message.properties.userId === 'string') own.delete(USER_ID_HEADER);
+    if (mayBeKey(message.properties.headers?.[KEY_HEADER])) own.delete(KEY_HEADER);
     options.headers = fitHeaders(options.headers, own);
   }
   return options;

@@ -67,4 +67,36 @@ describe('amqp consumer: a message with headers near 64 KB', () => {
       expect(await queues.count(`${queue}.retry`)).toBe(0);
     },
   );
+
+  it("keeps the x-idempotency-key header, the message's key, however large it is beside the others", async () => {
+    // Arrange: a key of 255 characters in the header (no message id), larger than each of 283 trace
+    // headers that fill the table with it.
+    const queue = await queues.queue('huge-key');
+    const deadLetters: string[] = [];
+    const consumer = await queues.start(
+      () => {
+        throw new Error('declined');
+      },
+      {
+        queue,
+        name: queue,
+        maxDeliveries: 1,
+        idempotency: { store: memoryStore() },
+        hooks: { onDeadLetter: (event) => deadLetters.push(event.reason) },
+      },
+    );
+    const key = 'k'.repeat(255);
+    const traces: Record<string, string> = {};
+    for (let i = 0; i < 283; i++) traces[`t${String(i).padStart(3, '0')}`] = 'v'.repeat(220);
+    // Act
+    await queues.publish(queue, 'payload', { headers: { 'x-idempotency-key': key, ...traces } });
+    await waitUntil('the message dead-lettered', () => deadLetters.length > 0);
+    // Assert: before, the key's header went first (the largest), and a replay of the letter had no key.
+    expect(await consumer.close()).toBe(true);
+    const [letter] = await queues.drain(`${queue}.dlq`);
+    const written = letter?.properties.headers ?? {};
+    expect(String(written['x-idempotency-key'])).toBe(key);
+    expect(String(written['x-idempotency-omitted-headers'])).not.toContain('x-idempotency-key');
+    expect(String(written['x-idempotency-omitted-headers'])).toMatch(/^t\d{3}(,t\d{3})*$/);
+  });
 });
