@@ -315,7 +315,14 @@ function guardStatements(
         value:
           name === 'iterate'
             ? function guardedIterate(this: unknown, ...args: unknown[]): unknown {
-                if (running === 0) return Reflect.apply(execute, this, args);
+                if (running === 0) {
+                  const iterator = Reflect.apply(execute, this, args);
+                  // Opened before a run, its first step may come inside one, after an end (unsafe mode).
+                  if ((this as StatementFacts | null)?.readonly === false) {
+                    watchFirstStep(this as StatementFacts, iterator);
+                  }
+                  return iterator;
+                }
                 checkExecution(this as StatementFacts | null);
                 const iterator = Reflect.apply(execute, this, args);
                 watchFirstStep(this as StatementFacts | null, iterator);
@@ -377,21 +384,25 @@ function guardNativeExec(db: object): object | undefined {
   return undefined;
 }
 
-// The iterators of writing statements opened in a handler and not stepped yet, by iterator: their
-// connection. SQLite writes all of an INSERT … RETURNING at its first step, which `iterate` leaves to
-// `next`: an iterator opened before an end and stepped after it (unsafeMode lets a statement run while
-// one is open) would commit the write in autocommit.
+// The iterators of writing statements opened on a guarded connection and not stepped inside a handler yet,
+// by iterator: their connection. SQLite writes all of an INSERT … RETURNING at its first step, which
+// `iterate` leaves to `next`: an iterator opened before an end and stepped after it (unsafeMode lets a
+// statement run while one is open) would commit the write in autocommit. That includes one opened before
+// the run started, outside every handler: noted too (a writing statement's `iterate` is rare, and costs
+// one property read more), and left noted if stepped outside a handler (a later step after an end is
+// refused, as every statement then is).
 const unstepped = new WeakMap<object, object>();
 const guardedIteratorPrototypes = new WeakSet<object>();
 
 /**
- * Note `iterator`, just opened by `statement` in a handler, for a check at its first step if the statement
- * writes; its prototype's `next` is wrapped the first time (the driver has one iterator class).
+ * Note `iterator`, just opened by `statement` on a guarded connection (in a handler or before one), for a
+ * check at its first step inside a handler if the statement writes; its prototype's `next` is wrapped the
+ * first time (the driver has one iterator class).
  */
 function watchFirstStep(statement: StatementFacts | null, iterator: unknown): void {
   const db = statement?.database;
   if (statement?.readonly !== false || typeof iterator !== 'object' || iterator === null) return;
-  if (typeof db !== 'object' || db === null || guarded.get(db)?.running !== true) return;
+  if (typeof db !== 'object' || db === null || !guarded.get(db)) return;
   const prototype = Object.getPrototypeOf(iterator) as Record<string, unknown> | null;
   if (prototype === null || !guardIteratorPrototype(prototype)) return;
   unstepped.set(iterator, db);

@@ -4,6 +4,7 @@
  * @module
  */
 import { statSync } from 'node:fs';
+import { resolve } from 'node:path';
 import type { SqliteDatabase } from './client.js';
 import { WAL_SIZE_LIMIT_BYTES } from './wal-mode.js';
 
@@ -57,10 +58,14 @@ export function walCheckpointer(
 ): () => void {
   let calls = 0;
   let callsPerLook = CALLS_PER_LOOK;
+  // Resolved now, as SQLite resolved it when it opened the file: a relative path looked up at each look
+  // followed the process's working directory, and after a `process.chdir()` the store looked at a -wal
+  // file that did not exist and never checkpointed again (the WAL grew unbounded under starvation).
+  const walFile = resolve(`${filename}-wal`);
   return () => {
     if (++calls < callsPerLook) return;
     calls = 0;
-    if (walSize(filename) <= WAL_CHECKPOINT_BYTES) return;
+    if (walSize(walFile) <= WAL_CHECKPOINT_BYTES) return;
     callsPerLook = checkpoint(db, busyTimeoutMs)
       ? CALLS_PER_LOOK
       : Math.min(callsPerLook * 2, MAX_CALLS_PER_LOOK);
@@ -85,10 +90,11 @@ function checkpoint(db: SqliteDatabase, busyTimeoutMs: number): boolean {
   }
 }
 
-// The -wal file's size in bytes, 0 when there is none (a database in memory, or no write since it opened).
-function walSize(filename: string): number {
+// The size in bytes of the -wal file at `walFile`, 0 when there is none (a database in memory, or no write
+// since it opened).
+function walSize(walFile: string): number {
   try {
-    return statSync(`${filename}-wal`).size;
+    return statSync(walFile).size;
   } catch {
     return 0;
   }

@@ -295,4 +295,26 @@ describe('sqliteTransactional: SQL run around the connection’s own methods', (
     // Assert
     expect([first, retry, charges()]).toEqual(['invalid', 'invalid', 0]);
   });
+
+  it('refuses the first step, inside the handler after an end, of an INSERT … RETURNING iterator opened before the run (unsafe mode)', async () => {
+    // Arrange: each attempt opens its iterator before runInTransaction, outside every handler.
+    const { db, transactional, charges } = fixture();
+    db.unsafeMode(true);
+    const attempt = () => {
+      const rows = db
+        .prepare("INSERT INTO charges (ref) VALUES ('opened early') RETURNING id")
+        .iterate();
+      return transactional.runInTransaction({ key: 'early-iterator' }, () => {
+        ignoring(() => db.prepare("INSERT OR ROLLBACK INTO seen VALUES ('x')").run({}));
+        ignoring(() => rows.next());
+        ignoring(() => rows.return?.());
+        return 'charged';
+      });
+    };
+    // Act
+    const first = await settled(attempt());
+    const retry = await settled(attempt());
+    // Assert: before, each step committed its charge in autocommit, with no record (two charges).
+    expect([first, retry, charges()]).toEqual(['invalid', 'invalid', 0]);
+  });
 });

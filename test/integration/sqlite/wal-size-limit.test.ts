@@ -101,4 +101,28 @@ describe('sqlite store WAL size', () => {
     expect((await store.get('k0'))?.status).toBe('completed');
     await store.close();
   });
+
+  it('checkpoints the -wal file of a store opened with a relative path after the process changed directory', async () => {
+    // Arrange: opened as 'relative.db' from `dir`, then the process changes directory (a CLI, a test
+    // runner) and the WAL grows past the checkpoint size under a reader.
+    const cwd = process.cwd();
+    const file = join(dir, 'relative.db');
+    let store: SqliteStore;
+    process.chdir(dir);
+    try {
+      store = sqliteStore({ database: 'relative.db' });
+    } finally {
+      process.chdir(cwd);
+    }
+    await store.claim('warm-up', { fingerprint: 'fp', leaseMs: 60_000 });
+    const reader = await startReader(file);
+    await writeUntil(store, file, WAL_CHECKPOINT_BYTES, 'k');
+    await reader.end();
+    // Act: reads go on, as in the test above.
+    for (let i = 0; i < 2000 && walSize(file) > WAL_SIZE_LIMIT_BYTES; i++) await store.get('k0');
+    // Assert: before, the store looked for relative.db-wal in the new working directory, and never
+    // checkpointed.
+    expect(walSize(file)).toBeLessThanOrEqual(WAL_SIZE_LIMIT_BYTES);
+    await store.close();
+  });
 });
