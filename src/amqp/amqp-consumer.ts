@@ -138,7 +138,11 @@ export interface AmqpConsumer {
  *   with a per-message TTL goes to the retry queue, then the original is acked; the copy comes back after
  *   the delay;
  * - a handler error on the last allowed delivery → a confirmed copy with the error goes to the dead-letter
- *   queue, then the original is acked.
+ *   queue, then the original is acked;
+ * - a message whose own headers leave no room in amqplib's 64 KB header table for a retry copy's (none of
+ *   them can be left out: the handler would run on another message) → a handler error is dead-lettered at
+ *   once (`headers_too_large`), and any other retry holds the message for its delay, then hands it back to
+ *   `queue` unchanged (`nack` with requeue; `close()` hands it back at once). Never held unacked for good.
  *
  * Copies are published `mandatory`: one the broker returns (its queue does not exist) counts as failed,
  * the original is not acked, and `hooks.onBrokerError` reports it.
@@ -289,6 +293,8 @@ export async function idempotentConsumer(
         // Waiting for a handler slot (concurrency below the prefetch): never started either. Their tags
         // stay unsettled for the ack batcher, so no multiple ack covers them.
         for (const delivery of slots.takeWaiting()) handBack(delivery.message);
+        // Held for a delay because no retry copy of them can be made (held-requeues.ts): back now.
+        settler.held.requeueAll();
         const deadline = performance.now() + resolved.drainTimeoutMs;
         // A broker that hangs without closing the connection (a network partition) never answers the
         // cancel, and amqplib has no timeout of its own: only its heartbeat ends the connection, minutes

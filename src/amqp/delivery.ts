@@ -6,7 +6,9 @@
 import type { DeadLetter, Delivery } from '../consumer/index.js';
 import type { AckBatcher } from './acks.js';
 import type { AmqpConfirmChannel, AmqpMessage, AmqpPublishOptions } from './amqp-types.js';
+import { fitsHeaderTable } from './header-room.js';
 import { deadLetterOptions, deliveryCount, deliveryId, retryOptions } from './headers.js';
+import { HeldRequeues } from './held-requeues.js';
 import { pendingDeadLetter } from './pending-letter.js';
 import { COPY_ID_HEADER, ReturnedCopies, UnroutableCopyError } from './returns.js';
 import { asPublished } from './routing.js';
@@ -15,13 +17,17 @@ import { asPublished } from './routing.js';
 export class AmqpSettler {
   /** Copies awaiting their confirm; its `listener` must be on the channel's `'return'` event. */
   readonly returns = new ReturnedCopies();
+  /** Messages no retry copy can be made of, handed back to their queue after their delay. */
+  readonly held: HeldRequeues;
 
   constructor(
     readonly channel: AmqpConfirmChannel,
     readonly acks: AckBatcher,
     readonly retryQueue: string,
     readonly deadLetterQueue: string,
-  ) {}
+  ) {
+    this.held = new HeldRequeues(channel);
+  }
 
   /**
    * Publish to `queue` and resolve once the broker confirmed the copy. Rejects if the broker refused it,
@@ -87,13 +93,35 @@ export class AmqpDelivery implements Delivery<AmqpMessage> {
     return this.settler.acks.ack(this.message);
   }
 
+  /**
+   * Whether a retry copy of the message can be published: its header table fits amqplib's 64 KB. The
+   * message's own headers may leave no room for the copy's, and none of them can be left out (the
+   * handler would run on another message): a handler error is then dead-lettered at once
+   * (`headers_too_large`, consumer/settle.ts).
+   */
+  canRetry(): boolean {
+    return fitsHeaderTable(
+      retryOptions(this.message, this.deliveryCount, 0, undefined).headers ?? {},
+    );
+  }
+
+  /**
+   * A confirmed retry copy, then the original's ack. When no copy can be made ({@link canRetry}: only an
+   * in-progress, store-unavailable or lease-lost retry comes here then, or a dead letter that could not
+   * be written), the message is held and handed back to its queue unchanged after `delayMs` (`nack` with
+   * requeue, held-requeues.ts) instead of held unacked for good. Its redelivery has the `redelivered`
+   * flag (a classic queue counts it as one more delivery at most; a quorum queue adds it to its
+   * `x-delivery-count` and `delivery-limit`), and a retry copy's redelivery finds its dead letter
+   * recorded in the store.
+   */
   async retry(delayMs: number, letter?: DeadLetter): Promise<void> {
     const { settler, message } = this;
-    await settler.publishConfirmed(
-      settler.retryQueue,
-      message.content,
-      retryOptions(message, this.deliveryCount, delayMs, letter),
-    );
+    const options = retryOptions(message, this.deliveryCount, delayMs, letter);
+    if (!fitsHeaderTable(options.headers ?? {})) {
+      settler.held.requeueAfter(message, delayMs);
+      return;
+    }
+    await settler.publishConfirmed(settler.retryQueue, message.content, options);
     await settler.acks.ack(message);
   }
 

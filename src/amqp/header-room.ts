@@ -6,7 +6,8 @@
  * dead letter failed, the retry copy carrying it failed the same way, and the message stayed unacked on
  * the channel, holding a prefetch slot until the channel closed, then came back and did the same, never
  * dead-lettered. Its dead letter now omits the message's largest headers until the table fits, and names
- * them in {@link OMITTED_HEADERS_HEADER}; the content is kept whole.
+ * them in {@link OMITTED_HEADERS_HEADER}; the content is kept whole. A retry copy cannot leave headers
+ * out: {@link fitsHeaderTable} tells beforehand that it cannot be made (`delivery.ts`).
  * @module
  */
 
@@ -56,6 +57,17 @@ export function tableBytes(table: Record<string, unknown>): number {
 }
 
 /**
+ * Whether a copy with `headers` can be published: its header table, with the header added as it is
+ * published, fits amqplib's 64 KB. Measured before publishing, not learnt from amqplib's `RangeError`:
+ * a retry copy cannot leave headers out (the handler would run on another message), so one that does not
+ * fit is not attempted (see `AmqpDelivery.canRetry`). An upper bound: a table within a few bytes of the
+ * limit may be judged not to fit when it would.
+ */
+export function fitsHeaderTable(headers: Record<string, unknown>): boolean {
+  return tableBytes(headers) <= MAX_HEADER_TABLE_BYTES - PUBLISH_HEADER_BYTES;
+}
+
+/**
  * `headers`, or, when they would not fit amqplib's header table, without the largest of the message's own
  * headers (`own`) until they do, the names left out listed in {@link OMITTED_HEADERS_HEADER}. The headers
  * not in `own` (the error, the reason, the routing: what the dead letter says) are always kept.
@@ -64,11 +76,10 @@ export function fitHeaders(
   headers: Record<string, unknown>,
   own: ReadonlySet<string>,
 ): Record<string, unknown> {
-  const limit = MAX_HEADER_TABLE_BYTES - PUBLISH_HEADER_BYTES;
+  if (fitsHeaderTable(headers)) return headers;
   // Room kept for the list of omitted names itself.
-  const room = limit - (MAX_OMITTED_LIST_BYTES + 64);
+  const room = MAX_HEADER_TABLE_BYTES - PUBLISH_HEADER_BYTES - (MAX_OMITTED_LIST_BYTES + 64);
   let bytes = tableBytes(headers);
-  if (bytes <= limit) return headers;
   const largestFirst = Object.entries(headers)
     .filter(([name, value]) => own.has(name) && value !== undefined)
     .map(([name, value]) => ({ name, bytes: 1 + Buffer.byteLength(name) + fieldBytes(value) }))

@@ -54,6 +54,13 @@ export const DeadLetterReason = {
   Mismatch: 'mismatch',
   /** No valid idempotency key: the message cannot be deduplicated. */
   InvalidKey: 'invalid_key',
+  /**
+   * The handler failed with deliveries left, but the adapter cannot redeliver the message later unchanged
+   * (RabbitMQ: its own headers leave no room in amqplib's 64 KB header table for a retry copy's, and a
+   * copy without some of them would run the handler on another message). Dead-lettered at once with the
+   * handler's error, rather than held unacked on the channel for good.
+   */
+  HeadersTooLarge: 'headers_too_large',
 } as const;
 
 /** One of the {@link DeadLetterReason} values. */

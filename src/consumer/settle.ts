@@ -4,11 +4,12 @@
  * kept, never dropped.
  * @module
  */
+import { describeError } from '../core/describe-error.js';
 import type { StoredErrorInfo } from '../core/errors.js';
 import { callHook } from '../core/hooks.js';
 import { isThenable } from '../core/thenable.js';
 import { brokerTimeoutError, withinBrokerTimeout } from './broker-deadline.js';
-import type { DeadLetterReason, Decision } from './decision.js';
+import { DeadLetterReason, type Decision, RetryReason } from './decision.js';
 import { recordDeadLetter } from './given-up.js';
 import type { KeepAlive } from './keep-alive.js';
 import type { ConsumerEvent, ConsumerHooks, ResolvedConsumerOptions } from './options.js';
@@ -69,6 +70,15 @@ export interface Delivery<M> {
    * reports it back as `pendingDeadLetter`, so the handler is not run again for a message it gave up on.
    */
   retry(delayMs: number, deadLetter?: DeadLetter): Promise<void> | void;
+  /**
+   * Whether `retry` can redeliver the message later unchanged, with its delivery count carried. False
+   * (RabbitMQ: the retry copy's header table would not fit amqplib's 64 KB) turns a handler error's retry
+   * into a dead letter (`headers_too_large`): a handler that failed once may fail again, and a message
+   * that cannot count its deliveries must not come back without end. Other retries (in progress, store
+   * unavailable, lease lost: nothing final happened) still call `retry`, which must then hand the message
+   * back another way, never hold it unacked for good. Absent: always true.
+   */
+  canRetry?(): boolean;
   /**
    * Move the message to the dead-letter destination with `letter` recorded, then settle it. Resolves to
    * {@link NOT_WRITTEN} when the broker wrote nothing because the message was settled before (Redis
@@ -138,19 +148,43 @@ export function brokerError<M>(
 }
 
 /**
- * Carry `decision` out on `delivery`. Never rejects.
+ * `decision`, unless it retries a handler error that `delivery` cannot retry (`Delivery.canRetry`): then
+ * a dead letter, `headers_too_large`, with the handler's error. Asked only on that path, which is the
+ * one where the message's count matters: an in-progress or store-unavailable retry is the adapter's to
+ * hand back otherwise.
+ */
+function retryable<M>(delivery: Delivery<M>, decision: Decision): Decision {
+  if (
+    decision.action !== 'retry' ||
+    decision.reason !== RetryReason.HandlerError ||
+    delivery.canRetry?.() !== false
+  ) {
+    return decision;
+  }
+  return {
+    action: 'dead_letter',
+    reason: DeadLetterReason.HeadersTooLarge,
+    error: describeError(decision.error),
+  };
+}
+
+/**
+ * Carry `decided` out on `delivery`. Never rejects. A handler error's retry that the delivery cannot
+ * make (`Delivery.canRetry`) is dead-lettered instead (`headers_too_large`, the handler's error recorded).
  * @param keepAlive - The delivery's keep-alive, still touching through the settle
  *   (`Delivery.touchUntilSettled`): stopped before `retry` is called (see {@link retryWithin}). The caller
  *   stops it once the settle ended.
+ * @returns The decision carried out.
  */
 export async function settle<M>(
   options: ResolvedConsumerOptions<M>,
   delivery: Delivery<M>,
   key: string | undefined,
-  decision: Decision,
+  decided: Decision,
   keepAlive?: KeepAlive,
 ): Promise<Decision> {
   const event = baseEvent(options, delivery, key);
+  const decision = retryable(delivery, decided);
   switch (decision.action) {
     case 'ack':
       try {

@@ -135,6 +135,53 @@ describe('processDelivery', () => {
     expect(actions).toMatchObject([{ op: 'dead_letter', letter: { reason: 'invalid_key' } }]);
   });
 
+  it('dead-letters a handler error as headers_too_large when the delivery cannot be retried', async () => {
+    // Arrange: a delivery with deliveries left whose retry copy cannot be made (RabbitMQ: 64 KB headers).
+    const { options } = setup();
+    const { delivery, actions } = fakeDelivery({ id: 'k1', body: 'a' });
+    let asked = 0;
+    delivery.canRetry = () => {
+      asked += 1;
+      return false;
+    };
+    // Act
+    const decision = await processDelivery(
+      options,
+      () => {
+        throw new Error('gateway down');
+      },
+      delivery,
+    );
+    // Assert: the handler's error recorded, no retry attempted.
+    expect(asked).toBe(1);
+    expect(decision).toMatchObject({ action: 'dead_letter', reason: 'headers_too_large' });
+    expect(actions).toMatchObject([
+      {
+        op: 'dead_letter',
+        letter: {
+          reason: 'headers_too_large',
+          error: { message: 'gateway down' },
+          deliveryCount: 1,
+        },
+      },
+    ]);
+  });
+
+  it('still retries a delivery it cannot retry by copy when nothing final happened (store down)', async () => {
+    // Arrange: the adapter hands such a message back another way (RabbitMQ: a delayed requeue).
+    const refused = async (): Promise<never> => {
+      throw new Error('ECONNREFUSED');
+    };
+    const down: Store = { ...memoryStore(), claim: refused, claimMany: refused };
+    const { options } = setup({}, down);
+    const { delivery, actions } = fakeDelivery({ id: 'k1', body: 'a' });
+    delivery.canRetry = () => false;
+    // Act
+    await processDelivery(options, () => {}, delivery);
+    // Assert
+    expect(actions).toEqual([{ op: 'retry', delayMs: 1000 }]);
+  });
+
   it('redelivers later, without running anything, when the store is down', async () => {
     // Arrange
     const refused = async (): Promise<never> => {
