@@ -83,7 +83,22 @@ export function isTransactionControl(statement: unknown): boolean {
  */
 export function transactionEnded(client: unknown): boolean {
   const status = (client as { getTransactionStatus?: unknown } | null)?.getTransactionStatus;
-  return typeof status === 'function' && status.call(client) === 'I';
+  return typeof status === 'function' && readStatus(client, status as () => unknown) === 'I';
+}
+
+/**
+ * `read.call(client)`, or `undefined` if it throws: node-postgres's native client from 8.21 has the method
+ * but asks pg-native for the answer, and pg-native before 3.8 has no such method (a `TypeError` on every
+ * call, for a pairing pg's peer range `pg-native >=3.0.1` allows). Thrown, it failed every run that sent a
+ * statement through `tx`, and from the catch that ends a failed run it skipped the `ROLLBACK`: the
+ * connection went back to the pool inside the transaction, holding the key's claim.
+ */
+function readStatus(client: unknown, read: (this: unknown) => unknown): unknown {
+  try {
+    return read.call(client);
+  } catch {
+    return undefined;
+  }
 }
 
 /** Whether a connection is out of a transaction, read from the server's last ReadyForQuery. */
@@ -99,6 +114,10 @@ interface ReadyForQueryEmitter {
     event: 'readyForQuery',
     listener: (message: { status?: unknown } | undefined) => void,
   ): unknown;
+  prependListener?(
+    event: 'readyForQuery',
+    listener: (message: { status?: unknown } | undefined) => void,
+  ): unknown;
   removeListener(event: 'readyForQuery', listener: (...args: never[]) => void): unknown;
 }
 
@@ -107,13 +126,20 @@ const NO_WATCH: TransactionStatusWatch = { idle: () => false, stop: () => {} };
 /**
  * Watch `client`'s transaction status: node-postgres 8.21's `getTransactionStatus()` where it exists (a
  * field read per call, no listener); before 8.21, the `readyForQuery` messages of its `connection`, whose
- * `status` the client has always been told but did not keep (our listener runs after the client's, which
- * settles the statement's promise, so the status is current when the handler's `await` resumes). Neither
- * (another driver, the native client's `null`): never idle, and only the statement scan guards the run.
+ * `status` the client has always been told but did not keep (our listener runs before the client's, which
+ * calls the statement's callback there and then: a callback that sends the next statement at once, after
+ * the one that ended the transaction, finds the end already seen). Neither
+ * (another driver, the native client's `null`, or its `TypeError` over pg-native before 3.8): never idle,
+ * and only the statement scan guards the run.
  */
 export function watchTransactionStatus(client: unknown): TransactionStatusWatch {
-  const read = (client as { getTransactionStatus?: unknown } | null)?.getTransactionStatus;
-  if (typeof read === 'function') return { idle: () => read.call(client) === 'I', stop: () => {} };
+  const method = (client as { getTransactionStatus?: unknown } | null)?.getTransactionStatus;
+  const read = typeof method === 'function' ? (method as () => unknown) : undefined;
+  // A method that cannot answer (see readStatus) is no method: the native client then has no
+  // `connection` to listen to either, and only the statement scan guards the run.
+  if (read !== undefined && readStatus(client, read) !== undefined) {
+    return { idle: () => readStatus(client, read) === 'I', stop: () => {} };
+  }
   const connection = (client as { connection?: Partial<ReadyForQueryEmitter> } | null)?.connection;
   if (typeof connection?.on !== 'function' || typeof connection.removeListener !== 'function') {
     return NO_WATCH;
@@ -123,7 +149,9 @@ export function watchTransactionStatus(client: unknown): TransactionStatusWatch 
   const listener = (message: { status?: unknown } | undefined) => {
     status = message?.status;
   };
-  emitter.on('readyForQuery', listener);
+  if (typeof emitter.prependListener === 'function')
+    emitter.prependListener('readyForQuery', listener);
+  else emitter.on('readyForQuery', listener);
   return {
     idle: () => status === 'I',
     stop: () => void emitter.removeListener('readyForQuery', listener),

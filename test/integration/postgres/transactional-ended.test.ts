@@ -188,6 +188,48 @@ describe('postgresTransactional: the transaction ended under the handler', () =>
     expect(await chargesFor(ref)).toBe(0);
   });
 
+  it('refuses, before node-postgres 8.21, a statement sent at once from the callback of the ROLLBACK', async () => {
+    // Arrange: as above; the callback runs inside the client's own handling of the ROLLBACK's answer.
+    const older = {
+      connect: async () => {
+        const client = await fx.pool.connect();
+        return new Proxy(client, {
+          get: (target, property) =>
+            property === 'getTransactionStatus' ? undefined : Reflect.get(target, property),
+        });
+      },
+    };
+    const tx = postgresTransactional({ pool: older as typeof fx.pool, schema: fx.schema });
+    const ref = newKey('older-callback');
+    const key = newKey('older-callback');
+    const handler = (t: TransactionContext) =>
+      new Promise((resolve, reject) => {
+        const query = new pg.Query('ROLLBACK', undefined, () => {
+          // node-postgres's callback style, which the package's types do not spell.
+          const send = t.client.query as unknown as (
+            text: string,
+            done: (e?: Error) => void,
+          ) => void;
+          send.call(t.client, charge(ref), (error) => (error ? reject(error) : resolve('charged')));
+        });
+        const hidden = new Proxy(query, {
+          get(target, property) {
+            if (property === 'text') return undefined;
+            const value = Reflect.get(target, property, target);
+            return typeof value === 'function' ? value.bind(target) : value;
+          },
+        });
+        (t.client.query as unknown as (submittable: unknown) => unknown).call(t.client, hidden);
+      });
+    // Act
+    const failed = await tx.runInTransaction({ key }, handler).catch((error: unknown) => error);
+    const retry = await tx.runInTransaction({ key }, handler).catch((error: unknown) => error);
+    // Assert: the charge was not sent (in autocommit, it would have committed).
+    expect(isInvalidOptionsError(failed)).toBe(true);
+    expect(isReplayedError(retry)).toBe(true);
+    expect(await chargesFor(ref)).toBe(0);
+  });
+
   it('replays the value a COMMIT in beforeCommit committed with the completed record', async () => {
     // Arrange
     const tx = postgresTransactional({ pool: fx.pool, schema: fx.schema });

@@ -124,6 +124,16 @@ describe('watchTransactionStatus', () => {
     expect(connection.listenerCount('readyForQuery')).toBe(0);
   });
 
+  it('tells nothing, without throwing, when getTransactionStatus throws (pg.native over pg-native < 3.8)', () => {
+    const native = {
+      getTransactionStatus: () => {
+        throw new TypeError('this.native.getTransactionStatus is not a function');
+      },
+    };
+    expect(watchTransactionStatus(native).idle()).toBe(false);
+    expect(transactionEnded(native)).toBe(false);
+  });
+
   it('is never idle for a client that tells nothing', () => {
     expect(watchTransactionStatus({ query: () => {} }).idle()).toBe(false);
     expect(watchTransactionStatus(null).idle()).toBe(false);
