@@ -70,6 +70,13 @@ export interface Running {
    * later, is dropped (`overtakes`).
    */
   overtaken?: boolean;
+  /**
+   * Fastify's error handling for the `handlerTimeout` sent its reply on through the stand-in (the error
+   * handler's page, or an error for the next error handler, whose page follows at once): that reply is
+   * on its way, through `preSerialization` and `onSend` hooks that may await before the capture, and an
+   * answer of the handler's sent meanwhile comes after it (`pagedAnswer`).
+   */
+  paged?: boolean;
 }
 
 /**
@@ -106,12 +113,13 @@ export function watchSends(
     if (
       ofTimeout
         ? (running.overtaken === true && !this.sent) || lateAnswer(this, running)
-        : lateAnswer(this, running) || secondAnswer(this, running)
+        : lateAnswer(this, running) || pagedAnswer(this, running) || secondAnswer(this, running)
     ) {
       dropSecondAnswer(this, running, payload);
       return this;
     }
-    const { replied, answered, overtaken, error, errorHandling, timeoutReply } = running;
+    const { replied, answered, overtaken, error, errorHandling, timeoutReply, paged } = running;
+    if (ofTimeout) running.paged = true;
     if (!ofTimeout && overtakes(this, running)) {
       // The handler's answer is the outcome, as without the plugin, where it goes out and the timeout's
       // reply is dropped: a throw is judged as one (by the status of Fastify's reply to it), and Fastify's
@@ -125,8 +133,13 @@ export function watchSends(
     // Fastify's `handlerTimeout` reply (its first send, and those of its error handling) is not noted as
     // replied: the value the handler resolves with after it is its answer, which Fastify then sends
     // (`callWatched`), and which goes out should it overtake that reply.
+    // Told by the error Fastify sends, not by a code alone: a handler may answer with an object of that
+    // code (an upstream's page passed on), which is its answer, not run on the stand-in.
     const startsTimeout =
-      !ofTimeout && running.timeoutReply === undefined && isHandlerTimeout(payload);
+      !ofTimeout &&
+      running.timeoutReply === undefined &&
+      payload instanceof Error &&
+      isHandlerTimeout(payload);
     if (!ofTimeout && !startsTimeout) running.replied = true;
     if (running.error === undefined && running.threw !== true && !(payload instanceof Error)) {
       running.answered = this.statusCode;
@@ -148,7 +161,15 @@ export function watchSends(
       // handler's error that follows (rethrown, or Fastify's reply to it) was dropped as coming after
       // it, and the client got no response. Set before the call rather than after, as an error page
       // Fastify sends from within it (a serializer failing on the answer) must see the answer.
-      Object.assign(running, { replied, answered, overtaken, error, errorHandling, timeoutReply });
+      Object.assign(running, {
+        replied,
+        answered,
+        overtaken,
+        error,
+        errorHandling,
+        timeoutReply,
+        paged,
+      });
       throw thrown;
     }
   } as FastifyReply['send'];
@@ -182,9 +203,10 @@ function checkErrorHandling(reply: FastifyReply, running: Running, payload: unkn
 /**
  * Whether a send on the reply itself (not Fastify's error handling for the timeout, which runs on
  * `timeoutReply`) is the handler's answer coming after the `handlerTimeout` and before the timeout's reply
- * was sent: an async error handler still at work, an `onError` hook awaiting. Without the plugin that
- * answer goes out, and the timeout's reply, sent later, is dropped; kept as the timeout's marker, the
- * client had the handler's 201 while every retry was told 409 `response_not_captured`.
+ * was sent: an async error handler still at work on it. Without the plugin that answer goes out, and the
+ * timeout's reply, sent later, is dropped; kept as the timeout's marker, the client had the handler's 201
+ * while every retry was told 409 `response_not_captured`. (While `onError` hooks await, Fastify refuses
+ * any send, `FST_ERR_SEND_INSIDE_ONERR`.)
  */
 const overtakes = (reply: FastifyReply, running: Running): boolean =>
   running.timeoutReply !== undefined &&
@@ -225,6 +247,18 @@ const lateAnswer = (reply: FastifyReply, running: Running): boolean =>
   running.timedOut !== undefined &&
   !reply.sent &&
   errorHandlingState(reply) === running.timedOut.errorHandling;
+
+/**
+ * Whether a send on the reply itself is the handler's answer coming after the timeout's reply was sent on
+ * (`Running.paged`), while that reply is in hooks that await before the capture (an async `onSend` hook
+ * registered before the plugin, an async `preSerialization` hook). Taken for an answer overtaking it, the
+ * timeout's reply reached the capture first and was stored as the handler's answer, with its status: a
+ * 503 released the key while the handler ran on, and the retry charged again; and the handler's answer,
+ * which Fastify sent after it, failed on the head already written (`ERR_HTTP_HEADERS_SENT`). Dropped as
+ * Fastify drops a send after the reply ended.
+ */
+const pagedAnswer = (reply: FastifyReply, running: Running): boolean =>
+  running.paged === true && !reply.sent;
 
 /**
  * Drop what came after the handler's answer, as Fastify does once a reply has ended, with its log line.

@@ -402,8 +402,10 @@ function install(fastify: FastifyInstance, options: FastifyIdempotencyOptions): 
     // timeout's reply goes out with its own head, whatever the handler set on the reply meanwhile: the
     // client got the handler's 201 ahead of it, while its retries were told of the timeout. An answer of
     // the handler's that goes out before that reply (an async error handler still at work on it) clears
-    // the timeout (`overtaken`): it is the key's outcome, judged below as any answer or throw.
-    if (isHandlerTimeout(current.error)) {
+    // the timeout (`overtaken`): it is the key's outcome, judged below as any answer or throw. The reply
+    // of Fastify's error handling for the timeout comes on its stand-in (`timeoutReply`), and is the
+    // timeout's whatever the handler did since.
+    if (isHandlerTimeout(current.error) || reply === current.timeoutReply) {
       const state = errorHandlingState(reply);
       if (state !== UNREADABLE) current.timedOut = { errorHandling: state };
       const head = headOf(reply);
@@ -455,6 +457,9 @@ function install(fastify: FastifyInstance, options: FastifyIdempotencyOptions): 
         void current.execution.fail(current.error); // a hook's: never ran
       else if (answered !== undefined)
         void current.execution.answerLost(answered, reply.raw.statusCode);
+      // An error handler that hijacked the `handlerTimeout`'s reply and wrote its page on `reply.raw`:
+      // the handler runs on, as in `capture`. Released as a 5xx, the retry ran it beside the first.
+      else if (isHandlerTimeout(current.error)) void current.execution.cutOff(reply.raw.statusCode);
       else void current.execution.uncaptured(reply.raw.statusCode);
     }
     next();

@@ -322,3 +322,105 @@ it("keeps the marker when an async error handler's page goes out before the hand
   expect(problem.detail).toContain('answered by a timeout (status 504)');
   expect(charged).toBe(1);
 });
+
+const answersInWindow = {
+  ...lateAnswers,
+  'returns a value with no status': () => ({ charged: 1 }),
+} satisfies Record<string, (reply: FastifyReply) => unknown>;
+
+it.each(Object.keys(answersInWindow) as (keyof typeof answersInWindow)[])(
+  "keeps the marker when the handler %s while the timeout's page awaits in an onSend hook before the plugin",
+  async (name) => {
+    const [pageInHook, pageEntered] = signal();
+    const [handlerAnswered, answered] = signal();
+    let started = 0;
+    app = fastify();
+    // Registered before the plugin, so it runs before the capture: it holds the timeout's page (which
+    // Fastify already sent on) until the handler has answered, and what comes after the page longer.
+    let holding = true;
+    app.addHook('onSend', async (_request, _reply, payload) => {
+      if (!holding) return payload;
+      if (typeof payload === 'string' && payload.includes('FST_ERR_HANDLER_TIMEOUT')) {
+        pageEntered();
+        await handlerAnswered;
+        await sleep(20); // Fastify's send of a returned value or a throw comes a few ticks later
+      } else {
+        await sleep(100);
+      }
+      return payload;
+    });
+    await app.register(idempotencyPlugin, { engine: createIdempotency({ store: memoryStore() }) });
+    app.post('/charges', { handlerTimeout: 50 }, async (_request, reply) => {
+      started++;
+      await pageInHook;
+      try {
+        return answersInWindow[name](reply);
+      } finally {
+        answered();
+      }
+    });
+    const post = await postsOfOneKey(app);
+
+    const first = await post();
+    // The page went out first (with the status the handler set meanwhile, as without the plugin).
+    expect(((await first.json()) as { code: string }).code).toBe('FST_ERR_HANDLER_TIMEOUT');
+    await sleep(150);
+    holding = false;
+    // Before, the answer was taken for one overtaking the page, which reached the capture first and was
+    // stored as the handler's answer: replayed (a 201 or 402 with the timeout's page), or, as a 503,
+    // released while the handler ran on: the retry ran it again.
+    const retry = await post();
+    expect(retry.status).toBe(409);
+    expect(((await retry.json()) as { code: string }).code).toBe('response_not_captured');
+    expect(started).toBe(1);
+  },
+);
+
+it("stores an answer that only carries the timeout's code: an upstream's page the handler passes on", async () => {
+  let runs = 0;
+  app = fastify();
+  await app.register(idempotencyPlugin, { engine: createIdempotency({ store: memoryStore() }) });
+  app.post('/charges', async (_request, reply) => {
+    runs++;
+    return reply.code(200).send({ code: 'FST_ERR_HANDLER_TIMEOUT', runs });
+  });
+  const post = await postsOfOneKey(app);
+
+  const first = await post();
+  expect(first.status).toBe(200);
+  // Taken for Fastify's timeout (by its code alone), it ran on the stand-in and was kept as a marker.
+  const retry = await post();
+  expect(retry.status).toBe(200);
+  expect(await retry.json()).toEqual({ code: 'FST_ERR_HANDLER_TIMEOUT', runs: 1 });
+  expect(runs).toBe(1);
+});
+
+it("keeps the marker when the timeout's error handler hijacks the reply and writes its page itself", async () => {
+  let started = 0;
+  app = fastify();
+  await app.register(idempotencyPlugin, { engine: createIdempotency({ store: memoryStore() }) });
+  app.setErrorHandler((_error, _request, reply) => {
+    reply.hijack();
+    reply.raw.writeHead(504, { 'content-type': 'text/plain' });
+    reply.raw.end('gateway timeout');
+  });
+  app.post('/charges', { handlerTimeout: 50 }, async (_request, reply) => {
+    started++;
+    if (started === 1) await sleep(150); // runs on past the page, and charges
+    return reply.code(201).send({ started });
+  });
+  const post = await postsOfOneKey(app);
+
+  const first = await post();
+  expect(first.status).toBe(504);
+  expect(await first.text()).toBe('gateway timeout');
+  // Before, the page written past `onSend` released the key as an uncaptured 5xx: the retry ran the
+  // handler again beside the first.
+  const retry = await post();
+  expect(retry.status).toBe(409);
+  const problem = (await retry.json()) as { code: string; detail: string };
+  expect(problem.code).toBe('response_not_captured');
+  expect(problem.detail).toContain('answered by a timeout (status 504)');
+  await sleep(200);
+  expect(started).toBe(1);
+});
