@@ -31,6 +31,7 @@ import { withBoundedLockWait } from './bounded-lock-wait.js';
 import { type PgQueryable, toStoreError } from './client.js';
 import { claimUnlessHeld, DEFAULT_BUSY_RETRY_AFTER_MS } from './held-key.js';
 import { DEFAULT_SCHEMA, DEFAULT_TABLE, tableNames } from './identifiers.js';
+import { refuseNativeClient } from './native-client.js';
 import { createOperations } from './operations.js';
 
 /** Options of {@link postgresStore}. */
@@ -116,6 +117,8 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
   if (pool === undefined || pool === null || typeof pool.query !== 'function') {
     throw new InvalidOptionsError('postgresStore: `pool` must have a query(text, params) method');
   }
+  // Its completions would store outcomes cut at their first zero byte (see native-client.ts).
+  refuseNativeClient(pool, 'postgresStore');
   knownFields(options, 'postgresStore', POSTGRES_STORE_FIELDS);
   const names = tableNames(options.schema ?? DEFAULT_SCHEMA, options.table ?? DEFAULT_TABLE);
   // Autocommit only (see `pool`), so the functions of migration 0008 can be tried, and fallen back from.

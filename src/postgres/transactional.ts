@@ -45,6 +45,7 @@ import {
 } from './client.js';
 import { isKeyHeld, isLockTimeout } from './held-key.js';
 import { DEFAULT_SCHEMA, DEFAULT_TABLE, tableNames } from './identifiers.js';
+import { refuseNativeClient } from './native-client.js';
 import { createOperations } from './operations.js';
 import { isTransactionControl, watchTransactionStatus } from './transaction-control.js';
 import { recordEnd, statementAfterEndError } from './transaction-end.js';
@@ -451,6 +452,8 @@ export function postgresTransactional(
       'postgresTransactional: `pool` must have a connect() method (a pg Pool)',
     );
   }
+  // Its completions would store outcomes cut at their first zero byte (see native-client.ts).
+  refuseNativeClient(pool, 'postgresTransactional');
   // A node-postgres Client has connect() too, but it opens the client itself, once: every run then failed
   // as an outage ("Client has already been connected", a 503 to retry forever) or with a TypeError.
   if (isNodePostgres(pool) && !isPool(pool)) {
@@ -713,6 +716,9 @@ export function postgresTransactional(
         throw toStoreError('connect', error);
       }
       try {
+        // A pool that only wraps a native one is known by the connection it hands out: refused before
+        // BEGIN, nothing claimed (the connection goes back to its pool).
+        refuseNativeClient(client, 'runInTransaction');
         return await once(client, transactionAttempt, connection);
       } catch (error) {
         if (!(error instanceof RetryableTransaction)) throw error;
