@@ -54,3 +54,31 @@ describe('Hono middleware: the handler reads the body as without the layer', () 
     expect(layered.status).toBe(200);
   });
 });
+
+describe('Hono middleware: the handler reads c.req.raw as without the layer', () => {
+  // A fetch Request (as on Bun, Deno, `app.request`), not @hono/node-server's: see
+  // test/integration/http/hono-raw-request-body.test.ts for that one.
+  it('gives c.req.raw its body: text, a clone, bodyUsed', async () => {
+    // Arrange
+    const app = new Hono();
+    app.post('/echo', idempotency({ store: memoryStore() }), async (c) => {
+      const clone = c.req.raw.clone();
+      const usedBefore = c.req.raw.bodyUsed;
+      const text = await c.req.raw.text();
+      return c.json({ text, usedBefore, usedAfter: c.req.raw.bodyUsed, clone: await clone.text() });
+    });
+    // Act
+    const response = await app.request('/echo', {
+      method: 'POST',
+      headers: { 'idempotency-key': `k-${Math.random()}` },
+      body: '{"amount":4200}',
+    });
+    // Assert
+    expect(await response.json()).toEqual({
+      text: '{"amount":4200}',
+      usedBefore: false,
+      usedAfter: true,
+      clone: '{"amount":4200}',
+    });
+  });
+});
