@@ -13,6 +13,7 @@
 import type { FastifyReply, FastifyRequest, RouteHandlerMethod } from 'fastify';
 import { isThenable } from '../core/thenable.js';
 import type { Execution } from '../http/index.js';
+import { keptAfterTimeout } from './after-timeout.js';
 import type { AnswerHead } from './answer-head.js';
 import {
   clearErrorMark,
@@ -26,7 +27,10 @@ import {
 
 /** One request's execution under a claim, and what the plugin saw of its handler. */
 export interface Running {
-  /** The execution the capture settles. */
+  /**
+   * The execution the capture settles; once the `handlerTimeout` passed, one that never releases the key
+   * (`./after-timeout.ts`).
+   */
   execution: Execution;
   /** The error `onError` saw (the handler's, a hook's, a serializer's). */
   error?: unknown;
@@ -118,7 +122,8 @@ export function watchSends(
       dropSecondAnswer(this, running, payload);
       return this;
     }
-    const { replied, answered, overtaken, error, errorHandling, timeoutReply, paged } = running;
+    const { execution, replied, answered, overtaken, error, errorHandling, timeoutReply, paged } =
+      running;
     if (ofTimeout) running.paged = true;
     if (!ofTimeout && overtakes(this, running)) {
       // The handler's answer is the outcome, as without the plugin, where it goes out and the timeout's
@@ -147,11 +152,14 @@ export function watchSends(
     // Fastify's error handling for the timeout runs on a stand-in for the reply, from the send that
     // starts it (`onError` hooks, the error handler, the value it resolves with): a send of the handler's
     // on the reply itself is then told from it, whatever comes first (an async error handler answers
-    // later than the handler may).
+    // later than the handler may). From the timeout on, nothing releases the key (`./after-timeout.ts`):
+    // an answer that would (a 5xx, also a page the error handler sent through another reference to the
+    // reply, which is taken for the handler's) keeps the timeout's marker while the handler may run on.
     let self = this;
     if (startsTimeout) {
       self = new Proxy(this, {});
       running.timeoutReply = self;
+      running.execution = keptAfterTimeout(running.execution, () => this.statusCode);
     }
     try {
       return send.call(self, payload);
@@ -162,6 +170,7 @@ export function watchSends(
       // it, and the client got no response. Set before the call rather than after, as an error page
       // Fastify sends from within it (a serializer failing on the answer) must see the answer.
       Object.assign(running, {
+        execution,
         replied,
         answered,
         overtaken,

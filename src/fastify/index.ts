@@ -402,7 +402,8 @@ function install(fastify: FastifyInstance, options: FastifyIdempotencyOptions): 
     // timeout's reply goes out with its own head, whatever the handler set on the reply meanwhile: the
     // client got the handler's 201 ahead of it, while its retries were told of the timeout. An answer of
     // the handler's that goes out before that reply (an async error handler still at work on it) clears
-    // the timeout (`overtaken`): it is the key's outcome, judged below as any answer or throw. The reply
+    // the timeout (`overtaken`): it is the key's outcome, judged below as any answer or throw, except that
+    // nothing releases the key after a timeout (`./after-timeout.ts`): a 5xx keeps the marker. The reply
     // of Fastify's error handling for the timeout comes on its stand-in (`timeoutReply`), and is the
     // timeout's whatever the handler did since.
     if (isHandlerTimeout(current.error) || reply === current.timeoutReply) {

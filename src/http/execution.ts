@@ -315,6 +315,16 @@ function fingerprintOf(policy: RoutePolicy, request: RequestFacts, body: unknown
 const PASS: Decision = Object.freeze({ action: 'pass' });
 
 /**
+ * Whether a response of this status releases the key rather than being stored: a 5xx unless the policy
+ * stores those too, and a final status below 200 always. Such a status is a handler bug that Node sends as
+ * an informational response: the client gets no final answer, and a stored one would give every retry the
+ * same (it is run again instead, as after a 5xx).
+ */
+export function releasesKey(policy: RoutePolicy, status: number): boolean {
+  return status >= 500 ? !policy.storeServerErrors : status < 200;
+}
+
+/**
  * One execution under a claim. A class rather than closures: one object per request instead of one per
  * method, and the methods are shared.
  */
@@ -353,12 +363,12 @@ class HttpExecution implements Execution {
   }
 
   answerLost(answered: number, sent: number): Promise<void> {
-    if (this.releases(answered)) return this.fail(undefined);
+    if (releasesKey(this.policy, answered)) return this.fail(undefined);
     return this.keepMarker({ kind: 'not_captured', status: sent });
   }
 
   bodyFailed(status: number, error: unknown): Promise<void> {
-    if (this.releases(status)) return this.fail(error);
+    if (releasesKey(this.policy, status)) return this.fail(error);
     return this.keepMarker({ kind: 'not_captured', status, cut: true });
   }
 
@@ -370,20 +380,12 @@ class HttpExecution implements Execution {
     return this.settled;
   }
 
-  // A response of this status releases the key: a 5xx unless the policy stores those too, and a final
-  // status below 200 always. Such a status is a handler bug that Node sends as an informational response:
-  // the client gets no final answer, and a stored one would give every retry the same (it is run again
-  // instead, as after a 5xx).
-  private releases(status: number): boolean {
-    return status >= 500 ? !this.policy.storeServerErrors : status < 200;
-  }
-
   // The handler's response went out (`undefined`: without its bytes being seen): store it, or release
-  // the key (`releases`).
+  // the key (`releasesKey`).
   private respond(status: number, response: CapturedResponse | undefined): Promise<void> {
     if (this.done) return this.settled;
     this.done = true;
-    if (this.releases(status)) {
+    if (releasesKey(this.policy, status)) {
       this.rejectHandler(new ReleaseClaim(undefined));
     } else {
       this.resolveHandler(

@@ -6,12 +6,13 @@
  * When it passes in a hook that runs after the claim, before the handler, or while the claim itself is
  * being made, nothing ran: the key is released. When the handler answers before the timeout's reply goes
  * out (an async error handler still at work on it), its answer goes out, as without the plugin, and is
- * stored and replayed.
+ * stored and replayed; one that would release the key (a 5xx, a throw's 5xx, or a page the error handler
+ * sent through another reference to the reply, taken for the handler's) keeps the marker instead.
  */
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
+import fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { afterEach, expect, it } from 'vitest';
 import { idempotencyPlugin } from '../../../src/fastify/index.js';
@@ -422,5 +423,113 @@ it("keeps the marker when the timeout's error handler hijacks the reply and writ
   expect(problem.code).toBe('response_not_captured');
   expect(problem.detail).toContain('answered by a timeout (status 504)');
   await sleep(200);
+  expect(started).toBe(1);
+});
+
+it("keeps the marker when the timeout's error handler sends its 503 through a reply kept from onRequest", async () => {
+  let started = 0;
+  let charged = 0;
+  app = fastify();
+  await app.register(idempotencyPlugin, { engine: createIdempotency({ store: memoryStore() }) });
+  // A request-context helper that keeps the reply from `onRequest`, which the error handler answers
+  // through instead of the stand-in it is given.
+  const kept = new WeakMap<FastifyRequest, FastifyReply>();
+  app.addHook('onRequest', async (request, reply) => {
+    kept.set(request, reply);
+  });
+  app.setErrorHandler((error: { statusCode?: number }, request, reply) => {
+    (kept.get(request) ?? reply).code(error.statusCode ?? 500).send({ page: 'try again later' });
+  });
+  app.post('/charges', { handlerTimeout: 50 }, async (_request, reply) => {
+    started++;
+    if (started === 1) await sleep(150); // runs on past the page, and charges
+    charged++;
+    return reply.code(201).send({ charged });
+  });
+  const post = await postsOfOneKey(app);
+
+  const first = await post();
+  expect(first.status).toBe(503);
+  expect(await first.json()).toEqual({ page: 'try again later' });
+  // Before, the page was taken for the handler's answer overtaking the timeout's: a 5xx, it released the
+  // key, and the retry ran the handler again beside the first (a second charge).
+  const retry = await post();
+  expect(retry.status).toBe(409);
+  const problem = (await retry.json()) as { code: string; detail: string };
+  expect(problem.code).toBe('response_not_captured');
+  expect(problem.detail).toContain('answered by a timeout (status 503)');
+  await sleep(200);
+  expect(started).toBe(1);
+  expect(charged).toBe(1);
+});
+
+it('keeps the marker when the handler itself sends a 5xx after its timeout and runs on', async () => {
+  const [errorHandling, errorHandlerCalled] = signal();
+  const [handlerAnswered, answered] = signal();
+  let started = 0;
+  let charged = 0;
+  app = fastify();
+  await app.register(idempotencyPlugin, { engine: createIdempotency({ store: memoryStore() }) });
+  // Its page comes after the handler's answer, which goes out first.
+  app.setErrorHandler(async (_error, _request, reply) => {
+    errorHandlerCalled();
+    await handlerAnswered;
+    await sleep(20);
+    return reply.code(503).send({ page: 'timeout' });
+  });
+  app.post('/charges', { handlerTimeout: 50 }, async (_request, reply) => {
+    started++;
+    await errorHandling; // the timeout passed, and the error handler is at work
+    reply.code(502).send({ upstream: 'unsure' });
+    answered();
+    await sleep(50); // runs on after its answer, and charges
+    charged++;
+    return reply;
+  });
+  const post = await postsOfOneKey(app);
+
+  const first = await post();
+  expect(first.status).toBe(502);
+  expect(await first.json()).toEqual({ upstream: 'unsure' });
+  // The handler may charge after its own 5xx: released, the retry ran it again beside the first.
+  const retry = await post();
+  expect(retry.status).toBe(409);
+  expect(((await retry.json()) as { code: string }).code).toBe('response_not_captured');
+  await sleep(100);
+  expect(started).toBe(1);
+  expect(charged).toBe(1);
+});
+
+it('keeps the marker when the handler throws a 5xx after its timeout, ahead of the error page', async () => {
+  const [errorHandling, errorHandlerCalled] = signal();
+  const [handlerAnswered, answered] = signal();
+  let started = 0;
+  app = fastify();
+  await app.register(idempotencyPlugin, { engine: createIdempotency({ store: memoryStore() }) });
+  app.setErrorHandler(async (error: { statusCode?: number }, _request, reply) => {
+    errorHandlerCalled();
+    if (error.statusCode === 503) {
+      await handlerAnswered; // the timeout's page waits: the throw's page goes out first
+      await sleep(20);
+    }
+    return reply.code(error.statusCode ?? 500).send({ page: error.statusCode ?? 500 });
+  });
+  app.post('/charges', { handlerTimeout: 50 }, async () => {
+    started++;
+    await errorHandling;
+    answered();
+    throw new Error('the ledger write failed after the charge');
+  });
+  const post = await postsOfOneKey(app);
+
+  const first = await post();
+  expect(first.status).toBe(500);
+  // A throw after the timeout is no longer taken as proof that nothing happened: the retry is told the
+  // outcome is unknown instead of running the handler again.
+  const retry = await post();
+  expect(retry.status).toBe(409);
+  const problem = (await retry.json()) as { code: string; detail: string };
+  expect(problem.code).toBe('response_not_captured');
+  expect(problem.detail).toContain('answered by a timeout (status 500)');
   expect(started).toBe(1);
 });
