@@ -10,6 +10,13 @@
  * redelivers the message once it runs out; the redelivery meets the key in the store, in progress under
  * this delivery's lease or completed). The keep-alive still waits for it, one touch at a time, and goes
  * on an interval after it settles, however late.
+ *
+ * A delivery's timer is kept alive by several keep-alives in turn (NATS: while it waits for a slot, while
+ * its key is claimed, while its handler runs; Redis Streams: the last two), each stopped as the next one
+ * starts. Each one after the first starts from the last touch before it ({@link KeepAlive.touchedAt}),
+ * not from its own start: one that waited a full interval of its own first left a gap of up to two
+ * intervals between touches at each hand-off (three through the NATS queue), and with an interval above
+ * half the broker's timer (a legal `workingInterval`), the broker redelivered a message this process held.
  * @module
  */
 import { MAX_TIMER_MS } from '../core/duration.js';
@@ -20,6 +27,7 @@ export class KeepAlive {
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
   private readonly intervalMs: number;
+  private lastTouchAt: number;
   // Bound once: each tick and each settled touch reuses them instead of allocating closures.
   private readonly tick = () => this.touchNow();
   private readonly next = () => {
@@ -47,15 +55,34 @@ export class KeepAlive {
    *   once, and the broker would be touched in a loop): a longer one only touches sooner.
    * @param onError - Told of a touch that threw, rejected or is overdue (the keep-alive goes on).
    * @param expired - Read before each touch: true ends the keep-alive (the lease was lost, say).
+   * @param touchedAt - When the broker's timer was last reset (`performance.now()`), by the keep-alive
+   *   this one takes over from ({@link KeepAlive.touchedAt}): the first touch comes an interval after it
+   *   (at once if that has passed). Absent: an interval after this one starts, the timer's start.
    */
   constructor(
     private readonly touch: () => Promise<void> | void,
     intervalMs: number,
     private readonly onError: (error: unknown) => void,
     private readonly expired?: () => boolean,
+    touchedAt?: number,
   ) {
     this.intervalMs = Math.min(intervalMs, MAX_TIMER_MS);
-    this.schedule();
+    if (touchedAt === undefined) {
+      this.lastTouchAt = performance.now();
+      this.schedule();
+    } else {
+      this.lastTouchAt = touchedAt;
+      this.schedule(Math.max(this.intervalMs - (performance.now() - touchedAt), 0));
+    }
+  }
+
+  /**
+   * When the last touch started (`performance.now()`), or, before any, the time this keep-alive started
+   * from: what the next keep-alive of the delivery takes over from. A start rather than a settle: the
+   * broker resets its timer somewhere in between, and the earlier time only touches sooner.
+   */
+  get touchedAt(): number {
+    return this.lastTouchAt;
   }
 
   /** Touch no more. */
@@ -64,9 +91,9 @@ export class KeepAlive {
     clearTimeout(this.timer);
   }
 
-  private schedule(): void {
+  private schedule(delayMs = this.intervalMs): void {
     if (this.stopped) return;
-    this.timer = setTimeout(this.tick, this.intervalMs);
+    this.timer = setTimeout(this.tick, delayMs);
     // A message being kept alive must not keep the process alive by itself.
     this.timer.unref();
   }
@@ -78,6 +105,7 @@ export class KeepAlive {
       return;
     }
     let result: Promise<void> | void;
+    this.lastTouchAt = performance.now();
     try {
       result = this.touch();
     } catch (error) {

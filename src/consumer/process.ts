@@ -442,6 +442,8 @@ function startTouching<M>(
         error,
       }),
     expired,
+    // Taking over from the adapter's keep-alive (claim-phase.ts): an interval after its last touch.
+    delivery.touchedAt?.(),
   );
 }
 

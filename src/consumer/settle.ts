@@ -92,6 +92,13 @@ export interface Delivery<M> {
   /** How often to call `touch`. */
   touchIntervalMs?: number;
   /**
+   * When the adapter's own keep-alive of this delivery last touched it (`performance.now()`, see
+   * consumer/claim-phase.ts), read as the handler starts: the runner's first touch comes an interval
+   * after it, not after the handler's start (up to two intervals between touches, past a broker timer
+   * under twice the interval). Absent: an interval after the handler starts.
+   */
+  touchedAt?(): number;
+  /**
    * Go on calling `touch` after the handler's execution settled, until the decision has been carried out
    * (the ack, or the dead letter with its record in the store), instead of stopping as the execution
    * settles; stopped before a retry, which sets the broker's timer itself. Also called while a redelivery

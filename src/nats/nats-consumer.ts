@@ -1,10 +1,12 @@
 /**
  * The idempotent NATS JetStream consumer: thin over the shared consumer module. Redelivery later is
- * `nak(delay)`, the broker timer is kept alive with `working()` from the delivery's start (claim-phase.ts)
- * until its ack or dead letter is done, and a dead letter is a publish to a DLQ subject followed by `term()`.
+ * `nak(delay)`, the broker timer is kept alive with `working()` from the delivery's start
+ * (consumer/claim-phase.ts) until its ack or dead letter is done, and a dead letter is a publish to a DLQ
+ * subject followed by `term()`.
  * @module
  */
 
+import { stoppingAtHandler, touchWhileClaiming } from '../consumer/claim-phase.js';
 import {
   type ConsumerHandler,
   type ConsumerHooks,
@@ -19,7 +21,6 @@ import { type Duration, MAX_TIMER_MS } from '../core/duration.js';
 import { InvalidOptionsError } from '../core/errors.js';
 import { callHook } from '../core/hooks.js';
 import { durationOption } from '../core/option-checks.js';
-import { stoppingAtHandler, workingWhileClaiming } from './claim-phase.js';
 import { openConnectionCheck } from './connection.js';
 import {
   checkConsumerConfig,
@@ -208,11 +209,21 @@ export async function idempotentConsumer(
     message.working();
   };
 
-  const deliver = (message: NatsJsMsg) => {
-    // From the delivery's start until its handler starts (then the handler's own keep-alive): the store
-    // calls before it, and a decision taken without it, must not let ack_wait run out (claim-phase.ts).
-    const stopWorking = workingWhileClaiming(resolved, message, () => touch(message), workingMs);
-    return processDelivery(resolved, stoppingAtHandler(stopWorking, handler), {
+  // `touchedAt`: when the waiting queue last sent `working()` for the message, if it waited for a slot.
+  const deliver = (message: NatsJsMsg, touchedAt?: number) => {
+    // From the delivery's start (or the queue's last touch) until its handler starts (then the handler's
+    // own keep-alive, from the last touch): the store calls before it, and a decision taken without it,
+    // must not let ack_wait run out (consumer/claim-phase.ts).
+    const claiming = touchWhileClaiming(
+      resolved,
+      message,
+      message.info.deliveryCount,
+      () => touch(message),
+      workingMs,
+      touchedAt,
+    );
+    const stopWorking = () => claiming.stop();
+    return processDelivery(resolved, stoppingAtHandler(claiming, handler), {
       message,
       deliveryCount: message.info.deliveryCount,
       brokerId: brokerId(message),
@@ -259,6 +270,7 @@ export async function idempotentConsumer(
       touchUntilSettled: true,
       touch: () => touch(message),
       touchIntervalMs: workingMs,
+      touchedAt: () => claiming.touchedAt,
     }).finally(stopWorking);
   };
 
@@ -294,8 +306,8 @@ export async function idempotentConsumer(
     expiresMs: limits.expiresMs,
     maxBatch: limits.maxBatch,
     retryMs: PULL_RETRY_MS,
-    deliver: (message) => {
-      const settled = deliver(message);
+    deliver: (message, touchedAt) => {
+      const settled = deliver(message, touchedAt);
       inFlight.run(() => settled);
       return settled;
     },

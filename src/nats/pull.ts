@@ -21,7 +21,7 @@
  */
 import { type InFlight, sleep } from '../consumer/index.js';
 import type { NatsConsumerMessages, NatsJsMsg, NatsPullConsumer } from './nats-types.js';
-import { WaitingQueue } from './waiting.js';
+import { type WaitedFor, WaitingQueue } from './waiting.js';
 
 /** What the loop needs from its consumer. */
 export interface PullLoopOptions {
@@ -55,8 +55,12 @@ export interface PullLoopOptions {
   maxBatch: number;
   /** Pause before pulling again after a failed pull. */
   retryMs: number;
-  /** Run a message in the slot taken for it; settles when it was settled. Never rejects. */
-  deliver(message: NatsJsMsg): Promise<unknown>;
+  /**
+   * Run a message in the slot taken for it; settles when it was settled. Never rejects. `touchedAt`: when
+   * it was last touched while it waited for the slot (`performance.now()`), its next touch due an interval
+   * after it; absent for a message that never waited.
+   */
+  deliver(message: NatsJsMsg, touchedAt?: number): Promise<unknown>;
   /** A pull failed for a reason that may pass; the loop pulls again after `retryMs`. */
   onRetry(error: unknown): void;
   /** The consumer's name, for the error of a closed connection. */
@@ -264,9 +268,9 @@ export class PullLoop {
     void handedBack.then(() => this.handBacks.delete(handedBack));
   }
 
-  /** Run `message` in the slot just taken for it. */
-  private start(message: NatsJsMsg): void {
-    const settled = this.options.deliver(message);
+  /** Run `message` in the slot just taken for it (last touched at `touchedAt`, if it waited). */
+  private start(message: NatsJsMsg, touchedAt?: number): void {
+    const settled = this.options.deliver(message, touchedAt);
     // After deliver() registered the slot's release: the slot is free when `freed` runs.
     void settled.then(this.freed, this.freed);
   }
@@ -274,7 +278,8 @@ export class PullLoop {
   /** Start waiting messages, oldest first, in the slots free now. */
   private startWaiting(): void {
     while (!this.stopped && this.waiting.size > 0 && this.options.inFlight.tryAcquire()) {
-      this.start(this.waiting.shift() as NatsJsMsg);
+      const { message, touchedAt } = this.waiting.shift() as WaitedFor;
+      this.start(message, touchedAt);
     }
   }
 

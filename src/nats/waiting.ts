@@ -12,6 +12,13 @@
 import { KeepAlive } from '../consumer/keep-alive.js';
 import type { NatsJsMsg } from './nats-types.js';
 
+/** A message that left the queue, and when it was last touched there (`performance.now()`). */
+export interface WaitedFor {
+  message: NatsJsMsg;
+  /** Its delivery's keep-alive goes on from here: an interval after it (KeepAlive `touchedAt`). */
+  touchedAt: number;
+}
+
 /** One waiting message and what keeps it alive. */
 interface Waiting {
   message: NatsJsMsg;
@@ -69,11 +76,15 @@ export class WaitingQueue {
     this.progressAt = performance.now();
   }
 
-  /** The oldest waiting message, no longer kept alive here (its delivery's touches take over). */
-  shift(): NatsJsMsg | undefined {
+  /**
+   * The oldest waiting message, no longer kept alive here, with its last touch: its delivery's touches
+   * take over from it, not from their own start (a gap of up to two intervals more, past `ack_wait`).
+   */
+  shift(): WaitedFor | undefined {
     const item = this.items.shift();
-    item?.keepAlive.stop();
-    return item?.message;
+    if (item === undefined) return undefined;
+    item.keepAlive.stop();
+    return { message: item.message, touchedAt: item.keepAlive.touchedAt };
   }
 
   private expire(item: Waiting): void {
@@ -86,6 +97,6 @@ export class WaitingQueue {
 
   /** Empty the queue, in arrival order, handing each message to `each` (to `nak()` it, on close). */
   drain(each: (message: NatsJsMsg) => void): void {
-    for (let message = this.shift(); message !== undefined; message = this.shift()) each(message);
+    for (let next = this.shift(); next !== undefined; next = this.shift()) each(next.message);
   }
 }

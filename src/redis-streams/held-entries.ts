@@ -4,8 +4,8 @@
  *
  * Why counted: a claim round of this process may take an entry it still handles, whose idle time passed
  * `minIdle` while held (idle resets that reached Redis late: an event loop stalled longer than that; a
- * store claim slower than that did so too, before claim-phase.ts reset it), and start a second delivery of
- * it, which meets the key in progress and retries. With one record per id, that delivery replaced the
+ * store claim slower than that did so too, before consumer/claim-phase.ts reset it), and start a second
+ * delivery of it, which meets the key in progress and retries. With one record per id, that delivery replaced the
  * first one's and, ending first, removed it: the entry was no longer known as held. Deleted from the stream then, it was taken by a claim round for abandoned and
  * recorded without its fields, though the first delivery still held them; that delivery's letter then
  * found the id acked and was reported as a duplicate: the payload was lost. Shared by the deliveries of one

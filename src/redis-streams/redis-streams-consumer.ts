@@ -3,11 +3,13 @@
  * loop reads entries (`XREADGROUP`) and reclaims idle ones (claim-round.ts), starts each in a free slot,
  * and hands back what it read once `close()` began. Redelivery later leaves the entry pending and lets a
  * claim round reclaim it once idle; the entry's idle time is set (idle-times.ts) so that this happens after
- * the decided delay, and is reset from the delivery's start (claim-phase.ts) until its decision is carried
- * out. Dead letters:
+ * the decided delay, and is reset from the delivery's start (consumer/claim-phase.ts) until its decision is
+ * carried out. Dead letters:
  * dead-letters.ts; entries deleted while pending: deleted-letters.ts.
  * @module
  */
+
+import { touchWhileClaiming } from '../consumer/claim-phase.js';
 import {
   type ConsumerHandler,
   InFlight,
@@ -18,7 +20,6 @@ import {
 } from '../consumer/index.js';
 import { MAX_TIMER_MS } from '../core/duration.js';
 import { AckBatcher } from './acks.js';
-import { touchWhileClaiming } from './claim-phase.js';
 import { ClaimRounds } from './claim-round.js';
 import type { StreamsContext } from './consumer-context.js';
 import { consumerErrorReport } from './consumer-errors.js';
@@ -149,15 +150,11 @@ export async function idempotentConsumer(
     }
     const held = handling.hold(entry.id);
     const touch = () => setHeldIdle(entry.id, held, 0);
-    // Until the handler starts: the store's claim before it must not let this process's own claim round
-    // take the entry and count a delivery (claim-phase.ts).
-    const stopClaimTouches = touchWhileClaiming(
-      resolved,
-      entry,
-      deliveryCount,
-      touch,
-      touchIntervalMs,
-    );
+    // Until the handler starts (then the handler's own resets, from the last one): the store's claim
+    // before it must not let this process's own claim round take the entry and count a delivery
+    // (consumer/claim-phase.ts).
+    const claiming = touchWhileClaiming(resolved, entry, deliveryCount, touch, touchIntervalMs);
+    const stopClaimTouches = () => claiming.stop();
     inFlight.run(() =>
       processDelivery(
         resolved,
@@ -191,6 +188,7 @@ export async function idempotentConsumer(
           touchUntilSettled: true,
           touch,
           touchIntervalMs,
+          touchedAt: () => claiming.touchedAt,
         },
       ).finally(() => {
         stopClaimTouches();
