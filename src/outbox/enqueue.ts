@@ -105,12 +105,13 @@ function preparedWithin(
  *
  * - PostgreSQL: pass anything with `query(text, values)` that is inside the transaction (a `PoolClient` after
  *   `BEGIN`, or the PostgreSQL store's transactional `tx`). Returns a promise. Refused (`InvalidOptionsError`,
- *   nothing inserted) when the statement would run in autocommit (see `verifyTransaction`).
+ *   nothing inserted) when the statement would run in autocommit (see `verifyTransaction`), and on
+ *   node-postgres's native client (`pg.native`), which would store the payload cut short or altered.
  * - SQLite: pass the better-sqlite3 `Database` from inside `db.transaction(fn)`. Synchronous (better-sqlite3
  *   transactions cannot await). Refused when no transaction is open.
  *
- * @throws InvalidOptionsError on a bad message, a payload over `maxPayloadBytes`, outside a transaction, or
- * for a `messageId` already used by a different message.
+ * @throws InvalidOptionsError on a bad message, a payload over `maxPayloadBytes`, outside a transaction, on
+ * node-postgres's native client, or for a `messageId` already used by a different message.
  * @throws StoreUnavailableError when the database fails (the caller's transaction should roll back).
  * @throws the driver's own error, as it is, for a PostgreSQL serialization failure or deadlock (SQLSTATE
  * `40001`, `40P01`; repeatable read or serializable): roll back and run the transaction again, as the

@@ -9,6 +9,7 @@ import { checkMigrationsOwner, type MigrationRow } from '../core/migrations-owne
 import { schemaAhead } from '../core/schema-ahead.js';
 import { checkOutGuarded } from '../postgres/check-out.js';
 import { isRetryableTransactionError } from '../postgres/client.js';
+import { type NativeClientRefusal, refuseNativeClient } from '../postgres/native-client.js';
 import { createSchemaIfMissing } from '../postgres/schema.js';
 import { postgresNamesCheck } from '../postgres/taken-names.js';
 import { isPgPool, type PgPoolClient, type PgQueryable } from './clients.js';
@@ -41,6 +42,18 @@ const SET_IN_TRANSACTION = "SET LOCAL idempotency_kit.outbox_in_transaction = 'o
 
 const postgresMigrations = migrations.filter((m) => m.name.endsWith('.postgres'));
 
+// The payload goes as a bare Buffer, which node-postgres's native client cuts at its first zero byte and
+// PostgreSQL then reads as bytea's escape format: the relay would publish other bytes, or none.
+const NATIVE_ENQUEUE_REFUSAL: NativeClientRefusal = {
+  subject: '`tx` is (or is a pool of)',
+  harm:
+    "the message's payload would be stored cut short or altered (a backslash taken as an escape), and " +
+    'published so',
+  instead:
+    'Run the transaction on a connection of the JavaScript client (`new pg.Pool()` from `pg`, without ' +
+    'NODE_PG_FORCE_NATIVE); nothing was inserted',
+};
+
 /** Insert `message` on `tx`, which must be inside the caller's open transaction. */
 export async function enqueuePostgres(
   tx: PgQueryable,
@@ -48,6 +61,8 @@ export async function enqueuePostgres(
   names: OutboxNames,
   verifyTransaction: boolean,
 ): Promise<EnqueueResult> {
+  // A property read on the connection, before any statement: nothing reaches the caller's transaction.
+  refuseNativeClient(tx, 'enqueue', NATIVE_ENQUEUE_REFUSAL);
   let result: { in_transaction: boolean; id: string | null } | undefined;
   try {
     // Ignored (with a warning) outside a transaction block: the insert's guard then refuses. One extra

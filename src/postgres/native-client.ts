@@ -5,8 +5,10 @@
  * stored behind the envelope's bytes `01 00`: through such a client its completion stored the single byte
  * `01`, and every replay of the key, through any client, failed (`Unknown outcome tag undefined`) for the
  * whole retention. Checked where the store and the transactional mode are created (and on each connection
- * the transactional mode checks out), so no outcome is ever stored that way. (Arrays, the batches' parameters, are sent as array literals with `\x` hex elements and
- * arrive intact; the single-key completion sends a bare `Buffer`.)
+ * the transactional mode checks out), so no outcome is ever stored that way; the outbox's `enqueue` checks
+ * the connection it is given, so no message is. (Arrays, the batches' parameters, are sent as array
+ * literals with `\x` hex elements and arrive intact; the single-key completion and the outbox's insert
+ * send a bare `Buffer`.)
  * @module
  */
 import { InvalidOptionsError } from '../core/errors.js';
@@ -26,17 +28,38 @@ export function isNativeClient(value: PgQueryable): boolean {
   return typeof Client === 'function' && typeof Client.prototype?._hasActiveQuery === 'function';
 }
 
+/** What a refusal of the native client says: what was passed, what would go wrong, what to pass instead. */
+export interface NativeClientRefusal {
+  /** What was passed, as the message's subject (`` `pool` is (or hands out) ``). */
+  readonly subject: string;
+  /** What the cut `Buffer` would do, for this caller. */
+  readonly harm: string;
+  /** What to pass instead. */
+  readonly instead: string;
+}
+
+// The store and the transactional mode: a pool, and outcomes no replay can read.
+const OUTCOMES_REFUSAL: NativeClientRefusal = {
+  subject: '`pool` is (or hands out)',
+  harm: 'every outcome would be stored truncated and could never be replayed',
+  instead:
+    'Pass a pool of the JavaScript client (`new pg.Pool()` from `pg`, without NODE_PG_FORCE_NATIVE)',
+};
+
 /**
  * Throw when `value` is node-postgres's native client or a pool of it (see {@link isNativeClient}).
- * @param owner the factory named in the message (`postgresStore`, `postgresTransactional`)
+ * @param owner the factory named in the message (`postgresStore`, `postgresTransactional`, `enqueue`)
+ * @param refusal the message's wording for `owner`; by default the store's (a pool, outcomes)
  * @throws InvalidOptionsError naming the JavaScript client to use instead
  */
-export function refuseNativeClient(value: PgQueryable, owner: string): void {
+export function refuseNativeClient(
+  value: PgQueryable,
+  owner: string,
+  refusal: NativeClientRefusal = OUTCOMES_REFUSAL,
+): void {
   if (!isNativeClient(value)) return;
   throw new InvalidOptionsError(
-    `${owner}: \`pool\` is (or hands out) node-postgres's native client (pg.native, pg-native over libpq), which sends a ` +
-      'Buffer parameter as text cut at its first zero byte: every outcome would be stored truncated and ' +
-      'could never be replayed. Pass a pool of the JavaScript client (`new pg.Pool()` from `pg`, without ' +
-      'NODE_PG_FORCE_NATIVE)',
+    `${owner}: ${refusal.subject} node-postgres's native client (pg.native, pg-native over libpq), which sends a ` +
+      `Buffer parameter as text cut at its first zero byte: ${refusal.harm}. ${refusal.instead}`,
   );
 }
