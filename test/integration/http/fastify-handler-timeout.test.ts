@@ -533,3 +533,41 @@ it('keeps the marker when the handler throws a 5xx after its timeout, ahead of t
   expect(problem.detail).toContain('answered by a timeout (status 500)');
   expect(started).toBe(1);
 });
+
+it('keeps the marker for a 5xx page sent through a kept reply under storeServerErrors: true', async () => {
+  let started = 0;
+  let charged = 0;
+  app = fastify();
+  await app.register(idempotencyPlugin, {
+    engine: createIdempotency({ store: memoryStore() }),
+    storeServerErrors: true,
+  });
+  const kept = new WeakMap<FastifyRequest, FastifyReply>();
+  app.addHook('onRequest', async (request, reply) => {
+    kept.set(request, reply);
+  });
+  app.setErrorHandler((error: { statusCode?: number }, request, reply) => {
+    (kept.get(request) ?? reply).code(error.statusCode ?? 500).send({ page: 'try again later' });
+  });
+  app.post('/charges', { handlerTimeout: 50 }, async (_request, reply) => {
+    started++;
+    if (started === 1) await sleep(150); // runs on past the page, and charges
+    charged++;
+    return reply.code(201).send({ charged });
+  });
+  const post = await postsOfOneKey(app);
+
+  const first = await post();
+  expect(first.status).toBe(503);
+  // Before, the page was stored as the handler's answer: every retry got the replayed 503 "try again
+  // later" while the handler had charged (a client trying again with a new key charged twice).
+  const retry = await post();
+  expect(retry.status).toBe(409);
+  expect(retry.headers.get('idempotent-replayed')).toBeNull();
+  const problem = (await retry.json()) as { code: string; detail: string };
+  expect(problem.code).toBe('response_not_captured');
+  expect(problem.detail).toContain('answered by a timeout (status 503)');
+  await sleep(200);
+  expect(started).toBe(1);
+  expect(charged).toBe(1);
+});
