@@ -46,6 +46,15 @@ export class AckBatcher {
   }
 
   /**
+   * Forget `message`, handed back to its queue by a `nack` already written (held-requeues.ts): the broker
+   * no longer counts it unacked, so a later multiple ack above its tag does not settle it. Left unsettled,
+   * its tag was the floor for good, and every later ack of the consumer went on its own.
+   */
+  requeued(message: AmqpMessage): void {
+    this.unsettled.delete(message.fields.deliveryTag);
+  }
+
+  /**
    * Ack `message` (already decided: its outcome is durable) with the others of this burst. Resolves once
    * the ack is written to the channel; rejects if the channel refused it (closed).
    */

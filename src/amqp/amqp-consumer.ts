@@ -142,7 +142,7 @@ export interface AmqpConsumer {
  * - a message whose own headers leave no room in amqplib's 64 KB header table for a retry copy's (none of
  *   them can be left out: the handler would run on another message) → a handler error is dead-lettered at
  *   once (`headers_too_large`), and any other retry holds the message for its delay, then hands it back to
- *   `queue` unchanged (`nack` with requeue; `close()` hands it back at once). Never held unacked for good.
+ *   `queue` unchanged (`nack` with requeue; `close()` hands it back once cancelled). Never held unacked for good.
  *
  * Copies are published `mandatory`: one the broker returns (its queue does not exist) counts as failed,
  * the original is not acked, and `hooks.onBrokerError` reports it.
@@ -293,8 +293,6 @@ export async function idempotentConsumer(
         // Waiting for a handler slot (concurrency below the prefetch): never started either. Their tags
         // stay unsettled for the ack batcher, so no multiple ack covers them.
         for (const delivery of slots.takeWaiting()) handBack(delivery.message);
-        // Held for a delay because no retry copy of them can be made (held-requeues.ts): back now.
-        settler.held.requeueAll();
         const deadline = performance.now() + resolved.drainTimeoutMs;
         // A broker that hangs without closing the connection (a network partition) never answers the
         // cancel, and amqplib has no timeout of its own: only its heartbeat ends the connection, minutes
@@ -305,6 +303,10 @@ export async function idempotentConsumer(
           }),
           resolved.drainTimeoutMs,
         );
+        // Held for a delay because no retry copy of them can be made (held-requeues.ts): back now, once the
+        // broker took the cancel in. Before it, the broker gave each one straight back to this consumer,
+        // which handed it back again: one more delivery, counted by a quorum queue's delivery-limit.
+        settler.held.requeueAll();
         end();
         const drained = await slots.inFlight.drain(Math.max(deadline - performance.now(), 0));
         // Then the copies their deliveries gave up on after brokerTimeout, within what is left: a dead

@@ -26,7 +26,7 @@ export class AmqpSettler {
     readonly retryQueue: string,
     readonly deadLetterQueue: string,
   ) {
-    this.held = new HeldRequeues(channel);
+    this.held = new HeldRequeues(channel, acks);
   }
 
   /**

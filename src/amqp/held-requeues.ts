@@ -12,6 +12,7 @@
  * same.
  * @module
  */
+import type { AckBatcher } from './acks.js';
 import type { AmqpConfirmChannel, AmqpMessage } from './amqp-types.js';
 
 /** One consumer's held messages, each `nack`ed with requeue when its delay ends, or at `close()`. */
@@ -20,12 +21,16 @@ export class HeldRequeues {
   /** Set by {@link requeueAll}: a delivery still settling while the consumer closes is not held. */
   private closing = false;
 
-  constructor(private readonly channel: AmqpConfirmChannel) {}
+  constructor(
+    private readonly channel: AmqpConfirmChannel,
+    private readonly acks: AckBatcher,
+  ) {}
 
   /**
    * Hand `message` back to its queue in `delayMs`. Held unacked until then, on its prefetch slot, as the
    * delay of a retry copy would hold it in the retry queue; the handler slot is free meanwhile. Its tag
-   * stays unsettled for the ack batcher (acks.ts): no multiple ack may cover it.
+   * stays unsettled for the ack batcher (acks.ts) until the `nack` is written: no multiple ack may cover it
+   * meanwhile, and once the broker has it back any may.
    */
   requeueAfter(message: AmqpMessage, delayMs: number): void {
     if (this.closing) {
@@ -59,6 +64,8 @@ export class HeldRequeues {
       this.channel.nack(message, false, true);
     } catch {
       // The channel is closed: the broker requeued the message with it.
+      return;
     }
+    this.acks.requeued(message);
   }
 }

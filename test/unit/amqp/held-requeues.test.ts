@@ -1,0 +1,107 @@
+import { describe, expect, it } from 'vitest';
+import { AckBatcher } from '../../../src/amqp/acks.js';
+import { HeldRequeues } from '../../../src/amqp/held-requeues.js';
+import {
+  type AmqpConfirmChannel,
+  type AmqpMessage,
+  idempotentConsumer,
+} from '../../../src/amqp/index.js';
+import { createIdempotency, memoryStore } from '../../../src/index.js';
+import { fakeChannel as consumerChannel } from './fake-channel.js';
+
+/** A channel that records acks and nacks in the order they are written. */
+function fakeChannel() {
+  const frames: string[] = [];
+  const channel = {
+    ack(message: AmqpMessage, allUpTo = false) {
+      frames.push(`ack ${message.fields.deliveryTag}${allUpTo ? ' multiple' : ''}`);
+    },
+    nack(message: AmqpMessage, allUpTo = false, requeue = true) {
+      frames.push(
+        `nack ${message.fields.deliveryTag}${allUpTo ? ' multiple' : ''}${requeue ? ' requeue' : ''}`,
+      );
+    },
+  } as unknown as AmqpConfirmChannel;
+  return { channel, frames };
+}
+
+const message = (tag: number): AmqpMessage => ({
+  content: Buffer.from(''),
+  fields: { deliveryTag: tag, redelivered: false, exchange: '', routingKey: 'q' },
+  properties: {},
+});
+
+describe('HeldRequeues', () => {
+  it('lets the acks after a requeued message go as one multiple ack again', async () => {
+    // Arrange: four deliveries; the first is held (no retry copy of it can be made), then handed back.
+    const { channel, frames } = fakeChannel();
+    const acks = new AckBatcher(channel);
+    const messages = [1, 2, 3, 4].map(message);
+    for (const m of messages) acks.delivered(m);
+    const held = new HeldRequeues(channel, acks);
+    held.requeueAfter(messages[0]!, 60_000);
+    // Act
+    held.requeueAll();
+    await Promise.all(messages.slice(1).map((m) => acks.ack(m)));
+    // Assert: before, tag 1 stayed the batcher's floor for good, and every later ack went on its own.
+    expect(frames).toEqual(['nack 1 requeue', 'ack 4 multiple']);
+  });
+
+  it('keeps a held message out of a multiple ack until it is handed back', async () => {
+    // Arrange
+    const { channel, frames } = fakeChannel();
+    const acks = new AckBatcher(channel);
+    const messages = [1, 2, 3].map(message);
+    for (const m of messages) acks.delivered(m);
+    const held = new HeldRequeues(channel, acks);
+    held.requeueAfter(messages[0]!, 60_000);
+    // Act
+    await Promise.all(messages.slice(1).map((m) => acks.ack(m)));
+    held.requeueAll();
+    // Assert
+    expect(frames).toEqual(['ack 2', 'ack 3', 'nack 1 requeue']);
+  });
+});
+
+// A message whose own headers leave no room for a retry copy's (header-room.ts).
+const huge = (tag: number): AmqpMessage => ({
+  content: Buffer.from('pay'),
+  fields: { deliveryTag: tag, redelivered: false, exchange: '', routingKey: 'q' },
+  properties: { messageId: 'pay-1', headers: { trace: 't'.repeat(65_400) } },
+});
+
+describe('amqp consumer: close() with a held message', () => {
+  it('hands it back once the broker took the cancel in, not before', async () => {
+    // Arrange: the first delivery runs; the second finds it in progress and is held for its delay.
+    const { channel, control, nacked } = consumerChannel();
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let retries = 0;
+    const consumer = await idempotentConsumer(channel, () => gate, {
+      queue: 'q',
+      name: 'held-at-close',
+      idempotency: createIdempotency({ store: memoryStore() }),
+      drainTimeout: '2s',
+      hooks: {
+        onRetry: () => {
+          retries += 1;
+        },
+      },
+    });
+    control.deliver(huge(1));
+    control.deliver(huge(2));
+    while (retries === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    // Act
+    const closing = consumer.close();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const beforeCancel = [...nacked];
+    control.answerCancel();
+    release();
+    await closing;
+    // Assert: before, it was requeued while the consumer still consumed, and came straight back to it.
+    expect(beforeCancel).toEqual([]);
+    expect(nacked).toEqual([{ tag: 2, requeue: true }]);
+  });
+});
