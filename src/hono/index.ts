@@ -27,6 +27,7 @@ import { announcedBody, readBodyUpTo, tooLargeDecision, webBody } from '../http/
 import { setAsideEarlierResponse } from './earlier-response.js';
 import { watchAnswer } from './handler-answer.js';
 import { keepDroppedAnswer } from './outer-answer.js';
+import { isUnseenBody, unseenBodyError } from './unseen-body.js';
 
 export type { IdempotencyContext } from '../http/index.js';
 export { currentIdempotency } from '../http/index.js';
@@ -85,7 +86,9 @@ function facts(
  * (`false`). With a Content-Length, through `c.req.arrayBuffer()`: on @hono/node-server that reads the
  * socket directly, whereas `c.req.raw.body` would build a whole fetch Request and its stream (so an absent
  * body is not checked for first: it reads as zero bytes, which fingerprints the same); without one (a
- * chunked body), through that stream.
+ * chunked body), through that stream. A body read from `c.req.raw` before the layer, which Hono's cache
+ * does not hold, is refused (`./unseen-body.ts`).
+ * @throws (rejects with) InvalidOptionsError for that body; RequestTooLargeError past `bodyLimit`.
  */
 function bodyOf(c: Context, bodyLimit: number | false): Promise<unknown> | undefined {
   const cache = c.req.bodyCache as Record<string, Promise<unknown> | undefined>;
@@ -93,6 +96,8 @@ function bodyOf(c: Context, bodyLimit: number | false): Promise<unknown> | undef
   if (cached === 'formData') return formEntries(cache.formData as Promise<FormData>);
   if (cached !== undefined) return c.req.arrayBuffer().then((buffer) => new Uint8Array(buffer));
   if (bodyLimit === false) return undefined;
+  // Read from `c.req.raw` before the layer, and kept nowhere: refused, nothing claimed (`./unseen-body.ts`).
+  if (isUnseenBody(c)) return Promise.reject(unseenBodyError(c));
   const announced = announcedBody(c.req.header('content-length'), bodyLimit, () =>
     c.req.arrayBuffer(),
   );
@@ -121,7 +126,7 @@ function rawWithBody(c: Context, bytes: Uint8Array): Uint8Array {
   if (raw.method === 'GET' || raw.method === 'HEAD') return bytes;
   let made: Request | undefined;
   const request = () => {
-    made ??= new Request(raw, { body: bytes as Uint8Array<ArrayBuffer> });
+    made ??= requestWithBody(raw, bytes);
     return made;
   };
   Object.defineProperty(raw, 'body', { configurable: true, get: () => request().body });
@@ -144,6 +149,26 @@ function rawWithBody(c: Context, bytes: Uint8Array): Uint8Array {
     });
   }
   return bytes;
+}
+
+/**
+ * A Request like `raw`, with `bytes` as its body. `new Request(raw, …)` is refused when `raw` is not one
+ * of the runtime's own Requests: @hono/node-server's with `overrideGlobalObjects: false`, whose internals
+ * undici cannot read ("Cannot read properties of undefined (reading 'window')"), so every read of
+ * `c.req.raw` answered 500 there. Such a request is rebuilt from its URL, method, headers and `signal`.
+ */
+function requestWithBody(raw: Request, bytes: Uint8Array): Request {
+  const body = bytes as Uint8Array<ArrayBuffer>;
+  try {
+    return new Request(raw, { body });
+  } catch {
+    return new Request(raw.url, {
+      method: raw.method,
+      headers: raw.headers,
+      signal: raw.signal,
+      body,
+    });
+  }
 }
 
 // The members of a fetch Request that read its body (`clone` copies it).
