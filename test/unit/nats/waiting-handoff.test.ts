@@ -9,6 +9,10 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createIdempotency, memoryStore } from '../../../src/index.js';
 import { idempotentConsumer, type NatsJsMsg } from '../../../src/nats/index.js';
 
+// The real timer, taken before any test fakes it: steps of real I/O (the engine's, the store's) can lag
+// the fake clock on a loaded machine, and only real time lets them run.
+const realSetTimeout = globalThis.setTimeout;
+
 /** A pull consumer handing out `names` in order; `working` lists each `working()` with its time. */
 function fakeServer(names: string[]) {
   const working: Record<string, number[]> = {};
@@ -92,8 +96,14 @@ describe('NATS consumer: working() for a message leaving the waiting queue', () 
         workingInterval: 100,
       },
     );
-    // Act
+    // Act: 700 ms of the fake clock, then more an interval at a time, with real time between, until m2's
+    // handler has ended (a loaded machine ran the real steps between the timers late: m2 was still
+    // running at 700 ms once, in CI).
     await vi.advanceTimersByTimeAsync(700);
+    for (let round = 0; round < 50 && done.length < 2; round++) {
+      await new Promise((resolve) => realSetTimeout(resolve, 10));
+      await vi.advanceTimersByTimeAsync(100);
+    }
     // Assert: m2 touched at 100 and 200 ms in the queue, started at 250 ms, then every 100 ms from 300 ms
     // (before: its handler's first touch at 350 ms, 150 ms after the queue's last one).
     // The count after that depends on when m2's handler ends (a step or two of real I/O under fake timers).
