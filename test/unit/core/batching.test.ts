@@ -129,6 +129,9 @@ describe('batching of claims and completions', () => {
   it("takes the store's batchWindow as the default", async () => {
     // Two runs started in two ticks of one turn; the claims go together only in a 'turn' window.
     async function claimCalls(batchWindow: 'tick' | 'turn' | undefined) {
+      // An idle gauge first: a loop measured busy (a loaded machine, other test files in this worker)
+      // widens the window to the turn whatever the store says, and the two claims went as one.
+      await idleEventLoop();
       const inner = memoryStore();
       const store: Store = { ...inner, capabilities: { ...inner.capabilities, batchWindow } };
       const claim = vi.spyOn(store, 'claim');
