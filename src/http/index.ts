@@ -9,7 +9,7 @@ export type { IdempotencyContext } from './context.js';
 export { currentIdempotency, runWithContext } from './context.js';
 export { exposedLayerHeaders } from './cors.js';
 export type { CapturedResponse, Decision, Execution, RequestFacts } from './execution.js';
-export { conflictResponse, decide, releasesKey, replayResponse } from './execution.js';
+export { conflictResponse, decide, replayResponse } from './execution.js';
 export type { FingerprintParts } from './fingerprint.js';
 export { canonicalQuery, httpFingerprint, isJsonContentType } from './fingerprint.js';
 export type { HeaderValue } from './headers.js';
