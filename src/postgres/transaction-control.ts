@@ -75,18 +75,6 @@ export function isTransactionControl(statement: unknown): boolean {
 }
 
 /**
- * Whether the connection's last answer said no transaction is open (node-postgres's
- * `getTransactionStatus()`, from the server's ReadyForQuery: `'I'` idle, `'T'` in a transaction, `'E'` in a
- * failed one). It catches what {@link isTransactionControl} cannot see: a submittable that does not show its
- * text, a statement the scanner reads otherwise than the server. `false` for a client without the method
- * (node-postgres before 8.21, other drivers) or that does not know (the native client answers `null`).
- */
-export function transactionEnded(client: unknown): boolean {
-  const status = (client as { getTransactionStatus?: unknown } | null)?.getTransactionStatus;
-  return typeof status === 'function' && readStatus(client, status as () => unknown) === 'I';
-}
-
-/**
  * `read.call(client)`, or `undefined` if it throws: node-postgres's native client from 8.21 has the method
  * but asks pg-native for the answer, and pg-native before 3.8 has no such method (a `TypeError` on every
  * call, for a pairing pg's peer range `pg-native >=3.0.1` allows). Thrown, it failed every run that sent a

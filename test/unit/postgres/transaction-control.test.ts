@@ -2,7 +2,6 @@ import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import {
   isTransactionControl,
-  transactionEnded,
   watchTransactionStatus,
 } from '../../../src/postgres/transaction-control.js';
 
@@ -93,16 +92,6 @@ describe('isTransactionControl', () => {
   });
 });
 
-describe('transactionEnded', () => {
-  it('reads node-postgres’s transaction status, and knows nothing without it', () => {
-    expect(transactionEnded({ getTransactionStatus: () => 'I' })).toBe(true);
-    expect(transactionEnded({ getTransactionStatus: () => 'T' })).toBe(false);
-    expect(transactionEnded({ getTransactionStatus: () => 'E' })).toBe(false);
-    expect(transactionEnded({ getTransactionStatus: () => null })).toBe(false);
-    expect(transactionEnded({ query: () => {} })).toBe(false);
-  });
-});
-
 describe('watchTransactionStatus', () => {
   it('reads getTransactionStatus where node-postgres has it', () => {
     let status = 'T';
@@ -131,7 +120,6 @@ describe('watchTransactionStatus', () => {
       },
     };
     expect(watchTransactionStatus(native).idle()).toBe(false);
-    expect(transactionEnded(native)).toBe(false);
   });
 
   it('is never idle for a client that tells nothing', () => {
