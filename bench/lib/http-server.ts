@@ -30,6 +30,17 @@ export interface BenchServerConfig {
    * change against a snapshot). @default the repository's `src/`
    */
   src?: string;
+  /**
+   * Time each request's phases (Express only, `bench/http-phases.ts`): from its arrival to the handler's
+   * start, the handler itself, and from the handler's answer to the response's `finish`; a `'phases'`
+   * message answers with the times gathered since the last one ({@link BenchPhasesReport}).
+   */
+  phases?: boolean;
+}
+
+/** The child's answer to a `'phases'` message: per request, in ms. */
+export interface BenchPhasesReport {
+  phases: { beforeHandler: number[]; handler: number[]; afterHandler: number[] };
 }
 
 /** The child's answer to a `'cpu'` message. */
@@ -70,6 +81,29 @@ async function createStore(): Promise<Store | undefined> {
   }
 }
 
+/** Per-request phase times while `config.phases` is set (see {@link BenchServerConfig.phases}). */
+const phases: BenchPhasesReport['phases'] = { beforeHandler: [], handler: [], afterHandler: [] };
+const arrivals = new WeakMap<object, number>();
+
+/** The first middleware: notes the request's arrival (Express has read its head; the body comes after). */
+function phaseClock(): import('express').RequestHandler {
+  return (req, _res, next) => {
+    arrivals.set(req, performance.now());
+    next();
+  };
+}
+
+/** Runs the handler, noting when it starts and answers. */
+async function timedHandler(req: object, res: import('express').Response, answer: () => void) {
+  const start = performance.now();
+  phases.beforeHandler.push(start - (arrivals.get(req) ?? start));
+  await delay();
+  const answered = performance.now();
+  phases.handler.push(answered - start);
+  res.once('finish', () => phases.afterHandler.push(performance.now() - answered));
+  answer();
+}
+
 const delay = () =>
   config.delayMs > 0 ? new Promise((resolve) => setTimeout(resolve, config.delayMs)) : undefined;
 
@@ -78,12 +112,16 @@ async function startExpress(store: Store | undefined): Promise<number> {
   const { idempotency } =
     await lib<typeof import('../../src/express/index.js')>('express/index.js');
   const app = express();
+  if (config.phases) app.use(phaseClock());
   app.use(express.json());
   if (store !== undefined) app.use(idempotency({ store }));
   if (config.store === 'redis-floor') app.use(await redisRoundTrips());
-  app.post('/orders', async (req, res) => {
-    await delay();
+  const answer = (req: import('express').Request, res: import('express').Response) =>
     res.status(201).json({ id: 'ord_123', amount: (req.body as { amount?: number }).amount ?? 0 });
+  app.post('/orders', async (req, res) => {
+    if (config.phases) return timedHandler(req, res, () => answer(req, res));
+    await delay();
+    answer(req, res);
   });
   return new Promise((resolve) => {
     const server = app.listen(0, '127.0.0.1', () => {
@@ -158,6 +196,12 @@ const port =
       : await startExpress(store);
 process.on('message', (message) => {
   if (message === 'cpu') process.send?.({ cpu: process.cpuUsage() } satisfies BenchCpuReport);
+  if (message === 'phases') {
+    process.send?.({ phases: { ...phases } } satisfies BenchPhasesReport);
+    phases.beforeHandler = [];
+    phases.handler = [];
+    phases.afterHandler = [];
+  }
 });
 process.send?.({ port });
 process.on('disconnect', () => process.exit(0));
