@@ -22,7 +22,8 @@ export default defineConfig({
       },
       {
         test: {
-          // End-to-end chaos runs of examples/payments: real processes, SIGKILLed and restarted.
+          // End-to-end chaos runs of examples/payments (real processes, SIGKILLed and restarted), and the
+          // examples run as real processes against the local servers (test/e2e/examples).
           name: 'e2e',
           include: ['test/e2e/**/*.test.ts'],
           testTimeout: 120_000,

@@ -1,10 +1,12 @@
 /**
  * An idempotent RabbitMQ consumer with the Redis store: the same order published three times is shipped
  * once; the duplicates are acked without running the handler.
- * Run: npx tsx examples/amqp-consumer.ts (needs RabbitMQ and Redis on loopback). In your code, import from
- * `idempotency-kit/amqp` and `idempotency-kit/redis`.
+ * Run: npx tsx examples/amqp-consumer.ts (needs RabbitMQ and Redis on loopback; EXAMPLE_RUN names the
+ * queue and the key prefix, random by default). In your code, import from `idempotency-kit/amqp` and
+ * `idempotency-kit/redis`.
  * @module
  */
+import { randomUUID } from 'node:crypto';
 import { connect } from 'amqplib';
 import { createClient } from 'redis';
 import { idempotentConsumer } from '../src/amqp/index.js';
@@ -14,13 +16,16 @@ import { redisStore } from '../src/redis/index.js';
 const connection = await connect(process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672');
 // A confirm channel: retry and dead-letter copies are confirmed before the original is acked.
 const channel = await connection.createConfirmChannel();
-const queue = `example.orders.${process.pid}`;
+// This run's names. Not the pid: the records outlive the process (`retentionMs`), and a later run given
+// the same pid would find order-1001 already shipped and ship nothing.
+const run = process.env.EXAMPLE_RUN ?? randomUUID().slice(0, 8);
+const queue = `example.orders.${run}`;
 await channel.assertQueue(queue, { durable: true });
 
 const redis = createClient({ url: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' });
 await redis.connect();
 const idempotency = createIdempotency({
-  store: redisStore({ client: redis, prefix: `example:${process.pid}:` }),
+  store: redisStore({ client: redis, prefix: `example:${run}:` }),
   leaseMs: '30s',
   retentionMs: '7d', // longer than any redelivery or manual replay from the DLQ
   // A handler still running after 10 minutes is treated as hung: its lease stops being extended, so the

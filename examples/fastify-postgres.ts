@@ -3,7 +3,8 @@
  * turns the layer off. The same request sent twice runs the handler once; the same key for another
  * customer is a 422, even when the customers are int64 ids that Fastify's parser rounds to one number.
  *
- * Run: `npx tsx examples/fastify-postgres.ts` (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/test).
+ * Run: `npx tsx examples/fastify-postgres.ts` (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/test;
+ * EXAMPLE_SCHEMA, default idempotency_example, dropped at the end).
  * @module
  */
 import { randomUUID } from 'node:crypto';
@@ -15,7 +16,7 @@ import { migrate, postgresStore } from '../src/postgres/index.js';
 const pool = new pg.Pool({
   connectionString: process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test',
 });
-const schema = 'idempotency_example';
+const schema = process.env.EXAMPLE_SCHEMA ?? 'idempotency_example';
 // Once per deployment (or `npx idempotency-kit migrate`).
 await migrate(pool, { schema });
 

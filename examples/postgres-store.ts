@@ -2,7 +2,8 @@
  * PostgreSQL example: the store behind the engine, and the transactional mode in which the idempotency
  * record commits in the same transaction as the order it protects.
  *
- * Run: `npx tsx examples/postgres-store.ts` (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/test).
+ * Run: `npx tsx examples/postgres-store.ts` (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/test;
+ * EXAMPLE_SCHEMA, default idempotency_example).
  * In your code, import from `idempotency-kit` and `idempotency-kit/postgres`.
  * @module
  */
@@ -17,7 +18,7 @@ const pool = new pg.Pool({
 // node-postgres emits 'error' when an idle connection dies; without a listener that crashes the process.
 pool.on('error', (error) => console.error('idle PostgreSQL connection failed:', error.message));
 
-const schema = 'idempotency_example';
+const schema = process.env.EXAMPLE_SCHEMA ?? 'idempotency_example';
 
 async function main(): Promise<void> {
   // Once per deployment (or `npx idempotency-kit migrate --database-url … --schema …`).

@@ -1,9 +1,11 @@
 /**
  * An idempotent Redis Streams consumer (consumer group) with the Redis store.
- * Run: npx tsx examples/redis-streams-consumer.ts (needs Redis on loopback). In your code, import from
- * `idempotency-kit/redis-streams` and `idempotency-kit/redis`.
+ * Run: npx tsx examples/redis-streams-consumer.ts (needs Redis on loopback; EXAMPLE_RUN names the stream
+ * and the key prefix, random by default). In your code, import from `idempotency-kit/redis-streams` and
+ * `idempotency-kit/redis`.
  * @module
  */
+import { randomUUID } from 'node:crypto';
 import { createClient } from 'redis';
 import { createIdempotency } from '../src/index.js';
 import { redisStore } from '../src/redis/index.js';
@@ -15,9 +17,12 @@ await client.connect();
 const blocking = client.duplicate();
 await blocking.connect();
 
-const stream = `example:orders:${process.pid}`;
+// This run's names. Not the pid: the records outlive the process (`retentionMs`), and a later run given
+// the same pid would find order-1001 already shipped and ship nothing.
+const run = process.env.EXAMPLE_RUN ?? randomUUID().slice(0, 8);
+const stream = `example:orders:${run}`;
 const idempotency = createIdempotency({
-  store: redisStore({ client, prefix: `example:${process.pid}:` }),
+  store: redisStore({ client, prefix: `example:${run}:` }),
 });
 
 let shipped = 0;
