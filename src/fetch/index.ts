@@ -29,6 +29,7 @@ import {
   scopeFunctionOption,
 } from '../http/options.js';
 import { announcedBody, readBodyUpTo, tooLargeDecision } from '../http/web.js';
+import { isUnreadableBody, unreadableBodyError } from './used-body.js';
 
 export type { IdempotencyContext } from '../http/index.js';
 export { currentIdempotency } from '../http/index.js';
@@ -71,6 +72,8 @@ export function requestFacts(
     header: (name) => withAuthority(name, request.headers.get(name), () => url.host || undefined),
     body: () => {
       if (request.body === null || bodyLimit === false) return undefined;
+      // Read before the wrapper: refused, nothing claimed (`./used-body.ts`).
+      if (isUnreadableBody(request)) throw unreadableBodyError(request, 'withIdempotency');
       const length = request.headers.get('content-length');
       return (
         announcedBody(length, bodyLimit, () => request.clone().arrayBuffer()) ??

@@ -14,6 +14,7 @@ import {
 import { type BodyReadingRouteOptions, transactionalPolicy } from '../http/transactional-policy.js';
 import { isRequestTooLargeError, requestTooLargeResponse } from '../http/unread-body.js';
 import { announcedBody, readBodyUpTo, toWebResponse } from '../http/web.js';
+import { isUnreadableBody, unreadableBodyError } from './used-body.js';
 
 /**
  * Options of {@link transactionalHandler}: `withIdempotency`'s `headerName`, `minKeyLength`,
@@ -52,6 +53,8 @@ export function transactionalHandler<Runner extends TransactionalRunner<unknown>
   return async (request) => {
     const url = new URL(request.url);
     let bytes: Uint8Array | undefined;
+    // Read before the wrapper: refused, nothing claimed (`./used-body.ts`).
+    if (isUnreadableBody(request)) throw unreadableBodyError(request, 'transactionalHandler');
     try {
       bytes = request.body === null ? undefined : await bodyOf(request, limit);
     } catch (error) {

@@ -17,8 +17,10 @@ import { type HeaderValue, pickHeaders, REPLAYED_HEADER } from './headers.js';
 import { parseKeyHeader } from './key-header.js';
 import { policyCovers, type RoutePolicy } from './options.js';
 import { type HttpResponseData, problemResponse } from './problem.js';
+import { replayForClient } from './replay-encoding.js';
 import { type HttpOutcome, httpResponseCodec, type NotCapturedMarker } from './response-codec.js';
 import { credentialScope, HTTP_SCOPE_SOURCE, isNoScope, warnUnscopedCredentials } from './scope.js';
+import { stringBodyKind } from './string-body.js';
 
 /** What the layer needs to know about a request. */
 export interface RequestFacts {
@@ -244,16 +246,16 @@ export function decide(
         const body = (await request.body()) as unknown;
         // A promise of no scope means the same as no scope.
         const scoped = isNoScope(resolved) ? defaultScope(policy, request) : resolved;
-        return begin(engine, policy, key, scoped, fingerprintOf(policy, request, body));
+        return begin(engine, policy, request, key, scoped, fingerprintOf(policy, request, body));
       });
     }
     const body = request.body();
     if (isThenable(body)) {
       return Promise.resolve(body).then((resolved) =>
-        begin(engine, policy, key, scope, fingerprintOf(policy, request, resolved)),
+        begin(engine, policy, request, key, scope, fingerprintOf(policy, request, resolved)),
       );
     }
-    return begin(engine, policy, key, scope, fingerprintOf(policy, request, body));
+    return begin(engine, policy, request, key, scope, fingerprintOf(policy, request, body));
   } catch (error) {
     return Promise.reject(error);
   }
@@ -309,6 +311,9 @@ function fingerprintOf(policy: RoutePolicy, request: RequestFacts, body: unknown
     headers: fingerprintHeaders,
     body,
     rawBody: request.rawBody?.(),
+    // Only a string body needs it (`FingerprintParts.stringBody`): the header reads spared otherwise.
+    stringBody:
+      typeof body === 'string' ? stringBodyKind(body, (name) => request.header(name)) : undefined,
   });
 }
 
@@ -421,6 +426,7 @@ class HttpExecution implements Execution {
 function begin(
   engine: Idempotency,
   policy: RoutePolicy,
+  facts: RequestFacts,
   key: string,
   scope: string,
   fingerprint: string,
@@ -458,7 +464,16 @@ function begin(
     // completing) cannot change a response that was already produced, and the engine's hooks report them.
     execution.settled = running.then(
       (outcome) => {
-        if (!started) resolve({ action: 'respond', response: fromOutcome(outcome) });
+        if (started) return;
+        const response = fromOutcome(outcome);
+        // A replay stored encoded, decoded for a retry that does not accept its encoding.
+        resolve({
+          action: 'respond',
+          response:
+            outcome.status === 'replayed'
+              ? replayForClient(response, joined(facts.header('accept-encoding')))
+              : response,
+        });
       },
       (error: unknown) => {
         if (started) return;

@@ -3,7 +3,8 @@
  * body. JSON bodies are canonicalised (object key order never matters; a number a double would round, such
  * as an int64 id, by its exact value: `./json-numbers.ts`), multipart bodies are compared part by
  * part without their random boundary (`./multipart.ts`); other bodies, and JSON bodies whose bytes are not
- * UTF-8, are compared as raw bytes. A string with a lone surrogate, anywhere, and a query byte that is not
+ * UTF-8, are compared as raw bytes. A `charset` parameter other than UTF-8 counts (`./charset.ts`), and a
+ * JSON string value a parser produced is that string, not the JSON its text spells (`./string-body.ts`). A string with a lone surrogate, anywhere, and a query byte that is not
  * UTF-8 keep their own fingerprint rather than that of U+FFFD (`../core/lone-surrogates.ts`,
  * `./canonical-query.ts`). The function is total: any input gives a fingerprint, never an exception, so
  * hostile bodies can only ever produce a 422 (mismatch), never a 500.
@@ -17,6 +18,7 @@ import { ExactDecimal } from '../core/exact-decimal.js';
 import { createDeepFingerprint, createFingerprint, stringEncoding } from '../core/fingerprint.js';
 import { generalisedUtf8 } from '../core/lone-surrogates.js';
 import { canonicalQuery } from './canonical-query.js';
+import { charsetOf } from './charset.js';
 import { mayHoldRoundedNumber, parseJsonExactly } from './json-numbers.js';
 import { multipartParts } from './multipart.js';
 
@@ -45,11 +47,25 @@ export interface FingerprintParts {
    * bytes there and no parser left them anywhere else.
    */
   rawBody?: Uint8Array | string | undefined;
+  /**
+   * What a string `body` under a JSON type is: `'text'` (the default), the JSON text itself, read as JSON
+   * (key order and whitespace do not count); `'value'`, a JSON string a parser produced from a body such
+   * as `"123"` (Fastify's JSON parser, `express.json({ strict: false })`), which is that string, not the
+   * JSON its text would parse to: `"123"` and `123`, or `"{\"a\":1}"` and `{"a":1}`, differ. The
+   * adapters tell them apart by the body's length (`./string-body.ts`).
+   */
+  stringBody?: 'text' | 'value' | undefined;
 }
 
 export { canonicalQuery } from './canonical-query.js';
 
 const FINGERPRINT_VERSION = 'http/1';
+
+// The media type as hashed: with the charset when it is not UTF-8 (`./charset.ts`). No media type has a
+// `;`, so a request without the parameter keeps the fingerprint it always had.
+function hashedMedia(media: string, charset: string): string {
+  return charset === '' ? media : `${media};charset=${charset}`;
+}
 
 // The media type: what comes before any parameters, trimmed and lower-cased (`split(';')[0]`, without the
 // array).
@@ -97,6 +113,7 @@ export function httpFingerprint(parts: FingerprintParts): string {
           .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   const method = parts.method.toUpperCase();
   const query = canonicalQuery(parts.query);
+  const hashed = hashedMedia(media, charsetOf(parts.contentType));
   try {
     // The same bytes `createFingerprint(base + body)` hashes (below), written directly: one string instead
     // of an array of parts, and no wrapper objects to canonicalise.
@@ -107,8 +124,8 @@ export function httpFingerprint(parts: FingerprintParts): string {
     encoder.string(parts.path);
     encoder.pairs(query);
     encoder.pairs(headers);
-    encoder.string(media);
-    encoder.body(bodyOf(parts, media), media, parts.contentType);
+    encoder.string(hashed);
+    encoder.body(bodyOf(parts, media), media, parts.contentType, isJsonStringValue(parts, media));
     encoder.text += ']';
     return encoder.digest();
   } catch {
@@ -118,7 +135,7 @@ export function httpFingerprint(parts: FingerprintParts): string {
     // of levels deep, and every such body would share one fingerprint (a key reused for another body
     // replayed, not 422). Only a value no encoding takes (a cycle) gets a constant.
     const body = bodyOf(parts, media);
-    const base = [FINGERPRINT_VERSION, method, parts.path, query, headers, media];
+    const base = [FINGERPRINT_VERSION, method, parts.path, query, headers, hashed];
     try {
       return createDeepFingerprint([
         ...base,
@@ -156,6 +173,14 @@ function bodyOf(parts: FingerprintParts, media: string): unknown {
   const raw = parts.rawBody;
   if (raw === undefined || raw.length === 0) return parts.body;
   return isJsonMedia(media) || isEmptyBody(parts.body) ? raw : parts.body;
+}
+
+// A string a parser made of a JSON string body (`"123"`), rather than the JSON text: the parsed body (not
+// text the app kept, which `bodyOf` takes over it under a JSON type), under a JSON type, and said to be one.
+function isJsonStringValue(parts: FingerprintParts, media: string): boolean {
+  const { body, rawBody } = parts;
+  if (parts.stringBody !== 'value' || typeof body !== 'string') return false;
+  return (rawBody === undefined || rawBody.length === 0) && isJsonMedia(media);
 }
 
 // No body, or the empty one a parser sets when it reads nothing (`{}` from Express 4's body-parser).
@@ -225,7 +250,12 @@ class Encoder {
    * otherwise. Tagged so that a JSON string body and the same text sent as bytes stay distinct. The
    * one-member wrapper objects are written directly rather than built and then canonicalised.
    */
-  body(body: unknown, media: string, contentType: string | undefined): void {
+  body(
+    body: unknown,
+    media: string,
+    contentType: string | undefined,
+    jsonStringValue = false,
+  ): void {
     if (body === undefined || body === null) {
       this.text += 'n';
       return;
@@ -262,6 +292,12 @@ class Encoder {
         } catch {
           // Not valid JSON after all: compare the bytes, and let the handler answer the parse error.
           this.member('bytes', bytes);
+          return;
+        }
+        if (jsonStringValue) {
+          // The parser's string value, whose text happens to be JSON too (`"123"`): that string, not the
+          // 123 a body `123` is. Text that is not JSON stays its bytes above, as it always was.
+          this.member('json', body);
           return;
         }
         // A number parsing may have rounded (an int64 id) could make two requests alike: such a body (rare)

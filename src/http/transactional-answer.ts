@@ -21,6 +21,7 @@ import type { RoutePolicy } from './options.js';
 import { type HttpResponseData, problemResponse } from './problem.js';
 import { type HttpOutcome, httpResponseCodec, type StoredResponse } from './response-codec.js';
 import { HTTP_SCOPE_SOURCE, isNoScope } from './scope.js';
+import { stringBodyKind } from './string-body.js';
 import { TransactionalContext } from './transactional-context.js';
 import type { TransactionalPolicy, TransactionalRequest } from './transactional-policy.js';
 
@@ -204,6 +205,10 @@ function fingerprintOf<Req>(route: RoutePolicy, request: TransactionalRequest<Re
     headers,
     body: request.body,
     rawBody: request.rawBody,
+    stringBody:
+      typeof request.body === 'string'
+        ? stringBodyKind(request.body, (name) => request.header(name))
+        : undefined,
   });
 }
 
