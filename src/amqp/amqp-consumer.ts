@@ -112,8 +112,9 @@ export interface AmqpConsumer {
   /** The broker's consumer tag. */
   readonly consumerTag: string;
   /**
-   * Stop receiving (a message the broker still delivers is `nack`ed back to the queue, never started),
-   * then wait for the broker's cancel and for in-flight messages to be settled, up to `drainTimeout` in
+   * Stop receiving (a message the broker still delivers is `nack`ed back to the queue once it took the
+   * cancel in, never started), then wait for the broker's cancel, for in-flight messages to be settled,
+   * and for the broker to have taken their acks in (a `basic.qos` round trip), up to `drainTimeout` in
    * all. A retry or dead-letter copy its delivery gave up on after `brokerTimeout` is waited for too
    * (its confirm, then its original's ack; a dead letter's `onDeadLetter`). The channel is yours and
    * stays open. Resolves to whether all of it happened in time. Its resolving is the end of every hook
@@ -141,8 +142,10 @@ export interface AmqpConsumer {
  *   queue, then the original is acked;
  * - a message whose own headers leave no room in amqplib's 64 KB header table for a retry copy's (none of
  *   them can be left out: the handler would run on another message) → a handler error is dead-lettered at
- *   once (`headers_too_large`), and any other retry holds the message for its delay, then hands it back to
- *   `queue` unchanged (`nack` with requeue; `close()` hands it back once cancelled). Never held unacked for good.
+ *   once (`headers_too_large`), and any other retry holds the message for its delay, then processes it
+ *   again unchanged in this process (a requeue would count toward a quorum queue's `delivery-limit`),
+ *   handing it back to `queue` (`nack` with requeue) once held 10 minutes, or at `close()` once
+ *   cancelled. Never held unacked for good.
  *
  * Copies are published `mandatory`: one the broker returns (its queue does not exist) counts as failed,
  * the original is not acked, and `hooks.onBrokerError` reports it.
@@ -189,7 +192,20 @@ export async function idempotentConsumer(
   if (declare) await declareQueues(channel, { queue, retryQueue, deadLetterQueue }, retryType);
   await channel.prefetch(prefetch);
 
-  const settler = new AmqpSettler(channel, new AckBatcher(channel), retryQueue, deadLetterQueue);
+  // A held message's delay ended (held-requeues.ts): processed again, unless close() was called, when it
+  // is handed back with the deliveries that came after it.
+  const rerun = (message: AmqpMessage, runs: number) => {
+    if (!stopping) slots.deliver(new AmqpDelivery(settler, message, runs));
+    else if (handBackAfterCancel !== undefined) handBackAfterCancel.push(message);
+    else handBack(message);
+  };
+  const settler = new AmqpSettler(
+    channel,
+    new AckBatcher(channel),
+    retryQueue,
+    deadLetterQueue,
+    rerun,
+  );
   const slots = new HandlerSlots(prefetch, options.concurrency, (delivery: AmqpDelivery) =>
     processDelivery(resolved, handler, delivery),
   );
@@ -225,6 +241,12 @@ export async function idempotentConsumer(
   let closed = false;
   // Set by close(): deliveries that arrive after it are handed back, never started.
   let stopping = false;
+  // While close() waits for the broker's cancel-ok: the deliveries to hand back once it came. Handed back
+  // before it, a delivery went straight back to this consumer, still registered, which handed it back
+  // again (each time one more `x-delivery-count` on a quorum queue, toward `maxDeliveries` and the
+  // queue's `delivery-limit`): measured on RabbitMQ 3.10, a message waiting for a slot came back to the
+  // next consumer counted 3, dead-lettered after a single failed run with `maxDeliveries: 3`.
+  let handBackAfterCancel: AmqpMessage[] | undefined;
   let end!: () => void;
   const done = new Promise<void>((resolve) => {
     end = resolve;
@@ -240,13 +262,18 @@ export async function idempotentConsumer(
       error: new Error(message),
     });
     end();
+    // Held messages go back to the queue at once (none is processed again after `done`); after a channel
+    // close, already there (dropped first by onClose).
+    settler.held.requeueAll();
     // Ended by the broker, not by close(): a cancel leaves the channel open, and the application may start
     // another consumer on it. Before, each cancel left its `return` listener on the channel for good.
     releaseChannel();
   };
   const onClose = () => {
-    // The broker requeued every unacked message with the channel: one not started yet never will be.
+    // The broker requeued every unacked message with the channel: one not started yet never will be, nor
+    // will a held one be processed again (another consumer may be running it by now).
     slots.takeWaiting();
+    settler.held.dropAll();
     stopped(
       'channel-closed',
       `the channel of consumer '${resolved.name}' on '${queue}' closed: nothing more is received`,
@@ -266,10 +293,12 @@ export async function idempotentConsumer(
       }
       if (stopping) {
         // Sent before the broker took the cancel in (or after a cancel close() stopped waiting for): not
-        // started behind a close() that may already have resolved, but handed back at once for another
-        // consumer, rather than held unacked until the channel closes. Not recorded with the acks: no
-        // later multiple ack may cover it, and none can, as every ack to come is of an earlier tag.
-        handBack(message);
+        // started behind a close() that may already have resolved, but handed back for another consumer
+        // as soon as the broker took the cancel in (at once after it), rather than held unacked until the
+        // channel closes. Not recorded with the acks: no later multiple ack may cover it, and none can,
+        // as every ack to come is of an earlier tag.
+        if (handBackAfterCancel === undefined) handBack(message);
+        else handBackAfterCancel.push(message);
         return;
       }
       settler.acks.delivered(message);
@@ -290,9 +319,10 @@ export async function idempotentConsumer(
         closed = true;
         stopping = true;
         listeners.removeClose(onClose);
-        // Waiting for a handler slot (concurrency below the prefetch): never started either. Their tags
-        // stay unsettled for the ack batcher, so no multiple ack covers them.
-        for (const delivery of slots.takeWaiting()) handBack(delivery.message);
+        // Waiting for a handler slot (concurrency below the prefetch): never started either, handed back
+        // with the ones still to come once the broker took the cancel in. Their tags stay unsettled for
+        // the ack batcher, so no multiple ack covers them.
+        handBackAfterCancel = slots.takeWaiting().map((delivery) => delivery.message);
         const deadline = performance.now() + resolved.drainTimeoutMs;
         // A broker that hangs without closing the connection (a network partition) never answers the
         // cancel, and amqplib has no timeout of its own: only its heartbeat ends the connection, minutes
@@ -307,19 +337,34 @@ export async function idempotentConsumer(
         // broker took the cancel in. Before it, the broker gave each one straight back to this consumer,
         // which handed it back again: one more delivery, counted by a quorum queue's delivery-limit.
         settler.held.requeueAll();
+        const unstarted = handBackAfterCancel;
+        handBackAfterCancel = undefined;
+        for (const message of unstarted) handBack(message);
         end();
         const drained = await slots.inFlight.drain(Math.max(deadline - performance.now(), 0));
         // Then the copies their deliveries gave up on after brokerTimeout, within what is left: a dead
         // letter confirmed late fires onDeadLetter then, which after endHooks() would be lost for good
         // (consumer/late-settles.ts).
         const settled = await resolved.lateSettles.settledBy(deadline);
+        // The acks (and hand-backs) written since are only queued in amqplib: a connection closed right
+        // after close() resolved went out before them, and RabbitMQ requeued every message acked after
+        // the cancel, to be delivered again (counted by a quorum queue's delivery-limit). Measured on
+        // RabbitMQ 3.10, classic and quorum queues alike: an ack then `connection.close()` at once left the
+        // message in the queue, 5 times out of 5. The channel answers a method only once it has taken
+        // every frame before it: a `basic.qos` of the prefetch this consumer set already.
+        const flushed = await settlesWithin(
+          channel.prefetch(prefetch).catch(() => {
+            // A closed channel: the broker requeued whatever was unacked on it.
+          }),
+          Math.max(deadline - performance.now(), 0),
+        );
         // After a drain that timed out too, once the last delivery settles: before, the listener stayed on
         // the channel for good, one more with every consumer closed while a handler was still running.
         releaseChannel();
         // The end of every hook call, whatever it resolves: a handler still running, a copy confirmed late,
         // go on unreported (consumer/hook-calls.ts).
         resolved.endHooks();
-        return cancelled && drained && settled;
+        return cancelled && drained && settled && flushed;
       })();
       return closing;
     },

@@ -8,7 +8,7 @@ import type { AckBatcher } from './acks.js';
 import type { AmqpConfirmChannel, AmqpMessage, AmqpPublishOptions } from './amqp-types.js';
 import { fitsHeaderTable } from './header-room.js';
 import { deadLetterOptions, deliveryCount, deliveryId, retryOptions } from './headers.js';
-import { HeldRequeues } from './held-requeues.js';
+import { HeldRequeues, type Rerun } from './held-requeues.js';
 import { pendingDeadLetter } from './pending-letter.js';
 import { COPY_ID_HEADER, ReturnedCopies, UnroutableCopyError } from './returns.js';
 import { asPublished } from './routing.js';
@@ -17,16 +17,21 @@ import { asPublished } from './routing.js';
 export class AmqpSettler {
   /** Copies awaiting their confirm; its `listener` must be on the channel's `'return'` event. */
   readonly returns = new ReturnedCopies();
-  /** Messages no retry copy can be made of, handed back to their queue after their delay. */
+  /**
+   * Messages no retry copy can be made of, processed again after their delay (`rerun`), or handed back to
+   * their queue (held-requeues.ts).
+   */
   readonly held: HeldRequeues;
 
+  /** @param rerun - Processes a held message again in this process; without it, it is handed back. */
   constructor(
     readonly channel: AmqpConfirmChannel,
     readonly acks: AckBatcher,
     readonly retryQueue: string,
     readonly deadLetterQueue: string,
+    rerun?: Rerun,
   ) {
-    this.held = new HeldRequeues(channel, acks);
+    this.held = new HeldRequeues(channel, acks, rerun);
   }
 
   /**
@@ -73,17 +78,29 @@ export class AmqpDelivery implements Delivery<AmqpMessage> {
    * again instead of running the handler once more. None for the application's original message.
    */
   readonly brokerId: string | undefined;
-  /** Never delivered before (`redelivered` unset): no record can be under its id, none is read. */
+  /**
+   * Never delivered before (`redelivered` unset, nor held and processed again): no record can be under
+   * its id, none is read.
+   */
   readonly firstDelivery: boolean;
+  /** amqplib's message, the same object for every run of this delivery (held-requeues.ts). */
+  private readonly delivered: AmqpMessage;
 
+  /**
+   * @param message - amqplib's message.
+   * @param reruns - How many times this delivery was processed before in this process (held, see
+   *   held-requeues.ts): each counts as a delivery, as the requeue it stands for would have.
+   */
   constructor(
     private readonly settler: AmqpSettler,
     message: AmqpMessage,
+    reruns = 0,
   ) {
-    this.deliveryCount = deliveryCount(message);
+    this.delivered = message;
+    this.deliveryCount = deliveryCount(message) + reruns;
     this.pendingDeadLetter = pendingDeadLetter(message);
     this.brokerId = deliveryId(message);
-    this.firstDelivery = message.fields.redelivered !== true;
+    this.firstDelivery = message.fields.redelivered !== true && reruns === 0;
     // A retry copy came back through the default exchange: its handler, hooks and next copy see the
     // exchange and routing key of the application's publish (routing.ts).
     this.message = this.brokerId === undefined ? message : asPublished(message, settler.retryQueue);
@@ -108,17 +125,15 @@ export class AmqpDelivery implements Delivery<AmqpMessage> {
   /**
    * A confirmed retry copy, then the original's ack. When no copy can be made ({@link canRetry}: only an
    * in-progress, store-unavailable or lease-lost retry comes here then, or a dead letter that could not
-   * be written), the message is held and handed back to its queue unchanged after `delayMs` (`nack` with
-   * requeue, held-requeues.ts) instead of held unacked for good. Its redelivery has the `redelivered`
-   * flag (a classic queue counts it as one more delivery at most; a quorum queue adds it to its
-   * `x-delivery-count` and `delivery-limit`), and a retry copy's redelivery finds its dead letter
-   * recorded in the store.
+   * be written), the message is held and processed again unchanged after `delayMs`, in this process
+   * (held-requeues.ts: a requeue would count toward a quorum queue's `delivery-limit`), instead of held
+   * unacked for good; a retry copy's run again finds its dead letter recorded in the store.
    */
   async retry(delayMs: number, letter?: DeadLetter): Promise<void> {
     const { settler, message } = this;
     const options = retryOptions(message, this.deliveryCount, delayMs, letter);
     if (!fitsHeaderTable(options.headers ?? {})) {
-      settler.held.requeueAfter(message, delayMs);
+      settler.held.requeueAfter(this.delivered, delayMs);
       return;
     }
     await settler.publishConfirmed(settler.retryQueue, message.content, options);

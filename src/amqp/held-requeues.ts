@@ -1,45 +1,89 @@
 /**
- * Messages handed back to their queue after a delay, held unacked meanwhile: the way a RabbitMQ delivery
- * is redelivered later when no retry copy of it can be made (its own headers leave no room in amqplib's
- * 64 KB header table for the copy's, see header-room.ts). Only for retries where nothing final happened
- * (the key in progress elsewhere, the store unavailable, a lease lost): a `nack` with requeue needs no
- * encoding, brings the message back unchanged, and the redelivery runs or is acked as a duplicate. A
- * handler error is dead-lettered instead (`Delivery.canRetry`): a requeue carries no delivery count on a
- * classic queue, so a failing handler would run without end.
+ * Messages redelivered later without a retry copy, held unacked meanwhile: the way a RabbitMQ delivery is
+ * retried when no retry copy of it can be made (its own headers leave no room in amqplib's 64 KB header
+ * table for the copy's, see header-room.ts). Only for retries where nothing final happened (the key in
+ * progress elsewhere, the store unavailable, a lease lost): the message is processed again unchanged, and
+ * runs or is acked as a duplicate. A handler error is dead-lettered instead (`Delivery.canRetry`): a
+ * requeue carries no delivery count on a classic queue, so a failing handler would run without end.
  *
- * Before, such a retry copy failed to encode and the message stayed unacked on its prefetch slot until
- * the channel closed (with `prefetch: 1`, the consumer received nothing more), then came back and did the
- * same.
+ * Processed again in this process, not handed back to the queue (`nack` with requeue), for as long as the
+ * message has been held less than {@link HELD_LOCALLY_MS}: on a quorum queue (RabbitMQ before 4.3) every
+ * requeue adds one to the message's `x-delivery-count`, and past the queue's `delivery-limit` (20 by
+ * default since RabbitMQ 4.0) RabbitMQ drops the message, or dead-letters it with the queue's own
+ * dead-letter exchange, without the error. Measured on RabbitMQ 3.10 with `x-delivery-limit: 2`: a message
+ * held through a 3 s store outage was requeued three times and dropped, never run, and nothing said so.
+ * Past that time it is handed back to the queue after its delay, as before: RabbitMQ's `consumer_timeout`
+ * (30 minutes by default) closes the channel of a delivery left unacked longer.
+ *
+ * Before held messages existed, such a retry copy failed to encode and the message stayed unacked on its
+ * prefetch slot until the channel closed (with `prefetch: 1`, the consumer received nothing more), then
+ * came back and did the same.
  * @module
  */
 import type { AckBatcher } from './acks.js';
 import type { AmqpConfirmChannel, AmqpMessage } from './amqp-types.js';
 
-/** One consumer's held messages, each `nack`ed with requeue when its delay ends, or at `close()`. */
+/**
+ * How long a message is held and processed again in this process at most, from its first hold, before
+ * it is handed back to its queue instead: a third of RabbitMQ's default `consumer_timeout` (30 minutes),
+ * which counts from the delivery and closes the channel of one left unacked longer. One requeue per
+ * 10 minutes at most: a `delivery-limit` of 20 lasts more than three hours of holding.
+ */
+export const HELD_LOCALLY_MS = 10 * 60_000;
+
+/**
+ * Processes a held message again, unchanged, in this process: `runs` is how many times it was before
+ * (1 for the first time again), added to its delivery count.
+ */
+export type Rerun = (message: AmqpMessage, runs: number) => void;
+
+/** Since when a message is held, and how many times it was processed again. */
+interface Holding {
+  since: number;
+  runs: number;
+}
+
+/**
+ * One consumer's held messages, each processed again when its delay ends (`rerun`), or handed back to its
+ * queue (`nack` with requeue) once held {@link HELD_LOCALLY_MS}, at `close()`, or without `rerun`.
+ */
 export class HeldRequeues {
   private readonly held = new Map<NodeJS.Timeout, AmqpMessage>();
+  // Keyed by amqplib's message object, the same for every run of one delivery.
+  private readonly holdings = new WeakMap<AmqpMessage, Holding>();
   /** Set by {@link requeueAll}: a delivery still settling while the consumer closes is not held. */
   private closing = false;
 
   constructor(
     private readonly channel: AmqpConfirmChannel,
     private readonly acks: AckBatcher,
+    private readonly rerun?: Rerun,
   ) {}
 
   /**
-   * Hand `message` back to its queue in `delayMs`. Held unacked until then, on its prefetch slot, as the
-   * delay of a retry copy would hold it in the retry queue; the handler slot is free meanwhile. Its tag
-   * stays unsettled for the ack batcher (acks.ts) until the `nack` is written: no multiple ack may cover it
-   * meanwhile, and once the broker has it back any may.
+   * Process `message` again (or hand it back to its queue) in `delayMs`. Held unacked until then, on its
+   * prefetch slot, as the delay of a retry copy would hold it in the retry queue; the handler slot is free
+   * meanwhile. Its tag stays unsettled for the ack batcher (acks.ts) until it is acked or the `nack` is
+   * written: no multiple ack may cover it meanwhile, and once the broker has it back any may.
    */
   requeueAfter(message: AmqpMessage, delayMs: number): void {
     if (this.closing) {
       this.requeue(message);
       return;
     }
+    const now = performance.now();
+    const holding = this.holdings.get(message) ?? { since: now, runs: 0 };
+    this.holdings.set(message, holding);
+    const rerun = this.rerun;
+    const again = rerun !== undefined && now + delayMs - holding.since <= HELD_LOCALLY_MS;
     const timer = setTimeout(() => {
       this.held.delete(timer);
-      this.requeue(message);
+      if (!again) {
+        this.requeue(message);
+        return;
+      }
+      holding.runs += 1;
+      rerun(message, holding.runs);
     }, delayMs);
     // The connection keeps the process alive; a held message alone must not.
     timer.unref();
@@ -59,7 +103,18 @@ export class HeldRequeues {
     this.held.clear();
   }
 
+  /**
+   * Forget every held message, processed again never: the channel closed, and the broker requeued them
+   * with it (another consumer may be running them already).
+   */
+  dropAll(): void {
+    this.closing = true;
+    for (const timer of this.held.keys()) clearTimeout(timer);
+    this.held.clear();
+  }
+
   private requeue(message: AmqpMessage): void {
+    this.holdings.delete(message);
     try {
       this.channel.nack(message, false, true);
     } catch {

@@ -35,13 +35,18 @@ describe('amqp consumer: close() and the broker', () => {
     // Act: close() waits for the cancel-ok; the broker sends one more message before it.
     const closing = consumer.close();
     control.deliver(message(2));
+    await tick();
+    const beforeCancel = [...nacked];
     control.answerCancel();
     const closed = await closing;
     await tick();
-    // Assert
+    // Assert: handed back once the broker took the cancel in. Before, at once: the broker could give it
+    // straight back to this consumer, still registered, which handed it back again, each time one more
+    // `x-delivery-count` on a quorum queue.
     expect(closed).toBe(true);
     expect(handled).toEqual([1]);
     expect(acked).toEqual([1]);
+    expect(beforeCancel).toEqual([]);
     expect(nacked).toEqual([{ tag: 2, requeue: true }]);
   });
 

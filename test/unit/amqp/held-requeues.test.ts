@@ -1,6 +1,6 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { AckBatcher } from '../../../src/amqp/acks.js';
-import { HeldRequeues } from '../../../src/amqp/held-requeues.js';
+import { HELD_LOCALLY_MS, HeldRequeues } from '../../../src/amqp/held-requeues.js';
 import {
   type AmqpConfirmChannel,
   type AmqpMessage,
@@ -60,6 +60,73 @@ describe('HeldRequeues', () => {
     held.requeueAll();
     // Assert
     expect(frames).toEqual(['ack 2', 'ack 3', 'nack 1 requeue']);
+  });
+});
+
+describe('HeldRequeues: processed again in this process', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('processes a held message again after its delay, never handing it back to the queue', () => {
+    // Arrange
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+    const { channel, frames } = fakeChannel();
+    const acks = new AckBatcher(channel);
+    const m = message(1);
+    acks.delivered(m);
+    const reruns: number[] = [];
+    const held = new HeldRequeues(channel, acks, (again, runs) => {
+      expect(again).toBe(m);
+      reruns.push(runs);
+    });
+    // Act: held three times, 1 s each.
+    for (let i = 0; i < 3; i++) {
+      held.requeueAfter(m, 1000);
+      vi.advanceTimersByTime(1000);
+    }
+    // Assert: each requeue was one more delivery toward a quorum queue's delivery-limit.
+    expect(reruns).toEqual([1, 2, 3]);
+    expect(frames).toEqual([]);
+  });
+
+  it(`hands it back to the queue once held ${HELD_LOCALLY_MS / 60_000} minutes (the broker's consumer_timeout)`, () => {
+    // Arrange
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+    const { channel, frames } = fakeChannel();
+    const acks = new AckBatcher(channel);
+    const m = message(1);
+    acks.delivered(m);
+    let reruns = 0;
+    const held = new HeldRequeues(channel, acks, () => {
+      reruns += 1;
+    });
+    // Act: 30 s delays, until one would end past the limit.
+    while (frames.length === 0 && reruns < 100) {
+      held.requeueAfter(m, 30_000);
+      vi.advanceTimersByTime(30_000);
+    }
+    // Assert
+    expect(reruns).toBe(HELD_LOCALLY_MS / 30_000);
+    expect(frames).toEqual(['nack 1 requeue']);
+  });
+
+  it('forgets its held messages when the channel closed: neither processed again nor handed back', () => {
+    // Arrange
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+    const { channel, frames } = fakeChannel();
+    const acks = new AckBatcher(channel);
+    let reruns = 0;
+    const held = new HeldRequeues(channel, acks, () => {
+      reruns += 1;
+    });
+    held.requeueAfter(message(1), 1000);
+    // Act
+    held.dropAll();
+    vi.advanceTimersByTime(5000);
+    // Assert
+    expect(reruns).toBe(0);
+    expect(frames).toEqual([]);
   });
 });
 
