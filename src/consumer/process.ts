@@ -207,9 +207,13 @@ class Attempt<M> {
     clearTimeout(this.deadline);
     const { delivery } = this;
     // Stopped once `engine.run` settled (see `outcome`), not when the handler did.
-    this.keepAlive = startTouching(this.options, delivery, this.key, () =>
-      this.keepAliveExpired(context),
-    );
+    this.keepAlive = startTouching(this.options, delivery, this.key, () => {
+      if (!this.keepAliveExpired(context)) return false;
+      // From now on the broker is to redeliver the message, as after a crash: told to the adapter, whose
+      // own redelivery (a Redis Streams claim round of this process) leaves alone a delivery kept alive.
+      delivery.touchesEnded?.();
+      return true;
+    });
     this.keepAliveMs = settledKeepAliveMs(this.options, context);
     let result: unknown;
     try {

@@ -99,6 +99,13 @@ export interface Delivery<M> {
    */
   touchedAt?(): number;
   /**
+   * Told once the runner stops calling `touch` for good while the delivery is still under way: the lease
+   * was lost (taken over, or past `maxExecution`), or the handler settled a lease ago and its completion
+   * is still unconfirmed. From then on the broker is meant to redeliver the message, as after a crash:
+   * Redis Streams, whose claim rounds leave the entries this process is handling alone until then.
+   */
+  touchesEnded?(): void;
+  /**
    * Go on calling `touch` after the handler's execution settled, until the decision has been carried out
    * (the ack, or the dead letter with its record in the store), instead of stopping as the execution
    * settles; stopped before a retry, which sets the broker's timer itself. Also called while a redelivery

@@ -1,7 +1,8 @@
 /**
  * The consumer's claim rounds: pending entries idle for `minIdle` (a crashed consumer's, or a retry's once
  * its delay is over) reclaimed by this consumer, with their delivery counts, and the ids found deleted while
- * pending. Through scripts/reclaim-1.lua, which leaves a deleted id pending for its letter to ack; where
+ * pending. Through scripts/reclaim-1.lua, which leaves a deleted id pending for its letter to ack, and an
+ * entry this process is handling to its delivery, however idle; where
  * Redis refuses the script, `XAUTOCLAIM` and an `XPENDING` per entry, as before it.
  * @module
  */
@@ -64,8 +65,17 @@ export class ClaimRounds {
     private readonly loopCommand: LoopCommand,
   ) {}
 
-  /** One round from {@link ClaimRounds.cursor}, claiming `count` entries at most. */
-  async next(count: number): Promise<ClaimedRound | typeof ABANDONED> {
+  /**
+   * One round from {@link ClaimRounds.cursor}, claiming `count` entries at most, none of `held` (the
+   * entries this process is handling: their idle resets may reach Redis late, after an event loop stalled
+   * past `minIdle`, and a claim counted a delivery of an entry whose first delivery was still alive).
+   * `XAUTOCLAIM`, where the script is refused, cannot leave them out: it may return them, and has then
+   * counted a delivery of them.
+   */
+  async next(
+    count: number,
+    held: readonly string[] = [],
+  ): Promise<ClaimedRound | typeof ABANDONED> {
     const { client, runScript } = this.context;
     const { stream, group, consumer, minIdleMs } = this.context.options;
     const loopCommand = this.loopCommand;
@@ -82,6 +92,7 @@ export class ClaimRounds {
               this.cursor,
               String(Math.min(count, MAX_SCRIPT_CLAIMS)),
               String(lookAt(Math.min(count, MAX_SCRIPT_CLAIMS))),
+              ...held,
             ],
             true,
           ),

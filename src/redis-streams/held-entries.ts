@@ -10,15 +10,19 @@
  * recorded without its fields, though the first delivery still held them; that delivery's letter then
  * found the id acked and was reported as a duplicate: the payload was lost. Shared by the deliveries of one
  * entry, the record says what is true of the entry in this process (deleted while held, dropped from the
- * pending list), whichever delivery found it.
+ * pending list), whichever delivery found it. Since, a claim round leaves the held entries out
+ * ({@link HeldEntries.liveIds}; a held entry `XAUTOCLAIM` returns is not started) while their
+ * deliveries still reset their idle time: one delivery of an entry at
+ * a time here, the count kept as a safeguard.
  * @module
  */
 import type { HeldEntry } from './idle-times.js';
 
-/** A held entry's record and how many of its deliveries run. */
+/** A held entry's record, how many of its deliveries run, and how many of those still reset its idle time. */
 interface Holding {
   held: HeldEntry;
   deliveries: number;
+  live: number;
 }
 
 /** The entries this process is handling (see the module's comment). */
@@ -30,19 +34,49 @@ export class HeldEntries {
     const holding = this.entries.get(id);
     if (holding !== undefined) {
       holding.deliveries++;
+      holding.live++;
       return holding.held;
     }
     const held: HeldEntry = { deleted: false, dropped: false };
-    this.entries.set(id, { held, deliveries: 1 });
+    this.entries.set(id, { held, deliveries: 1, live: 1 });
     return held;
   }
 
-  /** A delivery of entry `id` ended: the entry is no longer held once none runs. */
-  release(id: string): void {
+  /**
+   * A delivery of entry `id` stopped resetting its idle time for good while it runs on (its lease lost: a
+   * hung handler past `maxExecution`): this process's claim rounds may take the entry again once idle, as
+   * a crashed consumer's, unless another delivery of it still resets it. Call it once per delivery.
+   */
+  expire(id: string): void {
+    const holding = this.entries.get(id);
+    if (holding !== undefined) holding.live--;
+  }
+
+  /**
+   * A delivery of entry `id` ended (`expired`: after {@link expire}): the entry is no longer held once none
+   * runs.
+   */
+  release(id: string, expired = false): void {
     const holding = this.entries.get(id);
     if (holding === undefined) return;
     holding.deliveries--;
+    if (!expired) holding.live--;
     if (holding.deliveries <= 0) this.entries.delete(id);
+  }
+
+  /**
+   * The ids of the entries held now by a delivery that still resets their idle time: what this process's
+   * claim rounds must leave to their deliveries.
+   */
+  liveIds(): string[] {
+    const ids: string[] = [];
+    for (const [id, holding] of this.entries) if (holding.live > 0) ids.push(id);
+    return ids;
+  }
+
+  /** Whether entry `id` is held by a delivery that still resets its idle time (see {@link liveIds}). */
+  isLive(id: string): boolean {
+    return (this.entries.get(id)?.live ?? 0) > 0;
   }
 
   /** Entry `id`'s record while a delivery of it runs here, else undefined. */

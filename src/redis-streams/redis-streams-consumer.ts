@@ -136,7 +136,8 @@ export async function idempotentConsumer(
   const inFlight = new InFlight(resolved.concurrency);
   const stop = new AbortController();
   // The entries this process is handling, by id, with what their deliveries know of them (see `reclaim`):
-  // held while any delivery of one runs, a claim round of this process having perhaps started a second.
+  // held while any delivery of one runs; this process's claim rounds leave them to it while one still
+  // resets their idle time.
   const handling = new HeldEntries();
   // How often a delivery's idle time is reset. At most a timer's limit (a minIdle of months): past it the
   // entry would be touched in a loop.
@@ -149,6 +150,8 @@ export async function idempotentConsumer(
       return false;
     }
     const held = handling.hold(entry.id);
+    // Set once this delivery stopped resetting the entry's idle time for good (`touchesEnded`).
+    let expired = false;
     const touch = () => setHeldIdle(entry.id, held, 0);
     // Until the handler starts (then the handler's own resets, from the last one): the store's claim
     // before it must not let this process's own claim round take the entry and count a delivery
@@ -189,10 +192,17 @@ export async function idempotentConsumer(
           touch,
           touchIntervalMs,
           touchedAt: () => claiming.touchedAt,
+          // The lease lost (a hung handler past maxExecution): its idle time is no longer reset, and this
+          // process's claim rounds redeliver the entry, no longer left to this delivery.
+          touchesEnded: () => {
+            if (expired) return;
+            expired = true;
+            handling.expire(entry.id);
+          },
         },
       ).finally(() => {
         stopClaimTouches();
-        handling.release(entry.id);
+        handling.release(entry.id, expired);
       }),
     );
     return true;
@@ -261,7 +271,14 @@ export async function idempotentConsumer(
   }
 
   async function reclaim(count: number): Promise<void> {
-    const claimed = await rounds.next(count);
+    // Not the entries this process handles, however idle: their idle resets reach Redis late after an
+    // event loop stalled past `minIdle` (synchronous work in a handler), and a round sent first took one,
+    // counting a delivery, and started a second delivery beside the live first one. That delivery met the
+    // key in progress and retried: a healthy entry's count climbed, and a failing one was dead-lettered
+    // before `maxDeliveries` real failures.
+    // A delivery that stopped resetting for good (a hung handler past maxExecution) is taken again, as a
+    // crashed consumer's entry.
+    const claimed = await rounds.next(count, handling.liveIds());
     if (claimed === ABANDONED) return;
     rounds.cursor = claimed.cursor;
     // Deleted while pending, and idle past minIdle (abandoned by a consumer that crashed, or one whose
@@ -289,7 +306,22 @@ export async function idempotentConsumer(
         'XADD',
       );
     }
-    await startAll(claimed.entries, claimed.counts);
+    // `XAUTOCLAIM` (the script refused) cannot leave a held entry out: it took it, counting a delivery,
+    // but no second delivery starts; the first one's resets go on, its settle acks or retries it. The
+    // delivery it counted never runs: recorded as handed back (consumer/handed-back.ts), so that it does
+    // not count against maxDeliveries, which a failing handler's next delivery otherwise reached early.
+    const entries: StreamEntry[] = [];
+    const counts: number[] = [];
+    const skipped: Array<Promise<void>> = [];
+    for (const [index, entry] of claimed.entries.entries()) {
+      const count = claimed.counts[index] ?? 2;
+      if (!handling.isLive(entry.id)) {
+        entries.push(entry);
+        counts.push(count);
+      } else skipped.push(recordHandedBack(resolved, `${stream}:${entry.id}`, count));
+    }
+    await Promise.all(skipped);
+    await startAll(entries, counts);
     if (rounds.cursor === '0-0') nextClaimAt = Date.now() + claimMs;
   }
 

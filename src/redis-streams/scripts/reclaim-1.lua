@@ -10,6 +10,10 @@
   every round of every consumer. A deleted id is not claimed but left pending (Redis 7's XCLAIM would drop
   it): it leaves the pending list only with its letter (dead-letter-2.lua), so a process that dies, or a
   letter that fails, after this round leaves it for a later round, instead of gone with no record.
+  The ids the calling process is handling (`ARGV[7]` on) are not claimed either, however idle: their idle
+  resets reached Redis late (an event loop stalled past `minIdle`), and claiming one counted a delivery
+  and started a second one of an entry whose first was still alive (a deleted one is still returned, for
+  its holder to learn of it).
 
   KEYS[1]  the stream
   ARGV[1]  the consumer group
@@ -18,6 +22,7 @@
   ARGV[4]  the cursor: the id to start from ('0-0' first, then what the last round returned)
   ARGV[5]  how many entries to claim, at most
   ARGV[6]  how many pending ids to look at, at most
+  ARGV[7…] the ids the calling process is handling: never claimed here
 
   Returns  { next cursor ('0-0' once the pending list is all looked at), claimed entries (XCLAIM's reply:
            {id, {field, value, …}}), ids deleted while pending (still pending: the caller records them
@@ -40,12 +45,16 @@ for _, item in ipairs(pending) do
     counts[item[1]] = item[4]
   end
 end
+local held = {}
+for i = 7, #ARGV do
+  held[ARGV[i]] = true
+end
 local deleted = {}
 local live = {}
 for _, id in ipairs(ids) do
   if #redis.call('XRANGE', KEYS[1], id, id) == 0 then
     deleted[#deleted + 1] = id
-  else
+  elseif not held[id] then
     live[#live + 1] = id
   end
 end

@@ -1,0 +1,178 @@
+/**
+ * An event loop stalled longer than `minIdle` (another entry's handler doing synchronous work), against a
+ * real Redis: the idle resets of an entry still being handled could not be sent meanwhile, and once the
+ * loop ran again this process's own claim round could reach Redis before the overdue reset. It took the
+ * entry it was handling, counted a delivery and started a second one, which met the key in progress and
+ * retried: the healthy entry's delivery count climbed, and a failing handler was dead-lettered before
+ * `maxDeliveries` real failures. Now a claim round leaves the entries this process holds to it; without
+ * the scripts, `XAUTOCLAIM` still takes such an entry, but no second delivery starts, and the delivery it
+ * counted is recorded as handed back, not counted against `maxDeliveries`.
+ */
+import { describe, expect, it } from 'vitest';
+import { createIdempotency, memoryStore } from '../../../src/index.js';
+import { idempotentConsumer } from '../../../src/redis-streams/index.js';
+import { type ScriptsMode, streamsFixture } from '../../helpers/streams-fixture.js';
+import { waitUntil } from '../../helpers/wait-until.js';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Run code for `ms` without yielding: the event loop is stalled all that time. */
+function spin(ms: number): void {
+  const until = performance.now() + ms;
+  while (performance.now() < until) {
+    // busy on purpose
+  }
+}
+
+describe('Redis Streams consumer: an event loop stalled longer than minIdle', () => {
+  const fixture = streamsFixture();
+  const { run, streams, cleanups } = fixture;
+
+  /** The highest delivery count `XPENDING` gives entry `id` of `stream`, sampled until `until` holds. */
+  async function highestCount(stream: string, id: string, until: () => boolean): Promise<number> {
+    let highest = 0;
+    await waitUntil(
+      'the entry to settle',
+      async () => {
+        const pending = (await fixture.admin.sendCommand([
+          'XPENDING',
+          stream,
+          'workers',
+          id,
+          id,
+          '1',
+        ])) as unknown[][];
+        for (const item of pending) highest = Math.max(highest, Number(item[3]));
+        return until();
+      },
+      20_000,
+      20,
+    );
+    return highest;
+  }
+
+  /**
+   * Consume `stream` with a free slot left for claim rounds (polling: the loop's pause ends with the stall,
+   * and its claim round may go out before the overdue reset). Entry `slow` runs `slow(deliveryCount)`;
+   * any other entry stalls the event loop five times for 200 ms (minIdle 100 ms).
+   */
+  async function stallingConsumer(
+    mode: ScriptsMode,
+    stream: string,
+    slow: (deliveryCount: number) => Promise<void>,
+    seen: { retries: string[]; deadLetters: string[]; executed: string[] },
+  ) {
+    await fixture.admin.sendCommand(['XGROUP', 'CREATE', stream, 'workers', '0', 'MKSTREAM']);
+    const client = await fixture.clientFor(mode, `ik-test-noeval-${stream.replaceAll(':', '-')}`);
+    const consumer = await idempotentConsumer(
+      client,
+      async (entry, context) => {
+        if (entry.fields['x-idempotency-key']?.startsWith('slow-'))
+          return slow(context.deliveryCount);
+        // Five stalls: which comes first after one, the loop's claim round or the overdue reset, depends
+        // on where their timers stood; before, any one of them that let the round go first was enough.
+        for (let stall = 0; stall < 5; stall++) {
+          await sleep(30);
+          spin(200);
+        }
+      },
+      {
+        stream,
+        group: 'workers',
+        name: `stalled-loop-${run}`,
+        consumer: 'live',
+        idempotency: createIdempotency({ store: memoryStore() }),
+        concurrency: 3,
+        pollInterval: '10ms',
+        claimInterval: '20ms',
+        minIdle: '100ms',
+        maxDeliveries: 3,
+        backoff: { initial: '50ms', factor: 1, jitter: false },
+        hooks: {
+          onRetry: (event) => void seen.retries.push(event.reason),
+          onDeadLetter: (event) => void seen.deadLetters.push(event.reason),
+          onExecuted: (event) =>
+            void seen.executed.push(String(event.message.fields['x-idempotency-key'])),
+        },
+      },
+    );
+    cleanups.push(() => consumer.close());
+    return consumer;
+  }
+
+  const modes: Array<[ScriptsMode]> = [['with scripts'], ['without scripts']];
+  const slug = (mode: ScriptsMode) => mode.replaceAll(' ', '-');
+
+  it.each(modes)(
+    'leaves a healthy entry it handles to its delivery, %s: run once',
+    async (mode) => {
+      // Arrange: the slow entry's handler runs 1.5 s; the other entry stalls the loop while it runs.
+      const stream = `ik-test:streams-stalled-loop-healthy-${slug(mode)}:${run}`;
+      streams.push(stream, `${stream}:dlq`);
+      const runs: number[] = [];
+      const seen = {
+        retries: [] as string[],
+        deadLetters: [] as string[],
+        executed: [] as string[],
+      };
+      const consumer = await stallingConsumer(
+        mode,
+        stream,
+        async (deliveryCount) => {
+          runs.push(deliveryCount);
+          await sleep(1500);
+        },
+        seen,
+      );
+
+      // Act
+      const id = String(await fixture.add(stream, `slow-healthy-${run}`));
+      await fixture.add(stream, `stall-healthy-${run}`);
+      const highest = await highestCount(stream, id, () => seen.executed.length === 2);
+
+      // Assert: one delivery, never taken by this process's own claim round (before: a second delivery
+      // counted 2, retried as in progress). Without the scripts, XAUTOCLAIM may have counted one more.
+      expect(runs).toEqual([1]);
+      if (mode === 'with scripts') expect(highest).toBe(1);
+      expect(seen.retries).toEqual([]);
+      expect(seen.deadLetters).toEqual([]);
+      expect(await fixture.pendingCount(stream)).toBe(0);
+      expect(await consumer.close()).toBe(true);
+    },
+  );
+
+  it.each(modes)('gives a failing handler its maxDeliveries, %s', async (mode) => {
+    // Arrange: the slow entry fails on its first two runs (each 1.5 s, the loop stalled during the first)
+    // and succeeds on its third; maxDeliveries 3.
+    const stream = `ik-test:streams-stalled-loop-failing-${slug(mode)}:${run}`;
+    streams.push(stream, `${stream}:dlq`);
+    const runs: number[] = [];
+    const seen = { retries: [] as string[], deadLetters: [] as string[], executed: [] as string[] };
+    const consumer = await stallingConsumer(
+      mode,
+      stream,
+      async (deliveryCount) => {
+        runs.push(deliveryCount);
+        await sleep(1500);
+        if (runs.length < 3) throw new Error('gateway timeout');
+      },
+      seen,
+    );
+
+    // Act
+    const id = String(await fixture.add(stream, `slow-failing-${run}`));
+    await fixture.add(stream, `stall-failing-${run}`);
+    await highestCount(stream, id, () => seen.executed.length + seen.deadLetters.length === 2);
+
+    // Assert: three runs, counted 1, 2, 3 with the scripts (before: the second counted 3, and was
+    // dead-lettered). Without them, the delivery XAUTOCLAIM counted is not held against the entry.
+    expect(runs).toHaveLength(3);
+    if (mode === 'with scripts') expect(runs).toEqual([1, 2, 3]);
+    expect(seen.retries).toEqual(['handler_error', 'handler_error']);
+    expect(seen.deadLetters).toEqual([]);
+    expect(seen.executed).toHaveLength(2);
+    expect(await fixture.letterField(stream, 'x-idempotency-dead-letter-reason')).toEqual([]);
+    expect(await fixture.pendingCount(stream)).toBe(0);
+    expect(await consumer.close()).toBe(true);
+  });
+});
