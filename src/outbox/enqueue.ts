@@ -48,9 +48,10 @@ export interface EnqueueOptions extends OutboxTableOptions {
   /**
    * The largest payload, in bytes, `enqueue` stores; a larger one is refused (`InvalidOptionsError`
    * naming both sizes) inside your transaction. Set it to what your broker takes (NATS: its
-   * `max_payload`, 1 MiB by default), so that a message it would refuse on every retry is never
-   * committed. On PostgreSQL nothing over 268,435,443 bytes is stored, whatever this says: the relay
-   * could not read it back. @default 134217728 (128 MiB, RabbitMQ's default `max_message_size`)
+   * `max_payload`, 1 MiB by default; RabbitMQ 4: its `max_message_size`, 16 MiB by default), so that a
+   * message it would refuse on every retry is never committed. On PostgreSQL nothing over 268,435,443
+   * bytes is stored, whatever this says: the relay could not read it back.
+   * @default 134217728 (128 MiB, the default `max_message_size` of RabbitMQ 3.8 to 3.13)
    */
   maxPayloadBytes?: number;
 }

@@ -7,9 +7,9 @@ import { InvalidOptionsError } from '../core/errors.js';
 import { positiveIntegerOption } from '../core/option-checks.js';
 
 /**
- * The default `maxPayloadBytes`: 128 MiB, RabbitMQ's default `max_message_size` (above it the broker
- * closes the channel on the publish). Redis Streams carry up to 512 MB, NATS only its `max_payload`
- * (1 MiB by default, 64 MiB at most): set `maxPayloadBytes` to your broker's limit to be told at
+ * The default `maxPayloadBytes`: 128 MiB, the default `max_message_size` of RabbitMQ 3.8 to 3.13 (above
+ * it the broker closes the channel on the publish); RabbitMQ 4.0 lowered it to 16 MiB. Redis Streams
+ * carry up to 512 MB, NATS only its `max_payload` (1 MiB by default, 64 MiB at most): set `maxPayloadBytes` to your broker's limit to be told at
  * `enqueue` rather than by `onPublishFailed` on every retry.
  */
 export const DEFAULT_MAX_PAYLOAD_BYTES = 128 * 1024 * 1024;
