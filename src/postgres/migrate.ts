@@ -124,7 +124,12 @@ export async function migrate(
     throw toStoreError('migrate', error);
   }
   try {
-    await client.query('BEGIN');
+    // Read committed whatever the server's default_transaction_isolation: each statement after the lock
+    // must see what the migrator that held it committed. Under repeatable read or serializable the
+    // snapshot was taken by the lock's own statement, before the wait: a migrator that had waited found
+    // no migration recorded, ran 0001 again and failed on `relation … already exists` (every process but
+    // one, when several started at once).
+    await client.query('BEGIN ISOLATION LEVEL READ COMMITTED');
     // One lock per (schema, table): unrelated tables migrate in parallel. Released at COMMIT/ROLLBACK,
     // so it also works behind a transaction-mode connection pooler.
     await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [
