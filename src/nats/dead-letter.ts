@@ -3,7 +3,9 @@
  * subject. NATS refuses a header value containing CR or LF (and trims surrounding whitespace), and a
  * message that no longer fits `max_payload` is refused whole, so the values this adapter adds are encoded
  * or cut to fit, and the copy says which: a message whose key is invalid because of a newline must still
- * be dead-lettered, not redelivered forever.
+ * be dead-lettered, not redelivered forever. So must one whose payload nearly fills `max_payload`: the
+ * copy's headers are fitted to what the payload leaves of it (its values cut short, then the message's
+ * largest headers left out), the payload kept whole.
  * @module
  */
 import type { DeadLetter } from '../consumer/index.js';
@@ -58,7 +60,10 @@ class SafeHeaders {
   private readonly truncated = new Set<string>();
   private readonly omitted = new Set<string>();
 
-  constructor(readonly headers: WritableHeaders) {}
+  constructor(
+    readonly headers: WritableHeaders,
+    private readonly maxValueBytes = MAX_HEADER_VALUE_BYTES,
+  ) {}
 
   /** Copy a header value of the original message as it is, or record that it could not be. */
   copy(name: string, value: string): void {
@@ -83,11 +88,9 @@ class SafeHeaders {
       safe = encodeURIComponent(safe);
       this.encoded.add(name);
     }
-    if (Buffer.byteLength(safe) > MAX_HEADER_VALUE_BYTES) {
+    if (Buffer.byteLength(safe) > this.maxValueBytes) {
       safe =
-        safe === value
-          ? cutUtf8(safe, MAX_HEADER_VALUE_BYTES)
-          : cutEncoded(safe, MAX_HEADER_VALUE_BYTES);
+        safe === value ? cutUtf8(safe, this.maxValueBytes) : cutEncoded(safe, this.maxValueBytes);
       this.truncated.add(name);
     }
     this.headers.set(name, safe);
@@ -98,8 +101,8 @@ class SafeHeaders {
     let json = JSON.stringify(error);
     // JSON escaping can grow a string up to six times: halve the message until the whole fits. A name or
     // code too long by itself is left for add() to cut.
-    let keep = MAX_HEADER_VALUE_BYTES;
-    while (Buffer.byteLength(json) > MAX_HEADER_VALUE_BYTES && keep > 0) {
+    let keep = this.maxValueBytes;
+    while (Buffer.byteLength(json) > this.maxValueBytes && keep > 0) {
       keep = Math.floor(keep / 2);
       json = JSON.stringify({ ...error, message: `${cutUtf8(error.message, keep)}…` });
       this.truncated.add(name);
@@ -151,14 +154,17 @@ export function headersBytes(headers: NatsHeaders): number {
  * The headers of the dead-letter copy of `message`.
  * @param leftOut - Headers of the message not copied, named in {@link OMITTED_HEADERS} (see
  *   {@link fittedDeadLetterHeaders}).
+ * @param maxValueBytes - Longest value this adapter adds ({@link MAX_HEADER_VALUE_BYTES}, or
+ *   {@link COMPACT_HEADER_VALUE_BYTES} for a letter short of room).
  */
 export function deadLetterHeaders(
   headers: WritableHeaders,
   message: NatsJsMsg,
   letter: DeadLetter,
   leftOut: ReadonlySet<string> = new Set(),
+  maxValueBytes = MAX_HEADER_VALUE_BYTES,
 ): NatsHeaders {
-  const safe = new SafeHeaders(headers);
+  const safe = new SafeHeaders(headers, maxValueBytes);
   for (const [name, values] of message.headers ?? []) {
     // Nats-Msg-Id would make the DLQ stream drop a second dead letter of the same key as a duplicate.
     if (name === MSG_ID_HEADER) continue;
@@ -177,17 +183,30 @@ export function deadLetterHeaders(
 }
 
 /**
- * The headers of the dead-letter copy of `message`, within {@link MAX_HEADERS_BYTES}: the message's own
- * headers (up to 64 KiB themselves) may leave no room for the ones this adapter adds. The largest of them
- * are then left out, one at a time, and named in {@link OMITTED_HEADERS}. Before, the copy was refused
- * whole at every try: the message, redelivered after each `maxRetryDelay` to write its letter again, was
- * never dead-lettered (or dropped unwritten by the server at its `max_deliver`).
+ * Longest value this adapter adds to a letter short of room (see {@link fittedDeadLetterHeaders}): the
+ * error's message cut to a few hundred bytes still says what failed.
+ */
+export const COMPACT_HEADER_VALUE_BYTES = 256;
+
+/**
+ * The headers of the dead-letter copy of `message`, within `budget` bytes: {@link MAX_HEADERS_BYTES}, or
+ * less when the payload leaves less of the server's `max_payload` (the copy, headers and payload, must fit
+ * it). The message's own headers (up to 64 KiB themselves) may leave no room for the ones this adapter
+ * adds: tried in turn, (1) every header, (2) the values this adapter adds cut to
+ * {@link COMPACT_HEADER_VALUE_BYTES}, (3) those, and the message's largest headers left out one at a time,
+ * named in {@link OMITTED_HEADERS}. The payload is never cut. Before, the copy was refused whole at every
+ * try: the message, redelivered after each `maxRetryDelay` to write its letter again, was never
+ * dead-lettered (or dropped unwritten by the server at its `max_deliver`).
+ * @returns The first headers that fit; the last tried (all of the message's left out) if none does.
  */
 export function fittedDeadLetterHeaders(
   newHeaders: () => WritableHeaders,
   message: NatsJsMsg,
   letter: DeadLetter,
+  budget = MAX_HEADERS_BYTES,
 ): NatsHeaders {
+  const full = deadLetterHeaders(newHeaders(), message, letter);
+  if (headersBytes(full) <= budget) return full;
   const largestFirst = [...(message.headers ?? [])]
     .filter(([name]) => name !== MSG_ID_HEADER)
     .map(([name, values]) => ({
@@ -197,21 +216,65 @@ export function fittedDeadLetterHeaders(
     .sort((a, b) => b.bytes - a.bytes);
   const leftOut = new Set<string>();
   for (;;) {
-    const headers = deadLetterHeaders(newHeaders(), message, letter, leftOut);
+    const headers = deadLetterHeaders(
+      newHeaders(),
+      message,
+      letter,
+      leftOut,
+      COMPACT_HEADER_VALUE_BYTES,
+    );
     const next = largestFirst[leftOut.size];
-    if (next === undefined || headersBytes(headers) <= MAX_HEADERS_BYTES) return headers;
+    if (next === undefined || headersBytes(headers) <= budget) return headers;
     leftOut.add(next.name);
   }
 }
 
-/** Publish the dead-letter copy of `message` to `subject`, awaiting the PubAck. */
+/**
+ * A dead letter that cannot fit the server's `max_payload`: the message's payload leaves too little of
+ * it for the fewest headers a letter carries. The message is kept and the letter tried again at each
+ * redelivery (reported each time); only a larger `max_payload` lets it through.
+ */
+export class DeadLetterTooLargeError extends Error {
+  override readonly name = 'DeadLetterTooLargeError';
+
+  constructor(payloadBytes: number, headerBytes: number, maxPayload: number) {
+    super(
+      `the dead letter cannot fit the server's max_payload (${maxPayload} bytes): the payload takes ` +
+        `${payloadBytes} bytes and the letter's headers, cut to the fewest, ${headerBytes}. The message ` +
+        'is kept, its letter tried again at each redelivery: raise max_payload on the server',
+    );
+  }
+}
+
+/** The `max_payload` of the publisher's connection (`jetstream(nc)` keeps it as `nc`), if it says. */
+function maxPayloadOf(publisher: NatsPublisher): number | undefined {
+  const limit = (publisher as { nc?: { info?: { max_payload?: unknown } } }).nc?.info?.max_payload;
+  return typeof limit === 'number' && limit > 0 ? limit : undefined;
+}
+
+/**
+ * Publish the dead-letter copy of `message` to `subject`, awaiting the PubAck, its headers fitted to the
+ * publisher's `max_payload` (when its connection says) and to the 64 KiB JetStream stores.
+ * @throws DeadLetterTooLargeError when the payload leaves too little of `max_payload` for any letter.
+ */
 export async function publishDeadLetter(
   publisher: NatsPublisher,
   subject: string,
   message: NatsJsMsg,
   letter: DeadLetter,
 ): Promise<void> {
-  const headers = fittedDeadLetterHeaders(await loadHeaders(), message, letter);
+  // The client refuses a publish whose headers and payload together pass the server's max_payload: a
+  // payload near it (the original fitted, with headers of its own) leaves less room for the letter's.
+  const maxPayload = maxPayloadOf(publisher);
+  const budget =
+    maxPayload === undefined
+      ? MAX_HEADERS_BYTES
+      : Math.min(MAX_HEADERS_BYTES, maxPayload - message.data.length);
+  const headers = fittedDeadLetterHeaders(await loadHeaders(), message, letter, budget);
+  const bytes = headersBytes(headers);
+  if (maxPayload !== undefined && bytes > budget && bytes <= MAX_HEADERS_BYTES) {
+    throw new DeadLetterTooLargeError(message.data.length, bytes, maxPayload);
+  }
   await publisher.publish(subject, message.data, { headers });
 }
 

@@ -16,6 +16,7 @@ export type {
 } from '../consumer/index.js';
 export { currentIdempotency, DeadLetterReason, RetryReason } from '../consumer/index.js';
 export {
+  COMPACT_HEADER_VALUE_BYTES,
   ENCODED_HEADERS,
   MAX_HEADER_VALUE_BYTES,
   OMITTED_HEADERS,

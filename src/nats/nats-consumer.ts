@@ -1,8 +1,9 @@
 /**
  * The idempotent NATS JetStream consumer: thin over the shared consumer module. Redelivery later is
- * `nak(delay)`, the broker timer is kept alive with `working()` from the delivery's start
- * (consumer/claim-phase.ts) until its ack or dead letter is done, and a dead letter is a publish to a DLQ
- * subject followed by `term()`.
+ * `nak(delay)` (on the last delivery a finite `max_deliver` allows, a hold here instead, last-delivery.ts,
+ * as the server drops a message `nak()`ed there), the broker timer is kept alive with `working()` from
+ * the delivery's start (consumer/claim-phase.ts) until its ack or dead letter is done, and a dead letter
+ * is a publish to a DLQ subject followed by `term()`.
  * @module
  */
 
@@ -11,6 +12,7 @@ import {
   type ConsumerHandler,
   type ConsumerHooks,
   type ConsumerOptions,
+  type DeadLetter,
   InFlight,
   processDelivery,
   recordHandedBack,
@@ -28,6 +30,7 @@ import {
   MaxDeliverReachedError,
 } from './consumer-config.js';
 import { KEY_HEADER, MSG_ID_HEADER, publishDeadLetter, termReason } from './dead-letter.js';
+import { holdFor } from './last-delivery.js';
 import type { NatsJsMsg, NatsPublisher, NatsPullConsumer } from './nats-types.js';
 import { refuseOwnDeadLetters } from './own-dead-letters.js';
 import { PullLoop } from './pull.js';
@@ -109,6 +112,16 @@ export interface NatsConsumer {
    * `hooks.onConsumerError`. Never rejects.
    */
   readonly done: Promise<void>;
+}
+
+/** A retry held here on the server's last delivery (last-delivery.ts). */
+interface HeldRetry {
+  /** The retry's delay. */
+  delayMs: number;
+  /** The last touch before it (`performance.now()`). */
+  touchedAt: number;
+  /** The dead letter whose write failed, when that is the retry: written again, the handler not run. */
+  letter: DeadLetter | undefined;
 }
 
 /** The default key: the `Nats-Msg-Id` header, else `x-idempotency-key`. */
@@ -209,8 +222,83 @@ export async function idempotentConsumer(
     message.working();
   };
 
+  // Aborted by close(): a delivery held on its last server delivery (last-delivery.ts) is given back then.
+  const stopping = new AbortController();
+  const onTouchError = (message: NatsJsMsg, error: unknown) =>
+    callHook((event) => resolved.hooks.onBrokerError?.(event), {
+      consumer: resolved.name,
+      message,
+      key: undefined,
+      deliveryCount: message.info.deliveryCount,
+      operation: 'touch',
+      error,
+    });
+
   // `touchedAt`: when the waiting queue last sent `working()` for the message, if it waited for a slot.
-  const deliver = (message: NatsJsMsg, touchedAt?: number) => {
+  // Processed again, in the same slot, while a retry on the server's last delivery holds it here (a nak()
+  // there would drop it): the hold keeps it alive for the retry's delay, its last touch passed on.
+  const deliver = async (message: NatsJsMsg, touchedAt?: number): Promise<void> => {
+    let lastTouch = touchedAt;
+    // A dead letter whose write failed: written again, never the handler run again (on a first delivery,
+    // max_deliver 1, no record would be looked up for it).
+    let pending: DeadLetter | undefined;
+    for (;;) {
+      const held = await deliverOnce(message, lastTouch, pending);
+      if (held === undefined) return;
+      pending = held.letter;
+      lastTouch = await holdFor(
+        () => touch(message),
+        workingMs,
+        (error) => onTouchError(message, error),
+        held.delayMs,
+        stopping.signal,
+        held.touchedAt,
+      );
+      if (lastTouch === undefined) return giveBackAtClose(message, held.delayMs);
+    }
+  };
+
+  /**
+   * close() ended the hold of a delivery the server will not make again: sent back all the same (the
+   * server drops it at once, with its advisory), and reported, as every retry there was before holds.
+   */
+  const giveBackAtClose = (message: NatsJsMsg, delayMs: number) => {
+    let error: unknown = new MaxDeliverReachedError(config.max_deliver as number);
+    try {
+      ensureOpen();
+      message.nak(Math.ceil(nakDelay(message.info.deliveryCount, delayMs)));
+    } catch (nakError) {
+      error = nakError;
+    }
+    callHook((event) => resolved.hooks.onBrokerError?.(event), {
+      consumer: resolved.name,
+      message,
+      key: keyOf(message),
+      deliveryCount: message.info.deliveryCount,
+      operation: 'retry',
+      error,
+    });
+  };
+
+  /** The key of `message` for a report, if it has one. */
+  const keyOf = (message: NatsJsMsg) => {
+    try {
+      return resolved.key(message) || undefined;
+    } catch {
+      return undefined;
+    }
+  };
+
+  /**
+   * One run of `message` through the shared runner. Resolves to the retry held here (its delay, and the
+   * last touch before it) when one was asked for on the server's last delivery, while the consumer runs.
+   */
+  const deliverOnce = async (
+    message: NatsJsMsg,
+    touchedAt: number | undefined,
+    pendingDeadLetter: DeadLetter | undefined,
+  ): Promise<HeldRetry | undefined> => {
+    let held: HeldRetry | undefined;
     // From the delivery's start (or the queue's last touch) until its handler starts (then the handler's
     // own keep-alive, from the last touch): the store calls before it, and a decision taken without it,
     // must not let ack_wait run out (consumer/claim-phase.ts).
@@ -223,10 +311,11 @@ export async function idempotentConsumer(
       touchedAt,
     );
     const stopWorking = () => claiming.stop();
-    return processDelivery(resolved, stoppingAtHandler(claiming, handler), {
+    await processDelivery(resolved, stoppingAtHandler(claiming, handler), {
       message,
       deliveryCount: message.info.deliveryCount,
       brokerId: brokerId(message),
+      pendingDeadLetter,
       // On the last delivery the server's max_deliver allows, a handed-back delivery is not credited: the
       // retry it would buy is never made (the server drops the message), so a failure dead-letters instead.
       mayHandBack: !isLastDelivery(message.info.deliveryCount),
@@ -235,13 +324,20 @@ export async function idempotentConsumer(
         ensureOpen();
         message.ack();
       },
-      retry: (delayMs) => {
+      retry: (delayMs, letter) => {
         // Before the nak(delay): a working() after it would undo the delay.
         stopWorking();
         ensureOpen();
+        // The server would drop the message at this nak(): held here instead (last-delivery.ts) until the
+        // delay has passed, and then processed again. Touched again from the claim phase's last touch: a
+        // handler's later ones are the runner's, and an earlier time only touches sooner.
+        if (isLastDelivery(message.info.deliveryCount) && !stopping.signal.aborted) {
+          held = { delayMs, touchedAt: claiming.touchedAt, letter };
+          return;
+        }
         message.nak(Math.ceil(nakDelay(message.info.deliveryCount, delayMs)));
-        // Sent all the same (the server drops the message at once, with its advisory), then reported:
-        // before, a message the server stopped redelivering was lost in silence.
+        // Sent all the same once close() came (the server drops the message at once, with its
+        // advisory), then reported: before, a message the server stopped redelivering was lost in silence.
         if (isLastDelivery(message.info.deliveryCount)) {
           throw new MaxDeliverReachedError(config.max_deliver as number);
         }
@@ -272,6 +368,7 @@ export async function idempotentConsumer(
       touchIntervalMs: workingMs,
       touchedAt: () => claiming.touchedAt,
     }).finally(stopWorking);
+    return held;
   };
 
   let closed = false;
@@ -291,18 +388,12 @@ export async function idempotentConsumer(
     touchIntervalMs: workingMs,
     touch,
     maxWaitMs: workingMs * MAX_WAIT_TOUCHES,
+    // A message handed back on the server's last delivery would be dropped by it: it waits here instead.
+    mayHandBack: (message) => !isLastDelivery(message.info.deliveryCount),
     handingBack: (message) =>
       recordHandedBack(resolved, brokerId(message), message.info.deliveryCount),
     // The key is not extracted before the message starts: reported without one.
-    onTouchError: (message, error) =>
-      callHook((event) => resolved.hooks.onBrokerError?.(event), {
-        consumer: resolved.name,
-        message,
-        key: undefined,
-        deliveryCount: message.info.deliveryCount,
-        operation: 'touch',
-        error,
-      }),
+    onTouchError,
     expiresMs: limits.expiresMs,
     maxBatch: limits.maxBatch,
     retryMs: PULL_RETRY_MS,
@@ -315,9 +406,13 @@ export async function idempotentConsumer(
   });
   // The loop rejects when the consumer, its stream or the connection is gone. Without a report the
   // service would go on running, receiving nothing, with nothing said.
-  const done = loop.done.catch((error: unknown) => {
-    if (!closed) report('consume', error);
-  });
+  const done = loop.done
+    .catch((error: unknown) => {
+      if (!closed) report('consume', error);
+    })
+    // The loop ended (close(), or the consumer or connection gone): a delivery held on its last server
+    // delivery is given back and reported, rather than held on behind a loop that took nothing more.
+    .finally(() => stopping.abort());
 
   let closing: Promise<boolean> | undefined;
   return {
@@ -325,6 +420,7 @@ export async function idempotentConsumer(
     close: () => {
       closing ??= (async () => {
         closed = true;
+        stopping.abort();
         loop.stop();
         const deadline = performance.now() + resolved.drainTimeoutMs;
         // The loop ends once the open pull is closed and what it still brought is handed back (each

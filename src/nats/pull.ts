@@ -39,6 +39,11 @@ export interface PullLoopOptions {
   /** Longest wait with no slot freeing up: past it a message is handed back, and none asked for ahead. */
   maxWaitMs: number;
   /**
+   * Whether `message` may be handed back after `maxWaitMs`: not on the last delivery the server's
+   * `max_deliver` allows, where the server drops a message handed back. It waits for a slot instead.
+   */
+  mayHandBack(message: NatsJsMsg): boolean;
+  /**
    * Called with a message about to be handed back (after `maxWaitMs`, or by {@link PullLoop.stop}), never
    * started here: records it, so that this delivery does not count against `maxDeliveries`. The `nak()`
    * waits for it, and the loop's end for every `nak()`. Never rejects.
@@ -136,6 +141,7 @@ export class PullLoop {
         this.handBack(message);
         this.notify();
       },
+      options.mayHandBack,
     );
     this.done = this.run();
   }

@@ -42,6 +42,9 @@ export class WaitingQueue {
    * @param maxWaitMs - Checked at each touch: a message that has waited this long, with no slot freed
    *   since it arrived, leaves the queue.
    * @param onExpired - Given each message that waited `maxWaitMs`, already out of the queue.
+   * @param mayExpire - Whether `message` may leave after `maxWaitMs` at all: not on the last delivery the
+   *   server's `max_deliver` allows, where a hand-back has the server drop it. Such a message waits here,
+   *   kept alive, until a slot frees up. Absent: every message may.
    */
   constructor(
     private readonly touch: (message: NatsJsMsg) => void,
@@ -49,6 +52,7 @@ export class WaitingQueue {
     private readonly onTouchError: (message: NatsJsMsg, error: unknown) => void,
     private readonly maxWaitMs: number,
     private readonly onExpired: (message: NatsJsMsg) => void,
+    private readonly mayExpire: (message: NatsJsMsg) => boolean = () => true,
   ) {}
 
   /** Messages waiting now. */
@@ -62,7 +66,7 @@ export class WaitingQueue {
     item.keepAlive = new KeepAlive(
       () => {
         const waited = performance.now() - Math.max(item.since, this.progressAt);
-        if (waited < this.maxWaitMs) return this.touch(message);
+        if (waited < this.maxWaitMs || !this.mayExpire(message)) return this.touch(message);
         this.expire(item);
       },
       this.intervalMs,

@@ -186,15 +186,18 @@ describe('NATS consumer: the JetStream consumer configuration', () => {
     );
   });
 
-  it('reports a redelivery asked for on the last delivery max_deliver allows, which the server never makes', async () => {
+  it('holds a redelivery asked for on the last delivery max_deliver allows, and reports it if close() ends the hold', async () => {
     // Arrange: the key is held by a handler that runs on; its copy, in progress elsewhere, is nak()ed on
-    // each delivery, up to the third and last. Before, nothing but onRetry said so: it was dropped unseen.
+    // each delivery, up to the third and last, where a nak() would have the server drop it. Before, it was
+    // sent and reported; now the copy is held here (last-delivery.test.ts), and only close() gives it
+    // back, reported as before (the server drops it then).
     const consumer = await consumerWith('max-deliver-retry', { max_deliver: 3 });
     let release = () => {};
     const held = new Promise<void>((resolve) => {
       release = resolve;
     });
     const errors: Array<{ operation: string; deliveryCount: number; error: unknown }> = [];
+    const retries: number[] = [];
     const running = await idempotentConsumer(
       consumer,
       async (message) => {
@@ -207,7 +210,9 @@ describe('NATS consumer: the JetStream consumer configuration', () => {
         concurrency: 2,
         maxDeliveries: 3,
         minRetryDelay: '50ms',
+        drainTimeout: '200ms',
         hooks: {
+          onRetry: ({ deliveryCount }) => void retries.push(deliveryCount),
           onBrokerError: ({ operation, deliveryCount, error }) =>
             errors.push({ operation, deliveryCount, error }),
         },
@@ -216,11 +221,16 @@ describe('NATS consumer: the JetStream consumer configuration', () => {
     // Act
     await f.publish('holder', 'same-key');
     await f.publish('copy', 'same-key');
+    await until('the retry on the last delivery', () => retries.includes(3), 4000);
+    await sleep(300);
+    const heldErrors = errors.length;
+    const closing = running.close();
     // Assert
     await until('the report', () => errors.length === 1, 4000).finally(() => {
       release();
-      return running.close();
+      return closing;
     });
+    expect(heldErrors).toBe(0);
     expect(errors[0]?.operation).toBe('retry');
     expect(errors[0]?.deliveryCount).toBe(3);
     expect(errors[0]?.error).toMatchObject({

@@ -1,11 +1,15 @@
 /**
  * The dead letter's headers fit the 64 KiB JetStream stores: their size is counted as the NATS client
- * encodes them, and the message's largest headers go first, named, never the adapter's.
+ * encodes them, and the message's largest headers go first, named, never the adapter's. They also fit a
+ * smaller budget, what a payload near `max_payload` leaves: the values the adapter adds are cut short
+ * first, then the message's largest headers left out.
  */
 import { headers } from '@nats-io/transport-node';
 import { describe, expect, it } from 'vitest';
 import type { DeadLetter } from '../../../src/consumer/index.js';
 import {
+  COMPACT_HEADER_VALUE_BYTES,
+  deadLetterHeaders,
   fittedDeadLetterHeaders,
   headersBytes,
   MAX_HEADERS_BYTES,
@@ -61,5 +65,32 @@ describe('NATS dead letter headers within 64 KiB', () => {
     const fitted = fittedDeadLetterHeaders(headers, message(sent), letter);
     expect(fitted.get('trace')).toBe(sent.get('trace'));
     expect(fitted.has('x-idempotency-omitted-headers')).toBe(false);
+  });
+
+  it("cuts the values it adds, keeping the message's headers, to fit what the payload leaves", () => {
+    const sent = headers();
+    sent.set('trace', 't'.repeat(1000));
+    const long = { ...letter, error: { name: 'Error', message: 'x'.repeat(3000) } };
+    const full = headersBytes(deadLetterHeaders(headers(), message(sent), long));
+    const fitted = fittedDeadLetterHeaders(headers, message(sent), long, full - 100);
+    expect(headersBytes(fitted)).toBeLessThanOrEqual(full - 100);
+    expect(fitted.get('trace')).toBe(sent.get('trace'));
+    expect(fitted.get('x-idempotency-truncated-headers')).toBe('x-idempotency-error');
+    const error = JSON.parse(fitted.get('x-idempotency-error'));
+    expect(Buffer.byteLength(fitted.get('x-idempotency-error'))).toBeLessThanOrEqual(
+      COMPACT_HEADER_VALUE_BYTES,
+    );
+    expect(error.message.startsWith('xxx')).toBe(true);
+  });
+
+  it("then leaves the message's largest headers out, named, when cutting is not enough", () => {
+    const sent = headers();
+    sent.set('trace', 't'.repeat(1000));
+    sent.set('small', 's');
+    const fitted = fittedDeadLetterHeaders(headers, message(sent), letter, 600);
+    expect(headersBytes(fitted)).toBeLessThanOrEqual(600);
+    expect(fitted.get('x-idempotency-omitted-headers')).toBe('trace');
+    expect(fitted.get('small')).toBe('s');
+    expect(fitted.get('x-idempotency-error')).toBe(JSON.stringify(letter.error));
   });
 });
