@@ -464,16 +464,19 @@ function begin(
     // completing) cannot change a response that was already produced, and the engine's hooks report them.
     execution.settled = running.then(
       (outcome) => {
-        if (started) return;
+        if (started) return undefined;
         const response = fromOutcome(outcome);
+        if (outcome.status !== 'replayed') {
+          resolve({ action: 'respond', response });
+          return undefined;
+        }
         // A replay stored encoded, decoded for a retry that does not accept its encoding.
-        resolve({
-          action: 'respond',
-          response:
-            outcome.status === 'replayed'
-              ? replayForClient(response, joined(facts.header('accept-encoding')))
-              : response,
-        });
+        const readable = replayForClient(response, joined(facts.header('accept-encoding')));
+        if (isThenable(readable)) {
+          return readable.then((decoded) => resolve({ action: 'respond', response: decoded }));
+        }
+        resolve({ action: 'respond', response: readable });
+        return undefined;
       },
       (error: unknown) => {
         if (started) return;

@@ -296,8 +296,12 @@ class Encoder {
         }
         if (jsonStringValue) {
           // The parser's string value, whose text happens to be JSON too (`"123"`): that string, not the
-          // 123 a body `123` is. Text that is not JSON stays its bytes above, as it always was.
-          this.member('json', body);
+          // 123 a body `123` is. Under a tag of its own, not `json`: JSON text the length check misreads
+          // as a value (`express.text()` reading a chunked or BOM-led `{"amount":100}`) would otherwise
+          // hash as the string body `"{\"amount\":100}"` parses to, and one be replayed the other's
+          // answer. Tagged, it matches only the same text read the same way. Text that is not JSON stays
+          // its bytes above, as it always was.
+          this.member('jsonString', body);
           return;
         }
         // A number parsing may have rounded (an int64 id) could make two requests alike: such a body (rare)

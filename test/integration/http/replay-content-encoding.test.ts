@@ -137,21 +137,20 @@ describe.each(backends)('a replay stored gzip-encoded (%s store)', (_name, creat
     const gzipped = await post(url, key, 'gzip;q=1.0, identity;q=0.5');
     const identity = await post(url, key, 'identity');
     const refused = await post(url, key, 'br, gzip;q=0');
-    const any = await post(url, key, undefined);
+    // No Accept-Encoding (curl without --compressed): identity only, as the compression middlewares read it.
+    const none = await post(url, key, undefined);
     // Assert
     expect(first.encoding).toBe('gzip');
     expect(gunzipSync(first.bytes).toString()).toBe(answer);
     expect(gzipped.replayed).toBe('true');
     expect(gzipped.encoding).toBe('gzip');
     expect(gzipped.bytes.equals(first.bytes)).toBe(true);
-    for (const decoded of [identity, refused]) {
+    for (const decoded of [identity, refused, none]) {
       expect(decoded.status).toBe(201);
       expect(decoded.replayed).toBe('true');
       expect(decoded.encoding).toBeUndefined();
       expect(decoded.bytes.toString()).toBe(answer);
     }
-    expect(any.encoding).toBe('gzip');
-    expect(any.bytes.equals(first.bytes)).toBe(true);
     expect(runs()).toBe(1);
   });
 });

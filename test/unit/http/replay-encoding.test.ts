@@ -6,7 +6,11 @@
 import { brotliCompressSync, deflateRawSync, deflateSync, gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import type { HttpResponseData } from '../../../src/http/problem.js';
-import { acceptsCoding, replayForClient } from '../../../src/http/replay-encoding.js';
+import {
+  acceptsCoding,
+  MAX_DECODED_REPLAY_BYTES,
+  replayForClient,
+} from '../../../src/http/replay-encoding.js';
 
 describe('acceptsCoding', () => {
   it.each([
@@ -47,8 +51,8 @@ describe('replayForClient', () => {
     ['br', brotliCompressSync(text)],
     ['deflate', deflateSync(text)],
     ['deflate', deflateRawSync(text)],
-  ])('decodes %s for a client that accepts only identity', (coding, body) => {
-    const decoded = replayForClient(replay(coding, body), 'identity');
+  ])('decodes %s for a client that accepts only identity', async (coding, body) => {
+    const decoded = await replayForClient(replay(coding, body), 'identity');
     expect(Buffer.from(decoded.body).toString()).toBe(text);
     expect(decoded.headers).toEqual([
       ['content-type', 'application/json'],
@@ -56,13 +60,12 @@ describe('replayForClient', () => {
     ]);
   });
 
-  it('replays as stored when the client accepts the coding, refuses identity, or it does not decode', () => {
+  it('replays as stored when the client accepts the coding, refuses identity, or it does not decode', async () => {
     const stored = replay('gzip', gzipSync(text));
     expect(replayForClient(stored, 'gzip')).toBe(stored);
-    expect(replayForClient(stored, undefined)).toBe(stored);
     expect(replayForClient(stored, 'br, identity;q=0')).toBe(stored);
     const broken = replay('gzip', Buffer.from('not gzip'));
-    expect(replayForClient(broken, 'identity')).toBe(broken);
+    expect(await replayForClient(broken, 'identity')).toBe(broken);
     const unknown = replay('zstd', Buffer.from('bytes'));
     expect(replayForClient(unknown, 'identity')).toBe(unknown);
     const layered = replay('gzip', gzipSync(gzipSync(text)));
@@ -70,5 +73,17 @@ describe('replayForClient', () => {
     expect(replayForClient(layered, 'identity')).toBe(layered);
     const plain: HttpResponseData = { status: 201, headers: [], body: Buffer.from(text) };
     expect(replayForClient(plain, 'identity')).toBe(plain);
+  });
+
+  it('decodes for a retry without Accept-Encoding (curl without --compressed, http.get): identity only, as the compression middlewares read it', async () => {
+    const decoded = await replayForClient(replay('gzip', gzipSync(text)), undefined);
+    expect(Buffer.from(decoded.body).toString()).toBe(text);
+    expect(decoded.headers.map(([name]) => name)).not.toContain('content-encoding');
+  });
+
+  it('replays as stored a body that decodes past MAX_DECODED_REPLAY_BYTES', async () => {
+    // 405 bytes of brotli for 256 MiB of zeros, as a handler passing on an upstream's answer may store.
+    const bomb = replay('br', brotliCompressSync(Buffer.alloc(MAX_DECODED_REPLAY_BYTES + 1)));
+    expect(await replayForClient(bomb, 'identity')).toBe(bomb);
   });
 });
