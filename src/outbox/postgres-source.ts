@@ -29,8 +29,8 @@ export interface PostgresOutboxSourceOptions {
    * A node-postgres `Pool` (or anything with `query`). Claims, marks and purges are single statements in
    * autocommit, so no connection is held between them. LISTEN needs a `Pool` to check one connection out.
    * The statements run at the connections' `default_transaction_isolation`; above read committed, those
-   * a concurrent relay's commit refused (40001) run again, but under serializable overlapping claims keep
-   * conflicting: give the relays' connections read committed (docs/outbox.md, "Claiming rows").
+   * a concurrent relay's commit refused (40001) run again at read committed, in a transaction of their own
+   * (docs/outbox.md, "Claiming rows"): give the relays' connections read committed to save the first runs.
    */
   pool: PgQueryable;
   /** Schema of the outbox table. @default 'public' */

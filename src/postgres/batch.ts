@@ -40,7 +40,8 @@ function splitRepeats(items: readonly { key: string }[]): { firsts: number[]; re
  * one row and cannot deadlock. So they do on a serialization failure (40001: a server, database or role whose
  * default_transaction_isolation is repeatable read or serializable, and a key's row committed by another
  * transaction after the batch's snapshot), which would otherwise fail every caller of the batch for one key
- * (a single claim runs again after one, see `claimWith` in `./operations.ts`). On a lock timeout for a row
+ * (a single claim runs again after one, see `claimWith` in `./operations.ts`); on a pool the store has run
+ * the batch again at read committed first (`./read-committed.ts`), so that only a single client gets here. On a lock timeout for a row
  * (`heldRow`; migration 0006's `lock_timeout` on the claim batch functions: some key is
  * held by a transaction still running, a `postgresTransactional` run before its COMMIT), each distinct key
  * goes with `single`, all at once (each on its own pooled connection): the free keys are settled at once,

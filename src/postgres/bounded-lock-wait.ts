@@ -17,48 +17,31 @@
  * consumer/handed-back.ts), where a timeout counts as the outage it is.
  * @module
  */
-import { checkOutGuarded } from './check-out.js';
-import { isDriverReadTimeout, isPool, type PgQueryable } from './client.js';
+import { isPool, type PgQueryable } from './client.js';
+import { inOwnTransaction } from './own-transaction.js';
 
 /** How long a bounded call waits for any lock, the records table's included, before giving up (55P03). */
 export const BOUNDED_LOCK_WAIT_MS = 100;
 
 /**
  * Run `body` on a connection of `db` inside a transaction whose `lock_timeout` is
- * {@link BOUNDED_LOCK_WAIT_MS}, and commit. `db` that is not a pool (a single client the caller shares, where
- * a transaction would take in the caller's own statements) runs `body` as it is, unbounded.
+ * {@link BOUNDED_LOCK_WAIT_MS}, at read committed, and commit. `db` that is not a pool (a single client the
+ * caller shares, where a transaction would take in the caller's own statements) runs `body` as it is,
+ * unbounded.
+ *
+ * Read committed whatever the server's, database's or role's `default_transaction_isolation`: under
+ * repeatable read or serializable, a `delete` (or `purgeExpired`) that waited for a row another transaction
+ * then changed (a takeover) failed with 40001, an outage, where read committed re-checks the row.
  * @throws what `body` or the database threw (55P03 past the bound); the transaction is rolled back.
  */
-export async function withBoundedLockWait<T>(
+export function withBoundedLockWait<T>(
   db: PgQueryable,
   body: (db: PgQueryable) => Promise<T>,
 ): Promise<T> {
   if (!isPool(db)) return body(db);
-  let broken: Error | undefined;
-  const { client, unguard } = await checkOutGuarded(db, (error) => {
-    broken = error;
-  });
-  try {
-    // One round trip for both: a simple query may carry several statements. SET LOCAL ends with the
-    // transaction, so the connection goes back to the pool with its own setting.
-    await client.query(`BEGIN; SET LOCAL lock_timeout = '${BOUNDED_LOCK_WAIT_MS}ms'`);
-    const result = await body(client);
-    await client.query('COMMIT');
-    return result;
-  } catch (error) {
-    if (isDriverReadTimeout(error)) {
-      // The driver stopped waiting (`query_timeout`) but the statement still runs: a ROLLBACK would queue
-      // behind it and fail only after a second timeout. Discarding the connection ends the transaction.
-      broken ??= error as Error;
-      throw error;
-    }
-    // A connection that cannot roll back is discarded rather than reused.
-    await client.query('ROLLBACK').catch((rollbackError: unknown) => {
-      broken ??= rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
-    });
-    throw error;
-  } finally {
-    unguard();
-    client.release(broken);
-  }
+  return inOwnTransaction(
+    db,
+    `BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = '${BOUNDED_LOCK_WAIT_MS}ms'`,
+    body,
+  );
 }

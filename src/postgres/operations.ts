@@ -32,6 +32,7 @@ import {
 } from './client.js';
 import { storedFingerprint, withRequestFingerprint } from './fingerprint-text.js';
 import { batchFunctionNames, renderSql, type TableNames } from './identifiers.js';
+import { rerunAtReadCommitted } from './read-committed.js';
 import { type RecordRow, rowToClaimResult, rowToRecord, toSafeInteger } from './row.js';
 import * as sql from './sql.gen.js';
 
@@ -235,6 +236,13 @@ export interface OperationsOptions {
    * function would abort it. @default false
    */
   singleFunctions?: boolean;
+  /**
+   * Run a state change, a batch or `loadSteps` that PostgreSQL refused with a serialization failure (40001:
+   * a `default_transaction_isolation` of repeatable read or serializable) once more, in a read committed
+   * transaction of its own (see `./read-committed.ts`). For autocommit callers only (the store): inside a
+   * transaction, a 40001 has aborted it. @default false
+   */
+  rerunAtReadCommitted?: boolean;
 }
 
 // The tables warned about by warnUnboundedClaims in this process: one warning each, however many stores.
@@ -350,12 +358,23 @@ export function createOperations(names: TableNames, options: OperationsOptions =
   const singleFunctionless = new Set<SingleOperation>(
     options.singleFunctions === true ? [] : (Object.keys(singleCalls) as SingleOperation[]),
   );
+  // Send a statement in autocommit, and again at read committed after a 40001 when asked to.
+  const autocommit: <R>(db: PgQueryable, send: (db: PgQueryable) => Promise<R>) => Promise<R> =
+    options.rerunAtReadCommitted === true ? rerunAtReadCommitted : (db, send) => send(db);
 
   /**
    * Run a batch through its function, or through its statement when the function cannot be used (see
    * {@link isBatchFunctionUnusable}); any other error is the batch's own and is thrown.
    */
-  async function runBatch(
+  function runBatch(
+    db: PgQueryable,
+    op: 'claimMany' | 'completeMany',
+    values: unknown[],
+  ): Promise<PgQueryResult> {
+    return autocommit(db, (conn) => runBatchOnce(conn, op, values));
+  }
+
+  async function runBatchOnce(
     db: PgQueryable,
     op: 'claimMany' | 'completeMany',
     values: unknown[],
@@ -375,7 +394,15 @@ export function createOperations(names: TableNames, options: OperationsOptions =
    * Send a single-key operation once: through its function of migration 0008, or through its statement on
    * a schema without it (see {@link isBatchFunctionUnusable}: the same two causes).
    */
-  async function runSingle(
+  function runSingle(
+    db: PgQueryable,
+    op: SingleOperation,
+    values: unknown[],
+  ): Promise<PgQueryResult> {
+    return autocommit(db, (conn) => runSingleOnce(conn, op, values));
+  }
+
+  async function runSingleOnce(
     db: PgQueryable,
     op: SingleOperation,
     values: unknown[],
@@ -415,7 +442,9 @@ export function createOperations(names: TableNames, options: OperationsOptions =
         // default_transaction_isolation is repeatable read or serializable, the blocking row committed
         // after the snapshot raises 40001 instead of returning no row: the statement was a transaction of
         // its own and applied nothing, so it runs again, as for no row (a concurrent duplicate was an
-        // outage). In the transactional mode's claim.sql the caller retries the whole transaction instead.
+        // outage). The store's runSingle runs it at read committed first (read-committed.ts); what gets here
+        // is the rerun of a client that is not a pool. In the transactional mode's claim.sql the caller
+        // retries the whole transaction instead.
         const again = op === 'claimBounded' && sqlState(error) === SqlState.SerializationFailure;
         if (again && attempt < CLAIM_ATTEMPTS) continue;
         throw error;
@@ -454,10 +483,9 @@ export function createOperations(names: TableNames, options: OperationsOptions =
       if (!completeClaimFunction) return undefined;
       let rows: unknown[];
       try {
-        ({ rows } = await run(db, 'completeClaimCall', [
-          ...completeValues(completes),
-          ...claimValues(claims),
-        ]));
+        ({ rows } = await autocommit(db, (conn) =>
+          run(conn, 'completeClaimCall', [...completeValues(completes), ...claimValues(claims)]),
+        ));
       } catch (error) {
         if (!isBatchFunctionUnusable(error, functionNames.completeClaim)) throw error;
         completeClaimFunction = false;
@@ -490,7 +518,7 @@ export function createOperations(names: TableNames, options: OperationsOptions =
       return rowCount === 1;
     },
     async loadSteps(db, key, token) {
-      const { rows } = await run(db, 'loadSteps', [key, token]);
+      const { rows } = await autocommit(db, (conn) => run(conn, 'loadSteps', [key, token]));
       return rows.length === 0 ? undefined : rowsToSteps(rows as StepRow[]);
     },
     async get(db, key) {

@@ -125,6 +125,8 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
   const ops = createOperations(names, {
     prepare: prepareOption(options.prepare),
     singleFunctions: true,
+    // Whatever the server's default_transaction_isolation (see read-committed.ts).
+    rerunAtReadCommitted: true,
   });
   const busyRetryAfterMs = durationOption(
     options.busyRetryAfterMs,

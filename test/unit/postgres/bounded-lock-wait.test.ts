@@ -41,7 +41,11 @@ describe('withBoundedLockWait', () => {
     });
     // Assert
     expect(result).toBe('answer');
-    expect(sent).toEqual(["BEGIN; SET LOCAL lock_timeout = '100ms'", 'SELECT 1', 'COMMIT']);
+    expect(sent).toEqual([
+      "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = '100ms'",
+      'SELECT 1',
+      'COMMIT',
+    ]);
     expect(released).toEqual([undefined]);
   });
 
@@ -57,7 +61,11 @@ describe('withBoundedLockWait', () => {
     const outcome = withBoundedLockWait(pool, (db) => db.query('SELECT 1'));
     // Assert
     await expect(outcome).rejects.toBe(timeout);
-    expect(sent).toEqual(["BEGIN; SET LOCAL lock_timeout = '100ms'", 'SELECT 1', 'ROLLBACK']);
+    expect(sent).toEqual([
+      "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = '100ms'",
+      'SELECT 1',
+      'ROLLBACK',
+    ]);
     expect(released).toEqual([undefined]);
   });
 
