@@ -114,12 +114,13 @@ export interface AmqpConsumer {
   /**
    * Stop receiving (a message the broker still delivers is `nack`ed back to the queue once it took the
    * cancel in, never started), then wait for the broker's cancel, for in-flight messages to be settled,
-   * and for the broker to have taken their acks in (a `basic.qos` round trip), up to `drainTimeout` in
-   * all. A retry or dead-letter copy its delivery gave up on after `brokerTimeout` is waited for too
-   * (its confirm, then its original's ack; a dead letter's `onDeadLetter`). The channel is yours and
-   * stays open. Resolves to whether all of it happened in time. Its resolving is the end of every hook
-   * call, whatever it resolved: a message still in flight (or a copy still unconfirmed) when it resolved
-   * `false` settles later unreported.
+   * and for the broker to have taken their acks in (a round trip that changes nothing: a passive declare
+   * of `amq.direct`, the channel's prefetch left as it is), up to `drainTimeout` in all. A retry or
+   * dead-letter copy its delivery gave up on after `brokerTimeout` is waited for too (its confirm, then
+   * its original's ack; a dead letter's `onDeadLetter`). The channel is yours and stays open. Resolves
+   * to whether all of it happened in time. Its resolving is the end of every hook call, whatever it
+   * resolved: a message still in flight (or a copy still unconfirmed) when it resolved `false` settles
+   * later unreported.
    */
   close(): Promise<boolean>;
   /**
@@ -351,9 +352,12 @@ export async function idempotentConsumer(
         // the cancel, to be delivered again (counted by a quorum queue's delivery-limit). Measured on
         // RabbitMQ 3.10, classic and quorum queues alike: an ack then `connection.close()` at once left the
         // message in the queue, 5 times out of 5. The channel answers a method only once it has taken
-        // every frame before it: a `basic.qos` of the prefetch this consumer set already.
+        // every frame before it: a passive declare of `amq.direct`, which changes nothing (every vhost has
+        // it, it cannot be deleted, and a passive declare needs no permission; the default exchange `''`
+        // is refused with a 403, which closes the channel). Not a `basic.qos`, as before: it set this
+        // consumer's prefetch again for every consumer the application starts on the channel later.
         const flushed = await settlesWithin(
-          channel.prefetch(prefetch).catch(() => {
+          channel.checkExchange('amq.direct').catch(() => {
             // A closed channel: the broker requeued whatever was unacked on it.
           }),
           Math.max(deadline - performance.now(), 0),

@@ -46,6 +46,11 @@ export interface AmqpConfirmChannel {
   assertQueue(queue: string, options?: object): Promise<unknown>;
   /** Fails (and the broker closes the channel) when `queue` does not exist. */
   checkQueue(queue: string): Promise<unknown>;
+  /**
+   * A passive declare: fails (and the broker closes the channel) when `exchange` does not exist. A round
+   * trip that changes nothing on `amq.direct`.
+   */
+  checkExchange(exchange: string): Promise<unknown>;
   prefetch(count: number, global?: boolean): Promise<unknown>;
   consume(
     queue: string,

@@ -85,6 +85,11 @@ export class AmqpDelivery implements Delivery<AmqpMessage> {
   readonly firstDelivery: boolean;
   /** amqplib's message, the same object for every run of this delivery (held-requeues.ts). */
   private readonly delivered: AmqpMessage;
+  /**
+   * `performance.now()` when this run was created: for the first, when amqplib delivered the message,
+   * from which RabbitMQ's `consumer_timeout` counts (held-requeues.ts reads the first run's only).
+   */
+  private readonly createdAt = performance.now();
 
   /**
    * @param message - amqplib's message.
@@ -133,7 +138,7 @@ export class AmqpDelivery implements Delivery<AmqpMessage> {
     const { settler, message } = this;
     const options = retryOptions(message, this.deliveryCount, delayMs, letter);
     if (!fitsHeaderTable(options.headers ?? {})) {
-      settler.held.requeueAfter(this.delivered, delayMs);
+      settler.held.requeueAfter(this.delivered, delayMs, this.createdAt);
       return;
     }
     await settler.publishConfirmed(settler.retryQueue, message.content, options);

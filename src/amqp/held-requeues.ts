@@ -7,8 +7,8 @@
  * requeue carries no delivery count on a classic queue, so a failing handler would run without end.
  *
  * Processed again in this process, not handed back to the queue (`nack` with requeue), for as long as the
- * message has been held less than {@link HELD_LOCALLY_MS}: on a quorum queue (RabbitMQ before 4.3) every
- * requeue adds one to the message's `x-delivery-count`, and past the queue's `delivery-limit` (20 by
+ * message was delivered less than {@link HELD_LOCALLY_MS} before: on a quorum queue (RabbitMQ before 4.3)
+ * every requeue adds one to the message's `x-delivery-count`, and past the queue's `delivery-limit` (20 by
  * default since RabbitMQ 4.0) RabbitMQ drops the message, or dead-letters it with the queue's own
  * dead-letter exchange, without the error. Measured on RabbitMQ 3.10 with `x-delivery-limit: 2`: a message
  * held through a 3 s store outage was requeued three times and dropped, never run, and nothing said so.
@@ -24,10 +24,14 @@ import type { AckBatcher } from './acks.js';
 import type { AmqpConfirmChannel, AmqpMessage } from './amqp-types.js';
 
 /**
- * How long a message is held and processed again in this process at most, from its first hold, before
- * it is handed back to its queue instead: a third of RabbitMQ's default `consumer_timeout` (30 minutes),
- * which counts from the delivery and closes the channel of one left unacked longer. One requeue per
- * 10 minutes at most: a `delivery-limit` of 20 lasts more than three hours of holding.
+ * How long after its delivery a held message may still be processed again in this process (its delay
+ * ending by then), before it is handed back to its queue instead: a third of RabbitMQ's default
+ * `consumer_timeout` (30 minutes), which counts from the delivery, however often the message was processed
+ * again, and closes the channel of one left unacked longer. So a run after the last hold must end within
+ * `consumer_timeout` less this budget (20 minutes by default). Counted from the delivery, not from the first hold
+ * as at first: a first hold at minute 9 let the message run again at minute 19, and a handler run of more
+ * than 11 minutes then passed `consumer_timeout`, and the broker closed the whole channel. One requeue
+ * per 10 minutes at most: a `delivery-limit` of 20 lasts more than three hours of holding.
  */
 export const HELD_LOCALLY_MS = 10 * 60_000;
 
@@ -37,15 +41,16 @@ export const HELD_LOCALLY_MS = 10 * 60_000;
  */
 export type Rerun = (message: AmqpMessage, runs: number) => void;
 
-/** Since when a message is held, and how many times it was processed again. */
+/** When a held message was delivered, and how many times it was processed again. */
 interface Holding {
-  since: number;
+  deliveredAt: number;
   runs: number;
 }
 
 /**
  * One consumer's held messages, each processed again when its delay ends (`rerun`), or handed back to its
- * queue (`nack` with requeue) once held {@link HELD_LOCALLY_MS}, at `close()`, or without `rerun`.
+ * queue (`nack` with requeue) once {@link HELD_LOCALLY_MS} after its delivery, at `close()`, or without
+ * `rerun`.
  */
 export class HeldRequeues {
   private readonly held = new Map<NodeJS.Timeout, AmqpMessage>();
@@ -65,17 +70,19 @@ export class HeldRequeues {
    * prefetch slot, as the delay of a retry copy would hold it in the retry queue; the handler slot is free
    * meanwhile. Its tag stays unsettled for the ack batcher (acks.ts) until it is acked or the `nack` is
    * written: no multiple ack may cover it meanwhile, and once the broker has it back any may.
+   * @param deliveredAt - `performance.now()` when amqplib delivered `message` (its first run); read at its
+   *   first hold only, a message processed again keeping the time of its delivery.
    */
-  requeueAfter(message: AmqpMessage, delayMs: number): void {
+  requeueAfter(message: AmqpMessage, delayMs: number, deliveredAt: number): void {
     if (this.closing) {
       this.requeue(message);
       return;
     }
     const now = performance.now();
-    const holding = this.holdings.get(message) ?? { since: now, runs: 0 };
+    const holding = this.holdings.get(message) ?? { deliveredAt, runs: 0 };
     this.holdings.set(message, holding);
     const rerun = this.rerun;
-    const again = rerun !== undefined && now + delayMs - holding.since <= HELD_LOCALLY_MS;
+    const again = rerun !== undefined && now + delayMs - holding.deliveredAt <= HELD_LOCALLY_MS;
     const timer = setTimeout(() => {
       this.held.delete(timer);
       if (!again) {

@@ -1,6 +1,6 @@
 /**
- * The entries this process is handling, by id, each with what its deliveries know of it ({@link HeldEntry}),
- * held for as long as any delivery of it runs here.
+ * The entries this consumer instance is handling, by id, each with what its deliveries know of it
+ * ({@link HeldEntry}), held for as long as any delivery of it runs here.
  *
  * Why counted: a claim round of this process may take an entry it still handles, whose idle time passed
  * `minIdle` while held (idle resets that reached Redis late: an event loop stalled longer than that; a
@@ -13,10 +13,13 @@
  * pending list), whichever delivery found it. Since, a claim round leaves the held entries out
  * ({@link HeldEntries.liveIds}; a held entry `XAUTOCLAIM` returns is not started) while their
  * deliveries still reset their idle time: one delivery of an entry at
- * a time here, the count kept as a safeguard.
+ * a time here, the count kept as a safeguard. Those live entries are the process's, every consumer
+ * instance's on the stream and group (live-entries.ts): the records stay one instance's, each of its
+ * own deliveries.
  * @module
  */
 import type { HeldEntry } from './idle-times.js';
+import type { LiveEntries } from './live-entries.js';
 
 /** A held entry's record, how many of its deliveries run, and how many of those still reset its idle time. */
 interface Holding {
@@ -29,9 +32,16 @@ interface Holding {
 export class HeldEntries {
   private readonly entries = new Map<string, Holding>();
 
+  /**
+   * @param live - The live entries of the process on this consumer's stream and group, which this
+   *   consumer's deliveries join and leave, and its claim rounds read.
+   */
+  constructor(private readonly live: LiveEntries) {}
+
   /** A delivery of entry `id` starts: the record it shares with the other deliveries of `id` running here. */
   hold(id: string): HeldEntry {
     const holding = this.entries.get(id);
+    this.live.add(id);
     if (holding !== undefined) {
       holding.deliveries++;
       holding.live++;
@@ -49,7 +59,9 @@ export class HeldEntries {
    */
   expire(id: string): void {
     const holding = this.entries.get(id);
-    if (holding !== undefined) holding.live--;
+    if (holding === undefined) return;
+    holding.live--;
+    this.live.remove(id);
   }
 
   /**
@@ -60,23 +72,28 @@ export class HeldEntries {
     const holding = this.entries.get(id);
     if (holding === undefined) return;
     holding.deliveries--;
-    if (!expired) holding.live--;
+    if (!expired) {
+      holding.live--;
+      this.live.remove(id);
+    }
     if (holding.deliveries <= 0) this.entries.delete(id);
   }
 
   /**
-   * The ids of the entries held now by a delivery that still resets their idle time: what this process's
-   * claim rounds must leave to their deliveries.
+   * The ids of the entries held now by a delivery that still resets their idle time, in any consumer
+   * instance of the process on the stream and group: what this process's claim rounds must leave to their
+   * deliveries.
    */
   liveIds(): string[] {
-    const ids: string[] = [];
-    for (const [id, holding] of this.entries) if (holding.live > 0) ids.push(id);
-    return ids;
+    return this.live.ids();
   }
 
-  /** Whether entry `id` is held by a delivery that still resets its idle time (see {@link liveIds}). */
+  /**
+   * Whether entry `id` is held by a delivery that still resets its idle time, in any consumer instance of
+   * the process on the stream and group (see {@link liveIds}).
+   */
   isLive(id: string): boolean {
-    return (this.entries.get(id)?.live ?? 0) > 0;
+    return this.live.has(id);
   }
 
   /** Entry `id`'s record while a delivery of it runs here, else undefined. */

@@ -30,6 +30,7 @@ import { lastDeliveredId } from './group-position.js';
 import { HeldEntries } from './held-entries.js';
 import { idleTimes } from './idle-times.js';
 import { atomicLetter } from './letter-script.js';
+import { LiveEntries } from './live-entries.js';
 import { ABANDONED, awaitLoopCommand, type LoopCommand } from './loop-command.js';
 import {
   command,
@@ -137,8 +138,9 @@ export async function idempotentConsumer(
   const stop = new AbortController();
   // The entries this process is handling, by id, with what their deliveries know of them (see `reclaim`):
   // held while any delivery of one runs; this process's claim rounds leave them to it while one still
-  // resets their idle time.
-  const handling = new HeldEntries();
+  // resets their idle time, those of every consumer instance of the process on this stream and group
+  // (live-entries.ts: the event loop, stalled, delays every instance's resets alike).
+  const handling = new HeldEntries(new LiveEntries(stream, group));
   // How often a delivery's idle time is reset. At most a timer's limit (a minIdle of months): past it the
   // entry would be touched in a loop.
   const touchIntervalMs = Math.min(Math.max(Math.floor(minIdleMs / 3), 10), MAX_TIMER_MS);

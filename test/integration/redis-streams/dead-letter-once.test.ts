@@ -16,6 +16,7 @@ import { createIdempotency, memoryStore } from '../../../src/index.js';
 import { idempotentConsumer } from '../../../src/redis-streams/index.js';
 import { env } from '../../helpers/env.js';
 import { streamsFixture } from '../../helpers/streams-fixture.js';
+import { otherProcessConsumer } from '../../helpers/streams-other-process.js';
 import { startRedisProxy } from '../../helpers/tcp-proxy.js';
 import { waitUntil } from '../../helpers/wait-until.js';
 
@@ -177,7 +178,9 @@ describe('Redis Streams consumer: dead letters written once', () => {
     const other = createClient({ url: env.redisUrl });
     await other.connect();
     cleanups.push(() => other.destroy());
-    const b = await idempotentConsumer(other, (_entry, context) => void calls.push(context.key), {
+    // Of another process: a consumer of A's own leaves the entry A is handling to it.
+    const otherProcess = await otherProcessConsumer();
+    const b = await otherProcess(other, (_entry, context) => void calls.push(context.key), {
       stream,
       group: 'workers',
       name: `dead-letter-once-${run}-reported`,

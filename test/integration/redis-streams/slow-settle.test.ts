@@ -20,6 +20,7 @@ import {
   type RedisStreamsConsumerOptions,
 } from '../../../src/redis-streams/index.js';
 import { type ScriptsMode, streamsFixture } from '../../helpers/streams-fixture.js';
+import { otherProcessConsumer } from '../../helpers/streams-other-process.js';
 import { waitUntil } from '../../helpers/wait-until.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -90,8 +91,10 @@ describe('Redis Streams consumer: a settle slower than minIdle', () => {
       cleanups.push(() => a.close());
       const id = String(await fixture.add(stream, 'pay-slow-letter'));
       await waitUntil('A to run the handler', () => calls.length > 0);
-      // B starts once A has read the entry: it only gets it by reclaiming it.
-      const b = await idempotentConsumer(
+      // B starts once A has read the entry: it only gets it by reclaiming it. Of another process: a
+      // consumer of A's own leaves the entry A is handling to it, idle resets or not.
+      const otherProcess = await otherProcessConsumer();
+      const b = await otherProcess(
         await fixture.clientFor(mode, `ik-test-noeval-${name}-b`),
         handler,
         options(stream, name, 'b', slow, events),
@@ -146,7 +149,9 @@ describe('Redis Streams consumer: a settle slower than minIdle', () => {
       cleanups.push(() => a.close());
       await fixture.add(stream, 'pay-slow-ack');
       await waitUntil('A to run the handler', () => calls.length > 0);
-      const b = await idempotentConsumer(
+      // Of another process: a consumer of A's own leaves the entry A is handling to it.
+      const otherProcess = await otherProcessConsumer();
+      const b = await otherProcess(
         await fixture.clientFor(mode, `ik-test-noeval-${name}-b`),
         handler,
         options(stream, name, 'b', engine, events),

@@ -6,7 +6,9 @@
  * retried: the healthy entry's delivery count climbed, and a failing handler was dead-lettered before
  * `maxDeliveries` real failures. Now a claim round leaves the entries this process holds to it; without
  * the scripts, `XAUTOCLAIM` still takes such an entry, but no second delivery starts, and the delivery it
- * counted is recorded as handed back, not counted against `maxDeliveries`.
+ * counted is recorded as handed back, not counted against `maxDeliveries`. The same with two consumer
+ * instances on the stream and group in one process (one event loop): each one's rounds took the other's
+ * live entries, until the entries they hold were shared by the process (live-entries.ts).
  */
 import { describe, expect, it } from 'vitest';
 import { createIdempotency, memoryStore } from '../../../src/index.js';
@@ -54,16 +56,27 @@ describe('Redis Streams consumer: an event loop stalled longer than minIdle', ()
   /**
    * Consume `stream` with a free slot left for claim rounds (polling: the loop's pause ends with the stall,
    * and its claim round may go out before the overdue reset). Entry `slow` runs `slow(deliveryCount)`;
-   * any other entry stalls the event loop five times for 200 ms (minIdle 100 ms).
+   * any other entry stalls the event loop five times for 200 ms (minIdle 100 ms). `instance` names the
+   * consumer in the group; the instances of one test share `store`.
    */
   async function stallingConsumer(
     mode: ScriptsMode,
     stream: string,
     slow: (deliveryCount: number) => Promise<void>,
     seen: { retries: string[]; deadLetters: string[]; executed: string[] },
+    instance = 'live',
+    store = memoryStore(),
   ) {
-    await fixture.admin.sendCommand(['XGROUP', 'CREATE', stream, 'workers', '0', 'MKSTREAM']);
-    const client = await fixture.clientFor(mode, `ik-test-noeval-${stream.replaceAll(':', '-')}`);
+    // Once per stream: a second instance finds the group there.
+    await fixture.admin
+      .sendCommand(['XGROUP', 'CREATE', stream, 'workers', '0', 'MKSTREAM'])
+      .catch((error: unknown) => {
+        if (!String(error).includes('BUSYGROUP')) throw error;
+      });
+    const client = await fixture.clientFor(
+      mode,
+      `ik-test-noeval-${stream.replaceAll(':', '-')}-${instance}`,
+    );
     const consumer = await idempotentConsumer(
       client,
       async (entry, context) => {
@@ -80,8 +93,8 @@ describe('Redis Streams consumer: an event loop stalled longer than minIdle', ()
         stream,
         group: 'workers',
         name: `stalled-loop-${run}`,
-        consumer: 'live',
-        idempotency: createIdempotency({ store: memoryStore() }),
+        consumer: instance,
+        idempotency: createIdempotency({ store }),
         concurrency: 3,
         pollInterval: '10ms',
         claimInterval: '20ms',
@@ -174,5 +187,96 @@ describe('Redis Streams consumer: an event loop stalled longer than minIdle', ()
     expect(await fixture.letterField(stream, 'x-idempotency-dead-letter-reason')).toEqual([]);
     expect(await fixture.pendingCount(stream)).toBe(0);
     expect(await consumer.close()).toBe(true);
+  });
+
+  describe('two consumer instances on the stream and group, in one process', () => {
+    /** Instances `live-a` and `live-b` of {@link stallingConsumer}, sharing one store. */
+    async function twoInstances(
+      mode: ScriptsMode,
+      stream: string,
+      slow: (deliveryCount: number) => Promise<void>,
+      seen: { retries: string[]; deadLetters: string[]; executed: string[] },
+    ) {
+      const store = memoryStore();
+      const a = await stallingConsumer(mode, stream, slow, seen, 'live-a', store);
+      const b = await stallingConsumer(mode, stream, slow, seen, 'live-b', store);
+      return [a, b];
+    }
+
+    it.each(modes)(
+      'leaves a healthy entry one instance handles to its delivery, %s: run once',
+      async (mode) => {
+        // Arrange: as above, two instances reading the stream.
+        const stream = `ik-test:streams-stalled-loop-two-healthy-${slug(mode)}:${run}`;
+        streams.push(stream, `${stream}:dlq`);
+        const runs: number[] = [];
+        const seen = {
+          retries: [] as string[],
+          deadLetters: [] as string[],
+          executed: [] as string[],
+        };
+        const consumers = await twoInstances(
+          mode,
+          stream,
+          async (deliveryCount) => {
+            runs.push(deliveryCount);
+            await sleep(1500);
+          },
+          seen,
+        );
+
+        // Act
+        const id = String(await fixture.add(stream, `slow-two-healthy-${run}`));
+        await fixture.add(stream, `stall-two-healthy-${run}`);
+        const highest = await highestCount(stream, id, () => seen.executed.length === 2);
+
+        // Assert: before, the other instance's round took the entry (counted 2), and its delivery met
+        // the key in progress and retried, again and again while the first ran.
+        expect(runs).toEqual([1]);
+        if (mode === 'with scripts') expect(highest).toBe(1);
+        expect(seen.retries).toEqual([]);
+        expect(seen.deadLetters).toEqual([]);
+        expect(await fixture.pendingCount(stream)).toBe(0);
+        for (const consumer of consumers) expect(await consumer.close()).toBe(true);
+      },
+    );
+
+    it.each(modes)('gives a failing handler its maxDeliveries, %s', async (mode) => {
+      // Arrange: as above, two instances reading the stream.
+      const stream = `ik-test:streams-stalled-loop-two-failing-${slug(mode)}:${run}`;
+      streams.push(stream, `${stream}:dlq`);
+      const runs: number[] = [];
+      const seen = {
+        retries: [] as string[],
+        deadLetters: [] as string[],
+        executed: [] as string[],
+      };
+      const consumers = await twoInstances(
+        mode,
+        stream,
+        async (deliveryCount) => {
+          runs.push(deliveryCount);
+          await sleep(1500);
+          if (runs.length < 3) throw new Error('gateway timeout');
+        },
+        seen,
+      );
+
+      // Act
+      const id = String(await fixture.add(stream, `slow-two-failing-${run}`));
+      await fixture.add(stream, `stall-two-failing-${run}`);
+      await highestCount(stream, id, () => seen.executed.length + seen.deadLetters.length === 2);
+
+      // Assert: before, dead-lettered after two real runs, the other instance's in-progress deliveries
+      // having counted the rest.
+      expect(runs).toHaveLength(3);
+      if (mode === 'with scripts') expect(runs).toEqual([1, 2, 3]);
+      expect(seen.retries).toEqual(['handler_error', 'handler_error']);
+      expect(seen.deadLetters).toEqual([]);
+      expect(seen.executed).toHaveLength(2);
+      expect(await fixture.letterField(stream, 'x-idempotency-dead-letter-reason')).toEqual([]);
+      expect(await fixture.pendingCount(stream)).toBe(0);
+      for (const consumer of consumers) expect(await consumer.close()).toBe(true);
+    });
   });
 });

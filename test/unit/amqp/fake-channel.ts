@@ -27,6 +27,7 @@ export function fakeChannel() {
   const channel = Object.assign(emitter, {
     waitForConfirms: async () => {},
     checkQueue: async () => ({}),
+    checkExchange: async () => ({}),
     assertQueue: async () => ({}),
     prefetch: async () => ({}),
     consume: async (_queue: string, onMessage: (message: AmqpMessage | null) => void) => {

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { AckBatcher } from '../../../src/amqp/acks.js';
+import { AmqpDelivery, AmqpSettler } from '../../../src/amqp/delivery.js';
 import { HELD_LOCALLY_MS, HeldRequeues } from '../../../src/amqp/held-requeues.js';
 import {
   type AmqpConfirmChannel,
@@ -39,7 +40,7 @@ describe('HeldRequeues', () => {
     const messages = [1, 2, 3, 4].map(message);
     for (const m of messages) acks.delivered(m);
     const held = new HeldRequeues(channel, acks);
-    held.requeueAfter(messages[0]!, 60_000);
+    held.requeueAfter(messages[0]!, 60_000, performance.now());
     // Act
     held.requeueAll();
     await Promise.all(messages.slice(1).map((m) => acks.ack(m)));
@@ -54,7 +55,7 @@ describe('HeldRequeues', () => {
     const messages = [1, 2, 3].map(message);
     for (const m of messages) acks.delivered(m);
     const held = new HeldRequeues(channel, acks);
-    held.requeueAfter(messages[0]!, 60_000);
+    held.requeueAfter(messages[0]!, 60_000, performance.now());
     // Act
     await Promise.all(messages.slice(1).map((m) => acks.ack(m)));
     held.requeueAll();
@@ -80,9 +81,10 @@ describe('HeldRequeues: processed again in this process', () => {
       expect(again).toBe(m);
       reruns.push(runs);
     });
+    const deliveredAt = performance.now();
     // Act: held three times, 1 s each.
     for (let i = 0; i < 3; i++) {
-      held.requeueAfter(m, 1000);
+      held.requeueAfter(m, 1000, deliveredAt);
       vi.advanceTimersByTime(1000);
     }
     // Assert: each requeue was one more delivery toward a quorum queue's delivery-limit.
@@ -101,9 +103,10 @@ describe('HeldRequeues: processed again in this process', () => {
     const held = new HeldRequeues(channel, acks, () => {
       reruns += 1;
     });
+    const deliveredAt = performance.now();
     // Act: 30 s delays, until one would end past the limit.
     while (frames.length === 0 && reruns < 100) {
-      held.requeueAfter(m, 30_000);
+      held.requeueAfter(m, 30_000, deliveredAt);
       vi.advanceTimersByTime(30_000);
     }
     // Assert
@@ -120,7 +123,7 @@ describe('HeldRequeues: processed again in this process', () => {
     const held = new HeldRequeues(channel, acks, () => {
       reruns += 1;
     });
-    held.requeueAfter(message(1), 1000);
+    held.requeueAfter(message(1), 1000, performance.now());
     // Act
     held.dropAll();
     vi.advanceTimersByTime(5000);
@@ -135,6 +138,63 @@ const huge = (tag: number): AmqpMessage => ({
   content: Buffer.from('pay'),
   fields: { deliveryTag: tag, redelivered: false, exchange: '', routingKey: 'q' },
   properties: { messageId: 'pay-1', headers: { trace: 't'.repeat(65_400) } },
+});
+
+describe('HeldRequeues: counted from the delivery, as RabbitMQ counts consumer_timeout', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  const minutes = (n: number) => n * 60_000;
+
+  it('hands back a message whose first run took 9.5 minutes at the end of its 1-minute hold', async () => {
+    // Arrange
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+    const { channel, frames } = fakeChannel();
+    const acks = new AckBatcher(channel);
+    const reruns: number[] = [];
+    const settler = new AmqpSettler(channel, acks, 'q.retry', 'q.dlq', (_again, runs) => {
+      reruns.push(runs);
+    });
+    const m = huge(1);
+    acks.delivered(m);
+    const delivery = new AmqpDelivery(settler, m);
+    // Act: the handler ran 9.5 minutes, then met its key in progress elsewhere.
+    vi.advanceTimersByTime(minutes(9.5));
+    await delivery.retry(minutes(1));
+    vi.advanceTimersByTime(minutes(1));
+    // Assert: before, counted from this hold, it ran again at minute 10.5, and could run again until
+    // minute 19.5: a handler run of over 10.5 minutes then passed the 30-minute consumer_timeout.
+    expect(reruns).toEqual([]);
+    expect(frames).toEqual(['nack 1 requeue']);
+  });
+
+  it(`runs a held message again only while its delay ends within ${HELD_LOCALLY_MS / 60_000} minutes of its delivery`, async () => {
+    // Arrange: each run takes 3 minutes and is held 30 s.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+    const { channel, frames } = fakeChannel();
+    const acks = new AckBatcher(channel);
+    const deliveredAt = performance.now();
+    const rerunAt: number[] = [];
+    let current: AmqpDelivery;
+    const settler = new AmqpSettler(channel, acks, 'q.retry', 'q.dlq', (again, runs) => {
+      rerunAt.push(performance.now() - deliveredAt);
+      current = new AmqpDelivery(settler, again, runs);
+    });
+    const m = huge(1);
+    acks.delivered(m);
+    current = new AmqpDelivery(settler, m);
+    // Act
+    while (frames.length === 0 && rerunAt.length < 100) {
+      vi.advanceTimersByTime(minutes(3));
+      await current.retry(30_000);
+      vi.advanceTimersByTime(30_000);
+    }
+    // Assert: the third hold would end at minute 10.5. Before, counted from the first hold (minute 3),
+    // it ran again at minute 10.5 too, and was handed back at minute 14.
+    expect(rerunAt).toEqual([minutes(3.5), minutes(7)]);
+    expect(frames).toEqual(['nack 1 requeue']);
+  });
 });
 
 describe('amqp consumer: close() with a held message', () => {
