@@ -34,8 +34,11 @@ export async function rerunAtReadCommitted<T>(
     return await send(db);
   } catch (error) {
     if (sqlState(error) !== SqlState.SerializationFailure) throw error;
-    return isPool(db)
-      ? inOwnTransaction(db, 'BEGIN ISOLATION LEVEL READ COMMITTED', send)
-      : send(db);
+    if (isPool(db)) return inOwnTransaction(db, 'BEGIN ISOLATION LEVEL READ COMMITTED', send);
+    return send(db).catch((again: unknown) => {
+      // A client inside its owner's transaction (not the store's way, but possible): the 40001 aborted it,
+      // and the rerun's 25P02 ("current transaction is aborted") would hide the error its owner retries on.
+      throw sqlState(again) === SqlState.InFailedTransaction ? error : again;
+    });
   }
 }

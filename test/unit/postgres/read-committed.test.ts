@@ -75,4 +75,21 @@ describe('rerunAtReadCommitted', () => {
       expect(sent).toEqual(['db: SELECT 1']);
     }
   });
+
+  it('keeps the 40001 when the rerun on a client finds its owner transaction aborted (25P02)', async () => {
+    // Arrange: a client inside its owner's transaction, which the 40001 aborted.
+    const aborted = Object.assign(new Error('current transaction is aborted'), { code: '25P02' });
+    let calls = 0;
+    const client = {
+      query: async () => {
+        calls++;
+        throw calls === 1 ? serializationFailure : aborted;
+      },
+    } as unknown as PgQueryable;
+    // Act / Assert: the error its owner retries on, not the one that hides it.
+    await expect(rerunAtReadCommitted(client, (on) => on.query('SELECT 1'))).rejects.toBe(
+      serializationFailure,
+    );
+    expect(calls).toBe(2);
+  });
 });
