@@ -122,11 +122,14 @@ const ACK_DUPLICATE: Decision = Object.freeze({ action: 'ack', reason: 'duplicat
  * - handler error → retry with backoff until `maxDeliveries`, then dead-letter (at once if permanent);
  * - mismatch or no usable key → dead-letter: retrying can never succeed.
  * @param deliveryCount - Deliveries of this message so far, this one included (≥ 1).
+ * @param heldRetries - Retries of this delivery waited out in place (`Delivery.heldRetries`): counted as
+ *   deliveries into an in-progress retry's delay, and into nothing else.
  */
 export function decide(
   result: AttemptResult,
   deliveryCount: number,
   policy: DecisionPolicy,
+  heldRetries = 0,
 ): Decision {
   switch (result.kind) {
     case 'executed':
@@ -145,7 +148,7 @@ export function decide(
       return {
         action: 'retry',
         reason: RetryReason.InProgress,
-        delayMs: inProgressDelay(result.retryAfterMs, deliveryCount, policy),
+        delayMs: inProgressDelay(result.retryAfterMs, deliveryCount + heldRetries, policy),
       };
     case 'store_unavailable':
       return {

@@ -591,7 +591,7 @@ export async function processDelivery<M>(
     } else {
       result = { kind: 'invalid_key', error: extracted.error };
     }
-    decision = decide(result, delivery.deliveryCount, options.policy);
+    decision = decide(result, delivery.deliveryCount, options.policy, delivery.heldRetries);
     if (decision.action === 'dead_letter' && result.kind === 'handler_error') {
       decision = await notCountingHandedBack(options, delivery, result, decision);
     }

@@ -62,6 +62,21 @@ export interface Delivery<M> {
    * dead-letter such a message then does not count the deliveries recorded as handed back.
    */
   mayHandBack?: boolean | undefined;
+  /**
+   * Retries of this delivery the adapter waited out in place, not redelivered (NATS, on the last delivery
+   * a finite `max_deliver` allows): an in-progress retry's delay grows with them as it does with
+   * redeliveries. Before, such a retry behind a long holder came round at its first short delay for as
+   * long as the holder ran (`max_deliver` 1 behind a 10 s run: 98 claims). @default 0
+   */
+  heldRetries?: number | undefined;
+  /**
+   * Wait for the dead letter's write however long it takes, rather than give it up after
+   * `brokerTimeout`: for a delivery the broker will not make again (NATS, on the last delivery a finite
+   * `max_deliver` allows), where a write given up on that then failed lost the message with no letter and
+   * no report (its redelivery, which would write it, never came). With `touchUntilSettled`, kept alive
+   * meanwhile; a failure is handled as any failed write (reported, recorded, retried).
+   */
+  awaitsDeadLetter?: boolean | undefined;
   /** Acknowledge: the message is done. */
   ack(): Promise<void> | void;
   /**
@@ -326,7 +341,9 @@ export async function writeDeadLetter<M>(
     const result = delivery.deadLetter(letter);
     // Kept: a write given up on may land later, and is reported then (reportLateLetter).
     write = isThenable(result) ? Promise.resolve(result) : undefined;
-    written = await withinBrokerTimeout(write, options.brokerTimeoutMs);
+    written = delivery.awaitsDeadLetter
+      ? await write
+      : await withinBrokerTimeout(write, options.brokerTimeoutMs);
   } catch (error) {
     // The dead letter could not be written: keep the message and try again later rather than lose it. The
     // letter goes with the copy (or, where the copy cannot carry it, into the store: given-up.ts), so that

@@ -242,8 +242,10 @@ export async function idempotentConsumer(
     // A dead letter whose write failed: written again, never the handler run again (on a first delivery,
     // max_deliver 1, no record would be looked up for it).
     let pending: DeadLetter | undefined;
-    for (;;) {
-      const held = await deliverOnce(message, lastTouch, pending);
+    // Counted into the next in-progress delay, as redeliveries would be: without them a copy held behind
+    // a long holder claimed again every `minRetryDelay` for as long as the holder ran.
+    for (let holds = 0; ; holds++) {
+      const held = await deliverOnce(message, lastTouch, pending, holds);
       if (held === undefined) return;
       pending = held.letter;
       lastTouch = await holdFor(
@@ -259,14 +261,16 @@ export async function idempotentConsumer(
   };
 
   /**
-   * close() ended the hold of a delivery the server will not make again: sent back all the same (the
-   * server drops it at once, with its advisory), and reported, as every retry there was before holds.
+   * close() ended the hold of a delivery the server will not make again, or handed back one that waited
+   * for a slot (no `delayMs`): sent back all the same (the server drops it at once, with its advisory),
+   * and reported, as every retry there was before holds.
    */
-  const giveBackAtClose = (message: NatsJsMsg, delayMs: number) => {
+  const giveBackAtClose = (message: NatsJsMsg, delayMs?: number) => {
     let error: unknown = new MaxDeliverReachedError(config.max_deliver as number);
     try {
       ensureOpen();
-      message.nak(Math.ceil(nakDelay(message.info.deliveryCount, delayMs)));
+      if (delayMs === undefined) message.nak();
+      else message.nak(Math.ceil(nakDelay(message.info.deliveryCount, delayMs)));
     } catch (nakError) {
       error = nakError;
     }
@@ -297,6 +301,7 @@ export async function idempotentConsumer(
     message: NatsJsMsg,
     touchedAt: number | undefined,
     pendingDeadLetter: DeadLetter | undefined,
+    heldRetries: number,
   ): Promise<HeldRetry | undefined> => {
     let held: HeldRetry | undefined;
     // From the delivery's start (or the queue's last touch) until its handler starts (then the handler's
@@ -316,6 +321,10 @@ export async function idempotentConsumer(
       deliveryCount: message.info.deliveryCount,
       brokerId: brokerId(message),
       pendingDeadLetter,
+      heldRetries,
+      // Nor is a dead letter given up on there after brokerTimeout: its publish failing later, no
+      // redelivery would write it again, and the message was dropped at its ack_wait, unlettered.
+      awaitsDeadLetter: isLastDelivery(message.info.deliveryCount),
       // On the last delivery the server's max_deliver allows, a handed-back delivery is not credited: the
       // retry it would buy is never made (the server drops the message), so a failure dead-letters instead.
       mayHandBack: !isLastDelivery(message.info.deliveryCount),
@@ -392,6 +401,7 @@ export async function idempotentConsumer(
     mayHandBack: (message) => !isLastDelivery(message.info.deliveryCount),
     handingBack: (message) =>
       recordHandedBack(resolved, brokerId(message), message.info.deliveryCount),
+    handingBackLast: (message) => giveBackAtClose(message),
     // The key is not extracted before the message starts: reported without one.
     onTouchError,
     expiresMs: limits.expiresMs,

@@ -49,6 +49,13 @@ export interface PullLoopOptions {
    * waits for it, and the loop's end for every `nak()`. Never rejects.
    */
   handingBack(message: NatsJsMsg): Promise<void>;
+  /**
+   * Called instead of {@link handingBack}, and of the `nak()`, with a message {@link PullLoop.stop} hands
+   * back on the last delivery `max_deliver` allows (see {@link mayHandBack}): the server drops it at the
+   * `nak()`, so no record is made for a redelivery that never comes; it sends the `nak()` and reports
+   * the message. Before, such a message, waiting for a slot at `close()`, was dropped in silence.
+   */
+  handingBackLast(message: NatsJsMsg): void;
   /** A `working()` on a message waiting for a slot threw (not for a closed connection: that ends the loop). */
   onTouchError(message: NatsJsMsg, error: unknown): void;
   /** How long one pull waits on the server for its messages (at most the consumer's `max_expires`). */
@@ -269,6 +276,11 @@ export class PullLoop {
    * dead-lettered them after fewer runs than `maxDeliveries`.
    */
   private handBack(message: NatsJsMsg): void {
+    // Only stop() hands such a message back: one waiting for a slot never expires (WaitingQueue).
+    if (!this.options.mayHandBack(message)) {
+      this.options.handingBackLast(message);
+      return;
+    }
     const handedBack = this.options.handingBack(message).then(() => nak(message));
     this.handBacks.add(handedBack);
     void handedBack.then(() => this.handBacks.delete(handedBack));

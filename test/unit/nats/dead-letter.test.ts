@@ -96,4 +96,27 @@ describe('NATS dead-letter headers', () => {
     expect(h.get(TRUNCATED_HEADERS)).toBe('x-idempotency-error,x-idempotency-key');
     expect(h.get(ENCODED_HEADERS)).toBe('x-idempotency-key');
   });
+
+  it.each([
+    ['é (2 bytes)', 'é'],
+    ['€ (3 bytes)', '€'],
+    ['😀 (4 bytes)', '😀'],
+  ])(
+    'cuts an encoded key of %s characters on a whole character, so it still decodes',
+    (_, char) => {
+      for (let shift = 0; shift < 12; shift++) {
+        // Arrange: the LF has the key encoded; the shift moves the cut across each group of a character.
+        const key = `\n${'a'.repeat(shift)}${char.repeat(3000)}`;
+        // Act
+        const h = deadLetterHeaders(headers(), message(), letter({ key }));
+        // Assert: before, the cut could end `…%C3%A9%C3`, and decodeURIComponent threw ('URI malformed').
+        const written = h.get('x-idempotency-key');
+        expect(written.length).toBeLessThanOrEqual(MAX_HEADER_VALUE_BYTES);
+        // At most one character's groups, less one byte, are given up to keep it whole.
+        expect(written.length).toBeGreaterThan(MAX_HEADER_VALUE_BYTES - 12);
+        expect(key.startsWith(decodeURIComponent(written))).toBe(true);
+        expect(h.get(TRUNCATED_HEADERS)).toBe('x-idempotency-key');
+      }
+    },
+  );
 });
