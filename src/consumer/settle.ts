@@ -341,9 +341,23 @@ export async function writeDeadLetter<M>(
     const result = delivery.deadLetter(letter);
     // Kept: a write given up on may land later, and is reported then (reportLateLetter).
     write = isThenable(result) ? Promise.resolve(result) : undefined;
-    written = delivery.awaitsDeadLetter
-      ? await write
-      : await withinBrokerTimeout(write, options.brokerTimeoutMs);
+    written = await withinBrokerTimeout(write, options.brokerTimeoutMs);
+    if (written === TIMED_OUT && delivery.awaitsDeadLetter && write !== undefined) {
+      // A delivery the broker will not make again: the write is waited for however long it takes (given
+      // up on and then failed, the message was lost with no letter and no report), but said to be overdue
+      // now, as every settle past brokerTimeout is (waited for in silence, a hung write told nothing).
+      brokerError(
+        options,
+        event,
+        'dead_letter',
+        brokerTimeoutError(
+          'the dead letter',
+          options.brokerTimeoutMs,
+          'it is still waited for, its handler slot kept: the broker will not deliver this message again',
+        ),
+      );
+      written = await write;
+    }
   } catch (error) {
     // The dead letter could not be written: keep the message and try again later rather than lose it. The
     // letter goes with the copy (or, where the copy cannot carry it, into the store: given-up.ts), so that
