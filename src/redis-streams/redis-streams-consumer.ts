@@ -293,11 +293,15 @@ export async function idempotentConsumer(
     // its idle time). XAUTOCLAIM also drops the ids of entries a live consumer of another process handles:
     // they cannot be told apart here, and are recorded without fields; their holder, finding the id no
     // longer pending and the entry gone, records them again with theirs (idle-times.ts, see the docs).
+    // One another consumer instance of this process handles live is left to it too (its resets find the
+    // deletion, and record it with its fields): recorded here, a healthy entry got a second letter,
+    // without fields, and was acked under its holder.
     const deleted: string[] = [];
     for (const id of claimed.deleted) {
       const held = handling.get(id);
-      if (held === undefined) deleted.push(id);
-      else if (!held.deleted) {
+      if (held === undefined) {
+        if (!handling.isLive(id)) deleted.push(id);
+      } else if (!held.deleted) {
         held.deleted = true;
         held.dropped = !claimed.pending;
       }

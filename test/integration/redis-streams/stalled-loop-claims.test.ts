@@ -278,5 +278,70 @@ describe('Redis Streams consumer: an event loop stalled longer than minIdle', ()
       expect(await fixture.pendingCount(stream)).toBe(0);
       for (const consumer of consumers) expect(await consumer.close()).toBe(true);
     });
+
+    it('leaves an entry deleted under another instance to its holder (no letter for a healthy entry)', async () => {
+      // Arrange: with the scripts, two instances (minIdle 3 s, claim rounds every 20 ms). The handler, in
+      // whichever instance reads the entry, makes it look idle for 10 s (its resets reaching Redis late,
+      // as after a stall) and deletes it from the stream, then ends well.
+      const stream = `ik-test:streams-stalled-loop-two-deleted:${run}`;
+      streams.push(stream, `${stream}:dlq`);
+      await fixture.admin.sendCommand(['XGROUP', 'CREATE', stream, 'workers', '0', 'MKSTREAM']);
+      const store = memoryStore();
+      const executed: string[] = [];
+      const deletedReports: string[] = [];
+      const instance = async (name: string) => {
+        const client = await fixture.clientFor('with scripts', `ik-test-del-${name}`);
+        const consumer = await idempotentConsumer(
+          client,
+          async (entry) => {
+            await fixture.admin.sendCommand([
+              'XCLAIM',
+              stream,
+              'workers',
+              name,
+              '0',
+              entry.id,
+              'IDLE',
+              '10000',
+            ]);
+            await fixture.admin.sendCommand(['XDEL', stream, entry.id]);
+            await sleep(400);
+          },
+          {
+            stream,
+            group: 'workers',
+            name: `stalled-loop-${run}`,
+            consumer: name,
+            idempotency: createIdempotency({ store }),
+            pollInterval: '10ms',
+            claimInterval: '20ms',
+            minIdle: '3s',
+            hooks: {
+              onExecuted: (event) =>
+                void executed.push(String(event.message.fields['x-idempotency-key'])),
+              onConsumerError: (event) => {
+                if (event.operation === 'deleted') deletedReports.push(name);
+              },
+            },
+          },
+        );
+        cleanups.push(() => consumer.close());
+        return consumer;
+      };
+      const consumers = [await instance('del-a'), await instance('del-b')];
+
+      // Act
+      await fixture.add(stream, `deleted-two-${run}`);
+      await waitUntil('the entry to settle', async () => executed.length === 1, 20_000, 20);
+      await sleep(300);
+
+      // Assert: before, the other instance's round recorded the entry as deleted (a letter without its
+      // fields) and acked it under its live holder.
+      expect(executed).toEqual([`deleted-two-${run}`]);
+      expect(await fixture.letterField(stream, 'x-idempotency-dead-letter-reason')).toEqual([]);
+      expect(deletedReports).toEqual([]);
+      expect(await fixture.pendingCount(stream)).toBe(0);
+      for (const consumer of consumers) expect(await consumer.close()).toBe(true);
+    });
   });
 });
