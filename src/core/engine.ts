@@ -191,7 +191,8 @@ export interface RunContext {
    * within an execution. A result the step's codec cannot encode (a BigInt) rejects with
    * `OutcomeEncodingError`, recorded as the step's outcome (a takeover's step rejects with its
    * `ReplayedError`); should `fn` then throw, that or its own error, a failure is stored as the key's final
-   * outcome whatever `storeErrors` says, so the step never runs again.
+   * outcome whatever `storeErrors` says, so the step never runs again. A step called once `fn` has
+   * returned or thrown rejects with `LeaseLostError` without running: nothing could record it.
    * @example
    * const charge = await ctx.step('charge', ({ downstreamKey }) =>
    *   stripe.paymentIntents.create(params, { idempotencyKey: downstreamKey }),

@@ -295,6 +295,14 @@ export class LeaseKeeper implements Beating {
     this.env.heartbeats.add(this, this.periodMs);
   }
 
+  /**
+   * True once the run has ended (its handler returned or threw, {@link LeaseKeeper.stop}): the claim is
+   * being completed or released by this execution, so nothing more can be recorded on it.
+   */
+  get ended(): boolean {
+    return this.stopped;
+  }
+
   /** Stop the heartbeat; results of an extension still in flight are ignored from now on. */
   stop(): void {
     this.stopped = true;

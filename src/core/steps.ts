@@ -9,6 +9,7 @@
 import {
   InvalidOptionsError,
   isReplicationShortError,
+  LeaseLostError,
   OutcomeEncodingError,
   ReplayedError,
   StoreUnavailableError,
@@ -111,6 +112,17 @@ export function unrecordedSteps(storageKey: string, attempt = 1): StepRunner {
   };
 }
 
+/**
+ * The error of a step of a run that has ended: its claim is completed or released by the same execution,
+ * so the step can no longer be recorded (a {@link LeaseLostError}, as for any step that cannot be).
+ */
+function ranAfterEnd(token: number, name: string): LeaseLostError {
+  return new LeaseLostError(
+    token,
+    `step '${name}' was called after its execution ended (the handler returned or threw): not recorded, nor run if it had not started`,
+  );
+}
+
 /** The steps of one execution: loads what earlier attempts recorded (once), records what this one runs. */
 export class StepRecorder {
   readonly #lease: LeaseKeeper;
@@ -131,7 +143,8 @@ export class StepRecorder {
    * @throws InvalidOptionsError for an invalid or repeated name, a `fn` or `codec` that is not one, or a
    * store that cannot record steps (before `fn` runs).
    * @throws LeaseLostError when this execution no longer holds the key (nothing is recorded), without
-   * running `fn` when that was already known (its signal aborted).
+   * running `fn` when that was already known (its signal aborted, or its run ended: the handler returned
+   * or threw before the step was called).
    * @throws StoreUnavailableError when the store could not record the result (the step did run), or, on a
    * takeover, load the recorded steps (nothing ran). Either way the engine then leaves the claim to its
    * lease instead of releasing it, whatever the handler throws (engine.ts).
@@ -155,6 +168,11 @@ export class StepRecorder {
     ) {
       throw new InvalidOptionsError(`store '${store.name}' cannot record steps`);
     }
+    // A step started once the run has ended (left running by a handler that returned or threw: a sibling
+    // of a failed step in Promise.all, a timer, code after an HTTP response) could not be recorded: the
+    // claim is completed, or released, and a retry then runs the step again. Its effect (a charge) must
+    // not start: run on, it made a second charge beside the retry's, and was reported as a lost lease.
+    if (lease.ended) throw ranAfterEnd(lease.token, name);
     // A first attempt has nothing recorded: only a takeover asks the store.
     if (this.#attempt > 1) {
       this.#recorded ??= this.#load();
@@ -218,7 +236,9 @@ export class StepRecorder {
         );
       }
     }
-    if (!saved) throw lease.fencedOut();
+    // Refused because the run ended while the step ran (this execution completed or released the claim):
+    // not a lost lease, so not reported as one.
+    if (!saved) throw lease.ended ? ranAfterEnd(lease.token, name) : lease.fencedOut();
     lease.reportStep(name, this.#attempt, durationMs);
     // Recorded as a failure: whatever the handler throws next, the claim must not be released.
     if (encodingError !== undefined) throw lease.stepFailed(encodingError, bytes);
