@@ -16,12 +16,10 @@
  * handler's delay, default 50 (S1); REDIS_URL and DATABASE_URL as in the tests). A run with the defaults
  * writes `bench/results/http-phases.md`.
  */
-import { type ChildProcess, fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { type BenchStores, cleanupBenchStores, prepareBenchStores } from './lib/bench-stores.js';
 import { libraryBuilder, repoRoot } from './lib/build-lib.js';
 import { type LoadResult, load } from './lib/http-load.js';
@@ -29,6 +27,7 @@ import type { BenchPhasesReport, BenchServerConfig } from './lib/http-server.js'
 import { type BenchRow, median, roundColumns } from './lib/report.js';
 import { ResultsFile } from './lib/results.js';
 import { inRoundOrder, roundOrderNote } from './lib/round-order.js';
+import { type ServerChild, startServerChild } from './lib/server-child.js';
 
 const duration = Number(process.env.DURATION ?? 3);
 const rounds = Number(process.env.ROUNDS ?? 3);
@@ -46,31 +45,14 @@ const library = build('main', join(repoRoot, 'src'));
 const defaults = ['DURATION', 'ROUNDS', 'STORES', 'DELAY_MS'].every((name) => !process.env[name]);
 
 /** A server child of `lib/http-server.ts` with its phase clock on. */
-interface PhasedServer {
-  url: string;
-  child: ChildProcess;
-}
-
-async function startServer(config: BenchServerConfig): Promise<PhasedServer> {
-  const child = fork(fileURLToPath(new URL('./lib/http-server.ts', import.meta.url)), [], {
-    execArgv: ['--import', 'tsx'],
-    env: { ...process.env, IK_BENCH_HTTP: JSON.stringify({ ...config, phases: true }) },
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+function startServer(config: BenchServerConfig): Promise<ServerChild> {
+  return startServerChild(new URL('./lib/http-server.ts', import.meta.url), {
+    IK_BENCH_HTTP: JSON.stringify({ ...config, phases: true }),
   });
-  const port = await new Promise<number>((resolve, reject) => {
-    const onMessage = (message: { port?: number }) => {
-      if (message.port === undefined) return;
-      child.off('message', onMessage);
-      resolve(message.port);
-    };
-    child.on('message', onMessage);
-    child.once('exit', (code) => reject(new Error(`bench server exited (${code})`)));
-  });
-  return { url: `http://127.0.0.1:${port}/orders`, child };
 }
 
 /** The phase times the server gathered since it was last asked (and forgets them). */
-function takePhases(server: PhasedServer): Promise<BenchPhasesReport['phases']> {
+function takePhases(server: ServerChild): Promise<BenchPhasesReport['phases']> {
   return new Promise((resolve) => {
     const onMessage = (message: Partial<BenchPhasesReport>) => {
       if (message.phases === undefined) return;
