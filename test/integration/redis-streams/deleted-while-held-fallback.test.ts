@@ -16,6 +16,7 @@ import {
   type RedisStreamsConsumerOptions,
 } from '../../../src/redis-streams/index.js';
 import { streamsFixture } from '../../helpers/streams-fixture.js';
+import { otherProcessConsumer } from '../../helpers/streams-other-process.js';
 import { waitUntil } from '../../helpers/wait-until.js';
 
 describe('Redis Streams consumer without scripts: an entry deleted while held, dropped elsewhere', () => {
@@ -82,7 +83,9 @@ describe('Redis Streams consumer without scripts: an entry deleted while held, d
     await waitUntil("A's handler to start", () => started, 5_000);
     // A trim removes the entry while A holds it (pending).
     await fixture.admin.sendCommand(['XDEL', stream, id]);
-    const b = await idempotentConsumer(
+    // B stands in for a consumer of another process: one of this process leaves A's live entry to A.
+    const otherProcess = await otherProcessConsumer();
+    const b = await otherProcess(
       await fixture.userWithoutScripts(`ik-test-noeval-held-b-${name}-${run}`),
       async () => {
         throw new Error('B never runs the entry');
