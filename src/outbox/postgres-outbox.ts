@@ -10,6 +10,7 @@ import { schemaAhead } from '../core/schema-ahead.js';
 import { checkOutGuarded } from '../postgres/check-out.js';
 import { isRetryableTransactionError } from '../postgres/client.js';
 import { type NativeClientRefusal, refuseNativeClient } from '../postgres/native-client.js';
+import { BEGIN_READ_COMMITTED } from '../postgres/own-transaction.js';
 import { createSchemaIfMissing } from '../postgres/schema.js';
 import { postgresNamesCheck } from '../postgres/taken-names.js';
 import { isPgPool, type PgPoolClient, type PgQueryable } from './clients.js';
@@ -181,12 +182,9 @@ export async function migratePostgresOutbox(
   }
   const client: PgQueryable = checkedOut ?? db;
   try {
-    // Read committed whatever the server's default_transaction_isolation: each statement after the lock
-    // must see what the migrator that held it committed. Under repeatable read or serializable the
-    // snapshot was taken by the lock's own statement, before the wait: a migrator that had waited found
-    // no migration recorded, ran 0001 again and failed on `relation … already exists` (every process but
-    // one, when several started at once).
-    await client.query('BEGIN ISOLATION LEVEL READ COMMITTED');
+    // Read committed: each statement after the lock must see what the migrator that held it committed
+    // (see BEGIN_READ_COMMITTED).
+    await client.query(BEGIN_READ_COMMITTED);
     // Released at COMMIT/ROLLBACK, so it also works behind a transaction-mode pooler.
     await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [
       `idempotency-kit:migrate-outbox:${names.schemaName}.${names.tableName}`,

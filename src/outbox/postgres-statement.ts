@@ -11,7 +11,7 @@ import {
   SqlState,
   sqlState,
 } from '../postgres/client.js';
-import { inOwnTransaction } from '../postgres/own-transaction.js';
+import { BEGIN_READ_COMMITTED, inOwnTransaction } from '../postgres/own-transaction.js';
 import type { PgQueryable, PgResult } from './clients.js';
 import { outboxStoreError } from './errors.js';
 
@@ -57,7 +57,7 @@ export async function runStatement(
   for (let attempt = 1; ; attempt++) {
     try {
       return readCommitted
-        ? await inOwnTransaction(pool as PgPool, 'BEGIN ISOLATION LEVEL READ COMMITTED', (db) =>
+        ? await inOwnTransaction(pool as PgPool, BEGIN_READ_COMMITTED, (db) =>
             db.query(query, values),
           )
         : await pool.query(query, values);

@@ -18,7 +18,7 @@
  * @module
  */
 import { isPool, type PgQueryable } from './client.js';
-import { inOwnTransaction } from './own-transaction.js';
+import { BEGIN_READ_COMMITTED, inOwnTransaction } from './own-transaction.js';
 
 /** How long a bounded call waits for any lock, the records table's included, before giving up (55P03). */
 export const BOUNDED_LOCK_WAIT_MS = 100;
@@ -41,7 +41,7 @@ export function withBoundedLockWait<T>(
   if (!isPool(db)) return body(db);
   return inOwnTransaction(
     db,
-    `BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = '${BOUNDED_LOCK_WAIT_MS}ms'`,
+    `${BEGIN_READ_COMMITTED}; SET LOCAL lock_timeout = '${BOUNDED_LOCK_WAIT_MS}ms'`,
     body,
   );
 }

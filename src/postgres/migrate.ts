@@ -39,6 +39,7 @@ import {
   migrateRetryDelayMs,
 } from './migrate-lock.js';
 import { migrations } from './migrations.gen.js';
+import { BEGIN_READ_COMMITTED } from './own-transaction.js';
 import { createSchemaIfMissing } from './schema.js';
 import { createMigrationsTable } from './sql.gen.js';
 import { postgresNamesCheck } from './taken-names.js';
@@ -124,12 +125,9 @@ export async function migrate(
     throw toStoreError('migrate', error);
   }
   try {
-    // Read committed whatever the server's default_transaction_isolation: each statement after the lock
-    // must see what the migrator that held it committed. Under repeatable read or serializable the
-    // snapshot was taken by the lock's own statement, before the wait: a migrator that had waited found
-    // no migration recorded, ran 0001 again and failed on `relation … already exists` (every process but
-    // one, when several started at once).
-    await client.query('BEGIN ISOLATION LEVEL READ COMMITTED');
+    // Read committed: each statement after the lock must see what the migrator that held it committed
+    // (see BEGIN_READ_COMMITTED).
+    await client.query(BEGIN_READ_COMMITTED);
     // One lock per (schema, table): unrelated tables migrate in parallel. Released at COMMIT/ROLLBACK,
     // so it also works behind a transaction-mode connection pooler.
     await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [

@@ -8,6 +8,15 @@ import { checkOutGuarded } from './check-out.js';
 import { isDriverReadTimeout, type PgPool, type PgQueryable } from './client.js';
 
 /**
+ * How the library opens the transactions it owns: at read committed whatever the server's, database's or
+ * role's `default_transaction_isolation`. Its statements are written for read committed (one atomic
+ * statement each, re-checking a row another transaction changed); under repeatable read or serializable a
+ * statement that waited for such a row failed with 40001, and a migrator that waited for another's lock
+ * kept the snapshot taken before the wait, ran 0001 again and failed on `relation … already exists`.
+ */
+export const BEGIN_READ_COMMITTED = 'BEGIN ISOLATION LEVEL READ COMMITTED';
+
+/**
  * Run `body` on a connection of `pool` inside a transaction opened by `begin` (a `BEGIN …`, and any `SET
  * LOCAL` to send in the same round trip), and commit.
  * @throws what `body` or the database threw; the transaction is rolled back, and a connection that cannot

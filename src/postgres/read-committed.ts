@@ -16,7 +16,7 @@
  * @module
  */
 import { isPool, type PgQueryable, SqlState, sqlState } from './client.js';
-import { inOwnTransaction } from './own-transaction.js';
+import { BEGIN_READ_COMMITTED, inOwnTransaction } from './own-transaction.js';
 
 /**
  * Run `send` on `db`, and once more at read committed if PostgreSQL refused it with a serialization failure
@@ -34,7 +34,7 @@ export async function rerunAtReadCommitted<T>(
     return await send(db);
   } catch (error) {
     if (sqlState(error) !== SqlState.SerializationFailure) throw error;
-    if (isPool(db)) return inOwnTransaction(db, 'BEGIN ISOLATION LEVEL READ COMMITTED', send);
+    if (isPool(db)) return inOwnTransaction(db, BEGIN_READ_COMMITTED, send);
     return send(db).catch((again: unknown) => {
       // A client inside its owner's transaction (not the store's way, but possible): the 40001 aborted it,
       // and the rerun's 25P02 ("current transaction is aborted") would hide the error its owner retries on.

@@ -28,6 +28,7 @@ import { encodeErrorOutcome } from '../core/outcome.js';
 import { RecordStatus } from '../core/record.js';
 import type { PgQueryable } from './client.js';
 import type { Operations } from './operations.js';
+import { BEGIN_READ_COMMITTED } from './own-transaction.js';
 
 /**
  * What committed of a run whose transaction ended under the handler: `recorded` (the key is completed with
@@ -103,7 +104,7 @@ export async function recordEnd(
   let committed: EndedCommit = 'unrecorded';
   try {
     await client.query(
-      `BEGIN ISOLATION LEVEL READ COMMITTED; SELECT set_config('lock_timeout', '${RECORD_LOCK_TIMEOUT}', true)`,
+      `${BEGIN_READ_COMMITTED}; SELECT set_config('lock_timeout', '${RECORD_LOCK_TIMEOUT}', true)`,
     );
     const record = await ops.get(client, key);
     if (record?.token === token && record.status === RecordStatus.Completed) {
