@@ -238,6 +238,21 @@ export function deadLetterHeaders(
   return written(headers, letterEntries(message, letter, leftOut, maxValueBytes));
 }
 
+/**
+ * The headers a dead letter sets from the letter and the message (besides {@link KEY_HEADER} and the lists
+ * of changed headers), written by {@link letterEntries}: a message's header of the same name is replaced,
+ * not carried (`ADDED_HEADERS`).
+ */
+const LETTER_HEADERS = {
+  reason: 'x-idempotency-dead-letter-reason',
+  error: 'x-idempotency-error',
+  deliveries: 'x-idempotency-deliveries',
+  consumer: 'x-idempotency-consumer',
+  failedAt: 'x-idempotency-failed-at',
+  subject: 'x-idempotency-subject',
+  streamSequence: 'x-idempotency-stream-sequence',
+} as const;
+
 /** The headers of the dead-letter copy of `message`, as {@link deadLetterHeaders} writes them. */
 function letterEntries(
   message: NatsJsMsg,
@@ -252,13 +267,13 @@ function letterEntries(
     if (leftOut.has(name)) safe.leaveOut(name);
     else for (const value of values) safe.copy(name, value);
   }
-  safe.add('x-idempotency-dead-letter-reason', letter.reason);
-  safe.addError('x-idempotency-error', letter.error);
-  safe.add('x-idempotency-deliveries', String(letter.deliveryCount));
-  safe.add('x-idempotency-consumer', letter.consumer);
-  safe.add('x-idempotency-failed-at', letter.failedAt);
-  safe.add('x-idempotency-subject', message.subject);
-  safe.add('x-idempotency-stream-sequence', String(message.info.streamSequence));
+  safe.add(LETTER_HEADERS.reason, letter.reason);
+  safe.addError(LETTER_HEADERS.error, letter.error);
+  safe.add(LETTER_HEADERS.deliveries, String(letter.deliveryCount));
+  safe.add(LETTER_HEADERS.consumer, letter.consumer);
+  safe.add(LETTER_HEADERS.failedAt, letter.failedAt);
+  safe.add(LETTER_HEADERS.subject, message.subject);
+  safe.add(LETTER_HEADERS.streamSequence, String(message.info.streamSequence));
   if (letter.key !== undefined) safe.add(KEY_HEADER, letter.key);
   return safe.finish();
 }
@@ -325,13 +340,7 @@ const ADDED_HEADERS: ReadonlySet<string> = new Set([
   ENCODED_HEADERS,
   TRUNCATED_HEADERS,
   OMITTED_HEADERS,
-  'x-idempotency-dead-letter-reason',
-  'x-idempotency-error',
-  'x-idempotency-deliveries',
-  'x-idempotency-consumer',
-  'x-idempotency-failed-at',
-  'x-idempotency-subject',
-  'x-idempotency-stream-sequence',
+  ...Object.values(LETTER_HEADERS),
 ]);
 
 /**
