@@ -311,9 +311,7 @@ function fingerprintOf(policy: RoutePolicy, request: RequestFacts, body: unknown
     headers: fingerprintHeaders,
     body,
     rawBody: request.rawBody?.(),
-    // Only a string body needs it (`FingerprintParts.stringBody`): the header reads spared otherwise.
-    stringBody:
-      typeof body === 'string' ? stringBodyKind(body, (name) => request.header(name)) : undefined,
+    stringBody: stringBodyKind(body, (name) => request.header(name)),
   });
 }
 

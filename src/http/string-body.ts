@@ -13,14 +13,17 @@ import { charsetOf } from './charset.js';
 type HeaderReader = (name: string) => string | readonly string[] | null | undefined;
 
 /**
- * `'text'` when `body` is the whole body as received: a UTF-8 body whose `Content-Length` (with no
- * `Content-Encoding`, after which the parser read other bytes) is the string's UTF-8 length; else
+ * `undefined` for a body that is not a string; `'text'` when `body` is the whole body as received: a
+ * UTF-8 body whose `Content-Length` (with no `Content-Encoding`, after which the parser read other bytes)
+ * is the string's UTF-8 length; else
  * `'value'`, a string a parser produced, also when the length is unknown (a chunked body) or the text was
  * decoded from another charset: read as a string, it still fingerprints alike on every retry.
  * @example
  * stringBodyKind('"123"'.slice(1, -1), (name) => ({ 'content-length': '5' })[name]); // 'value'
  */
-export function stringBodyKind(body: string, header: HeaderReader): 'text' | 'value' {
+export function stringBodyKind(body: unknown, header: HeaderReader): 'text' | 'value' | undefined {
+  // Only a string body needs it (`FingerprintParts.stringBody`): the header reads spared otherwise.
+  if (typeof body !== 'string') return undefined;
   const encoding = header('content-encoding');
   if (encoding !== undefined && encoding !== null && encoding !== '' && encoding !== 'identity') {
     return 'value';

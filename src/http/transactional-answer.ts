@@ -205,10 +205,7 @@ function fingerprintOf<Req>(route: RoutePolicy, request: TransactionalRequest<Re
     headers,
     body: request.body,
     rawBody: request.rawBody,
-    stringBody:
-      typeof request.body === 'string'
-        ? stringBodyKind(request.body, (name) => request.header(name))
-        : undefined,
+    stringBody: stringBodyKind(request.body, (name) => request.header(name)),
   });
 }
 
